@@ -1,0 +1,17 @@
+#version 450
+// out = a + b, elementwise (residual connections).
+
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer Abuf { float a[]; };   // [n]
+layout(binding = 1) readonly buffer Bbuf { float b[]; };   // [n]
+layout(binding = 2) writeonly buffer Obuf { float o[]; };  // [n]
+
+layout(push_constant) uniform PC { uint n; } pc;
+
+void main()
+{
+    uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (i >= pc.n) return;
+    o[i] = a[i] + b[i];
+}

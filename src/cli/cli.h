@@ -1,0 +1,33 @@
+/* Shared helpers of the vkvector subcommands. Each subcommand is
+ * `int cmd_<name>(int argc, char **argv)` with argv[0] = the subcommand name,
+ * returning the process exit status. Only the CLI prints errors and exits. */
+#ifndef VKV_CLI_H
+#define VKV_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/status.h"
+
+int cmd_devices(int argc, char **argv);
+int cmd_conform(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+
+/* Prints "vkvector <cmd>: <status name>: <last error>" to stderr; returns 1. */
+int cli_fail(const char *cmd, vkv_status s);
+/* Prints "vkvector <cmd>: <message>" plus a hint to run --help; returns 2. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) VKV_PRINTF(2, 3);
+
+/* Strict number parsing: the whole string must be a number in range. */
+bool cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+bool cli_parse_f64(const char *s, double min, double max, double *out);
+
+/* The value of a flag that takes one ("--device 1"): advances *i and returns
+ * argv[*i], or NULL (after printing a usage error) when it is missing. */
+const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
+
+/* --device N / VKVECTOR_DEVICE, or -1 for automatic choice. */
+int cli_device_index_from_env(void);
+
+#endif

@@ -1,0 +1,185 @@
+/* vkvector bench ops: GPU time, achieved GB/s and GFLOP/s of the matrix-vector
+ * and matrix-matrix kernels at LLM shapes, against the device's peak where
+ * known. A benchmark prints figures; it never fails on speed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "core/rng.h"
+#include "vk/ops.h"
+
+/* Peak figures of devices we know (dense fp16 TFLOP/s, memory TB/s). */
+typedef struct device_peak {
+    const char *name_part;
+    double tflops, tbps;
+} device_peak;
+
+static const device_peak known_peaks[] = {
+    {"H200", 989.0, 4.8},
+    {"H100", 989.0, 3.35},
+    {"A100", 312.0, 2.0},
+    {"RTX 4090", 165.0, 1.008},
+    {"RTX 3090", 71.0, 0.936},
+};
+
+static const device_peak *find_peak(const char *name)
+{
+    for (size_t i = 0; i < sizeof known_peaks / sizeof *known_peaks; i++)
+        if (strstr(name, known_peaks[i].name_part)) return &known_peaks[i];
+    return NULL;
+}
+
+static void bench_usage(void)
+{
+    printf("usage: vkvector bench ops [--device N] [--reps R] [--batch N] [--types LIST] [--quick]\n\n"
+           "Times matrix-vector (decode) and matrix-matrix (prefill, N = --batch, default 512)\n"
+           "products at LLM shapes (4096x4096, 14336x4096, 4096x14336) for f16, q8_0, q4_0, q4_K\n"
+           "weights and prints GPU time, GB/s, GFLOP/s and the ratio to the device's peak.\n"
+           "  --quick   small shapes (1024x1024, 2048x1024), for slow devices such as lavapipe\n");
+}
+
+static int bench_ops(int argc, char **argv)
+{
+    int device = cli_device_index_from_env();
+    int64_t reps = 5, batch = 512;
+    bool quick = false;
+    const char *types_arg = "f16,q8_0,q4_0,q4_K";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage();
+            return 0;
+        } else if (!strcmp(a, "--device")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("bench", "--device wants an index, got '%s'", v);
+            device = (int)iv;
+        } else if (!strcmp(a, "--reps")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 1, 10000, &reps)) return cli_usage_error("bench", "--reps wants 1..10000, got '%s'", v);
+        } else if (!strcmp(a, "--batch")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 2, 65536, &batch)) return cli_usage_error("bench", "--batch wants 2..65536, got '%s'", v);
+        } else if (!strcmp(a, "--types")) {
+            if (!(types_arg = cli_flag_value("bench", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--quick")) {
+            quick = true;
+        } else {
+            return cli_usage_error("bench", "unknown option '%s'", a);
+        }
+    }
+    vkv_dtype types[8];
+    int n_types = 0;
+    char tbuf[128];
+    snprintf(tbuf, sizeof tbuf, "%s", types_arg);
+    for (char *save, *tok = strtok_r(tbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        int t = vkv_dtype_from_name(tok);
+        if (t < 0 || n_types == 8) return cli_usage_error("bench", "unknown weight type '%s'", tok);
+        types[n_types++] = (vkv_dtype)t;
+    }
+    const uint32_t shapes_full[3][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
+    const uint32_t shapes_quick[2][2] = {{1024, 1024}, {2048, 1024}};
+    const uint32_t(*shapes)[2] = quick ? shapes_quick : shapes_full;
+    int n_shapes = quick ? 2 : 3;
+    if (quick && batch == 512) batch = 64;
+
+    vkv_instance *inst;
+    vkv_gpu *gpu = NULL;
+    vkv_status st = vkv_instance_create(vkv_validation_requested(), false, &inst);
+    if (st) return cli_fail("bench", st);
+    if ((st = vkv_gpu_create(inst, device, &gpu))) {
+        vkv_instance_destroy(inst);
+        return cli_fail("bench", st);
+    }
+    const vkv_caps *caps = vkv_gpu_caps(gpu);
+    const device_peak *peak = find_peak(caps->name);
+    printf("device: %s (%s)\n", caps->name, caps->driver_info);
+    if (peak) printf("peak: %.0f TFLOP/s dense fp16, %.2f TB/s memory\n", peak->tflops, peak->tbps);
+    else printf("peak: unknown for this device (ratios not shown)\n");
+    if (!caps->timestamps) printf("note: no GPU timestamps on this device; times are not available\n");
+    vkv_gpu_set_profiling(gpu, true);
+    printf("%-15s %-5s %-14s %6s %10s %9s %10s %8s\n", "kernel", "type", "M x K", "N", "GPU ms", "GB/s", "GFLOP/s",
+           "of peak");
+    vkv_rng rng = vkv_rng_new(7);
+    int rc = 0;
+    for (int s = 0; s < n_shapes && !rc; s++) {
+        uint32_t m = shapes[s][0], k = shapes[s][1];
+        for (int ti = 0; ti < n_types && !rc; ti++) {
+            vkv_dtype t = types[ti];
+            uint64_t rb = vkv_dtype_row_bytes(t, k), wbytes = rb * m;
+            vkv_buffer *w = NULL, *x = NULL, *y = NULL;
+            uint8_t *host = malloc(wbytes);
+            float *row = malloc(4ull * k);
+            if (!host || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+            for (uint32_t i = 0; i < m; i++) {
+                for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(&rng, -1, 1);
+                vkv_quantize_row(t, row, host + (size_t)i * rb, k);
+            }
+            if ((st = vkv_buffer_create(gpu, wbytes, VKV_MEM_DEVICE, "bench weight", &w)) ||
+                (st = vkv_buffer_upload(gpu, w, 0, host, wbytes)) ||
+                (st = vkv_buffer_create(gpu, 4ull * batch * k, VKV_MEM_DEVICE, "bench input", &x)) ||
+                (st = vkv_buffer_fill(gpu, x, 0, 4ull * batch * k, 0x3c000000u)) ||
+                (st = vkv_buffer_create(gpu, 4ull * batch * m, VKV_MEM_DEVICE, "bench output", &y)))
+                goto fail;
+            vkv_matmul_path paths[3] = {VKV_MATMUL_MATVEC, VKV_MATMUL_TILED, VKV_MATMUL_COOPMAT};
+            for (int p = 0; p < 3; p++) {
+                if (!vkv_matmul_path_supported(gpu, paths[p], t)) continue;
+                uint32_t n = paths[p] == VKV_MATMUL_MATVEC ? 1 : (uint32_t)batch;
+                /* One warm-up, then reps timed dispatches in one submission. */
+                double best = 0;
+                for (int round = 0; round < 2; round++) {
+                    if ((st = vkv_cmd_begin(gpu))) goto fail;
+                    int r_count = round ? (int)reps : 1;
+                    for (int r = 0; r < r_count; r++)
+                        if ((st = vkv_op_matmul(gpu, paths[p], t, vkv_view_of(w), m, k, vkv_view_of(x), n, vkv_view_of(y)))) {
+                            vkv_cmd_submit(gpu);
+                            goto fail;
+                        }
+                    if ((st = vkv_cmd_submit(gpu))) goto fail;
+                    best = vkv_gpu_last_submit_ns(gpu) / r_count;
+                }
+                double sec = best * 1e-9;
+                double bytes = (double)wbytes + 4.0 * n * k + 4.0 * n * m;
+                double flops = 2.0 * m * k * n;
+                const char *name = paths[p] == VKV_MATMUL_MATVEC ? "matvec" : paths[p] == VKV_MATMUL_TILED ? "matmul_tiled" : "matmul_coopmat";
+                char mk[32];
+                snprintf(mk, sizeof mk, "%ux%u", m, k);
+                if (sec <= 0) {
+                    printf("%-15s %-5s %-14s %6u %10s\n", name, vkv_dtype_get(t)->name, mk, n, "n/a");
+                    continue;
+                }
+                double gbs = bytes / sec / 1e9, gfl = flops / sec / 1e9;
+                char ratio[32] = "-";
+                if (peak) {
+                    /* Decode is bandwidth-bound, prefill compute-bound. */
+                    if (n == 1) snprintf(ratio, sizeof ratio, "%.1f%% BW", 100.0 * gbs / (peak->tbps * 1000));
+                    else snprintf(ratio, sizeof ratio, "%.1f%% FLOP", 100.0 * gfl / (peak->tflops * 1000));
+                }
+                printf("%-15s %-5s %-14s %6u %10.4f %9.1f %10.1f %8s\n", name, vkv_dtype_get(t)->name, mk, n, best / 1e6,
+                       gbs, gfl, ratio);
+                fflush(stdout);
+            }
+        fail:
+            vkv_buffer_destroy(gpu, w);
+            vkv_buffer_destroy(gpu, x);
+            vkv_buffer_destroy(gpu, y);
+            free(host);
+            free(row);
+            if (st) rc = cli_fail("bench", st);
+        }
+    }
+    vkv_gpu_destroy(gpu);
+    vkv_instance_destroy(inst);
+    return rc;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: vkvector bench ops [options]   (see 'vkvector bench ops --help')\n");
+        return 0;
+    }
+    return cli_usage_error("bench", "unknown benchmark '%s' (available: ops)", argc >= 2 ? argv[1] : "");
+}

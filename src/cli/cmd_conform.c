@@ -1,0 +1,700 @@
+/* vkvector conform: every GPU op on every Vulkan device against its scalar CPU
+ * reference, the way ggml's test-backend-ops does it: random inputs in
+ * [-1, 1], NMSE = sum (gpu - ref)^2 / sum ref^2 under a per-op threshold, any
+ * NaN/Inf mismatch fails, and guard zones before and after every output catch
+ * out-of-bounds writes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "core/json_write.h"
+#include "core/rng.h"
+#include "ref/ref_ops.h"
+#include "vk/ops.h"
+
+/* Thresholds (NMSE). Ops computed in f32 on both sides differ only by
+ * accumulation order: 1e-7 as in test-backend-ops. The cooperative-matrix path
+ * rounds activations and weights to f16: 5e-4 as ggml allows for f16 matmul.
+ * RoPE angles are pos * inv_freq in f32 on the GPU (range-reduced before
+ * sin/cos) and double in the reference; lavapipe measures ~5e-10 at positions
+ * up to 4096, so the f32 threshold holds. */
+#define NMSE_F32 1e-7
+#define NMSE_EXACT 0.0
+#define NMSE_COOPMAT 5e-4
+
+#define GUARD_WORD 0xA5C3E1F7u
+
+typedef struct conform_result {
+    char op[32], type[16], shape[96], note[96];
+    double nmse, threshold, gpu_ms;
+    bool pass, skipped;
+} conform_result;
+
+typedef struct conform_ctx {
+    vkv_gpu *gpu;
+    const vkv_caps *caps;
+    vkv_rng rng;
+    uint64_t guard_bytes; /* before and after each output: a multiple of the alignment */
+    conform_result *results;
+    size_t n_results, cap_results;
+    const char *filter; /* only ops whose name contains this */
+    bool big;           /* include the >128 MiB weight cases */
+    vkv_status fatal;   /* a Vulkan failure stops the device's run */
+} conform_ctx;
+
+static conform_result *new_result(conform_ctx *c, const char *op, const char *type, const char *shape)
+{
+    if (c->n_results == c->cap_results) {
+        size_t cap = c->cap_results ? c->cap_results * 2 : 64;
+        conform_result *r = realloc(c->results, cap * sizeof *r);
+        if (!r) return NULL;
+        c->results = r;
+        c->cap_results = cap;
+    }
+    conform_result *r = &c->results[c->n_results++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->op, sizeof r->op, "%s", op);
+    snprintf(r->type, sizeof r->type, "%s", type);
+    snprintf(r->shape, sizeof r->shape, "%s", shape);
+    return r;
+}
+
+static float *random_f32(conform_ctx *c, size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (p)
+        for (size_t i = 0; i < n; i++) p[i] = vkv_rng_uniform(&c->rng, -1.0f, 1.0f);
+    return p;
+}
+
+/* A GPU buffer holding `bytes` of data between two guard zones. */
+typedef struct guarded {
+    vkv_buffer *buf;
+    uint64_t bytes;
+    vkv_view view;
+} guarded;
+
+static vkv_status guarded_create(conform_ctx *c, uint64_t bytes, const void *init, guarded *g)
+{
+    vkv_status st;
+    g->bytes = bytes;
+    uint64_t total = c->guard_bytes * 2 + ((bytes + 15) & ~15ull);
+    if ((st = vkv_buffer_create(c->gpu, total, VKV_MEM_DEVICE, "a conformance tensor", &g->buf))) return st;
+    g->view = (vkv_view){g->buf, c->guard_bytes};
+    if ((st = vkv_buffer_fill(c->gpu, g->buf, 0, vkv_buffer_size(g->buf), GUARD_WORD))) return st;
+    if (init && bytes) return vkv_buffer_upload(c->gpu, g->buf, c->guard_bytes, init, bytes);
+    return VKV_OK;
+}
+
+/* Downloads the data and checks the guard words around it. */
+static vkv_status guarded_read(conform_ctx *c, guarded *g, void *out, bool *guards_ok)
+{
+    uint64_t total = vkv_buffer_size(g->buf);
+    uint8_t *all = malloc(total);
+    if (!all) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_status st = vkv_buffer_download(c->gpu, g->buf, 0, all, total);
+    if (!st) {
+        memcpy(out, all + c->guard_bytes, g->bytes);
+        *guards_ok = true;
+        for (uint64_t i = 0; i < total; i += 4) {
+            if (i >= c->guard_bytes && i < c->guard_bytes + g->bytes) continue;
+            /* Bytes between the data's end and the next word are padding. */
+            if (i >= c->guard_bytes + (g->bytes & ~3ull) && i < c->guard_bytes + ((g->bytes + 3) & ~3ull)) continue;
+            uint32_t w;
+            memcpy(&w, all + i, 4);
+            if (w != GUARD_WORD) *guards_ok = false;
+        }
+    }
+    free(all);
+    return st;
+}
+
+static void guarded_destroy(conform_ctx *c, guarded *g)
+{
+    vkv_buffer_destroy(c->gpu, g->buf);
+    g->buf = NULL;
+}
+
+/* NMSE of gpu against ref; nan_mismatch when one side is non-finite where the
+ * other is not. */
+static double nmse_f32(const float *ref, const float *gpu, size_t n, bool *nan_mismatch)
+{
+    double num = 0, den = 0;
+    *nan_mismatch = false;
+    for (size_t i = 0; i < n; i++) {
+        bool rf = isfinite(ref[i]), gf = isfinite(gpu[i]);
+        if (rf != gf) *nan_mismatch = true;
+        if (!rf || !gf) continue;
+        double d = (double)gpu[i] - ref[i];
+        num += d * d;
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static void finish(conform_result *r, double nmse, bool nan_mismatch, bool guards_ok, double threshold, double ms)
+{
+    r->nmse = nmse;
+    r->threshold = threshold;
+    r->gpu_ms = ms;
+    r->pass = !nan_mismatch && guards_ok && nmse <= threshold;
+    if (nan_mismatch) snprintf(r->note, sizeof r->note, "NaN/Inf mismatch");
+    else if (!guards_ok) snprintf(r->note, sizeof r->note, "write outside the output (guard zone changed)");
+}
+
+static vkv_status run_recorded(conform_ctx *c, vkv_status (*rec)(conform_ctx *, void *), void *arg, double *ms)
+{
+    vkv_status st;
+    if ((st = vkv_cmd_begin(c->gpu))) return st;
+    st = rec(c, arg);
+    if (st) {
+        /* Close the recording so the device stays usable; the op's error wins. */
+        vkv_status msg_st = st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", vkv_last_error());
+        vkv_cmd_submit(c->gpu);
+        return vkv_error(msg_st, "%s", msg);
+    }
+    if ((st = vkv_cmd_submit(c->gpu))) return st;
+    *ms = vkv_gpu_last_submit_ns(c->gpu) / 1e6;
+    return VKV_OK;
+}
+
+/* ---------------- get_rows ---------------- */
+
+typedef struct { vkv_dtype t; guarded table, ids, out; uint64_t n_rows; uint32_t n_cols, n_ids; } get_rows_args;
+
+static vkv_status rec_get_rows(conform_ctx *c, void *p)
+{
+    get_rows_args *a = p;
+    return vkv_op_get_rows(c->gpu, a->t, a->table.view, a->n_rows, a->n_cols, a->ids.view, a->n_ids, a->out.view);
+}
+
+static vkv_status case_get_rows(conform_ctx *c, vkv_dtype t, uint64_t n_rows, uint32_t n_cols, uint32_t n_ids)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "table %llux%u, %u ids", (unsigned long long)n_rows, n_cols, n_ids);
+    conform_result *r = new_result(c, "get_rows", vkv_dtype_get(t)->name, shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t rb = vkv_dtype_row_bytes(t, n_cols);
+    float *src = random_f32(c, (size_t)n_rows * n_cols);
+    uint8_t *table = malloc(rb * n_rows);
+    int32_t *ids = malloc(n_ids * sizeof *ids);
+    float *ref = malloc((size_t)n_ids * n_cols * 4), *got = malloc((size_t)n_ids * n_cols * 4);
+    get_rows_args a = {.t = t, .n_rows = n_rows, .n_cols = n_cols, .n_ids = n_ids};
+    vkv_status st = VKV_OK;
+    if (!src || !table || !ids || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint64_t i = 0; i < n_rows; i++) vkv_quantize_row(t, src + i * n_cols, table + i * rb, n_cols);
+    for (uint32_t i = 0; i < n_ids; i++)
+        ids[i] = i == 0 ? 0 : i == 1 ? (int32_t)(n_rows - 1) : (int32_t)vkv_rng_below(&c->rng, (uint32_t)n_rows);
+    vkv_ref_get_rows(t, table, n_cols, ids, n_ids, ref);
+    if ((st = guarded_create(c, rb * n_rows, table, &a.table)) || (st = guarded_create(c, 4ull * n_ids, ids, &a.ids)) ||
+        (st = guarded_create(c, 4ull * n_ids * n_cols, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_get_rows, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, (size_t)n_ids * n_cols, &nanm);
+    finish(r, err, nanm, guards, NMSE_EXACT, ms);
+done:
+    guarded_destroy(c, &a.table);
+    guarded_destroy(c, &a.ids);
+    guarded_destroy(c, &a.out);
+    free(src); free(table); free(ids); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- rms_norm ---------------- */
+
+typedef struct { guarded x, w, out; uint32_t rows, n; bool weight; } rms_args;
+
+static vkv_status rec_rms(conform_ctx *c, void *p)
+{
+    rms_args *a = p;
+    vkv_view w = a->weight ? a->w.view : (vkv_view){0};
+    return vkv_op_rms_norm(c->gpu, a->x.view, w, a->rows, a->n, 1e-5f, a->out.view);
+}
+
+static vkv_status case_rms_norm(conform_ctx *c, uint32_t rows, uint32_t n, bool weight, const char *what)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%ux%u%s%s", rows, n, weight ? "" : " no weight", what);
+    conform_result *r = new_result(c, "rms_norm", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)rows * n;
+    float *x = random_f32(c, sz), *w = random_f32(c, n), *ref = malloc(sz * 4), *got = malloc(sz * 4);
+    rms_args a = {.rows = rows, .n = n, .weight = weight};
+    vkv_status st = VKV_OK;
+    if (!x || !w || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    vkv_ref_rms_norm(x, weight ? w : NULL, rows, n, 1e-5f, ref);
+    if ((st = guarded_create(c, sz * 4, x, &a.x)) || (st = guarded_create(c, 4ull * n, w, &a.w)) ||
+        (st = guarded_create(c, sz * 4, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_rms, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, sz, &nanm);
+    finish(r, err, nanm, guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.x); guarded_destroy(c, &a.w); guarded_destroy(c, &a.out);
+    free(x); free(w); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- matmul (matvec, tiled, coopmat) ---------------- */
+
+typedef struct { vkv_dtype t; vkv_matmul_path path; guarded w, x, y; uint32_t m, k, n; } mm_args;
+
+static vkv_status rec_mm(conform_ctx *c, void *p)
+{
+    mm_args *a = p;
+    return vkv_op_matmul(c->gpu, a->path, a->t, a->w.view, a->m, a->k, a->x.view, a->n, a->y.view);
+}
+
+static const char *path_name(vkv_matmul_path p)
+{
+    return p == VKV_MATMUL_MATVEC ? "matvec" : p == VKV_MATMUL_COOPMAT ? "matmul_coopmat" : "matmul_tiled";
+}
+
+static vkv_status case_matmul(conform_ctx *c, vkv_matmul_path path, vkv_dtype t, uint32_t m, uint32_t k, uint32_t n)
+{
+    char shape[96];
+    size_t rb = vkv_dtype_row_bytes(t, k);
+    snprintf(shape, sizeof shape, "W %ux%u (%.1f MiB) x %u", m, k, rb * (double)m / 1048576.0, n);
+    conform_result *r = new_result(c, path_name(path), vkv_dtype_get(t)->name, shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    if (!vkv_matmul_path_supported(c->gpu, path, t)) {
+        r->skipped = r->pass = true;
+        snprintf(r->note, sizeof r->note, "no cooperative matrix support on this device");
+        return VKV_OK;
+    }
+    uint8_t *w = malloc(rb * m);
+    float *row = malloc((size_t)k * 4), *x = random_f32(c, (size_t)n * k);
+    float *ref = malloc((size_t)n * m * 4), *got = malloc((size_t)n * m * 4);
+    mm_args a = {.t = t, .path = path, .m = m, .k = k, .n = n};
+    vkv_status st = VKV_OK;
+    if (!w || !row || !x || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t i = 0; i < m; i++) {
+        for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(&c->rng, -1.0f, 1.0f);
+        vkv_quantize_row(t, row, w + (size_t)i * rb, k);
+    }
+    vkv_ref_matmul(t, w, m, k, x, n, ref);
+    if ((st = guarded_create(c, rb * m, w, &a.w)) || (st = guarded_create(c, 4ull * n * k, x, &a.x)) ||
+        (st = guarded_create(c, 4ull * n * m, NULL, &a.y)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_mm, &a, &ms)) || (st = guarded_read(c, &a.y, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, (size_t)n * m, &nanm);
+    finish(r, err, nanm, guards,
+           path == VKV_MATMUL_COOPMAT ? NMSE_COOPMAT : NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.w); guarded_destroy(c, &a.x); guarded_destroy(c, &a.y);
+    free(w); free(row); free(x); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- rope ---------------- */
+
+typedef struct { vkv_rope_params p; guarded x, pos, freq, out; uint32_t n_tok, n_heads; } rope_args;
+
+static vkv_status rec_rope(conform_ctx *c, void *p)
+{
+    rope_args *a = p;
+    return vkv_op_rope(c->gpu, &a->p, a->x.view, a->n_tok, a->n_heads, a->pos.view, a->freq.view, a->out.view);
+}
+
+static vkv_status case_rope(conform_ctx *c, vkv_rope_mode mode, bool inverse, uint32_t head_dim, uint32_t n_rot,
+                            float base, bool llama3, uint32_t n_tok, uint32_t n_heads, int32_t max_pos)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%s%s %ux%ux%u rot %u base %g%s pos<%d", mode == VKV_ROPE_NEOX ? "neox" : "interleaved",
+             inverse ? " inverse" : "", n_tok, n_heads, head_dim, n_rot, base, llama3 ? " llama3" : "", max_pos);
+    conform_result *r = new_result(c, "rope", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)n_tok * n_heads * head_dim;
+    float *x = random_f32(c, sz), *ref = malloc(sz * 4), *got = malloc(sz * 4);
+    float factors[512], inv_freq[512];
+    int32_t *pos = malloc(n_tok * sizeof *pos);
+    rope_args a = {.n_tok = n_tok, .n_heads = n_heads};
+    vkv_status st = VKV_OK;
+    if (!x || !ref || !got || !pos) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (llama3) vkv_rope_llama3_factors(n_rot, base, 8.0f, 1.0f, 4.0f, 8192, factors);
+    a.p = (vkv_rope_params){mode, head_dim, n_rot, base, 1.0f, llama3 ? factors : NULL, inverse};
+    for (uint32_t i = 0; i < n_tok; i++) pos[i] = i == 0 ? 0 : (int32_t)vkv_rng_below(&c->rng, (uint32_t)max_pos);
+    vkv_ref_rope(&a.p, x, n_tok, n_heads, pos, ref);
+    vkv_rope_inv_freq(&a.p, inv_freq);
+    if ((st = guarded_create(c, sz * 4, x, &a.x)) || (st = guarded_create(c, 4ull * n_tok, pos, &a.pos)) ||
+        (st = guarded_create(c, 4ull * (n_rot / 2), inv_freq, &a.freq)) || (st = guarded_create(c, sz * 4, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_rope, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, sz, &nanm);
+    finish(r, err, nanm, guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.x); guarded_destroy(c, &a.pos); guarded_destroy(c, &a.freq); guarded_destroy(c, &a.out);
+    free(x); free(ref); free(got); free(pos);
+    return st;
+}
+
+/* ---------------- softmax ---------------- */
+
+typedef struct { guarded x, out; uint32_t rows, cols; float scale; bool causal; int32_t off; } softmax_args;
+
+static vkv_status rec_softmax(conform_ctx *c, void *p)
+{
+    softmax_args *a = p;
+    return vkv_op_softmax(c->gpu, a->x.view, a->rows, a->cols, a->scale, a->causal, a->off, a->out.view);
+}
+
+static vkv_status case_softmax(conform_ctx *c, uint32_t rows, uint32_t cols, float scale, bool causal, int32_t off)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%ux%u scale %g%s", rows, cols, scale, causal ? " causal" : "");
+    if (causal) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " offset %d", off);
+    conform_result *r = new_result(c, "softmax", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)rows * cols;
+    float *x = random_f32(c, sz), *ref = malloc(sz * 4), *got = malloc(sz * 4);
+    softmax_args a = {.rows = rows, .cols = cols, .scale = scale, .causal = causal, .off = off};
+    vkv_status st = VKV_OK;
+    if (!x || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (size_t i = 0; i < sz; i++) x[i] *= 8.0f; /* logits of a realistic spread */
+    vkv_ref_softmax(x, rows, cols, scale, causal, off, ref);
+    if ((st = guarded_create(c, sz * 4, x, &a.x)) || (st = guarded_create(c, sz * 4, NULL, &a.out))) goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_softmax, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, sz, &nanm);
+    finish(r, err, nanm, guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.x); guarded_destroy(c, &a.out);
+    free(x); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- silu_mul, add ---------------- */
+
+typedef struct { bool silu; guarded a, b, out; uint32_t n; } ew_args;
+
+static vkv_status rec_ew(conform_ctx *c, void *p)
+{
+    ew_args *a = p;
+    return a->silu ? vkv_op_silu_mul(c->gpu, a->a.view, a->b.view, a->n, a->out.view)
+                   : vkv_op_add(c->gpu, a->a.view, a->b.view, a->n, a->out.view);
+}
+
+static vkv_status case_elementwise(conform_ctx *c, bool silu, uint32_t n)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u", n);
+    conform_result *r = new_result(c, silu ? "silu_mul" : "add", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    float *x = random_f32(c, n), *y = random_f32(c, n), *ref = malloc((size_t)n * 4), *got = malloc((size_t)n * 4);
+    ew_args a = {.silu = silu, .n = n};
+    vkv_status st = VKV_OK;
+    if (!x || !y || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (silu) {
+        for (uint32_t i = 0; i < n; i++) x[i] *= 6.0f; /* gates span the curved part of silu */
+        vkv_ref_silu_mul(x, y, n, ref);
+    } else {
+        vkv_ref_add(x, y, n, ref);
+    }
+    if ((st = guarded_create(c, 4ull * n, x, &a.a)) || (st = guarded_create(c, 4ull * n, y, &a.b)) ||
+        (st = guarded_create(c, 4ull * n, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_ew, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, n, &nanm);
+    finish(r, err, nanm, guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.a); guarded_destroy(c, &a.b); guarded_destroy(c, &a.out);
+    free(x); free(y); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- argmax ---------------- */
+
+typedef struct { guarded x, out; uint32_t rows, n; } argmax_args;
+
+static vkv_status rec_argmax(conform_ctx *c, void *p)
+{
+    argmax_args *a = p;
+    return vkv_op_argmax(c->gpu, a->x.view, a->rows, a->n, a->out.view);
+}
+
+static vkv_status case_argmax(conform_ctx *c, uint32_t rows, uint32_t n, bool ties)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%ux%u%s", rows, n, ties ? " with ties" : "");
+    conform_result *r = new_result(c, "argmax", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)rows * n;
+    float *x = random_f32(c, sz);
+    uint32_t *ref = malloc(rows * 4ull), *got = malloc(rows * 4ull);
+    argmax_args a = {.rows = rows, .n = n};
+    vkv_status st = VKV_OK;
+    if (!x || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (ties) /* coarse values: many equal maxima per row */
+        for (size_t i = 0; i < sz; i++) x[i] = roundf(x[i] * 2.0f);
+    vkv_ref_argmax(x, rows, n, ref);
+    if ((st = guarded_create(c, sz * 4, x, &a.x)) || (st = guarded_create(c, 4ull * rows, NULL, &a.out))) goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = run_recorded(c, rec_argmax, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < rows; i++) wrong += ref[i] != got[i];
+    /* Reported as the fraction of rows whose index differs; must be 0. */
+    finish(r, (double)wrong / rows, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%u of %u rows picked another index", wrong, rows);
+done:
+    guarded_destroy(c, &a.x); guarded_destroy(c, &a.out);
+    free(x); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- the suite ---------------- */
+
+static bool want(const conform_ctx *c, const char *op) { return !c->filter || strstr(op, c->filter); }
+
+#define RUN(expr)                                                  \
+    do {                                                           \
+        if (!c->fatal) {                                           \
+            vkv_status s_ = (expr);                                \
+            if (s_) c->fatal = s_;                                 \
+        }                                                          \
+    } while (0)
+
+static void run_suite(conform_ctx *c)
+{
+    static const vkv_dtype gather_types[] = {VKV_F32, VKV_F16, VKV_BF16, VKV_Q8_0, VKV_Q4_0};
+    static const vkv_dtype weight_types[] = {VKV_F32, VKV_F16, VKV_BF16, VKV_Q8_0, VKV_Q4_0, VKV_Q4_K, VKV_Q6_K};
+    if (want(c, "get_rows"))
+        for (size_t i = 0; i < sizeof gather_types / sizeof *gather_types; i++) {
+            RUN(case_get_rows(c, gather_types[i], 100, 64, 7));
+            RUN(case_get_rows(c, gather_types[i], 37, 288, 1));
+            RUN(case_get_rows(c, gather_types[i], 512, 4096, 5));
+        }
+    if (want(c, "rms_norm")) {
+        RUN(case_rms_norm(c, 1, 4096, true, ""));
+        RUN(case_rms_norm(c, 7, 130, true, ""));
+        RUN(case_rms_norm(c, 3, 1000, false, ""));
+        RUN(case_rms_norm(c, 5 * 8, 64, true, " (per-head: 5 tokens x 8 heads)"));
+        RUN(case_rms_norm(c, 70000, 16, true, " (rows over the x group limit)"));
+    }
+    static const vkv_matmul_path paths[] = {VKV_MATMUL_MATVEC, VKV_MATMUL_TILED, VKV_MATMUL_COOPMAT};
+    for (size_t p = 0; p < 3; p++) {
+        if (!want(c, path_name(paths[p]))) continue;
+        for (size_t i = 0; i < sizeof weight_types / sizeof *weight_types; i++) {
+            vkv_dtype t = weight_types[i];
+            if (paths[p] == VKV_MATMUL_MATVEC) {
+                RUN(case_matmul(c, paths[p], t, 1, 256, 1));
+                RUN(case_matmul(c, paths[p], t, 37, 512, 1));
+                RUN(case_matmul(c, paths[p], t, 1000, 4096, 1));
+                RUN(case_matmul(c, paths[p], t, 3, 768, 2));
+            } else {
+                RUN(case_matmul(c, paths[p], t, 1, 256, 2));
+                RUN(case_matmul(c, paths[p], t, 70, 256, 5));
+                RUN(case_matmul(c, paths[p], t, 130, 512, 67));
+                RUN(case_matmul(c, paths[p], t, 256, 1024, 128));
+            }
+        }
+        if (c->big) /* one weight over 128 MiB: bound in several ranges on lavapipe */
+            RUN(case_matmul(c, paths[p], VKV_F32, 8500, 4096, paths[p] == VKV_MATMUL_MATVEC ? 1 : 3));
+    }
+    if (want(c, "rope")) {
+        for (int inv = 0; inv < 2; inv++) {
+            RUN(case_rope(c, VKV_ROPE_INTERLEAVED, inv, 64, 64, 10000.0f, false, 7, 4, 4096));
+            RUN(case_rope(c, VKV_ROPE_NEOX, inv, 64, 64, 1000000.0f, false, 7, 4, 4096));
+            RUN(case_rope(c, VKV_ROPE_NEOX, inv, 128, 64, 10000.0f, false, 3, 2, 512));
+            RUN(case_rope(c, VKV_ROPE_INTERLEAVED, inv, 128, 128, 500000.0f, true, 9, 8, 4096));
+            RUN(case_rope(c, VKV_ROPE_INTERLEAVED, inv, 8, 8, 10000.0f, false, 33, 3, 512));
+        }
+    }
+    if (want(c, "softmax")) {
+        RUN(case_softmax(c, 5, 37, 0.125f, false, 0));
+        RUN(case_softmax(c, 64, 1000, 0.088f, true, 936));
+        RUN(case_softmax(c, 16, 16, 1.0f, true, 0));
+        RUN(case_softmax(c, 4, 20, 1.0f, true, -2)); /* first rows see nothing */
+        RUN(case_softmax(c, 1, 32000, 1.0f, false, 0));
+    }
+    if (want(c, "silu_mul")) {
+        RUN(case_elementwise(c, true, 1));
+        RUN(case_elementwise(c, true, 1000));
+        RUN(case_elementwise(c, true, (1u << 20) + 3));
+    }
+    if (want(c, "add")) {
+        RUN(case_elementwise(c, false, 1));
+        RUN(case_elementwise(c, false, 1000));
+        RUN(case_elementwise(c, false, (1u << 24) + 7)); /* over the x group limit */
+    }
+    if (want(c, "argmax")) {
+        RUN(case_argmax(c, 3, 32000, false));
+        RUN(case_argmax(c, 1, 7, false));
+        RUN(case_argmax(c, 9, 1000, true));
+    }
+}
+
+static void print_usage(void)
+{
+    printf("usage: vkvector conform [--device N] [--op NAME] [--json FILE] [--no-big] [--seed S]\n\n"
+           "Runs every GPU op on every Vulkan device (or device N) against its CPU reference and\n"
+           "prints a table per device. Exit status is 1 when any case fails or any validation\n"
+           "error is reported (VKVECTOR_VALIDATE=1 enables the validation layers).\n\n"
+           "  --device N   only device N (default: all devices; also VKVECTOR_DEVICE)\n"
+           "  --op NAME    only ops whose name contains NAME (get_rows, rms_norm, matvec,\n"
+           "               matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax)\n"
+           "  --json FILE  also write the results as JSON\n"
+           "  --no-big     skip the cases with a weight over 128 MiB\n"
+           "  --seed S     random seed (default 1)\n");
+}
+
+static void write_json_device(vkv_json_writer *w, const vkv_caps *caps, uint32_t index, const conform_ctx *c,
+                              const char *error, uint32_t validation_errors)
+{
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "device_index"); vkv_json_uint(w, index);
+    vkv_json_key(w, "device"); vkv_json_str(w, caps->name);
+    vkv_json_key(w, "driver"); vkv_json_str(w, caps->driver_name);
+    vkv_json_key(w, "driver_info"); vkv_json_str(w, caps->driver_info);
+    vkv_json_key(w, "validation_errors"); vkv_json_uint(w, validation_errors);
+    vkv_json_key(w, "error");
+    if (error) vkv_json_str(w, error);
+    else vkv_json_null(w);
+    vkv_json_key(w, "results");
+    vkv_json_begin_array(w);
+    for (size_t i = 0; i < c->n_results; i++) {
+        const conform_result *r = &c->results[i];
+        vkv_json_begin_object(w);
+        vkv_json_key(w, "op"); vkv_json_str(w, r->op);
+        vkv_json_key(w, "type"); vkv_json_str(w, r->type);
+        vkv_json_key(w, "shape"); vkv_json_str(w, r->shape);
+        vkv_json_key(w, "nmse"); vkv_json_num(w, r->nmse);
+        vkv_json_key(w, "threshold"); vkv_json_num(w, r->threshold);
+        vkv_json_key(w, "pass"); vkv_json_bool(w, r->pass);
+        vkv_json_key(w, "skipped"); vkv_json_bool(w, r->skipped);
+        vkv_json_key(w, "gpu_ms"); vkv_json_num(w, r->gpu_ms);
+        vkv_json_key(w, "note"); vkv_json_str(w, r->note);
+        vkv_json_end_object(w);
+    }
+    vkv_json_end_array(w);
+    vkv_json_end_object(w);
+}
+
+int cmd_conform(int argc, char **argv)
+{
+    const char *json_path = NULL, *filter = NULL;
+    int device = cli_device_index_from_env();
+    bool big = true;
+    uint64_t seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            print_usage();
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            if (!(json_path = cli_flag_value("conform", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--op")) {
+            if (!(filter = cli_flag_value("conform", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--device")) {
+            if (!(v = cli_flag_value("conform", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("conform", "--device wants a device index, got '%s'", v);
+            device = (int)iv;
+        } else if (!strcmp(a, "--seed")) {
+            if (!(v = cli_flag_value("conform", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, INT64_MAX, &iv)) return cli_usage_error("conform", "--seed wants a number, got '%s'", v);
+            seed = (uint64_t)iv;
+        } else if (!strcmp(a, "--no-big")) {
+            big = false;
+        } else {
+            return cli_usage_error("conform", "unknown option '%s'", a);
+        }
+    }
+    vkv_instance *inst;
+    vkv_status st = vkv_instance_create(vkv_validation_requested(), vkv_validation_requested(), &inst);
+    if (st) return cli_fail("conform", st);
+    uint32_t n_dev = vkv_instance_n_devices(inst);
+    if (device >= (int)n_dev) {
+        vkv_instance_destroy(inst);
+        fprintf(stderr, "vkvector conform: device %d does not exist (%u device(s); see 'vkvector devices')\n", device, n_dev);
+        return 1;
+    }
+    FILE *jf = NULL;
+    vkv_json_writer jw;
+    if (json_path) {
+        if (!(jf = fopen(json_path, "w"))) {
+            vkv_instance_destroy(inst);
+            fprintf(stderr, "vkvector conform: cannot write '%s'\n", json_path);
+            return 1;
+        }
+        vkv_json_init(&jw, jf, true);
+        vkv_json_begin_object(&jw);
+        vkv_json_key(&jw, "validation_layers"); vkv_json_bool(&jw, vkv_instance_validation_enabled(inst));
+        vkv_json_key(&jw, "devices");
+        vkv_json_begin_array(&jw);
+    }
+    printf("vkvector conform: %u device(s), validation layers %s\n", n_dev,
+           vkv_instance_validation_enabled(inst) ? "on" : "off");
+    size_t total_fail = 0, total_pass = 0, total_skip = 0;
+    bool any_error = false;
+    for (uint32_t d = 0; d < n_dev; d++) {
+        if (device >= 0 && (uint32_t)device != d) continue;
+        const vkv_caps *caps = vkv_instance_caps(inst, d);
+        conform_ctx c = {.rng = vkv_rng_new(seed), .filter = filter, .big = big, .caps = caps};
+        uint32_t verr_before = vkv_instance_validation_errors(inst);
+        char error[1024] = "";
+        st = vkv_gpu_create(inst, (int)d, &c.gpu);
+        if (!st) {
+            vkv_gpu_set_profiling(c.gpu, true);
+            uint64_t a = caps->min_storage_buffer_offset_alignment;
+            c.guard_bytes = a > 256 ? a : 256;
+            run_suite(&c);
+            st = c.fatal;
+        }
+        if (st) snprintf(error, sizeof error, "%s: %s", vkv_status_name(st), vkv_last_error());
+        vkv_gpu_destroy(c.gpu);
+        uint32_t verr = vkv_instance_validation_errors(inst) - verr_before;
+
+        printf("\ndevice %u: %s  (driver %s, %s)\n", d, caps->name, caps->driver_name, caps->driver_info);
+        printf("%-15s %-5s %-52s %11s %9s %-5s %10s\n", "op", "type", "shape", "NMSE", "threshold", "pass", "GPU ms");
+        size_t fail = 0, pass = 0, skip = 0;
+        for (size_t i = 0; i < c.n_results; i++) {
+            const conform_result *r = &c.results[i];
+            if (r->skipped) {
+                printf("%-15s %-5s %-52s %11s %9s %-5s %10s  %s\n", r->op, r->type, r->shape, "-", "-", "skip", "-", r->note);
+                skip++;
+                continue;
+            }
+            printf("%-15s %-5s %-52s %11.3e %9.0e %-5s %10.3f%s%s\n", r->op, r->type, r->shape, r->nmse, r->threshold,
+                   r->pass ? "yes" : "NO", r->gpu_ms, r->note[0] ? "  " : "", r->note);
+            if (r->pass) pass++;
+            else fail++;
+        }
+        if (error[0]) {
+            printf("ERROR on device %u: %s\n", d, error);
+            any_error = true;
+        }
+        if (verr) printf("%u validation error(s) on device %u\n", verr, d);
+        printf("device %u: %zu passed, %zu failed, %zu skipped%s\n", d, pass, fail, skip,
+               caps->timestamps ? "" : " (no GPU timestamps)");
+        total_fail += fail + (verr ? 1 : 0);
+        total_pass += pass;
+        total_skip += skip;
+        if (jf) write_json_device(&jw, caps, d, &c, error[0] ? error : NULL, verr);
+        free(c.results);
+    }
+    if (jf) {
+        vkv_json_end_array(&jw);
+        vkv_json_end_object(&jw);
+        fclose(jf);
+    }
+    vkv_instance_destroy(inst);
+    printf("\nconform: %zu passed, %zu failed, %zu skipped\n", total_pass, total_fail + (any_error ? 1 : 0), total_skip);
+    return total_fail || any_error ? 1 : 0;
+}

@@ -1,0 +1,43 @@
+/* vkvector: command-line entry point. Dispatches to one subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+typedef struct subcommand {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"devices", cmd_devices, "list Vulkan devices and their probed capabilities"},
+    {"conform", cmd_conform, "run every GPU op against its CPU reference on every device"},
+    {"bench", cmd_bench, "benchmarks (bench ops: matrix-vector / matrix-matrix throughput)"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text for a GGUF vocabulary"},
+};
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "usage: vkvector <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+    fprintf(f, "\n'vkvector <command> --help' describes a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        print_usage(stdout);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
+        if (!strcmp(argv[1], subcommands[i].name)) return subcommands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "vkvector: unknown command '%s'\n\n", argv[1]);
+    print_usage(stderr);
+    return 2;
+}

@@ -1,0 +1,153 @@
+/* Tokenizers loaded from GGUF metadata, reproducing llama.cpp's tokenization.
+ *
+ * Two vocabulary kinds:
+ * - SentencePiece-style BPE (`tokenizer.ggml.model` = "llama"): merges guided
+ *   by token scores, spaces escaped to U+2581, byte fallback to <0xXX> tokens,
+ *   optional space prefix (`tokenizer.ggml.add_space_prefix`, default true).
+ * - byte-level BPE (`gpt2`): text split into words by the pre-tokenizer
+ *   regexes that `tokenizer.ggml.pre` selects (PCRE2, Unicode properties),
+ *   bytes mapped to GPT-2's printable code points, then ranked merges from
+ *   `tokenizer.ggml.merges`.
+ * Text equal to a special token's text is split out first (control and
+ * unknown tokens only with parse_special; user-defined tokens always), as
+ * llama.cpp does.
+ *
+ * A loaded tokenizer is immutable: every function taking a const pointer is
+ * safe to call from several threads at once. */
+#ifndef VKV_TOKENIZER_H
+#define VKV_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "model/gguf.h"
+
+#define VKV_TOKEN_NULL (-1)
+
+typedef enum vkv_vocab_type {
+    VKV_VOCAB_SPM = 1,  /* "llama" */
+    VKV_VOCAB_BPE = 2,  /* "gpt2" */
+} vkv_vocab_type;
+
+/* Values of `tokenizer.ggml.token_type`. */
+typedef enum vkv_token_type {
+    VKV_TOKEN_UNDEFINED = 0,
+    VKV_TOKEN_NORMAL = 1,
+    VKV_TOKEN_UNKNOWN = 2,
+    VKV_TOKEN_CONTROL = 3,
+    VKV_TOKEN_USER_DEFINED = 4,
+    VKV_TOKEN_UNUSED = 5,
+    VKV_TOKEN_BYTE = 6,
+} vkv_token_type;
+
+typedef struct vkv_tokenizer vkv_tokenizer;
+
+/* Reads the vocabulary from the GGUF's metadata; everything is copied, so the
+ * GGUF may be closed afterwards. VKV_ERR_FORMAT for missing or inconsistent
+ * keys, VKV_ERR_UNSUPPORTED for an unknown model or pre-tokenizer name. */
+vkv_status vkv_tokenizer_load(const vkv_gguf *g, vkv_tokenizer **out);
+void vkv_tokenizer_free(vkv_tokenizer *tok);
+
+vkv_vocab_type vkv_tokenizer_type(const vkv_tokenizer *tok);
+/* The `tokenizer.ggml.pre` name in effect ("default" when absent). */
+const char *vkv_tokenizer_pre(const vkv_tokenizer *tok);
+int32_t vkv_tokenizer_n_vocab(const vkv_tokenizer *tok);
+
+/* Special ids; VKV_TOKEN_NULL when the vocabulary has none. */
+int32_t vkv_tokenizer_bos(const vkv_tokenizer *tok);
+int32_t vkv_tokenizer_eos(const vkv_tokenizer *tok);
+int32_t vkv_tokenizer_eot(const vkv_tokenizer *tok);
+int32_t vkv_tokenizer_unk(const vkv_tokenizer *tok);
+int32_t vkv_tokenizer_pad(const vkv_tokenizer *tok);
+/* Whether tokenizing with add_special prepends BOS / appends EOS. */
+bool vkv_tokenizer_adds_bos(const vkv_tokenizer *tok);
+bool vkv_tokenizer_adds_eos(const vkv_tokenizer *tok);
+/* End of generation: EOS, EOT, EOM and the end-of-turn tokens llama.cpp
+ * recognises by their text (<|eot_id|>, <|im_end|>, <|end|>, ...). */
+bool vkv_tokenizer_is_eog(const vkv_tokenizer *tok, int32_t id);
+
+/* VKV_TOKEN_UNDEFINED for an id out of range. */
+vkv_token_type vkv_tokenizer_token_type(const vkv_tokenizer *tok, int32_t id);
+/* The token's text as stored in the vocabulary (NUL-terminated, *len bytes);
+ * NULL for an id out of range. */
+const char *vkv_tokenizer_token_text(const vkv_tokenizer *tok, int32_t id, size_t *len);
+/* The id whose vocabulary text is exactly text[0..len), or VKV_TOKEN_NULL. */
+int32_t vkv_tokenizer_find(const vkv_tokenizer *tok, const char *text, size_t len);
+/* The raw `tokenizer.chat_template` string, or NULL. */
+const char *vkv_tokenizer_chat_template_source(const vkv_tokenizer *tok);
+
+/* Text -> ids into a malloc'ed array (*ids; free() it; NULL when *n_ids is 0).
+ * add_special: add BOS/EOS as the vocabulary's add_bos/add_eos rules say
+ *   (llama.cpp's add_special).
+ * parse_special: text equal to a control token's text becomes that token;
+ *   otherwise it is tokenized as plain text. */
+vkv_status vkv_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, bool add_special,
+                        bool parse_special, int32_t **ids, size_t *n_ids);
+
+/* The bytes one token stands for: SPM U+2581 -> ' ' and <0xXX> -> the byte;
+ * BPE the inverse GPT-2 byte mapping. Control and unknown tokens give ""
+ * unless special is true (then their text); user-defined tokens give their
+ * text. Points into the tokenizer (valid until it is freed); not
+ * NUL-terminated in general; "" for an id out of range. */
+const char *vkv_token_to_piece(const vkv_tokenizer *tok, int32_t id, bool special, size_t *len);
+/* The longest piece of any token, for sizing buffers. */
+size_t vkv_tokenizer_max_piece(const vkv_tokenizer *tok);
+
+/* All pieces concatenated into a malloc'ed, NUL-terminated string. */
+vkv_status vkv_detokenize(const vkv_tokenizer *tok, const int32_t *ids, size_t n_ids, bool special,
+                          char **text, size_t *len);
+
+/* Streaming detokenizer for generation: tokens go in one at a time, and only
+ * complete UTF-8 characters come out; the bytes of a character split across
+ * tokens (byte-fallback or byte-level pieces) are held until it is complete.
+ * Byte sequences that can never become valid UTF-8 are passed through as they
+ * are, as soon as that is certain. */
+typedef struct vkv_detok {
+    const vkv_tokenizer *tok;
+    bool special;
+    char *buf;    /* output of the last push, then the held bytes */
+    size_t cap;
+    size_t held;  /* bytes of an incomplete character kept for later (<= 3) */
+    char hold[4];
+} vkv_detok;
+
+void vkv_detok_init(vkv_detok *d, const vkv_tokenizer *tok, bool special);
+/* Appends the token's piece; *text/*len: the bytes ready to print now, valid
+ * until the next call. */
+vkv_status vkv_detok_push(vkv_detok *d, int32_t id, const char **text, size_t *len);
+/* Same for raw bytes (what push does with the token's piece). */
+vkv_status vkv_detok_push_bytes(vkv_detok *d, const char *bytes, size_t n, const char **text,
+                                size_t *len);
+/* Ends the stream: returns whatever is still held (an incomplete character). */
+void vkv_detok_flush(vkv_detok *d, const char **text, size_t *len);
+void vkv_detok_free(vkv_detok *d);
+
+/* Chat templates, recognised from `tokenizer.chat_template` by their markers
+ * (or given by name) and applied the way llama.cpp's built-in versions do. */
+typedef enum vkv_chat_template {
+    VKV_CHAT_UNKNOWN = 0,
+    VKV_CHAT_LLAMA3 = 1,  /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
+    VKV_CHAT_CHATML = 2,  /* <|im_start|>role\ncontent<|im_end|>\n (Qwen) */
+} vkv_chat_template;
+
+typedef struct vkv_chat_msg {
+    const char *role;     /* "system", "user", "assistant", ... */
+    const char *content;
+} vkv_chat_msg;
+
+/* A template from its Jinja source or its name ("llama3", "chatml");
+ * VKV_CHAT_UNKNOWN when neither matches. */
+vkv_chat_template vkv_chat_template_detect(const char *source);
+/* The model's template: VKV_ERR_UNSUPPORTED (naming the problem) when the
+ * GGUF has no template or one that is not recognised. */
+vkv_status vkv_tokenizer_chat_template(const vkv_tokenizer *tok, vkv_chat_template *out);
+const char *vkv_chat_template_name(vkv_chat_template t);
+/* Renders the conversation into a malloc'ed, NUL-terminated string. The BOS
+ * token is not included: tokenize the result with add_special and
+ * parse_special. add_generation_prompt appends the assistant header. */
+vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t n_msgs,
+                          bool add_generation_prompt, char **text, size_t *len);
+
+#endif

@@ -1,0 +1,169 @@
+/* The Vulkan device layer: instance and device selection, capability probe,
+ * memory (suballocated buffers, staging), pipelines built from the embedded
+ * SPIR-V, and command recording with barriers and GPU timestamps.
+ *
+ * Every Vulkan failure is returned as a vkv_status with a message naming the
+ * call, the VkResult and the operation; nothing here exits or prints errors. */
+#ifndef VKV_GPU_H
+#define VKV_GPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <volk.h>
+
+#include "core/status.h"
+#include "vk/kernels.h"
+
+#define VKV_MAX_COOPMAT_SHAPES 16
+#define VKV_MAX_HEAPS 8
+
+/* Component types use VkComponentTypeKHR numbering (= the NV numbering):
+ * 0 f16, 1 f32, 2 f64, 3 s8, 4 s16, 5 s32, 6 s64, 7 u8 ... */
+typedef struct vkv_coopmat_shape {
+    uint32_t m, n, k;
+    uint32_t a_type, b_type, c_type, result_type;
+    uint32_t scope; /* 3 = subgroup */
+} vkv_coopmat_shape;
+
+/* What the probe found. Kernels pick their variant from this. */
+typedef struct vkv_caps {
+    char name[VK_MAX_PHYSICAL_DEVICE_NAME_SIZE];
+    char driver_name[VK_MAX_DRIVER_NAME_SIZE];
+    char driver_info[VK_MAX_DRIVER_INFO_SIZE];
+    VkPhysicalDeviceType type;
+    uint32_t vendor_id, device_id, api_version;
+    /* subgroups */
+    uint32_t subgroup_size, subgroup_min_size, subgroup_max_size;
+    bool subgroup_basic, subgroup_arithmetic, subgroup_shuffle, subgroup_ballot;
+    bool subgroup_size_control;
+    /* arithmetic and storage */
+    bool shader_float16, shader_int8, shader_int16, shader_int64;
+    bool storage_16bit, storage_8bit;
+    bool integer_dot_product, integer_dot_product_4x8_accelerated;
+    bool bfloat16;
+    bool push_descriptor;
+    /* cooperative matrices */
+    bool coopmat_khr, coopmat_nv, coopmat2_nv;
+    uint32_t n_coopmat_khr_shapes, n_coopmat_nv_shapes;
+    vkv_coopmat_shape coopmat_khr_shapes[VKV_MAX_COOPMAT_SHAPES];
+    vkv_coopmat_shape coopmat_nv_shapes[VKV_MAX_COOPMAT_SHAPES];
+    bool coopmat_nv_f16_16x16x16; /* the shape our NV coopmat matmul uses */
+    /* limits */
+    uint64_t max_storage_buffer_range;
+    uint64_t min_storage_buffer_offset_alignment;
+    uint32_t max_shared_memory;
+    uint32_t max_workgroup_invocations;
+    uint32_t max_workgroup_count[3];
+    uint32_t max_push_constants;
+    uint64_t max_memory_allocation;
+    /* memory */
+    uint32_t n_heaps;
+    uint64_t heap_size[VKV_MAX_HEAPS];
+    bool heap_device_local[VKV_MAX_HEAPS];
+    bool device_local_host_visible; /* unified memory or ReBAR */
+    /* timing */
+    bool timestamps;
+    float timestamp_period_ns;
+} vkv_caps;
+
+typedef struct vkv_instance vkv_instance;
+
+/* Creates the instance. With validate, enables VK_LAYER_KHRONOS_validation
+ * when installed (error if requested explicitly through `require_validation`
+ * and missing) and counts every error-severity message. */
+vkv_status vkv_instance_create(bool validate, bool require_validation, vkv_instance **out);
+void vkv_instance_destroy(vkv_instance *inst);
+uint32_t vkv_instance_n_devices(const vkv_instance *inst);
+const vkv_caps *vkv_instance_caps(const vkv_instance *inst, uint32_t i);
+/* Index chosen when the user gave none: discrete > integrated > virtual > CPU. */
+uint32_t vkv_instance_preferred_device(const vkv_instance *inst);
+bool vkv_instance_validation_enabled(const vkv_instance *inst);
+/* Number of error-severity validation messages since creation. */
+uint32_t vkv_instance_validation_errors(const vkv_instance *inst);
+/* True when VKVECTOR_VALIDATE=1 is set (tests always set it). */
+bool vkv_validation_requested(void);
+
+typedef struct vkv_gpu vkv_gpu;
+
+/* Opens device `index` (or the preferred one when index < 0). */
+vkv_status vkv_gpu_create(vkv_instance *inst, int index, vkv_gpu **out);
+void vkv_gpu_destroy(vkv_gpu *gpu);
+const vkv_caps *vkv_gpu_caps(const vkv_gpu *gpu);
+vkv_instance *vkv_gpu_instance(vkv_gpu *gpu);
+
+/* ---- memory ---- */
+
+typedef struct vkv_buffer vkv_buffer;
+
+typedef enum vkv_mem_kind {
+    VKV_MEM_DEVICE,   /* device-local: weights, activations, KV cache */
+    VKV_MEM_HOST,     /* host-visible, coherent: staging and readback */
+} vkv_mem_kind;
+
+/* A buffer suballocated from a large device allocation. Sizes are padded to
+ * 16 bytes so shaders may read whole 32-bit words at the end. */
+vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, const char *what,
+                             vkv_buffer **out);
+void vkv_buffer_destroy(vkv_gpu *gpu, vkv_buffer *buf);
+uint64_t vkv_buffer_size(const vkv_buffer *buf);
+VkBuffer vkv_buffer_handle(const vkv_buffer *buf);
+/* Host pointer for VKV_MEM_HOST buffers, NULL otherwise. */
+void *vkv_buffer_map(const vkv_buffer *buf);
+
+/* Synchronous copies through the staging buffer (chunked). */
+vkv_status vkv_buffer_upload(vkv_gpu *gpu, vkv_buffer *dst, uint64_t offset, const void *src,
+                             uint64_t size);
+vkv_status vkv_buffer_download(vkv_gpu *gpu, const vkv_buffer *src, uint64_t offset, void *dst,
+                               uint64_t size);
+vkv_status vkv_buffer_fill(vkv_gpu *gpu, vkv_buffer *dst, uint64_t offset, uint64_t size,
+                           uint32_t word);
+
+typedef struct vkv_mem_stats {
+    uint64_t device_bytes_allocated; /* VkDeviceMemory held (device kind) */
+    uint64_t device_bytes_used;      /* of which handed out to buffers */
+    uint64_t device_peak_used;
+    uint64_t host_bytes_allocated;
+    uint32_t n_blocks;
+} vkv_mem_stats;
+vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu);
+
+/* ---- command recording ---- */
+
+/* A bound range of a buffer: [offset, offset+range). Offsets must be multiples
+ * of caps.min_storage_buffer_offset_alignment and range <= the max range; the
+ * op wrappers in vk/ops.c split large tensors to obey that. */
+typedef struct vkv_binding {
+    const vkv_buffer *buf;
+    uint64_t offset;
+    uint64_t range;   /* 0 = to the end of the buffer (clamped to the max range) */
+} vkv_binding;
+
+/* Starts recording into the device's command buffer. One recording at a time. */
+vkv_status vkv_cmd_begin(vkv_gpu *gpu);
+/* Records one dispatch of kernel k. A full compute->compute memory barrier is
+ * placed before it (ops are ordered, as ggml's Vulkan backend orders them). */
+vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings,
+                            uint32_t n_bindings, const void *push, uint32_t push_size,
+                            uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
+/* Records a buffer copy (with barriers around it). */
+vkv_status vkv_cmd_copy(vkv_gpu *gpu, const vkv_buffer *src, uint64_t src_off, vkv_buffer *dst,
+                        uint64_t dst_off, uint64_t size);
+/* Submits, waits for completion and collects timestamps. */
+vkv_status vkv_cmd_submit(vkv_gpu *gpu);
+
+/* GPU timing: when enabled, every dispatch is bracketed by timestamps and the
+ * per-kernel totals accumulate until reset. */
+void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on);
+/* Nanoseconds of GPU time of the dispatches of the last submit (0 when
+ * timestamps are unsupported or profiling is off). */
+double vkv_gpu_last_submit_ns(const vkv_gpu *gpu);
+/* Accumulated nanoseconds per kernel since the last reset. */
+double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k);
+uint64_t vkv_gpu_kernel_calls(const vkv_gpu *gpu, vkv_kernel k);
+void vkv_gpu_reset_profile(vkv_gpu *gpu);
+
+/* Name of a VkResult, e.g. "VK_ERROR_OUT_OF_DEVICE_MEMORY". */
+const char *vkv_vk_result_name(VkResult r);
+
+#endif

@@ -1,0 +1,68 @@
+/* The registry of compute kernels: one entry per compiled shader variant.
+ * Names match the SPIR-V blobs embedded by shaders/meson.build. */
+#ifndef VKV_KERNELS_H
+#define VKV_KERNELS_H
+
+#include <stdint.h>
+
+/* X(enum suffix, spirv name, number of storage-buffer bindings) */
+#define VKV_KERNEL_LIST(X)                                   \
+    X(GET_ROWS_F32, "get_rows_f32", 3)                       \
+    X(GET_ROWS_F16, "get_rows_f16", 3)                       \
+    X(GET_ROWS_BF16, "get_rows_bf16", 3)                     \
+    X(GET_ROWS_Q8_0, "get_rows_q8_0", 3)                     \
+    X(GET_ROWS_Q4_0, "get_rows_q4_0", 3)                     \
+    X(RMS_NORM, "rms_norm", 3)                               \
+    X(MATVEC_F32, "matvec_f32", 3)                           \
+    X(MATVEC_F16, "matvec_f16", 3)                           \
+    X(MATVEC_BF16, "matvec_bf16", 3)                         \
+    X(MATVEC_Q8_0, "matvec_q8_0", 3)                         \
+    X(MATVEC_Q4_0, "matvec_q4_0", 3)                         \
+    X(MATVEC_Q4_K, "matvec_q4_K", 3)                         \
+    X(MATVEC_Q6_K, "matvec_q6_K", 3)                         \
+    X(MATVEC_NOSG_F32, "matvec_nosg_f32", 3)                 \
+    X(MATVEC_NOSG_F16, "matvec_nosg_f16", 3)                 \
+    X(MATVEC_NOSG_BF16, "matvec_nosg_bf16", 3)               \
+    X(MATVEC_NOSG_Q8_0, "matvec_nosg_q8_0", 3)               \
+    X(MATVEC_NOSG_Q4_0, "matvec_nosg_q4_0", 3)               \
+    X(MATVEC_NOSG_Q4_K, "matvec_nosg_q4_K", 3)               \
+    X(MATVEC_NOSG_Q6_K, "matvec_nosg_q6_K", 3)               \
+    X(MATMUL_F32, "matmul_f32", 3)                           \
+    X(MATMUL_F16, "matmul_f16", 3)                           \
+    X(MATMUL_BF16, "matmul_bf16", 3)                         \
+    X(MATMUL_Q8_0, "matmul_q8_0", 3)                         \
+    X(MATMUL_Q4_0, "matmul_q4_0", 3)                         \
+    X(MATMUL_Q4_K, "matmul_q4_K", 3)                         \
+    X(MATMUL_Q6_K, "matmul_q6_K", 3)                         \
+    X(MATMUL_CM_F32, "matmul_cm_f32", 3)                     \
+    X(MATMUL_CM_F16, "matmul_cm_f16", 3)                     \
+    X(MATMUL_CM_BF16, "matmul_cm_bf16", 3)                   \
+    X(MATMUL_CM_Q8_0, "matmul_cm_q8_0", 3)                   \
+    X(MATMUL_CM_Q4_0, "matmul_cm_q4_0", 3)                   \
+    X(MATMUL_CM_Q4_K, "matmul_cm_q4_K", 3)                   \
+    X(MATMUL_CM_Q6_K, "matmul_cm_q6_K", 3)                   \
+    X(ROPE, "rope", 4)                                       \
+    X(SOFTMAX, "softmax", 2)                                 \
+    X(SILU_MUL, "silu_mul", 3)                               \
+    X(ADD, "add", 3)                                         \
+    X(ARGMAX, "argmax", 2)
+
+typedef enum vkv_kernel {
+#define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,
+    VKV_KERNEL_LIST(VKV_KERNEL_ENUM)
+#undef VKV_KERNEL_ENUM
+    VKV_KERNEL_COUNT
+} vkv_kernel;
+
+const char *vkv_kernel_name(vkv_kernel k);
+uint32_t vkv_kernel_n_bindings(vkv_kernel k);
+
+/* Embedded SPIR-V (generated at build time by shaders/embed_spirv.py). */
+typedef struct vkv_spirv {
+    const char *name;
+    const uint32_t *code;
+    uint32_t size_bytes;
+} vkv_spirv;
+const vkv_spirv *vkv_spirv_find(const char *name);
+
+#endif

@@ -1,0 +1,309 @@
+/* Device memory: large VkDeviceMemory blocks suballocated with a range
+ * allocator, one VkBuffer per tensor bound inside a block, and a host-visible
+ * staging buffer for uploads and downloads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk/vk_internal.h"
+
+#define STAGING_BYTES (64ull << 20)
+#define DEFAULT_BLOCK_BYTES (256ull << 20)
+
+static int32_t find_memory_type(const VkPhysicalDeviceMemoryProperties *mp, VkMemoryPropertyFlags want,
+                                VkMemoryPropertyFlags avoid)
+{
+    for (uint32_t i = 0; i < mp->memoryTypeCount; i++) {
+        VkMemoryPropertyFlags f = mp->memoryTypes[i].propertyFlags;
+        if ((f & want) == want && !(f & avoid)) return (int32_t)i;
+    }
+    return -1;
+}
+
+vkv_status vkv_memory_init(vkv_gpu *gpu)
+{
+    vkGetPhysicalDeviceMemoryProperties(gpu->phys, &gpu->mem_props);
+    const VkPhysicalDeviceMemoryProperties *mp = &gpu->mem_props;
+    gpu->mem_type_device = find_memory_type(mp, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+    if (gpu->mem_type_device < 0) gpu->mem_type_device = 0;
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    gpu->mem_type_host = find_memory_type(mp, hv | VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0);
+    if (gpu->mem_type_host < 0) gpu->mem_type_host = find_memory_type(mp, hv, 0);
+    if (gpu->mem_type_host < 0)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "device '%s' has no host-visible coherent memory", gpu->caps->name);
+
+    /* Blocks are a fraction of the heap so a small heap is not exhausted by one. */
+    uint64_t heap = mp->memoryHeaps[mp->memoryTypes[gpu->mem_type_device].heapIndex].size;
+    gpu->block_size = DEFAULT_BLOCK_BYTES;
+    if (gpu->block_size > heap / 4) gpu->block_size = heap / 4;
+    if (gpu->caps->max_memory_allocation && gpu->block_size > gpu->caps->max_memory_allocation)
+        gpu->block_size = gpu->caps->max_memory_allocation;
+
+    uint64_t staging = STAGING_BYTES;
+    if (staging > gpu->caps->max_storage_buffer_range) staging = gpu->caps->max_storage_buffer_range & ~15ull;
+    return vkv_buffer_create(gpu, staging, VKV_MEM_HOST, "staging buffer", &gpu->staging);
+}
+
+void vkv_memory_destroy(vkv_gpu *gpu)
+{
+    vkv_buffer_destroy(gpu, gpu->staging);
+    gpu->staging = NULL;
+    for (uint32_t i = 0; i < gpu->n_blocks; i++) {
+        vkv_mem_block *b = gpu->blocks[i];
+        if (b->mapped) vkUnmapMemory(gpu->device, b->memory);
+        vkFreeMemory(gpu->device, b->memory, NULL);
+        vkv_range_alloc_destroy(&b->ranges);
+        free(b);
+    }
+    free(gpu->blocks);
+    gpu->blocks = NULL;
+    gpu->n_blocks = 0;
+}
+
+static vkv_status allocate_memory(vkv_gpu *gpu, uint64_t size, uint32_t type, const char *what,
+                                  VkDeviceMemory *mem, void **mapped)
+{
+    vkv_status st = VKV_OK;
+    char msg[256];
+    VkMemoryAllocateInfo ai = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+        .allocationSize = size,
+        .memoryTypeIndex = type,
+    };
+    snprintf(msg, sizeof msg, "allocating %.1f MiB of device memory for %s", size / 1048576.0, what);
+    VK_CHECK(vkAllocateMemory(gpu->device, &ai, NULL, mem), msg);
+    *mapped = NULL;
+    if (gpu->mem_props.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+        VkResult r = vkMapMemory(gpu->device, *mem, 0, VK_WHOLE_SIZE, 0, mapped);
+        if (r != VK_SUCCESS) {
+            vkFreeMemory(gpu->device, *mem, NULL);
+            *mem = VK_NULL_HANDLE;
+            return vkv_vk_error(r, "vkMapMemory", msg);
+        }
+    }
+    return VKV_OK;
+error:
+    return st;
+}
+
+static void account(vkv_gpu *gpu, vkv_mem_kind kind, int64_t allocated, int64_t used)
+{
+    if (kind == VKV_MEM_HOST) {
+        gpu->stats.host_bytes_allocated += (uint64_t)allocated;
+        return;
+    }
+    gpu->stats.device_bytes_allocated += (uint64_t)allocated;
+    gpu->stats.device_bytes_used += (uint64_t)used;
+    if (gpu->stats.device_bytes_used > gpu->stats.device_peak_used)
+        gpu->stats.device_peak_used = gpu->stats.device_bytes_used;
+}
+
+vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, const char *what, vkv_buffer **out)
+{
+    vkv_status st = VKV_OK;
+    *out = NULL;
+    if (size == 0) return vkv_error(VKV_ERR_ARG, "zero-sized buffer for %s", what);
+    size = (size + 15) & ~15ull;
+    vkv_buffer *b = calloc(1, sizeof *b);
+    if (!b) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    b->size = size;
+    b->kind = kind;
+    char msg[256];
+    snprintf(msg, sizeof msg, "creating a %.1f MiB buffer for %s", size / 1048576.0, what);
+    VkBufferCreateInfo bci = {
+        .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+        .size = size,
+        .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                 VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+        .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+    };
+    VK_CHECK(vkCreateBuffer(gpu->device, &bci, NULL, &b->buffer), msg);
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(gpu->device, b->buffer, &req);
+    uint32_t type = (uint32_t)(kind == VKV_MEM_HOST ? gpu->mem_type_host : gpu->mem_type_device);
+    if (!(req.memoryTypeBits & (1u << type))) {
+        st = vkv_error(VKV_ERR_UNSUPPORTED, "%s: no compatible memory type for storage buffers", msg);
+        goto error;
+    }
+    uint64_t align = req.alignment;
+    if (align < gpu->caps->min_storage_buffer_offset_alignment) align = gpu->caps->min_storage_buffer_offset_alignment;
+
+    if (req.size > gpu->block_size / 2) {
+        /* Large tensors get their own allocation: no fragmentation of blocks. */
+        if ((st = allocate_memory(gpu, req.size, type, what, &b->dedicated, &b->mapped)) != VKV_OK) goto error;
+        VK_CHECK(vkBindBufferMemory(gpu->device, b->buffer, b->dedicated, 0), msg);
+        b->reserved = req.size;
+        account(gpu, kind, (int64_t)req.size, (int64_t)req.size);
+        if (kind == VKV_MEM_DEVICE) gpu->stats.n_blocks++;
+    } else {
+        vkv_mem_block *blk = NULL;
+        uint64_t off = 0;
+        for (uint32_t i = 0; i < gpu->n_blocks && !blk; i++)
+            if (gpu->blocks[i]->memory_type == type && vkv_range_alloc_take(&gpu->blocks[i]->ranges, req.size, align, &off))
+                blk = gpu->blocks[i];
+        if (!blk) {
+            if (gpu->n_blocks == gpu->cap_blocks) {
+                uint32_t cap = gpu->cap_blocks ? gpu->cap_blocks * 2 : 8;
+                vkv_mem_block **nb = realloc(gpu->blocks, cap * sizeof *nb);
+                if (!nb) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
+                gpu->blocks = nb;
+                gpu->cap_blocks = cap;
+            }
+            blk = calloc(1, sizeof *blk);
+            if (!blk) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
+            uint64_t bsize = kind == VKV_MEM_HOST ? STAGING_BYTES : gpu->block_size;
+            if (bsize < req.size) bsize = req.size;
+            if ((st = allocate_memory(gpu, bsize, type, "a memory block", &blk->memory, &blk->mapped)) != VKV_OK) {
+                free(blk);
+                goto error;
+            }
+            if (!vkv_range_alloc_init(&blk->ranges, bsize)) {
+                vkFreeMemory(gpu->device, blk->memory, NULL);
+                free(blk);
+                st = vkv_error(VKV_ERR_OOM, "out of host memory");
+                goto error;
+            }
+            blk->memory_type = type;
+            blk->kind = kind;
+            gpu->blocks[gpu->n_blocks++] = blk;
+            account(gpu, kind, (int64_t)bsize, 0);
+            if (kind == VKV_MEM_DEVICE) gpu->stats.n_blocks++;
+            vkv_range_alloc_take(&blk->ranges, req.size, align, &off);
+        }
+        b->block = blk;
+        b->offset = off;
+        b->reserved = req.size;
+        VK_CHECK(vkBindBufferMemory(gpu->device, b->buffer, blk->memory, off), msg);
+        if (blk->mapped) b->mapped = (char *)blk->mapped + off;
+        account(gpu, kind, 0, (int64_t)req.size);
+    }
+    *out = b;
+    return VKV_OK;
+error:
+    if (b->block) vkv_range_alloc_give(&b->block->ranges, b->offset, b->reserved);
+    if (b->buffer) vkDestroyBuffer(gpu->device, b->buffer, NULL);
+    free(b);
+    return st;
+}
+
+void vkv_buffer_destroy(vkv_gpu *gpu, vkv_buffer *b)
+{
+    if (!b) return;
+    vkDestroyBuffer(gpu->device, b->buffer, NULL);
+    if (b->dedicated) {
+        if (b->mapped) vkUnmapMemory(gpu->device, b->dedicated);
+        vkFreeMemory(gpu->device, b->dedicated, NULL);
+        account(gpu, b->kind, -(int64_t)b->reserved, -(int64_t)b->reserved);
+        if (b->kind == VKV_MEM_DEVICE) gpu->stats.n_blocks--;
+    } else if (b->block) {
+        vkv_range_alloc_give(&b->block->ranges, b->offset, b->reserved);
+        account(gpu, b->kind, 0, -(int64_t)b->reserved);
+    }
+    free(b);
+}
+
+uint64_t vkv_buffer_size(const vkv_buffer *b) { return b->size; }
+VkBuffer vkv_buffer_handle(const vkv_buffer *b) { return b->buffer; }
+void *vkv_buffer_map(const vkv_buffer *b) { return b->kind == VKV_MEM_HOST ? b->mapped : NULL; }
+vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu) { return gpu->stats; }
+
+/* Records and runs one command buffer of copies/fills synchronously. */
+static vkv_status xfer_begin(vkv_gpu *gpu)
+{
+    vkv_status st = VKV_OK;
+    VkCommandBufferBeginInfo bi = {
+        .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+        .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+    };
+    VK_CHECK(vkResetCommandBuffer(gpu->xfer_cmd, 0), "resetting the transfer command buffer");
+    VK_CHECK(vkBeginCommandBuffer(gpu->xfer_cmd, &bi), "recording a transfer");
+    /* Order after any earlier GPU work on the buffers. */
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
+    };
+    vkCmdPipelineBarrier(gpu->xfer_cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    return VKV_OK;
+error:
+    return st;
+}
+
+static vkv_status xfer_end(vkv_gpu *gpu, const char *what)
+{
+    vkv_status st = VKV_OK;
+    VkMemoryBarrier mb = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT,
+    };
+    vkCmdPipelineBarrier(gpu->xfer_cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    VK_CHECK(vkEndCommandBuffer(gpu->xfer_cmd), what);
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &gpu->xfer_cmd};
+    VK_CHECK(vkResetFences(gpu->device, 1, &gpu->xfer_fence), what);
+    VK_CHECK(vkQueueSubmit(gpu->queue, 1, &si, gpu->xfer_fence), what);
+    VK_CHECK(vkWaitForFences(gpu->device, 1, &gpu->xfer_fence, VK_TRUE, UINT64_MAX), what);
+    return VKV_OK;
+error:
+    return st;
+}
+
+static vkv_status check_range(const vkv_buffer *b, uint64_t offset, uint64_t size, const char *op)
+{
+    if (offset > b->size || size > b->size - offset)
+        return vkv_error(VKV_ERR_ARG, "%s of %llu bytes at offset %llu is outside a %llu-byte buffer", op,
+                         (unsigned long long)size, (unsigned long long)offset, (unsigned long long)b->size);
+    return VKV_OK;
+}
+
+vkv_status vkv_buffer_upload(vkv_gpu *gpu, vkv_buffer *dst, uint64_t offset, const void *src, uint64_t size)
+{
+    vkv_status st = check_range(dst, offset, size, "upload");
+    if (st) return st;
+    if (dst->mapped) {
+        memcpy((char *)dst->mapped + offset, src, size);
+        return VKV_OK;
+    }
+    uint64_t chunk = gpu->staging->size;
+    for (uint64_t done = 0; done < size; done += chunk) {
+        uint64_t n = size - done < chunk ? size - done : chunk;
+        memcpy(gpu->staging->mapped, (const char *)src + done, n);
+        if ((st = xfer_begin(gpu))) return st;
+        VkBufferCopy region = {0, offset + done, n};
+        vkCmdCopyBuffer(gpu->xfer_cmd, gpu->staging->buffer, dst->buffer, 1, &region);
+        if ((st = xfer_end(gpu, "uploading to the device"))) return st;
+    }
+    return VKV_OK;
+}
+
+vkv_status vkv_buffer_download(vkv_gpu *gpu, const vkv_buffer *src, uint64_t offset, void *dst, uint64_t size)
+{
+    vkv_status st = check_range(src, offset, size, "download");
+    if (st) return st;
+    if (src->mapped) {
+        memcpy(dst, (const char *)src->mapped + offset, size);
+        return VKV_OK;
+    }
+    uint64_t chunk = gpu->staging->size;
+    for (uint64_t done = 0; done < size; done += chunk) {
+        uint64_t n = size - done < chunk ? size - done : chunk;
+        if ((st = xfer_begin(gpu))) return st;
+        VkBufferCopy region = {offset + done, 0, n};
+        vkCmdCopyBuffer(gpu->xfer_cmd, src->buffer, gpu->staging->buffer, 1, &region);
+        if ((st = xfer_end(gpu, "downloading from the device"))) return st;
+        memcpy((char *)dst + done, gpu->staging->mapped, n);
+    }
+    return VKV_OK;
+}
+
+vkv_status vkv_buffer_fill(vkv_gpu *gpu, vkv_buffer *dst, uint64_t offset, uint64_t size, uint32_t word)
+{
+    vkv_status st = check_range(dst, offset, size, "fill");
+    if (st) return st;
+    if ((offset | size) & 3) return vkv_error(VKV_ERR_ARG, "fill offset and size must be multiples of 4");
+    if ((st = xfer_begin(gpu))) return st;
+    vkCmdFillBuffer(gpu->xfer_cmd, dst->buffer, offset, size, word);
+    return xfer_end(gpu, "filling a buffer");
+}

@@ -1,0 +1,56 @@
+/* GPU ops: record one op (one or more dispatches) into the open recording.
+ * Each mirrors a CPU reference in src/ref/ref_ops.h with the same semantics
+ * and shapes. Tensors are given as views (buffer + byte offset, the offset a
+ * multiple of the device's storage offset alignment); ops split work so no
+ * bound range exceeds the device's maxStorageBufferRange. */
+#ifndef VKV_OPS_H
+#define VKV_OPS_H
+
+#include "core/dtype.h"
+#include "ref/ref_ops.h"
+#include "vk/gpu.h"
+
+typedef struct vkv_view {
+    const vkv_buffer *buf;
+    uint64_t offset;
+} vkv_view;
+
+static inline vkv_view vkv_view_of(const vkv_buffer *b) { return (vkv_view){b, 0}; }
+
+/* out[n_ids, n_cols] f32 = rows of table[n_table_rows, n_cols] (type t). */
+vkv_status vkv_op_get_rows(vkv_gpu *gpu, vkv_dtype t, vkv_view table, uint64_t n_table_rows, uint32_t n_cols,
+                           vkv_view ids, uint32_t n_ids, vkv_view out);
+
+/* out[rows, n] = rms_norm(x[rows, n]) * w[n]; w.buf may be NULL (no weight). */
+vkv_status vkv_op_rms_norm(vkv_gpu *gpu, vkv_view x, vkv_view w, uint32_t rows, uint32_t n, float eps,
+                           vkv_view out);
+
+typedef enum vkv_matmul_path {
+    VKV_MATMUL_AUTO,      /* matvec for n == 1, else coopmat when available, else tiled */
+    VKV_MATMUL_MATVEC,    /* one matvec per activation row */
+    VKV_MATMUL_TILED,
+    VKV_MATMUL_COOPMAT,
+} vkv_matmul_path;
+
+/* y[n, m] = x[n, k] . w[m, k]^T with w of type t. */
+vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_view w, uint32_t m, uint32_t k,
+                         vkv_view x, uint32_t n, vkv_view y);
+/* Whether a path can run on this device for type t. */
+bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t);
+
+/* out = RoPE(x) for x[n_tok, n_heads, head_dim]; pos[n_tok] int32 on the GPU;
+ * inv_freq[n_rot/2] from vkv_rope_inv_freq(). */
+vkv_status vkv_op_rope(vkv_gpu *gpu, const vkv_rope_params *p, vkv_view x, uint32_t n_tok, uint32_t n_heads,
+                       vkv_view pos, vkv_view inv_freq, vkv_view out);
+/* Per-pair angular frequency including freq_scale and freq_factors (double
+ * precision on the host): inv_freq[i] = freq_scale * base^(-2i/n_rot) / factor[i]. */
+void vkv_rope_inv_freq(const vkv_rope_params *p, float *inv_freq);
+
+vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols, float scale, bool causal,
+                          int32_t causal_offset, vkv_view out);
+vkv_status vkv_op_silu_mul(vkv_gpu *gpu, vkv_view gate, vkv_view up, uint32_t n, vkv_view out);
+vkv_status vkv_op_add(vkv_gpu *gpu, vkv_view a, vkv_view b, uint32_t n, vkv_view out);
+/* out[rows] uint32 = argmax of each row of x[rows, n]. */
+vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out);
+
+#endif

@@ -1,0 +1,126 @@
+/* The kernel registry and compute pipelines, built once per device on first
+ * use from the embedded SPIR-V with the workgroup size as specialization
+ * constant 0. */
+#include <stdio.h>
+#include <string.h>
+
+#include "vk/vk_internal.h"
+
+const vkv_spirv *vkv_spirv_table(size_t *count); /* generated: shaders_spirv.c */
+
+static const struct {
+    const char *name;
+    uint32_t n_bindings;
+} kernel_info[VKV_KERNEL_COUNT] = {
+#define VKV_KERNEL_INFO(e, nm, nb) [VKV_K_##e] = {nm, nb},
+    VKV_KERNEL_LIST(VKV_KERNEL_INFO)
+#undef VKV_KERNEL_INFO
+};
+
+const char *vkv_kernel_name(vkv_kernel k) { return k < VKV_KERNEL_COUNT ? kernel_info[k].name : "?"; }
+uint32_t vkv_kernel_n_bindings(vkv_kernel k) { return kernel_info[k].n_bindings; }
+
+const vkv_spirv *vkv_spirv_find(const char *name)
+{
+    size_t n;
+    const vkv_spirv *t = vkv_spirv_table(&n);
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+static bool kernel_is(vkv_kernel k, vkv_kernel first, vkv_kernel last) { return k >= first && k <= last; }
+
+uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k)
+{
+    if (kernel_is(k, VKV_K_MATMUL_F32, VKV_K_MATMUL_Q6_K)) return 256; /* 16 x 16 threads, 4 x 4 each */
+    if (kernel_is(k, VKV_K_MATMUL_CM_F32, VKV_K_MATMUL_CM_Q6_K)) return 128; /* 4 subgroups of 32 */
+    if (kernel_is(k, VKV_K_MATVEC_F32, VKV_K_MATVEC_NOSG_Q6_K)) {
+        /* Enough threads to cover a 4096-wide row in one pass of 32-chunks,
+         * at least two subgroups; power of two for the tree reduction. */
+        uint32_t wg = gpu->caps->subgroup_size * 4;
+        if (wg < 64) wg = 64;
+        if (wg > 128) wg = 128;
+        return wg;
+    }
+    if (k == VKV_K_RMS_NORM || k == VKV_K_SOFTMAX || k == VKV_K_ARGMAX) return 128;
+    return 256;
+}
+
+vkv_status vkv_pipeline_get(vkv_gpu *gpu, vkv_kernel k, const vkv_pipeline **out)
+{
+    vkv_status st = VKV_OK;
+    vkv_pipeline *p = &gpu->pipelines[k];
+    *out = p;
+    if (p->pipeline) return VKV_OK;
+    const char *name = kernel_info[k].name;
+    const vkv_spirv *spv = vkv_spirv_find(name);
+    if (!spv) return vkv_error(VKV_ERR_UNSUPPORTED, "no embedded SPIR-V for kernel '%s'", name);
+    char what[160];
+    snprintf(what, sizeof what, "building the '%s' pipeline", name);
+
+    VkShaderModuleCreateInfo smci = {
+        .sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+        .codeSize = spv->size_bytes,
+        .pCode = spv->code,
+    };
+    VK_CHECK(vkCreateShaderModule(gpu->device, &smci, NULL, &gpu->modules[k]), what);
+
+    VkDescriptorSetLayoutBinding b[8];
+    uint32_t nb = kernel_info[k].n_bindings;
+    for (uint32_t i = 0; i < nb; i++)
+        b[i] = (VkDescriptorSetLayoutBinding){
+            .binding = i,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .descriptorCount = 1,
+            .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+        };
+    VkDescriptorSetLayoutCreateInfo dslci = {
+        .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+        .flags = gpu->caps->push_descriptor ? VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR : 0,
+        .bindingCount = nb,
+        .pBindings = b,
+    };
+    VK_CHECK(vkCreateDescriptorSetLayout(gpu->device, &dslci, NULL, &p->set_layout), what);
+    VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = 128};
+    VkPipelineLayoutCreateInfo plci = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+        .setLayoutCount = 1,
+        .pSetLayouts = &p->set_layout,
+        .pushConstantRangeCount = 1,
+        .pPushConstantRanges = &pcr,
+    };
+    VK_CHECK(vkCreatePipelineLayout(gpu->device, &plci, NULL, &p->layout), what);
+
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
+    VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = 4};
+    VkSpecializationInfo si = {.mapEntryCount = 1, .pMapEntries = &me, .dataSize = 4, .pData = &wg};
+    VkComputePipelineCreateInfo cpci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {
+            .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+            .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+            .module = gpu->modules[k],
+            .pName = "main",
+            .pSpecializationInfo = &si,
+        },
+        .layout = p->layout,
+    };
+    VK_CHECK(vkCreateComputePipelines(gpu->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline), what);
+    return VKV_OK;
+error:
+    return st;
+}
+
+void vkv_pipelines_destroy(vkv_gpu *gpu)
+{
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++) {
+        vkv_pipeline *p = &gpu->pipelines[k];
+        if (p->pipeline) vkDestroyPipeline(gpu->device, p->pipeline, NULL);
+        if (p->layout) vkDestroyPipelineLayout(gpu->device, p->layout, NULL);
+        if (p->set_layout) vkDestroyDescriptorSetLayout(gpu->device, p->set_layout, NULL);
+        if (gpu->modules[k]) vkDestroyShaderModule(gpu->device, gpu->modules[k], NULL);
+        memset(p, 0, sizeof *p);
+        gpu->modules[k] = VK_NULL_HANDLE;
+    }
+}

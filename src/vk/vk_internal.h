@@ -1,0 +1,113 @@
+/* Private state shared by the files of src/vk. */
+#ifndef VKV_VK_INTERNAL_H
+#define VKV_VK_INTERNAL_H
+
+#include "core/range_alloc.h"
+#include "vk/gpu.h"
+
+/* Checks a VkResult: on failure records "<call> failed with <VkResult> while
+ * <what>" and jumps to the enclosing function's `error` label with `st` set. */
+#define VK_CHECK(call, what)                                                        \
+    do {                                                                            \
+        VkResult vk_check_res_ = (call);                                            \
+        if (vk_check_res_ != VK_SUCCESS) {                                          \
+            st = vkv_vk_error(vk_check_res_, #call, what);                          \
+            goto error;                                                             \
+        }                                                                           \
+    } while (0)
+
+vkv_status vkv_vk_error(VkResult r, const char *call, const char *what);
+
+#define VKV_MAX_DEVICES 16
+
+struct vkv_instance {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    bool validation;
+    uint32_t validation_errors; /* atomically incremented by the callback */
+    uint32_t n_devices;
+    VkPhysicalDevice phys[VKV_MAX_DEVICES];
+    vkv_caps caps[VKV_MAX_DEVICES];
+};
+
+/* One large VkDeviceMemory with a range allocator over it. */
+typedef struct vkv_mem_block {
+    VkDeviceMemory memory;
+    uint32_t memory_type;
+    vkv_mem_kind kind;
+    void *mapped; /* host kind only */
+    vkv_range_alloc ranges;
+} vkv_mem_block;
+
+struct vkv_buffer {
+    VkBuffer buffer;
+    uint64_t size;        /* usable size (padded to 16) */
+    vkv_mem_block *block; /* NULL when dedicated */
+    VkDeviceMemory dedicated;
+    uint64_t offset, reserved; /* range taken from the block */
+    vkv_mem_kind kind;
+    void *mapped;
+};
+
+#define VKV_MAX_TIMESTAMPS 8192
+
+typedef struct vkv_pipeline {
+    VkPipeline pipeline;
+    VkPipelineLayout layout;
+    VkDescriptorSetLayout set_layout;
+} vkv_pipeline;
+
+struct vkv_gpu {
+    vkv_instance *inst;
+    VkPhysicalDevice phys;
+    const vkv_caps *caps;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+
+    /* memory */
+    VkPhysicalDeviceMemoryProperties mem_props;
+    int32_t mem_type_device, mem_type_host;
+    vkv_mem_block **blocks; /* stable pointers: buffers point at their block */
+    uint32_t n_blocks, cap_blocks;
+    uint64_t block_size;
+    vkv_mem_stats stats;
+    vkv_buffer *staging;
+
+    /* pipelines, built on first use */
+    vkv_pipeline pipelines[VKV_KERNEL_COUNT];
+    VkShaderModule modules[VKV_KERNEL_COUNT];
+
+    /* fallback when VK_KHR_push_descriptor is missing: one pool reset per submit */
+    VkDescriptorPool desc_pool;
+    uint32_t desc_pool_capacity, desc_pool_used;
+
+    /* commands */
+    VkCommandPool cmd_pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    VkCommandBuffer xfer_cmd; /* synchronous copies outside a recording */
+    VkFence xfer_fence;
+    bool recording;
+    uint32_t n_recorded;
+
+    /* timestamps */
+    VkQueryPool query_pool;
+    bool profiling;
+    uint32_t n_queries;
+    vkv_kernel query_kernel[VKV_MAX_TIMESTAMPS / 2];
+    double last_submit_ns;
+    double kernel_ns[VKV_KERNEL_COUNT];
+    uint64_t kernel_calls[VKV_KERNEL_COUNT];
+};
+
+vkv_status vkv_memory_init(vkv_gpu *gpu);
+void vkv_memory_destroy(vkv_gpu *gpu);
+vkv_status vkv_pipeline_get(vkv_gpu *gpu, vkv_kernel k, const vkv_pipeline **out);
+void vkv_pipelines_destroy(vkv_gpu *gpu);
+vkv_status vkv_cmd_init(vkv_gpu *gpu);
+void vkv_cmd_destroy(vkv_gpu *gpu);
+/* Workgroup size (spec constant 0) the kernel is built with on this device. */
+uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k);
+
+#endif

@@ -1,0 +1,3 @@
+/* The one translation unit that compiles volk's implementation. */
+#define VOLK_IMPLEMENTATION
+#include <volk.h>

@@ -1,0 +1,431 @@
+/* Type table and codecs (core/dtype.h): hand-built blocks with hand-computed
+ * values for every decoder, and quantize -> dequantize error bounds. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/dtype.h"
+#include "core/fp16.h"
+
+#define H_0_25 0x3400 /* fp16 bit patterns of exact constants */
+#define H_0_5 0x3800
+#define H_1 0x3c00
+
+/* Deterministic uniform [-1, 1). */
+static uint32_t rng_state = 12345;
+static float rand_uniform(void)
+{
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)(rng_state >> 8) / 8388608.0f - 1.0f;
+}
+
+/* --------------------------------------------------------------- table */
+
+static void dtype_table_matches_ggml_numbering(void **state)
+{
+    (void)state;
+    static const struct { uint32_t type; const char *name; uint32_t bs, bytes; } want[] = {
+        {0, "f32", 1, 4},     {1, "f16", 1, 2},      {2, "q4_0", 32, 18}, {8, "q8_0", 32, 34},
+        {12, "q4_K", 256, 144}, {14, "q6_K", 256, 210}, {30, "bf16", 1, 2},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const vkv_dtype_info *info = vkv_dtype_get(want[i].type);
+        assert_non_null(info);
+        assert_string_equal(info->name, want[i].name);
+        assert_int_equal(info->block_size, want[i].bs);
+        assert_int_equal(info->block_bytes, want[i].bytes);
+    }
+    static const uint32_t unsupported[] = {3, 6, 7, 9, 10, 11, 13, 15, 16, 29, 31, 39, 1000, UINT32_MAX};
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        assert_null(vkv_dtype_get(unsupported[i]));
+}
+
+static void dtype_from_name_is_case_insensitive(void **state)
+{
+    (void)state;
+    assert_int_equal(vkv_dtype_from_name("q4_K"), VKV_Q4_K);
+    assert_int_equal(vkv_dtype_from_name("Q4_k"), VKV_Q4_K);
+    assert_int_equal(vkv_dtype_from_name("F16"), VKV_F16);
+    assert_int_equal(vkv_dtype_from_name("bf16"), VKV_BF16);
+    assert_int_equal(vkv_dtype_from_name("Q6_K"), VKV_Q6_K);
+    assert_int_equal(vkv_dtype_from_name("q8_0"), VKV_Q8_0);
+    assert_int_equal(vkv_dtype_from_name("f32"), VKV_F32);
+    assert_int_equal(vkv_dtype_from_name("q4_0"), VKV_Q4_0);
+    assert_int_equal(vkv_dtype_from_name("q4_1"), -1);
+    assert_int_equal(vkv_dtype_from_name("q4_K_M"), -1); /* a file type, not a tensor type */
+    assert_int_equal(vkv_dtype_from_name("f3"), -1);
+    assert_int_equal(vkv_dtype_from_name(""), -1);
+    assert_int_equal(vkv_dtype_from_name(NULL), -1);
+}
+
+static void dtype_row_bytes_rejects_partial_blocks(void **state)
+{
+    (void)state;
+    assert_int_equal(vkv_dtype_row_bytes(VKV_F32, 3), 12);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_F16, 3), 6);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_BF16, 4096), 8192);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_0, 64), 36);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q8_0, 4096), 128 * 34);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_K, 4096), 16 * 144);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q6_K, 14336), 56 * 210);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_0, 33), 0);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_K, 128), 0);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_K, 0), 0);
+    assert_int_equal(vkv_dtype_row_bytes((vkv_dtype)3, 32), 0);
+}
+
+/* ------------------------------------------------------------ decoders */
+
+static void q4_0_dequantize_matches_hand_computed_block(void **state)
+{
+    (void)state;
+    vkv_block_q4_0 b[2];
+    b[0].d = H_0_5;
+    for (int j = 0; j < 16; j++) b[0].qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    b[1].d = 0xc000; /* -2 */
+    memset(b[1].qs, 0x3f, sizeof b[1].qs); /* low nibble 15, high nibble 3 */
+    float y[64];
+    vkv_dequantize_row(VKV_Q4_0, b, y, 64);
+    assert_float_equal(y[0], -4.0f, 0);  /* (0 - 8) * 0.5 */
+    assert_float_equal(y[8], 0.0f, 0);   /* (8 - 8) * 0.5 */
+    assert_float_equal(y[15], 3.5f, 0);  /* (15 - 8) * 0.5 */
+    assert_float_equal(y[16], 3.5f, 0);  /* high nibble of qs[0] = 15 */
+    assert_float_equal(y[31], -4.0f, 0); /* high nibble of qs[15] = 0 */
+    for (int j = 0; j < 16; j++) {
+        assert_float_equal(y[j], (j - 8) * 0.5f, 0);
+        assert_float_equal(y[j + 16], (7 - j) * 0.5f, 0);
+        assert_float_equal(y[32 + j], -14.0f, 0);     /* (15 - 8) * -2 */
+        assert_float_equal(y[32 + 16 + j], 10.0f, 0); /* (3 - 8) * -2 */
+    }
+}
+
+static void q8_0_dequantize_matches_hand_computed_block(void **state)
+{
+    (void)state;
+    vkv_block_q8_0 b;
+    b.d = H_0_25;
+    for (int j = 0; j < 32; j++) b.qs[j] = (int8_t)(j * 8 - 128);
+    b.qs[31] = 127;
+    float y[32];
+    vkv_dequantize_row(VKV_Q8_0, &b, y, 32);
+    assert_float_equal(y[0], -32.0f, 0);
+    assert_float_equal(y[1], -30.0f, 0);
+    assert_float_equal(y[16], 0.0f, 0);
+    assert_float_equal(y[30], 28.0f, 0);
+    assert_float_equal(y[31], 31.75f, 0);
+}
+
+/* Sub-block scales and mins chosen so that sub-blocks 4-7 need their top two
+ * bits (values >= 16); the 12 packed bytes below are worked out by hand:
+ *   bytes 0-3:  sc[0..3] | (sc[4..7] >> 4) << 6
+ *   bytes 4-7:  m[0..3]  | (m[4..7] >> 4) << 6
+ *   bytes 8-11: (sc[4..7] & 15) | (m[4..7] & 15) << 4 */
+static const uint8_t q4_K_sc[8] = {1, 2, 3, 4, 17, 33, 50, 63};
+static const uint8_t q4_K_m[8] = {5, 6, 7, 8, 20, 40, 61, 16};
+static const uint8_t q4_K_packed[12] = {0x41, 0x82, 0xc3, 0xc4, 0x45, 0x86,
+                                        0xc7, 0x48, 0x41, 0x81, 0xd2, 0x0f};
+
+static void q4_K_dequantize_matches_hand_computed_block(void **state)
+{
+    (void)state;
+    vkv_block_q4_K b;
+    b.d = H_0_5;
+    b.dmin = H_0_25;
+    memcpy(b.scales, q4_K_packed, 12);
+    /* 64-element group g: low nibble l & 15 (sub-block 2g), high nibble (l + g) & 15 */
+    for (int g = 0; g < 4; g++)
+        for (int l = 0; l < 32; l++)
+            b.qs[32 * g + l] = (uint8_t)((l & 15) | (((l + g) & 15) << 4));
+    float y[256];
+    vkv_dequantize_row(VKV_Q4_K, &b, y, 256);
+
+    assert_float_equal(y[0], -1.25f, 0);     /* sb 0, q 0: 0.5*1*0 - 0.25*5 */
+    assert_float_equal(y[33], -0.5f, 0);     /* sb 1, q (1+0)&15=1: 0.5*2*1 - 0.25*6 */
+    assert_float_equal(y[128 + 5], 37.5f, 0);  /* sb 4, q 5: 0.5*17*5 - 0.25*20 */
+    assert_float_equal(y[160], 23.0f, 0);      /* sb 5, q 2: 0.5*33*2 - 0.25*40 */
+    assert_float_equal(y[192 + 15], 359.75f, 0); /* sb 6, q 15: 0.5*50*15 - 0.25*61 */
+    assert_float_equal(y[255], 59.0f, 0);      /* sb 7, q (31+3)&15=2: 0.5*63*2 - 0.25*16 */
+    for (int i = 0; i < 256; i++) {
+        const int sb = i / 32, g = i / 64, l = i % 32;
+        const int q = sb % 2 == 0 ? (l & 15) : ((l + g) & 15);
+        assert_float_equal(y[i], 0.5f * q4_K_sc[sb] * q - 0.25f * q4_K_m[sb], 0);
+    }
+}
+
+/* Packs 256 6-bit values into q6_K ql/qh, written from the layout spec
+ * (element 128h + 32k + l: low 4 bits in ql[64h + 32(k&1) + l], the low
+ * nibble for k < 2; top 2 bits at bit 2k of qh[32h + l]). */
+static void q6_K_pack(const uint8_t q[256], vkv_block_q6_K *b)
+{
+    memset(b->ql, 0, sizeof b->ql);
+    memset(b->qh, 0, sizeof b->qh);
+    for (int i = 0; i < 256; i++) {
+        const int h = i / 128, k = (i % 128) / 32, l = i % 32;
+        b->ql[64 * h + 32 * (k & 1) + l] |= (uint8_t)((q[i] & 15) << (k < 2 ? 0 : 4));
+        b->qh[32 * h + l] |= (uint8_t)((q[i] >> 4) << (2 * k));
+    }
+}
+
+static void q6_K_dequantize_matches_hand_computed_block(void **state)
+{
+    (void)state;
+    /* All ql/qh zero (q = 0 -> -32) except one byte trio per half that sets
+     * an element in each of the four quadrants. Scales[j] = j - 8, d = 0.5.
+     *   half 0: ql[3] = 0xb7, ql[35] = 0x4c, qh[3] = 0x9c = 10 01 11 00b
+     *     e3  (k0): 7  | 00 -> q  7, sc -8: 0.5 * -8 * (7 - 32)  = 100
+     *     e35 (k1): 12 | 11 -> q 60, sc -6: 0.5 * -6 * 28        = -84
+     *     e67 (k2): 11 | 01 -> q 27, sc -4: 0.5 * -4 * -5        = 10
+     *     e99 (k3): 4  | 10 -> q 36, sc -2: 0.5 * -2 * 4         = -4
+     *   half 1: ql[84] = 0x3e, ql[116] = 0xf1, qh[52] = 0xc9 = 11 00 10 01b
+     *     e148 (k0): 14 | 01 -> q 30, sc 1: 0.5 * 1 * -2         = -1
+     *     e180 (k1): 1  | 10 -> q 33, sc 3: 0.5 * 3 * 1          = 1.5
+     *     e212 (k2): 3  | 00 -> q  3, sc 5: 0.5 * 5 * -29        = -72.5
+     *     e244 (k3): 15 | 11 -> q 63, sc 7: 0.5 * 7 * 31         = 108.5 */
+    vkv_block_q6_K b;
+    memset(&b, 0, sizeof b);
+    b.d = H_0_5;
+    for (int j = 0; j < 16; j++) b.scales[j] = (int8_t)(j - 8);
+    b.ql[3] = 0xb7;
+    b.ql[35] = 0x4c;
+    b.qh[3] = 0x9c;
+    b.ql[64 + 20] = 0x3e;
+    b.ql[64 + 52] = 0xf1;
+    b.qh[32 + 20] = 0xc9;
+    float y[256];
+    vkv_dequantize_row(VKV_Q6_K, &b, y, 256);
+    static const struct { int i; float v; } set[] = {
+        {3, 100.0f},   {35, -84.0f}, {67, 10.0f},    {99, -4.0f},
+        {148, -1.0f},  {180, 1.5f},  {212, -72.5f},  {244, 108.5f},
+    };
+    for (int i = 0, s = 0; i < 256; i++) {
+        if (s < 8 && set[s].i == i) {
+            assert_float_equal(y[i], set[s++].v, 0);
+        } else {
+            assert_float_equal(y[i], 0.5f * (float)(i / 16 - 8) * -32.0f, 0);
+        }
+    }
+
+    /* Every element distinct through all four quadrants of both halves. */
+    uint8_t q[256];
+    for (int i = 0; i < 256; i++) q[i] = (uint8_t)((i * 7 + 3) & 63);
+    q6_K_pack(q, &b);
+    for (int j = 0; j < 16; j++) b.scales[j] = (int8_t)(j * 17 - 128);
+    b.d = 0xb000; /* -0.125 */
+    vkv_dequantize_row(VKV_Q6_K, &b, y, 256);
+    for (int i = 0; i < 256; i++)
+        assert_float_equal(y[i], -0.125f * (float)b.scales[i / 16] * (float)(q[i] - 32), 0);
+}
+
+static void f16_and_bf16_rows_decode_each_element(void **state)
+{
+    (void)state;
+    const uint16_t h[4] = {H_1, 0xc000, 0x7c00, 0x0001};
+    const uint16_t bf[4] = {0x3f80, 0xc040, 0xff80, 0x0000};
+    float y[4];
+    vkv_dequantize_row(VKV_F16, h, y, 4);
+    assert_float_equal(y[0], 1.0f, 0);
+    assert_float_equal(y[1], -2.0f, 0);
+    assert_true(isinf(y[2]) && y[2] > 0);
+    assert_true(y[3] == ldexpf(1.0f, -24));
+    vkv_dequantize_row(VKV_BF16, bf, y, 4);
+    assert_float_equal(y[0], 1.0f, 0);
+    assert_float_equal(y[1], -3.0f, 0);
+    assert_true(isinf(y[2]) && y[2] < 0);
+    assert_float_equal(y[3], 0.0f, 0);
+
+    const float x[3] = {1.0f + ldexpf(1.0f, -11), 0.1f, -65520.0f};
+    uint16_t out[3];
+    vkv_quantize_row(VKV_F16, x, out, 3);
+    assert_int_equal(out[0], 0x3c00); /* tie to even */
+    assert_int_equal(out[1], 0x2e66);
+    assert_int_equal(out[2], 0xfc00);
+    vkv_quantize_row(VKV_BF16, x, out, 3);
+    assert_int_equal(out[0], 0x3f80);
+    assert_int_equal(out[1], 0x3dcd);
+    float back[3];
+    vkv_quantize_row(VKV_F32, x, back, 3);
+    assert_memory_equal(back, x, sizeof x);
+}
+
+/* ------------------------------------------------------------ encoders */
+
+static void q4_0_quantize_uses_the_signed_max(void **state)
+{
+    (void)state;
+    float x[32] = {0};
+    float y[32];
+    vkv_block_q4_0 b;
+
+    /* negative max -4: d = -4 / -8 = 0.5, -4 -> q 0 exactly */
+    x[0] = -4.0f;
+    x[1] = 1.3f;  /* 1.3 * 2 + 8.5 = 11.1 -> 11 -> 1.5 */
+    x[17] = 3.9f; /* 7.8 + 8.5 = 16.3 -> clamped to 15 -> 3.5 */
+    vkv_quantize_row(VKV_Q4_0, x, &b, 32);
+    assert_int_equal(b.d, H_0_5);
+    assert_int_equal(b.qs[0] & 15, 0);
+    assert_int_equal(b.qs[1] & 15, 11);
+    assert_int_equal(b.qs[1] >> 4, 15); /* element 17 */
+    assert_int_equal(b.qs[2] & 15, 8); /* zero */
+    vkv_dequantize_row(VKV_Q4_0, &b, y, 32);
+    assert_float_equal(y[0], -4.0f, 0);
+    assert_float_equal(y[1], 1.5f, 0);
+    assert_float_equal(y[17], 3.5f, 0);
+
+    /* positive max 4: d = -0.5, 4 -> q 0 -> 4 exactly; -4 clamps to q 15 -> -3.5 */
+    x[0] = 4.0f;
+    x[1] = 1.3f; /* 1.3 * -2 + 8.5 = 5.9 -> 5 -> (5 - 8) * -0.5 = 1.5 */
+    x[17] = -4.0f;
+    vkv_quantize_row(VKV_Q4_0, x, &b, 32);
+    assert_int_equal(b.d, 0xb800);
+    vkv_dequantize_row(VKV_Q4_0, &b, y, 32);
+    assert_float_equal(y[0], 4.0f, 0);
+    assert_float_equal(y[1], 1.5f, 0);
+    assert_float_equal(y[17], -3.5f, 0);
+
+    memset(x, 0, sizeof x); /* all zero: d = 0 and every value decodes to 0 */
+    vkv_quantize_row(VKV_Q4_0, x, &b, 32);
+    vkv_dequantize_row(VKV_Q4_0, &b, y, 32);
+    for (int j = 0; j < 32; j++) assert_float_equal(y[j], 0.0f, 0);
+}
+
+static void q8_0_quantize_rounds_half_away_from_zero(void **state)
+{
+    (void)state;
+    float x[32] = {0};
+    x[0] = 127.0f; /* amax 127 -> d = 1 */
+    x[1] = 1.5f;
+    x[2] = -2.5f;
+    x[3] = 0.49f;
+    x[4] = -127.0f;
+    vkv_block_q8_0 b;
+    vkv_quantize_row(VKV_Q8_0, x, &b, 32);
+    assert_int_equal(b.d, H_1);
+    assert_int_equal(b.qs[0], 127);
+    assert_int_equal(b.qs[1], 2);
+    assert_int_equal(b.qs[2], -3);
+    assert_int_equal(b.qs[3], 0);
+    assert_int_equal(b.qs[4], -127);
+}
+
+static double rel_rms_error(vkv_dtype t, const float *x, int n)
+{
+    static uint8_t q[8192 * 4];
+    static float y[8192];
+    assert_true(n <= 8192 && vkv_dtype_row_bytes(t, (uint64_t)n) <= sizeof q);
+    vkv_quantize_row(t, x, q, (uint64_t)n);
+    vkv_dequantize_row(t, q, y, (uint64_t)n);
+    double e2 = 0, x2 = 0;
+    for (int i = 0; i < n; i++) {
+        assert_false(isnan(y[i]));
+        e2 += ((double)y[i] - x[i]) * ((double)y[i] - x[i]);
+        x2 += (double)x[i] * x[i];
+    }
+    return x2 > 0 ? sqrt(e2 / x2) : sqrt(e2);
+}
+
+static void quantize_dequantize_error_is_bounded_per_type(void **state)
+{
+    (void)state;
+    static float x[8192];
+    for (int i = 0; i < 8192; i++) x[i] = rand_uniform();
+    /* expected roughly: step/sqrt(12) relative to rms(x) = 1/sqrt(3) */
+    static const struct { vkv_dtype t; double bound; } cases[] = {
+        {VKV_F32, 0.0},   {VKV_F16, 1e-3},  {VKV_BF16, 5e-3}, {VKV_Q8_0, 0.01},
+        {VKV_Q4_0, 0.1},  {VKV_Q4_K, 0.1},  {VKV_Q6_K, 0.03},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const double e = rel_rms_error(cases[c].t, x, 8192);
+        if (e > cases[c].bound)
+            fail_msg("%s: relative RMS error %g > %g", vkv_dtype_get(cases[c].t)->name, e,
+                     cases[c].bound);
+    }
+}
+
+static void k_quants_stay_accurate_on_skewed_blocks(void **state)
+{
+    (void)state;
+    /* sub-block magnitudes spanning 100x, all-positive and all-negative
+     * sub-blocks (q4_K mins of 0 and of the full range), and an offset block */
+    static float x[1024];
+    for (int i = 0; i < 1024; i++) {
+        const int sb = i / 32;
+        const float mag = 0.01f + 0.99f * (float)(sb % 8) / 7.0f;
+        float v = rand_uniform() * mag;
+        if (sb % 3 == 1) v = fabsf(v);
+        if (sb % 3 == 2) v = -fabsf(v);
+        if (i >= 768) v = 5.0f + 0.5f * rand_uniform();
+        x[i] = v;
+    }
+    const double e4 = rel_rms_error(VKV_Q4_K, x, 1024);
+    const double e6 = rel_rms_error(VKV_Q6_K, x, 1024);
+    if (e4 > 0.1) fail_msg("q4_K relative RMS error %g", e4);
+    if (e6 > 0.03) fail_msg("q6_K relative RMS error %g", e6);
+}
+
+static void k_quants_encode_zero_blocks_as_zero(void **state)
+{
+    (void)state;
+    static float x[256];
+    float y[256];
+    vkv_block_q4_K b4;
+    vkv_block_q6_K b6;
+    memset(x, 0, sizeof x);
+    vkv_quantize_row(VKV_Q4_K, x, &b4, 256);
+    vkv_dequantize_row(VKV_Q4_K, &b4, y, 256);
+    for (int i = 0; i < 256; i++) assert_float_equal(y[i], 0.0f, 0);
+    vkv_quantize_row(VKV_Q6_K, x, &b6, 256);
+    vkv_dequantize_row(VKV_Q6_K, &b6, y, 256);
+    for (int i = 0; i < 256; i++) assert_float_equal(y[i], 0.0f, 0);
+
+    /* one constant sub-block among zeros: decodes close to its value */
+    for (int i = 64; i < 96; i++) x[i] = -0.75f;
+    vkv_quantize_row(VKV_Q4_K, x, &b4, 256);
+    vkv_dequantize_row(VKV_Q4_K, &b4, y, 256);
+    for (int i = 0; i < 256; i++) assert_float_equal(y[i], x[i], 0.01);
+    vkv_quantize_row(VKV_Q6_K, x, &b6, 256);
+    vkv_dequantize_row(VKV_Q6_K, &b6, y, 256);
+    for (int i = 0; i < 256; i++) assert_float_equal(y[i], x[i], 0.01);
+}
+
+/* The q4_K encoder must use the high-bit packing for sub-blocks 4-7: give
+ * them the largest ranges so their 6-bit scales exceed 15. */
+static void q4_K_quantize_packs_high_sub_block_scales(void **state)
+{
+    (void)state;
+    static float x[256];
+    for (int i = 0; i < 256; i++) x[i] = rand_uniform() * (i < 128 ? 0.05f : 1.0f);
+    vkv_block_q4_K b;
+    vkv_quantize_row(VKV_Q4_K, x, &b, 256);
+    int high_bits = 0;
+    for (int j = 0; j < 8; j++) high_bits |= b.scales[j] >> 6;
+    assert_int_not_equal(high_bits, 0);
+    float y[256];
+    vkv_dequantize_row(VKV_Q4_K, &b, y, 256);
+    for (int i = 0; i < 256; i++) assert_float_equal(y[i], x[i], i < 128 ? 0.01 : 0.1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(dtype_table_matches_ggml_numbering),
+        cmocka_unit_test(dtype_from_name_is_case_insensitive),
+        cmocka_unit_test(dtype_row_bytes_rejects_partial_blocks),
+        cmocka_unit_test(q4_0_dequantize_matches_hand_computed_block),
+        cmocka_unit_test(q8_0_dequantize_matches_hand_computed_block),
+        cmocka_unit_test(q4_K_dequantize_matches_hand_computed_block),
+        cmocka_unit_test(q6_K_dequantize_matches_hand_computed_block),
+        cmocka_unit_test(f16_and_bf16_rows_decode_each_element),
+        cmocka_unit_test(q4_0_quantize_uses_the_signed_max),
+        cmocka_unit_test(q8_0_quantize_rounds_half_away_from_zero),
+        cmocka_unit_test(quantize_dequantize_error_is_bounded_per_type),
+        cmocka_unit_test(k_quants_stay_accurate_on_skewed_blocks),
+        cmocka_unit_test(k_quants_encode_zero_blocks_as_zero),
+        cmocka_unit_test(q4_K_quantize_packs_high_sub_block_scales),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
