@@ -87,7 +87,7 @@ typedef struct tok_words {
     char *subj;
     size_t subj_cap;
     size_t *cp_text, *cp_subj;  /* byte offset of code point i (+1 entry) */
-    size_t cp_cap;
+    size_t cp_text_cap, cp_subj_cap;
     size_t *seg, *seg2;
     size_t seg_cap, seg2_cap;
 } tok_words;
@@ -140,8 +140,10 @@ struct vkv_tokenizer {
     char *chat_template;
 };
 
-/* Whole-fragment tokenizers; append to out. */
-vkv_status tok_spm_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, tok_ids *out);
+/* Whole-fragment tokenizers; append to out. SPM escapes spaces itself and
+ * puts one in front when space_prefix is set. */
+vkv_status tok_spm_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, bool space_prefix,
+                            tok_ids *out);
 vkv_status tok_bpe_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, tok_words *w,
                             tok_ids *out);
 

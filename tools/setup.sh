@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One-step set-up for a fresh Debian 12 machine: installs what is missing,
+# builds, then runs the main job (--run) or every test (--test).
+#
+#   bash tools/setup.sh --run     # build and run the main job
+#   bash tools/setup.sh --test    # build and run every test (release build
+#                                 # with -Werror, then unit tests under ASan/UBSan)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mode=${1:---run}
+case "$mode" in --run|--test|--install) ;; *) echo "usage: bash tools/setup.sh [--run|--test|--install]" >&2; exit 2;; esac
+
+packages=(
+  build-essential pkg-config meson ninja-build python3
+  libvulkan-dev libvulkan1 libvulkan-volk-dev mesa-vulkan-drivers vulkan-validationlayers
+  glslang-tools libcmocka-dev libpcre2-dev
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+[ "$mode" = --install ] && exit 0
+
+werror=false
+[ "$mode" = --test ] && werror=true
+[ -d build ] || meson setup build --buildtype=release -Dwerror=$werror
+meson configure build -Dwerror=$werror >/dev/null
+ninja -C build
+
+if [ "$mode" = --run ]; then
+  exec ./build/vkvector devices
+fi
+
+# Every test: the release build (GPU tests on the Vulkan device, validation
+# layers on), then the unit tests again under AddressSanitizer + UBSan.
+meson test -C build --print-errorlogs --num-processes 2
+[ -d build-asan ] || meson setup build-asan --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
+ninja -C build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C build-asan --suite unit --print-errorlogs --num-processes 2
