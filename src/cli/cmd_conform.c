@@ -458,6 +458,84 @@ done:
     return st;
 }
 
+/* ---------------- add_bias ---------------- */
+
+typedef struct { guarded a, b, out; uint32_t rows, width; } bias_args;
+
+static vkv_status rec_bias(conform_ctx *c, void *p)
+{
+    bias_args *a = p;
+    return vkv_op_add_bias(c->gpu, a->a.view, a->b.view, a->rows, a->width, a->out.view);
+}
+
+static vkv_status case_add_bias(conform_ctx *c, uint32_t rows, uint32_t width)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%ux%u + bias[%u]", rows, width, width);
+    conform_result *r = new_result(c, "add_bias", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)rows * width;
+    float *x = random_f32(c, sz), *bias = random_f32(c, width), *ref = malloc(sz * 4), *got = malloc(sz * 4);
+    bias_args a = {.rows = rows, .width = width};
+    vkv_status st = VKV_OK;
+    if (!x || !bias || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    vkv_ref_add_bias(x, bias, rows, width, ref);
+    if ((st = guarded_create(c, sz * 4, x, &a.a)) || (st = guarded_create(c, 4ull * width, bias, &a.b)) ||
+        (st = guarded_create(c, sz * 4, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_bias, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, sz, &nanm);
+    finish(r, err, nanm, guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.a); guarded_destroy(c, &a.b); guarded_destroy(c, &a.out);
+    free(x); free(bias); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- kv_store ---------------- */
+
+typedef struct { bool f16; guarded src, cache; uint32_t n_tok, n_kv, hd, n_ctx, slot0; } kv_store_args;
+
+static vkv_status rec_kv_store(conform_ctx *c, void *p)
+{
+    kv_store_args *a = p;
+    return vkv_op_kv_store(c->gpu, a->f16, a->src.view, a->n_tok, a->n_kv, a->hd, a->cache.view, a->n_ctx, a->slot0);
+}
+
+/* The cache starts full of other data: slots outside [slot0, slot0+n_tok)
+ * must come back unchanged, and the written ones bit-exact. */
+static vkv_status case_kv_store(conform_ctx *c, bool f16, uint32_t n_tok, uint32_t n_kv, uint32_t hd, uint32_t n_ctx,
+                                uint32_t slot0)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u tokens x %u heads x %u -> slots %u.. of %u", n_tok, n_kv, hd, slot0, n_ctx);
+    conform_result *r = new_result(c, "kv_store", f16 ? "f16" : "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t src_n = (size_t)n_tok * n_kv * hd, cache_bytes = (f16 ? 2 : 4) * (size_t)n_kv * n_ctx * hd;
+    float *src = random_f32(c, src_n);
+    uint8_t *init = malloc(cache_bytes), *ref = malloc(cache_bytes), *got = malloc(cache_bytes);
+    kv_store_args a = {.f16 = f16, .n_tok = n_tok, .n_kv = n_kv, .hd = hd, .n_ctx = n_ctx, .slot0 = slot0};
+    vkv_status st = VKV_OK;
+    if (!src || !init || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (size_t i = 0; i < cache_bytes; i++) init[i] = (uint8_t)(vkv_rng_u64(&c->rng) & 0x3f); /* finite values */
+    memcpy(ref, init, cache_bytes);
+    vkv_ref_kv_store(f16, src, n_tok, n_kv, hd, ref, n_ctx, slot0);
+    if ((st = guarded_create(c, src_n * 4, src, &a.src)) || (st = guarded_create(c, cache_bytes, init, &a.cache))) goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = run_recorded(c, rec_kv_store, &a, &ms)) || (st = guarded_read(c, &a.cache, got, &guards))) goto done;
+    size_t wrong = 0;
+    for (size_t i = 0; i < cache_bytes; i++) wrong += ref[i] != got[i];
+    finish(r, (double)wrong / cache_bytes, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%zu of %zu cache bytes differ", wrong, cache_bytes);
+done:
+    guarded_destroy(c, &a.src); guarded_destroy(c, &a.cache);
+    free(src); free(init); free(ref); free(got);
+    return st;
+}
+
 /* ---------------- the suite ---------------- */
 
 static bool want(const conform_ctx *c, const char *op) { return !c->filter || strstr(op, c->filter); }
@@ -533,6 +611,17 @@ static void run_suite(conform_ctx *c)
         RUN(case_elementwise(c, false, 1000));
         RUN(case_elementwise(c, false, (1u << 24) + 7)); /* over the x group limit */
     }
+    if (want(c, "add_bias")) {
+        RUN(case_add_bias(c, 1, 96));
+        RUN(case_add_bias(c, 37, 640));
+    }
+    if (want(c, "kv_store"))
+        for (int f16 = 0; f16 < 2; f16++) {
+            RUN(case_kv_store(c, f16, 1, 4, 8, 64, 0));
+            RUN(case_kv_store(c, f16, 1, 2, 64, 300, 299));
+            RUN(case_kv_store(c, f16, 37, 4, 8, 512, 100));
+            RUN(case_kv_store(c, f16, 64, 8, 128, 128, 64));
+        }
     if (want(c, "argmax")) {
         RUN(case_argmax(c, 3, 32000, false));
         RUN(case_argmax(c, 1, 7, false));

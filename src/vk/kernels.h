@@ -45,7 +45,9 @@
     X(SOFTMAX, "softmax", 2)                                 \
     X(SILU_MUL, "silu_mul", 3)                               \
     X(ADD, "add", 3)                                         \
-    X(ARGMAX, "argmax", 2)
+    X(ARGMAX, "argmax", 2)                                   \
+    X(KV_STORE_F16, "kv_store_f16", 2)                       \
+    X(KV_STORE_F32, "kv_store_f32", 2)
 
 typedef enum vkv_kernel {
 #define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,

@@ -241,28 +241,56 @@ vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols
 }
 
 static vkv_status elementwise(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_view a, vkv_view b, uint32_t n,
-                              vkv_view out)
+                              uint32_t nb, vkv_view out)
 {
     uint64_t bytes = 4ull * n;
     vkv_status st;
-    if ((st = check_view(gpu, a, bytes, op, "first input")) || (st = check_view(gpu, b, bytes, op, "second input")) ||
+    if (!nb || n % nb) return vkv_error(VKV_ERR_ARG, "%s: %u elements is not a multiple of the row width %u", op, n, nb);
+    if ((st = check_view(gpu, a, bytes, op, "first input")) || (st = check_view(gpu, b, 4ull * nb, op, "second input")) ||
         (st = check_view(gpu, out, bytes, op, "output")) || (st = check_single_range(gpu, bytes, op, "the input")))
         return st;
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
     spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
-    uint32_t pc = n;
-    vkv_binding bb[3] = {bind(a, 0, bytes), bind(b, 0, bytes), bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, k, bb, 3, &pc, sizeof pc, gx, gy, 1);
+    uint32_t pc[2] = {n, nb};
+    vkv_binding bb[3] = {bind(a, 0, bytes), bind(b, 0, 4ull * nb), bind(out, 0, bytes)};
+    return vkv_cmd_dispatch(gpu, k, bb, 3, pc, k == VKV_K_ADD ? sizeof pc : sizeof pc[0], gx, gy, 1);
 }
 
 vkv_status vkv_op_silu_mul(vkv_gpu *gpu, vkv_view gate, vkv_view up, uint32_t n, vkv_view out)
 {
-    return elementwise(gpu, VKV_K_SILU_MUL, "silu_mul", gate, up, n, out);
+    return elementwise(gpu, VKV_K_SILU_MUL, "silu_mul", gate, up, n, n, out);
 }
 
 vkv_status vkv_op_add(vkv_gpu *gpu, vkv_view a, vkv_view b, uint32_t n, vkv_view out)
 {
-    return elementwise(gpu, VKV_K_ADD, "add", a, b, n, out);
+    return elementwise(gpu, VKV_K_ADD, "add", a, b, n, n, out);
+}
+
+vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t rows, uint32_t width, vkv_view out)
+{
+    return elementwise(gpu, VKV_K_ADD, "add_bias", a, bias, rows * width, width, out);
+}
+
+vkv_status vkv_op_kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
+                           uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0)
+{
+    const char *op = "kv_store";
+    if (head_dim % 2 || slot0 + n_tok > n_ctx)
+        return vkv_error(VKV_ERR_ARG, "kv_store: %u tokens at slot %u do not fit a %u-slot cache (head dim %u)", n_tok,
+                         slot0, n_ctx, head_dim);
+    uint64_t src_bytes = 4ull * n_tok * n_kv_head * head_dim;
+    uint64_t cache_bytes = (kv_f16 ? 2ull : 4ull) * n_kv_head * n_ctx * head_dim;
+    vkv_status st;
+    if ((st = check_view(gpu, src, src_bytes, op, "input")) || (st = check_view(gpu, cache, cache_bytes, op, "cache")) ||
+        (st = check_single_range(gpu, cache_bytes, op, "the layer's cache")))
+        return st;
+    vkv_kernel k = kv_f16 ? VKV_K_KV_STORE_F16 : VKV_K_KV_STORE_F32;
+    uint64_t total = (uint64_t)n_tok * n_kv_head * (head_dim / 2);
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
+    spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
+    struct { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0; } pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0};
+    vkv_binding b[2] = {bind(src, 0, src_bytes), bind(cache, 0, cache_bytes)};
+    return vkv_cmd_dispatch(gpu, k, b, 2, &pc, sizeof pc, gx, gy, 1);
 }
 
 vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out)

@@ -50,6 +50,13 @@ vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols
                           int32_t causal_offset, vkv_view out);
 vkv_status vkv_op_silu_mul(vkv_gpu *gpu, vkv_view gate, vkv_view up, uint32_t n, vkv_view out);
 vkv_status vkv_op_add(vkv_gpu *gpu, vkv_view a, vkv_view b, uint32_t n, vkv_view out);
+/* out[rows, width] = a[rows, width] + bias[width] (bias broadcast over rows). */
+vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t rows, uint32_t width, vkv_view out);
+
+/* cache[h, slot0 + t, :] = src[t, h, :] for a cache [n_kv_head, n_ctx, head_dim]
+ * stored as f16 (kv_f16) or f32. */
+vkv_status vkv_op_kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
+                           uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0);
 /* out[rows] uint32 = argmax of each row of x[rows, n]. */
 vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out);
 

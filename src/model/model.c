@@ -1,0 +1,262 @@
+/* Hyper-parameters and weights from GGUF. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp16.h"
+
+static vkv_status get_u32_arch(const vkv_gguf *g, const char *arch, const char *suffix, uint32_t *out, bool required)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    if (vkv_gguf_find_key(g, key) < 0) {
+        if (!required) return VKV_OK;
+        return vkv_error(VKV_ERR_FORMAT, "model metadata is missing '%s'", key);
+    }
+    return vkv_gguf_get_u32(g, key, out);
+}
+
+static vkv_status get_f32_arch(const vkv_gguf *g, const char *arch, const char *suffix, float *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return vkv_gguf_get_f32_opt(g, key, out);
+}
+
+vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    vkv_gguf_str arch;
+    vkv_status st = vkv_gguf_get_str(g, "general.architecture", &arch);
+    if (st) return st;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.data);
+    if (!strcmp(hp->arch_name, "llama")) hp->arch = VKV_ARCH_LLAMA;
+    else if (!strcmp(hp->arch_name, "qwen2")) hp->arch = VKV_ARCH_QWEN2;
+    else if (!strcmp(hp->arch_name, "qwen3")) hp->arch = VKV_ARCH_QWEN3;
+    else
+        return vkv_error(VKV_ERR_UNSUPPORTED, "unsupported architecture '%.*s' (supported: llama, qwen2, qwen3)",
+                         (int)(arch.len < 64 ? arch.len : 64), arch.data);
+    const char *a = hp->arch_name;
+    hp->n_ctx_train = 2048;
+    if ((st = get_u32_arch(g, a, "context_length", &hp->n_ctx_train, false)) ||
+        (st = get_u32_arch(g, a, "embedding_length", &hp->n_embd, true)) ||
+        (st = get_u32_arch(g, a, "block_count", &hp->n_layer, true)) ||
+        (st = get_u32_arch(g, a, "feed_forward_length", &hp->n_ff, true)) ||
+        (st = get_u32_arch(g, a, "attention.head_count", &hp->n_head, true)))
+        return st;
+    hp->n_head_kv = hp->n_head;
+    if ((st = get_u32_arch(g, a, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
+    if (!hp->n_embd || !hp->n_layer || !hp->n_ff || !hp->n_head || !hp->n_head_kv || hp->n_head % hp->n_head_kv)
+        return vkv_error(VKV_ERR_FORMAT, "inconsistent hyper-parameters: embedding %u, layers %u, ff %u, heads %u, "
+                                         "kv heads %u (heads must be a multiple of kv heads)",
+                         hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
+    hp->head_dim = hp->n_embd / hp->n_head;
+    if ((st = get_u32_arch(g, a, "attention.key_length", &hp->head_dim, false))) return st;
+    hp->head_dim_v = hp->head_dim;
+    if ((st = get_u32_arch(g, a, "attention.value_length", &hp->head_dim_v, false))) return st;
+    hp->n_rot = hp->head_dim;
+    if ((st = get_u32_arch(g, a, "rope.dimension_count", &hp->n_rot, false))) return st;
+    if (!hp->head_dim || hp->head_dim_v != hp->head_dim || hp->n_rot > hp->head_dim || hp->n_rot % 2 || hp->head_dim % 2)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "unsupported head layout: key length %u, value length %u, rotated %u",
+                         hp->head_dim, hp->head_dim_v, hp->n_rot);
+    hp->rms_eps = 1e-5f;
+    hp->rope_base = 10000.0f;
+    float scale_linear = 1.0f;
+    if ((st = get_f32_arch(g, a, "attention.layer_norm_rms_epsilon", &hp->rms_eps)) ||
+        (st = get_f32_arch(g, a, "rope.freq_base", &hp->rope_base)) ||
+        (st = get_f32_arch(g, a, "rope.scaling.factor", &scale_linear)))
+        return st;
+    hp->rope_freq_scale = 1.0f;
+    char key[128];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    vkv_gguf_str stype = {0};
+    if (vkv_gguf_find_key(g, key) >= 0 && (st = vkv_gguf_get_str(g, key, &stype))) return st;
+    if (stype.len == 6 && !memcmp(stype.data, "linear", 6) && scale_linear > 0) hp->rope_freq_scale = 1.0f / scale_linear;
+    else if (stype.len == 6 && !memcmp(stype.data, "llama3", 6)) {
+        hp->llama3_scaling = true;
+        hp->llama3_factor = scale_linear;
+        hp->llama3_low_freq_factor = 1.0f;
+        hp->llama3_high_freq_factor = 4.0f;
+        hp->llama3_original_ctx = 8192;
+        if ((st = get_f32_arch(g, a, "rope.scaling.low_freq_factor", &hp->llama3_low_freq_factor)) ||
+            (st = get_f32_arch(g, a, "rope.scaling.high_freq_factor", &hp->llama3_high_freq_factor)) ||
+            (st = get_u32_arch(g, a, "rope.scaling.original_context_length", &hp->llama3_original_ctx, false)))
+            return st;
+    } else if (stype.len && !(stype.len == 4 && !memcmp(stype.data, "none", 4)))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "unsupported rope scaling type '%.*s'", (int)stype.len, stype.data);
+    if (!(hp->rms_eps > 0) || !(hp->rope_base > 0))
+        return vkv_error(VKV_ERR_FORMAT, "bad rms epsilon %g or rope base %g", hp->rms_eps, hp->rope_base);
+    hp->rope_mode = hp->arch == VKV_ARCH_LLAMA ? VKV_ROPE_INTERLEAVED : VKV_ROPE_NEOX;
+    hp->has_qkv_bias = hp->arch == VKV_ARCH_QWEN2;
+    hp->has_qk_norm = hp->arch == VKV_ARCH_QWEN3;
+
+    /* Vocabulary size: metadata, else the token list, else the embedding. */
+    if ((st = get_u32_arch(g, a, "vocab_size", &hp->n_vocab, false))) return st;
+    const vkv_gguf_tensor *emb = vkv_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb) return vkv_error(VKV_ERR_FORMAT, "model is missing tensor 'token_embd.weight'");
+    if (!hp->n_vocab) hp->n_vocab = (uint32_t)emb->ne[1];
+    hp->tied_output = vkv_gguf_find_tensor(g, "output.weight") == NULL;
+    return VKV_OK;
+}
+
+/* Checks a tensor's shape (ne0 = cols, ne1 = rows) and uploads it. Norms and
+ * biases are stored as f32 on the device (they may be f16 in the file: tiny
+ * vectors, converted exactly); matrices keep their stored type. */
+static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, uint32_t rows, uint32_t cols, bool matrix,
+                                bool optional, vkv_weight *w)
+{
+    memset(w, 0, sizeof *w);
+    const vkv_gguf_tensor *t = vkv_gguf_find_tensor(m->gguf, name);
+    if (!t) {
+        if (optional) return VKV_OK;
+        return vkv_error(VKV_ERR_FORMAT, "model is missing tensor '%s'", name);
+    }
+    uint64_t want1 = matrix ? rows : 1;
+    if (t->ne[0] != cols || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return vkv_error(VKV_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%u, %llu]", name,
+                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
+                         (unsigned long long)t->ne[3], cols, (unsigned long long)want1);
+    const vkv_dtype_info *info = vkv_dtype_get(t->type);
+    if (!info || !t->data)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "tensor '%s' has type %u, which this runtime does not support", name, t->type);
+    vkv_status st;
+    w->rows = matrix ? rows : 1;
+    w->cols = cols;
+    if (matrix) {
+        w->type = (vkv_dtype)t->type;
+        if (cols % 32)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "tensor '%s': row length %u is not a multiple of 32", name, cols);
+        if ((st = vkv_buffer_create(gpu, t->nbytes, VKV_MEM_DEVICE, name, &w->buf)) ||
+            (st = vkv_buffer_upload(gpu, w->buf, 0, t->data, t->nbytes)))
+            return st;
+        m->weight_bytes += t->nbytes;
+        return VKV_OK;
+    }
+    w->type = VKV_F32;
+    float *tmp = malloc(4ull * cols);
+    if (!tmp) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_dequantize_row((vkv_dtype)t->type, t->data, tmp, cols);
+    st = vkv_buffer_create(gpu, 4ull * cols, VKV_MEM_DEVICE, name, &w->buf);
+    if (!st) st = vkv_buffer_upload(gpu, w->buf, 0, tmp, 4ull * cols);
+    free(tmp);
+    m->weight_bytes += 4ull * cols;
+    return st;
+}
+
+vkv_rope_params vkv_model_rope_params(const vkv_model *m)
+{
+    const vkv_hparams *hp = &m->hp;
+    return (vkv_rope_params){hp->rope_mode, hp->head_dim, hp->n_rot, hp->rope_base, hp->rope_freq_scale,
+                             m->rope_factors, false};
+}
+
+vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
+{
+    *out = NULL;
+    vkv_model *m = calloc(1, sizeof *m);
+    if (!m) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    snprintf(m->path, sizeof m->path, "%s", path);
+    vkv_status st = vkv_gguf_open(path, &m->gguf);
+    if (st) goto error;
+    if ((st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
+    vkv_hparams *hp = &m->hp;
+    uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    uint32_t v_dim = hp->n_head_kv * hp->head_dim_v, o_in = hp->n_head * hp->head_dim_v;
+
+    if ((st = upload_tensor(gpu, m, "token_embd.weight", hp->n_vocab, hp->n_embd, true, false, &m->tok_embd)) ||
+        (st = upload_tensor(gpu, m, "output_norm.weight", 1, hp->n_embd, false, false, &m->output_norm)))
+        goto error;
+    if (hp->tied_output) m->output = m->tok_embd;
+    else if ((st = upload_tensor(gpu, m, "output.weight", hp->n_vocab, hp->n_embd, true, false, &m->output)))
+        goto error;
+
+    /* RoPE frequencies: rope_freqs.weight divides each pair's frequency
+     * (Llama 3.1 files carry it); llama3 metadata computes the same factors. */
+    uint32_t n_pairs = hp->n_rot / 2;
+    const vkv_gguf_tensor *rf = vkv_gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    if (rf) {
+        if (rf->ne[0] != n_pairs || rf->ne[1] != 1 || !rf->data || !vkv_dtype_get(rf->type)) {
+            st = vkv_error(VKV_ERR_FORMAT, "tensor 'rope_freqs.weight' has %llu elements, expected %u",
+                           (unsigned long long)rf->ne[0], n_pairs);
+            goto error;
+        }
+        if (!(m->rope_factors = malloc(4ull * n_pairs))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
+        vkv_dequantize_row((vkv_dtype)rf->type, rf->data, m->rope_factors, n_pairs);
+    } else if (hp->llama3_scaling) {
+        if (!(m->rope_factors = malloc(4ull * n_pairs))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
+        vkv_rope_llama3_factors(hp->n_rot, hp->rope_base, hp->llama3_factor, hp->llama3_low_freq_factor,
+                                hp->llama3_high_freq_factor, hp->llama3_original_ctx, m->rope_factors);
+    }
+    {
+        vkv_rope_params rp = vkv_model_rope_params(m);
+        float inv[512];
+        if (n_pairs > 512) { st = vkv_error(VKV_ERR_UNSUPPORTED, "head dimension %u too large", hp->n_rot); goto error; }
+        vkv_rope_inv_freq(&rp, inv);
+        if ((st = vkv_buffer_create(gpu, 4ull * (n_pairs ? n_pairs : 1), VKV_MEM_DEVICE, "rope frequencies", &m->rope_inv_freq)) ||
+            (n_pairs && (st = vkv_buffer_upload(gpu, m->rope_inv_freq, 0, inv, 4ull * n_pairs))))
+            goto error;
+    }
+
+    if (!(m->layers = calloc(hp->n_layer, sizeof *m->layers))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        vkv_layer_weights *L = &m->layers[l];
+        char n[96];
+#define W(field, suffix, rows, cols, matrix, optional)                                           \
+    snprintf(n, sizeof n, "blk.%u.%s", l, suffix);                                               \
+    if ((st = upload_tensor(gpu, m, n, rows, cols, matrix, optional, &L->field))) goto error;
+        W(attn_norm, "attn_norm.weight", 1, hp->n_embd, false, false)
+        W(wq, "attn_q.weight", q_dim, hp->n_embd, true, false)
+        W(wk, "attn_k.weight", kv_dim, hp->n_embd, true, false)
+        W(wv, "attn_v.weight", v_dim, hp->n_embd, true, false)
+        W(wo, "attn_output.weight", hp->n_embd, o_in, true, false)
+        W(ffn_norm, "ffn_norm.weight", 1, hp->n_embd, false, false)
+        W(w_gate, "ffn_gate.weight", hp->n_ff, hp->n_embd, true, false)
+        W(w_up, "ffn_up.weight", hp->n_ff, hp->n_embd, true, false)
+        W(w_down, "ffn_down.weight", hp->n_embd, hp->n_ff, true, false)
+        if (hp->has_qkv_bias) {
+            W(bq, "attn_q.bias", 1, q_dim, false, false)
+            W(bk, "attn_k.bias", 1, kv_dim, false, false)
+            W(bv, "attn_v.bias", 1, v_dim, false, false)
+        }
+        if (hp->has_qk_norm) {
+            W(q_norm, "attn_q_norm.weight", 1, hp->head_dim, false, false)
+            W(k_norm, "attn_k_norm.weight", 1, hp->head_dim, false, false)
+        }
+#undef W
+    }
+    *out = m;
+    return VKV_OK;
+error:
+    vkv_error_context(st, "loading model '%s'", path);
+    vkv_model_free(gpu, m);
+    return st;
+}
+
+static void free_weight(vkv_gpu *gpu, vkv_weight *w)
+{
+    vkv_buffer_destroy(gpu, w->buf);
+    w->buf = NULL;
+}
+
+void vkv_model_free(vkv_gpu *gpu, vkv_model *m)
+{
+    if (!m) return;
+    if (m->layers)
+        for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+            vkv_layer_weights *L = &m->layers[l];
+            vkv_weight *all[] = {&L->attn_norm, &L->wq, &L->wk, &L->wv, &L->wo, &L->bq, &L->bk, &L->bv,
+                                 &L->q_norm, &L->k_norm, &L->ffn_norm, &L->w_gate, &L->w_up, &L->w_down};
+            for (size_t i = 0; i < sizeof all / sizeof *all; i++) free_weight(gpu, all[i]);
+        }
+    free(m->layers);
+    if (!m->hp.tied_output) free_weight(gpu, &m->output);
+    free_weight(gpu, &m->tok_embd);
+    free_weight(gpu, &m->output_norm);
+    vkv_buffer_destroy(gpu, m->rope_inv_freq);
+    free(m->rope_factors);
+    vkv_gguf_close(m->gguf);
+    free(m);
+}

@@ -1,0 +1,91 @@
+/* Transformer models from GGUF: architecture hyper-parameters and weights
+ * uploaded once to device memory in their stored type.
+ *
+ * Supported `general.architecture` values: llama (Llama 2 / 3.x, rope scaling
+ * through rope_freqs.weight or llama3 scaling metadata, tied output
+ * embedding), qwen2 (QKV biases, NeoX RoPE), qwen3 (per-head QK RMSNorm, head
+ * dim independent of embedding / heads, NeoX RoPE). */
+#ifndef VKV_MODEL_H
+#define VKV_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "model/gguf.h"
+#include "ref/ref_ops.h"
+#include "vk/ops.h"
+
+typedef enum vkv_arch {
+    VKV_ARCH_LLAMA,
+    VKV_ARCH_QWEN2,
+    VKV_ARCH_QWEN3,
+} vkv_arch;
+
+typedef struct vkv_hparams {
+    vkv_arch arch;
+    char arch_name[32];
+    uint32_t n_vocab;
+    uint32_t n_ctx_train;   /* context length the model was trained for */
+    uint32_t n_embd;        /* residual stream width */
+    uint32_t n_layer;
+    uint32_t n_ff;          /* feed-forward hidden width */
+    uint32_t n_head;        /* query heads */
+    uint32_t n_head_kv;     /* key/value heads (GQA: n_head is a multiple) */
+    uint32_t head_dim;      /* per-head width of q and k (attention.key_length) */
+    uint32_t head_dim_v;    /* per-head width of v (attention.value_length) */
+    uint32_t n_rot;         /* rotated dims per head */
+    float rms_eps;
+    float rope_base;
+    float rope_freq_scale; /* 1 / linear scaling factor */
+    vkv_rope_mode rope_mode;
+    bool has_qkv_bias, has_qk_norm, tied_output;
+    /* Llama-3 rope scaling computed from metadata when the file has no
+     * rope_freqs.weight tensor. */
+    bool llama3_scaling;
+    float llama3_factor, llama3_low_freq_factor, llama3_high_freq_factor;
+    uint32_t llama3_original_ctx;
+} vkv_hparams;
+
+/* A weight on the device: view + its storage type and shape [rows, cols]. */
+typedef struct vkv_weight {
+    vkv_buffer *buf;
+    vkv_dtype type;
+    uint32_t rows, cols; /* rows = output features, cols = input features (ne[1], ne[0]) */
+} vkv_weight;
+
+typedef struct vkv_layer_weights {
+    vkv_weight attn_norm;              /* [n_embd] f32 */
+    vkv_weight wq, wk, wv, wo;         /* [n_head*hd, n_embd], [n_kv*hd, n_embd] x2, [n_embd, n_head*hd_v] */
+    vkv_weight bq, bk, bv;             /* qwen2 biases, f32 (buf NULL when absent) */
+    vkv_weight q_norm, k_norm;         /* qwen3 per-head norms [head_dim] f32 */
+    vkv_weight ffn_norm;               /* [n_embd] f32 */
+    vkv_weight w_gate, w_up, w_down;   /* [n_ff, n_embd] x2, [n_embd, n_ff] */
+} vkv_layer_weights;
+
+typedef struct vkv_model {
+    vkv_hparams hp;
+    vkv_gguf *gguf;           /* kept open: tokenizer metadata, tensor data */
+    vkv_weight tok_embd;      /* [n_vocab, n_embd] */
+    vkv_weight output_norm;   /* [n_embd] f32 */
+    vkv_weight output;        /* [n_vocab, n_embd] (tok_embd when tied) */
+    vkv_layer_weights *layers;
+    vkv_buffer *rope_inv_freq;/* [n_rot/2] f32: per-pair frequencies incl. scaling */
+    float *rope_factors;      /* [n_rot/2] host copy of rope_freqs.weight, or NULL */
+    uint64_t weight_bytes;    /* device bytes of all weights */
+    char path[1024];
+} vkv_model;
+
+/* Reads hyper-parameters only (no device needed): unknown architecture or
+ * missing keys give a clear error naming them. */
+vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp);
+
+/* Opens the GGUF, validates every tensor's presence, type and shape, and
+ * uploads the weights to gpu. */
+vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out);
+void vkv_model_free(vkv_gpu *gpu, vkv_model *m);
+
+/* RoPE parameters of this model (forward; set .inverse for the inverse). */
+vkv_rope_params vkv_model_rope_params(const vkv_model *m);
+
+#endif
