@@ -1,3 +1,133 @@
-/* Placeholder until the tokenizer lands (helper-2 replaces this file). */
+/* vkvector tokenize: print the token ids of a text for a GGUF vocabulary.
+ * Works on vocabulary-only GGUFs; no GPU is touched. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli/cli.h"
-int cmd_tokenize(int argc, char **argv) { (void)argc; (void)argv; return cli_usage_error("tokenize", "tokenizer not built"); }
+#include "model/gguf.h"
+#include "tok/tokenizer.h"
+
+static const char *const CMD = "tokenize";
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vkvector tokenize -m MODEL.gguf [--text TEXT | --file FILE] [--bos] [--special]\n"
+            "\n"
+            "Prints the token ids of the text, space-separated on one line, as llama.cpp\n"
+            "tokenizes it.\n"
+            "\n"
+            "  -m, --model PATH  GGUF file holding the vocabulary (vocabulary-only files work)\n"
+            "  --text TEXT       the text to tokenize\n"
+            "  --file FILE       read the text from FILE ('-': standard input); without\n"
+            "                    --text or --file the text is read from standard input\n"
+            "  --bos             put the vocabulary's BOS token first\n"
+            "  --special         text equal to a control token's text (e.g. <|im_start|>) is\n"
+            "                    that token; without it such text is tokenized as plain text\n"
+            "  -h, --help        this help\n");
+}
+
+/* Whole file (or stdin) into a malloc'ed buffer. */
+static vkv_status read_text(const char *path, char **out, size_t *len)
+{
+    bool is_stdin = !path || !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
+    if (!f) return vkv_error(VKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    vkv_status st = VKV_OK;
+    while (buf) {
+        if (n == cap) {
+            char *p = realloc(buf, cap * 2);
+            if (!p) break;
+            buf = p;
+            cap *= 2;
+        }
+        size_t r = fread(buf + n, 1, cap - n, f);
+        n += r;
+        if (r == 0) break;
+    }
+    if (!buf || n == cap) {
+        st = vkv_error(VKV_ERR_OOM, "out of memory reading %s", is_stdin ? "standard input" : path);
+    } else if (ferror(f)) {
+        st = vkv_error(VKV_ERR_IO, "error reading %s", is_stdin ? "standard input" : path);
+    }
+    if (!is_stdin) fclose(f);
+    if (st) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    *len = n;
+    return VKV_OK;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *model = NULL, *text = NULL, *file = NULL;
+    bool bos = false, special = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model = cli_flag_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--text")) {
+            if (!(text = cli_flag_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--file")) {
+            if (!(file = cli_flag_value(CMD, argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--bos")) {
+            bos = true;
+        } else if (!strcmp(a, "--special")) {
+            special = true;
+        } else {
+            return cli_usage_error(CMD, "unknown option '%s'", a);
+        }
+    }
+    if (!model) return cli_usage_error(CMD, "-m MODEL.gguf is required");
+    if (text && file) return cli_usage_error(CMD, "--text and --file exclude each other");
+
+    char *buf = NULL;
+    size_t len = 0;
+    vkv_status st;
+    if (text) {
+        len = strlen(text);
+    } else if ((st = read_text(file, &buf, &len))) {
+        return cli_fail(CMD, st);
+    }
+
+    vkv_gguf *g = NULL;
+    vkv_tokenizer *tok = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    int rc = 0;
+    if ((st = vkv_gguf_open(model, &g)) || (st = vkv_tokenizer_load(g, &tok))) {
+        rc = cli_fail(CMD, st);
+        goto done;
+    }
+    if (bos && vkv_tokenizer_bos(tok) == VKV_TOKEN_NULL) {
+        st = vkv_error(VKV_ERR_UNSUPPORTED, "--bos: the vocabulary in %s has no BOS token", model);
+        rc = cli_fail(CMD, st);
+        goto done;
+    }
+    if ((st = vkv_tokenize(tok, text ? text : buf, len, false, special, &ids, &n))) {
+        rc = cli_fail(CMD, st);
+        goto done;
+    }
+    if (bos) printf("%d%s", vkv_tokenizer_bos(tok), n ? " " : "");
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    if (fflush(stdout)) {
+        st = vkv_error(VKV_ERR_IO, "cannot write the ids: %s", strerror(errno));
+        rc = cli_fail(CMD, st);
+    }
+done:
+    free(ids);
+    vkv_tokenizer_free(tok);
+    vkv_gguf_close(g);
+    free(buf);
+    return rc;
+}

@@ -114,7 +114,7 @@ typedef struct vkv_detok {
 } vkv_detok;
 
 void vkv_detok_init(vkv_detok *d, const vkv_tokenizer *tok, bool special);
-/* Appends the token's piece; *text/*len: the bytes ready to print now, valid
+/* Appends the token's piece; *text, *len: the bytes ready to print now, valid
  * until the next call. */
 vkv_status vkv_detok_push(vkv_detok *d, int32_t id, const char **text, size_t *len);
 /* Same for raw bytes (what push does with the token's piece). */

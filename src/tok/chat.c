@@ -1,0 +1,114 @@
+/* Chat templates: the model's Jinja template is recognised by its markers
+ * and rendered by a built-in equivalent (llama.cpp's approach) rather than by
+ * a Jinja interpreter. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tok/tok_internal.h"
+
+vkv_chat_template vkv_chat_template_detect(const char *src)
+{
+    if (!src) return VKV_CHAT_UNKNOWN;
+    if (!strcmp(src, "chatml")) return VKV_CHAT_CHATML;
+    if (!strcmp(src, "llama3")) return VKV_CHAT_LLAMA3;
+    if (strstr(src, "<|im_start|>")) {
+        /* Phi-4 and SmolVLM use these markers with a different layout */
+        if (strstr(src, "<|im_sep|>") || strstr(src, "<end_of_utterance>")) return VKV_CHAT_UNKNOWN;
+        return VKV_CHAT_CHATML;
+    }
+    if (strstr(src, "<|start_header_id|>") && strstr(src, "<|end_header_id|>")) return VKV_CHAT_LLAMA3;
+    return VKV_CHAT_UNKNOWN;
+}
+
+const char *vkv_chat_template_name(vkv_chat_template t)
+{
+    switch (t) {
+    case VKV_CHAT_LLAMA3: return "llama3";
+    case VKV_CHAT_CHATML: return "chatml";
+    default: return "unknown";
+    }
+}
+
+vkv_status vkv_tokenizer_chat_template(const vkv_tokenizer *tok, vkv_chat_template *out)
+{
+    *out = VKV_CHAT_UNKNOWN;
+    if (!tok->chat_template)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "the model has no chat template (tokenizer.chat_template)");
+    vkv_chat_template t = vkv_chat_template_detect(tok->chat_template);
+    if (t == VKV_CHAT_UNKNOWN)
+        return vkv_error(VKV_ERR_UNSUPPORTED,
+                         "the model's chat template is not one this build knows (supported: llama3, chatml); it begins \"%.60s\"",
+                         tok->chat_template);
+    *out = t;
+    return VKV_OK;
+}
+
+typedef struct sbuf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+} sbuf;
+
+static void put(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = true;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t n_msgs, bool add_generation_prompt,
+                          char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    if (t != VKV_CHAT_LLAMA3 && t != VKV_CHAT_CHATML)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "unknown chat template (supported: llama3, chatml)");
+    sbuf b = {0};
+    puts_(&b, "");
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *role = msgs[i].role ? msgs[i].role : "";
+        const char *c = msgs[i].content ? msgs[i].content : "";
+        size_t cl = strlen(c);
+        if (t == VKV_CHAT_LLAMA3) {
+            /* Llama 3's template trims each message */
+            while (cl && ascii_space(*c)) c++, cl--;
+            while (cl && ascii_space(c[cl - 1])) cl--;
+            puts_(&b, "<|start_header_id|>");
+            puts_(&b, role);
+            puts_(&b, "<|end_header_id|>\n\n");
+            put(&b, c, cl);
+            puts_(&b, "<|eot_id|>");
+        } else {
+            puts_(&b, "<|im_start|>");
+            puts_(&b, role);
+            puts_(&b, "\n");
+            put(&b, c, cl);
+            puts_(&b, "<|im_end|>\n");
+        }
+    }
+    if (add_generation_prompt)
+        puts_(&b, t == VKV_CHAT_LLAMA3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n" : "<|im_start|>assistant\n");
+    if (b.oom) {
+        free(b.p);
+        return vkv_error(VKV_ERR_OOM, "out of memory applying the chat template");
+    }
+    *text = b.p;
+    *len = b.n;
+    return VKV_OK;
+}
