@@ -2,7 +2,8 @@
 // Writes new keys or values into a layer's KV cache:
 //   cache[h, slot0 + t, :] = src[t, h, :]   for t < n_tok, h < n_kv_head,
 // converting to the cache's storage type (KV_F16: two halves per 32-bit word,
-// round to nearest even; KV_F32: plain copy). One invocation per element pair.
+// round to nearest even done by hand, since packHalf2x16's rounding is left
+// to the implementation; KV_F32: plain copy). One invocation per element pair.
 
 layout(local_size_x_id = 0) in;
 
@@ -15,6 +16,31 @@ layout(push_constant) uniform PC {
     uint slot0;      // slot of token 0
 } pc;
 
+#if defined(KV_F16)
+// f32 -> f16 bits, round to nearest even (the C reference's rule).
+uint f32_to_f16(float f)
+{
+    uint x = floatBitsToUint(f);
+    uint sign = (x >> 16) & 0x8000u;
+    uint a = x & 0x7fffffffu;
+    if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u); // inf, nan
+    if (a >= 0x477ff000u) return sign | 0x7c00u;                                  // overflow
+    if (a < 0x38800000u) {                                                        // subnormal or zero
+        if (a < 0x33000000u) return sign;
+        uint e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+        uint shift = 126u - e;
+        uint q = m >> shift, rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
+        if (rem > halfway || (rem == halfway && (q & 1u) != 0u)) q++;
+        return sign | q;
+    }
+    uint q = a - 0x38000000u;
+    uint r = q & 0x1fffu;
+    q >>= 13;
+    if (r > 0x1000u || (r == 0x1000u && (q & 1u) != 0u)) q++;
+    return sign | q;
+}
+#endif
+
 void main()
 {
     uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -26,7 +52,7 @@ void main()
     vec2 v = vec2(src[th * pc.head_dim + 2u * p], src[th * pc.head_dim + 2u * p + 1u]);
     uint dst = (h * pc.n_ctx + pc.slot0 + t) * pc.head_dim + 2u * p; // element index
 #if defined(KV_F16)
-    cache[dst / 2u] = packHalf2x16(v);
+    cache[dst / 2u] = f32_to_f16(v.x) | (f32_to_f16(v.y) << 16);
 #else
     cache[dst] = floatBitsToUint(v.x);
     cache[dst + 1u] = floatBitsToUint(v.y);

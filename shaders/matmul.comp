@@ -39,7 +39,7 @@ void main()
         if (tid < BM) {
             float v[32];
             uint m = m0 + tid;
-            if (m < pc.M) dequant32(m * rb, k0 / 32u, v);
+            if (m < pc.M) dequant32_k(m * rb, k0 / 32u, pc.K, v);
             else [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = 0.0;
             [[unroll]] for (uint i = 0u; i < 32u; i++) ws[tid][i] = v[i];
         }
@@ -47,7 +47,7 @@ void main()
             uint idx = e * 256u + tid;
             uint r = idx / BK, c = idx % BK;
             uint n = n0 + r;
-            xs[r][c] = n < pc.N ? x[n * pc.K + k0 + c] : 0.0;
+            xs[r][c] = n < pc.N && k0 + c < pc.K ? x[n * pc.K + k0 + c] : 0.0;
         }
         barrier();
         [[unroll]] for (uint k = 0u; k < BK; k++) {

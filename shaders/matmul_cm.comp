@@ -48,7 +48,7 @@ void main()
         if (tid < BM) {
             float v[32];
             uint m = m0 + tid;
-            if (m < pc.M) dequant32(m * rb, k0 / 32u, v);
+            if (m < pc.M) dequant32_k(m * rb, k0 / 32u, pc.K, v);
             else [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = 0.0;
             [[unroll]] for (uint i = 0u; i < 32u; i++) ws[tid * LDS + i] = float16_t(v[i]);
         }
@@ -56,7 +56,7 @@ void main()
             uint idx = e * 128u + tid;
             uint r = idx / BK, c = idx % BK;
             uint n = n0 + r;
-            xs[r * LDS + c] = float16_t(n < pc.N ? x[n * pc.K + k0 + c] : 0.0);
+            xs[r * LDS + c] = float16_t(n < pc.N && k0 + c < pc.K ? x[n * pc.K + k0 + c] : 0.0);
         }
         barrier();
         [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {

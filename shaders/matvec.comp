@@ -17,7 +17,7 @@ layout(binding = 2) writeonly buffer Ybuf { float y[]; };      // [m_offset + M]
 
 layout(push_constant) uniform PC {
     uint M;          // rows in this dispatch
-    uint K;          // elements per row (a multiple of 32)
+    uint K;          // elements per row
     uint m_offset;   // where row 0 of this dispatch lands in y
     uint groups_x;   // workgroups along x (rows are spread over x and y)
 } pc;
@@ -34,11 +34,16 @@ void main()
     uint row_off = row * row_bytes(pc.K);
     float acc = 0.0;
     float v[32];
-    for (uint c = tid; c < pc.K / 32u; c += wg) {
-        dequant32(row_off, c, v);
+    uint full = pc.K / 32u;
+    for (uint c = tid; c < full; c += wg) {
+        dequant32_k(row_off, c, pc.K, v); // 16-bit rows of odd length start unaligned
         uint xb = c * 32u;
         [[unroll]] for (uint i = 0u; i < 32u; i++) acc = fma(v[i], x[xb + i], acc);
     }
+#if defined(FLOAT_WEIGHTS)
+    // A row length that is not a multiple of 32 (float weights only): the tail.
+    for (uint e = full * 32u + tid; e < pc.K; e += wg) acc = fma(dequant1(row_off, e), x[e], acc);
+#endif
 #if USE_SUBGROUP
     acc = subgroupAdd(acc);
     if (gl_SubgroupInvocationID == 0u) partial[gl_SubgroupID] = acc;

@@ -15,9 +15,11 @@ int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 #if defined(TYPE_F32)
 #define BLOCK_ELEMS 1u
 #define BLOCK_BYTES 4u
+#define FLOAT_WEIGHTS 1
 #elif defined(TYPE_F16) || defined(TYPE_BF16)
 #define BLOCK_ELEMS 1u
 #define BLOCK_BYTES 2u
+#define FLOAT_WEIGHTS 1
 #elif defined(TYPE_Q8_0)
 #define BLOCK_ELEMS 32u
 #define BLOCK_BYTES 34u
@@ -145,4 +147,20 @@ float dequant1(uint row_off, uint i)
     dequant32(row_off, i >> 5, v);
     return v[i & 31u];
 #endif
+}
+
+// dequant32 for a row of K elements where K need not be a multiple of 32
+// (float types only; quantized rows are whole blocks): elements past K are 0.
+void dequant32_k(uint row_off, uint chunk, uint K, out float v[32])
+{
+#if defined(FLOAT_WEIGHTS)
+    if (chunk * 32u + 32u > K || (row_off & 3u) != 0u) {
+        [[unroll]] for (uint i = 0u; i < 32u; i++) {
+            uint e = chunk * 32u + i;
+            v[i] = e < K ? dequant1(row_off, e) : 0.0;
+        }
+        return;
+    }
+#endif
+    dequant32(row_off, chunk, v);
 }

@@ -12,8 +12,10 @@
 #include "cli/cli.h"
 #include "core/json_write.h"
 #include "core/rng.h"
+#include "ref/ref_attn.h"
 #include "ref/ref_ops.h"
 #include "vk/ops.h"
+#include "vk/ops_attn.h"
 
 /* Thresholds (NMSE). Ops computed in f32 on both sides differ only by
  * accumulation order: 1e-7 as in test-backend-ops. The cooperative-matrix path
@@ -521,7 +523,7 @@ static vkv_status case_kv_store(conform_ctx *c, bool f16, uint32_t n_tok, uint32
     if (!src || !init || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (size_t i = 0; i < cache_bytes; i++) init[i] = (uint8_t)(vkv_rng_u64(&c->rng) & 0x3f); /* finite values */
     memcpy(ref, init, cache_bytes);
-    vkv_ref_kv_store(f16, src, n_tok, n_kv, hd, ref, n_ctx, slot0);
+    vkv_kv_cache_store(f16 ? VKV_F16 : VKV_F32, ref, n_kv, n_ctx, hd, slot0, src, n_tok);
     if ((st = guarded_create(c, src_n * 4, src, &a.src)) || (st = guarded_create(c, cache_bytes, init, &a.cache))) goto done;
     double ms = 0;
     bool guards;
@@ -536,6 +538,82 @@ done:
     return st;
 }
 
+/* ---------------- attention (prefill and decode paths) ---------------- */
+
+typedef struct {
+    vkv_attn_params p;
+    vkv_attn_path path;
+    guarded q, k, v, scratch, out;
+} attn_args;
+
+static vkv_status rec_attn(conform_ctx *c, void *p)
+{
+    attn_args *a = p;
+    return vkv_op_attention(c->gpu, a->path, &a->p, a->q.view, a->k.view, a->v.view, a->scratch.view, a->out.view);
+}
+
+/* Fills a cache's slots n_kv..n_ctx_max-1 with NaN: a kernel that reads a
+ * slot it must not see turns the output NaN and fails the case. */
+static void poison_unused_slots(const vkv_attn_params *p, void *cache)
+{
+    for (uint32_t h = 0; h < p->n_kv_head; h++)
+        for (uint32_t j = p->n_kv; j < p->n_ctx_max; j++) {
+            size_t o = ((size_t)h * p->n_ctx_max + j) * p->head_dim;
+            for (uint32_t d = 0; d < p->head_dim; d++) {
+                if (p->kv_type == VKV_F16) ((uint16_t *)cache)[o + d] = 0x7e00u;
+                else ((float *)cache)[o + d] = NAN;
+            }
+        }
+}
+
+/* One attention call against vkv_ref_attention. The reference reads the same
+ * f16-rounded cache as the GPU, so f16 KV keeps the f32 threshold: the only
+ * differences are f32 vs double accumulation and exp. q_amp > 1 sharpens the
+ * softmax (scores of tens) to exercise the running-max rescaling. */
+static vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,
+                                 uint32_t hd, uint32_t n_q, uint32_t pos0, uint32_t n_kv, uint32_t n_ctx_max,
+                                 float q_amp)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "hd %u heads %u/%u q %u pos0 %u kv %u/%u%s", hd, n_head, n_kv_head, n_q, pos0, n_kv,
+             n_ctx_max, q_amp != 1.0f ? " sharp" : "");
+    conform_result *r = new_result(c, path == VKV_ATTN_DECODE ? "attn_decode" : "attn_prefill", vkv_dtype_get(kv)->name,
+                                   shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    attn_args a = {.path = path};
+    a.p = (vkv_attn_params){n_q, n_head, n_kv_head, hd, n_ctx_max, n_kv, pos0, (float)(1.0 / sqrt(hd)), kv};
+    size_t qn = (size_t)n_q * n_head * hd, cache_bytes = vkv_kv_cache_bytes(kv, n_kv_head, n_ctx_max, hd);
+    uint64_t scratch_bytes = vkv_attn_scratch_bytes(&a.p);
+    float *q = random_f32(c, qn), *ksrc = random_f32(c, (size_t)n_kv * n_kv_head * hd);
+    float *vsrc = random_f32(c, (size_t)n_kv * n_kv_head * hd);
+    float *ref = malloc(qn * 4), *got = malloc(qn * 4);
+    void *kc = malloc(cache_bytes), *vc = malloc(cache_bytes), *scr = malloc(scratch_bytes);
+    vkv_status st = VKV_OK;
+    if (!q || !ksrc || !vsrc || !ref || !got || !kc || !vc || !scr) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (size_t i = 0; i < qn; i++) q[i] *= q_amp;
+    poison_unused_slots(&a.p, kc);
+    poison_unused_slots(&a.p, vc);
+    vkv_kv_cache_store(kv, kc, n_kv_head, n_ctx_max, hd, 0, ksrc, n_kv);
+    vkv_kv_cache_store(kv, vc, n_kv_head, n_ctx_max, hd, 0, vsrc, n_kv);
+    vkv_ref_attention(&a.p, q, kc, vc, ref);
+    if ((st = guarded_create(c, qn * 4, q, &a.q)) || (st = guarded_create(c, cache_bytes, kc, &a.k)) ||
+        (st = guarded_create(c, cache_bytes, vc, &a.v)) || (st = guarded_create(c, qn * 4, NULL, &a.out)) ||
+        (st = guarded_create(c, scratch_bytes, NULL, &a.scratch)))
+        goto done;
+    double ms = 0;
+    bool guards, scratch_guards = true, nanm;
+    if ((st = run_recorded(c, rec_attn, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards)) ||
+        (st = guarded_read(c, &a.scratch, scr, &scratch_guards)))
+        goto done;
+    double err = nmse_f32(ref, got, qn, &nanm);
+    finish(r, err, nanm, guards && scratch_guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.q); guarded_destroy(c, &a.k); guarded_destroy(c, &a.v); guarded_destroy(c, &a.out);
+    guarded_destroy(c, &a.scratch);
+    free(q); free(ksrc); free(vsrc); free(ref); free(got); free(kc); free(vc); free(scr);
+    return st;
+}
+
 /* ---------------- the suite ---------------- */
 
 static bool want(const conform_ctx *c, const char *op) { return !c->filter || strstr(op, c->filter); }
@@ -547,6 +625,24 @@ static bool want(const conform_ctx *c, const char *op) { return !c->filter || st
             if (s_) c->fatal = s_;                                 \
         }                                                          \
     } while (0)
+
+/* The attention cases of one model shape: decode (n_q = 1) at several cache
+ * lengths (1 and 7 run one split, 300 and 2049 several), a prompt prefill
+ * (the cache holds exactly its tokens), a prefill chunk after 100 cached
+ * tokens, and a single query through the prefill kernel. */
+static void attention_cases(conform_ctx *c, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head, uint32_t hd)
+{
+    static const uint32_t decode_kv[] = {1, 7, 300, 2049};
+    if (want(c, "attn_decode"))
+        for (size_t i = 0; i < sizeof decode_kv / sizeof *decode_kv; i++)
+            RUN(case_attention(c, VKV_ATTN_DECODE, kv, n_head, n_kv_head, hd, 1, decode_kv[i] - 1, decode_kv[i],
+                               decode_kv[i] + 9, 1.0f));
+    if (want(c, "attn_prefill")) {
+        RUN(case_attention(c, VKV_ATTN_PREFILL, kv, n_head, n_kv_head, hd, 37, 0, 37, 64, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_PREFILL, kv, n_head, n_kv_head, hd, 64, 100, 164, 256, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_PREFILL, kv, n_head, n_kv_head, hd, 1, 299, 300, 300, 1.0f));
+    }
+}
 
 static void run_suite(conform_ctx *c)
 {
@@ -581,6 +677,14 @@ static void run_suite(conform_ctx *c)
                 RUN(case_matmul(c, paths[p], t, 130, 512, 67));
                 RUN(case_matmul(c, paths[p], t, 256, 1024, 128));
             }
+        }
+        /* Float weights may have rows that are not a multiple of 32
+         * (stories260K's FFN is 172 wide), even odd for 16-bit types. */
+        static const vkv_dtype float_types[] = {VKV_F32, VKV_F16, VKV_BF16};
+        for (size_t i = 0; i < 3; i++) {
+            bool mv = paths[p] == VKV_MATMUL_MATVEC;
+            RUN(case_matmul(c, paths[p], float_types[i], mv ? 37 : 70, 172, mv ? 1 : 5));
+            RUN(case_matmul(c, paths[p], float_types[i], mv ? 5 : 33, float_types[i] == VKV_F32 ? 45 : 171, mv ? 1 : 7));
         }
         if (c->big) /* one weight over 128 MiB: bound in several ranges on lavapipe */
             RUN(case_matmul(c, paths[p], VKV_F32, 8500, 4096, paths[p] == VKV_MATMUL_MATVEC ? 1 : 3));
@@ -622,6 +726,33 @@ static void run_suite(conform_ctx *c)
             RUN(case_kv_store(c, f16, 37, 4, 8, 512, 100));
             RUN(case_kv_store(c, f16, 64, 8, 128, 128, 64));
         }
+    if (want(c, "attn_prefill") || want(c, "attn_decode")) {
+        static const vkv_dtype kv_types[] = {VKV_F32, VKV_F16};
+        for (size_t i = 0; i < 2; i++) {
+            attention_cases(c, kv_types[i], 8, 4, 8);    /* stories260K */
+            attention_cases(c, kv_types[i], 8, 2, 64);   /* GQA 4:1 */
+            attention_cases(c, kv_types[i], 8, 8, 128);  /* MHA */
+        }
+        if (want(c, "attn_decode")) {
+            /* n_q = 4 decode: causal masking inside the splits */
+            RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, 8, 2, 64, 4, 296, 300, 320, 1.0f));
+            /* scores of tens: the running max must rescale exactly */
+            RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, 8, 2, 64, 1, 2048, 2049, 2049, 24.0f));
+        }
+        if (want(c, "attn_prefill"))
+            RUN(case_attention(c, VKV_ATTN_PREFILL, VKV_F16, 8, 2, 64, 64, 100, 164, 256, 24.0f));
+        /* other head sizes: 16/32 (small test models), 80 (a tile_k that is no power of
+         * two, head_dim not a multiple of the threads per row), 256 (the largest) */
+        static const uint32_t more_hd[] = {16, 32, 80, 256};
+        for (size_t i = 0; i < sizeof more_hd / sizeof *more_hd; i++) {
+            if (want(c, "attn_decode"))
+                RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, 4, 2, more_hd[i], 1, 299, 300, 300, 1.0f));
+            if (want(c, "attn_prefill"))
+                RUN(case_attention(c, VKV_ATTN_PREFILL, VKV_F16, 4, 2, more_hd[i], 64, 100, 164, 200, 1.0f));
+        }
+        if (c->big && want(c, "attn_decode")) /* a cache over 128 MiB: bound per KV head on lavapipe */
+            RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F32, 8, 8, 128, 1, 299, 300, 40000, 1.0f));
+    }
     if (want(c, "argmax")) {
         RUN(case_argmax(c, 3, 32000, false));
         RUN(case_argmax(c, 1, 7, false));
@@ -637,7 +768,8 @@ static void print_usage(void)
            "error is reported (VKVECTOR_VALIDATE=1 enables the validation layers).\n\n"
            "  --device N   only device N (default: all devices; also VKVECTOR_DEVICE)\n"
            "  --op NAME    only ops whose name contains NAME (get_rows, rms_norm, matvec,\n"
-           "               matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax)\n"
+           "               matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax,\n"
+           "               attn_prefill, attn_decode)\n"
            "  --json FILE  also write the results as JSON\n"
            "  --no-big     skip the cases with a weight over 128 MiB\n"
            "  --seed S     random seed (default 1)\n");

@@ -127,8 +127,6 @@ static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, ui
     w->cols = cols;
     if (matrix) {
         w->type = (vkv_dtype)t->type;
-        if (cols % 32)
-            return vkv_error(VKV_ERR_UNSUPPORTED, "tensor '%s': row length %u is not a multiple of 32", name, cols);
         if ((st = vkv_buffer_create(gpu, t->nbytes, VKV_MEM_DEVICE, name, &w->buf)) ||
             (st = vkv_buffer_upload(gpu, w->buf, 0, t->data, t->nbytes)))
             return st;

@@ -184,16 +184,3 @@ void vkv_ref_add_bias(const float *a, const float *bias, uint32_t rows, uint32_t
     for (uint32_t r = 0; r < rows; r++)
         for (uint32_t i = 0; i < width; i++) out[(size_t)r * width + i] = a[(size_t)r * width + i] + bias[i];
 }
-
-void vkv_ref_kv_store(bool kv_f16, const float *src, uint32_t n_tok, uint32_t n_kv_head, uint32_t head_dim,
-                      void *cache, uint32_t n_ctx, uint32_t slot0)
-{
-    for (uint32_t t = 0; t < n_tok; t++)
-        for (uint32_t h = 0; h < n_kv_head; h++)
-            for (uint32_t i = 0; i < head_dim; i++) {
-                float v = src[((size_t)t * n_kv_head + h) * head_dim + i];
-                size_t dst = ((size_t)h * n_ctx + slot0 + t) * head_dim + i;
-                if (kv_f16) ((uint16_t *)cache)[dst] = vkv_f32_to_fp16(v);
-                else ((float *)cache)[dst] = v;
-            }
-}

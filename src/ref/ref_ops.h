@@ -67,10 +67,6 @@ void vkv_ref_add(const float *a, const float *b, uint32_t n, float *out);
 /* out[rows, width] = a[rows, width] + bias[width]. */
 void vkv_ref_add_bias(const float *a, const float *bias, uint32_t rows, uint32_t width, float *out);
 
-/* cache[h, slot0 + t, :] = src[t, h, :], cache [n_kv_head, n_ctx, head_dim] of
- * f16 (uint16_t, round to nearest even) when kv_f16, else f32. */
-void vkv_ref_kv_store(bool kv_f16, const float *src, uint32_t n_tok, uint32_t n_kv_head, uint32_t head_dim,
-                      void *cache, uint32_t n_ctx, uint32_t slot0);
 
 /* out[rows] = index of the max of each row of x[rows, n]; ties -> lowest index. */
 void vkv_ref_argmax(const float *x, uint32_t rows, uint32_t n, uint32_t *out);

@@ -47,7 +47,12 @@
     X(ADD, "add", 3)                                         \
     X(ARGMAX, "argmax", 2)                                   \
     X(KV_STORE_F16, "kv_store_f16", 2)                       \
-    X(KV_STORE_F32, "kv_store_f32", 2)
+    X(KV_STORE_F32, "kv_store_f32", 2)                       \
+    X(ATTN_PREFILL_F32, "attn_prefill_f32", 4)               \
+    X(ATTN_PREFILL_F16, "attn_prefill_f16", 4)               \
+    X(ATTN_DECODE_F32, "attn_decode_f32", 4)                 \
+    X(ATTN_DECODE_F16, "attn_decode_f16", 4)                 \
+    X(ATTN_DECODE_REDUCE, "attn_decode_reduce", 2)
 
 typedef enum vkv_kernel {
 #define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,

@@ -2,26 +2,25 @@
 #include <math.h>
 #include <string.h>
 
-#include "vk/ops.h"
+#include "vk/ops_internal.h"
 #include "vk/vk_internal.h"
 
-static uint64_t max_range(const vkv_gpu *gpu) { return gpu->caps->max_storage_buffer_range & ~(uint64_t)15; }
-static uint64_t align_of(const vkv_gpu *gpu) { return gpu->caps->min_storage_buffer_offset_alignment; }
+uint64_t vkv_ops_max_range(const vkv_gpu *gpu) { return gpu->caps->max_storage_buffer_range & ~(uint64_t)15; }
+uint64_t vkv_ops_align(const vkv_gpu *gpu) { return gpu->caps->min_storage_buffer_offset_alignment; }
 
-static vkv_binding bind(vkv_view v, uint64_t byte_offset, uint64_t size)
+vkv_binding vkv_ops_bind(vkv_view v, uint64_t byte_offset, uint64_t size)
 {
-    /* Ranges are rounded up to whole words; buffers are padded to 16 bytes. */
-    uint64_t r = (size + 3) & ~(uint64_t)3;
+    uint64_t r = (size + 15) & ~(uint64_t)15;
     uint64_t avail = vkv_buffer_size(v.buf) - (v.offset + byte_offset);
     return (vkv_binding){v.buf, v.offset + byte_offset, r < avail ? r : avail};
 }
 
-static vkv_status check_view(const vkv_gpu *gpu, vkv_view v, uint64_t bytes, const char *op, const char *what)
+vkv_status vkv_ops_check_view(const vkv_gpu *gpu, vkv_view v, uint64_t bytes, const char *op, const char *what)
 {
     if (!v.buf) return vkv_error(VKV_ERR_ARG, "%s: %s has no buffer", op, what);
-    if (v.offset % align_of(gpu))
+    if (v.offset % vkv_ops_align(gpu))
         return vkv_error(VKV_ERR_ARG, "%s: %s offset %llu is not a multiple of the storage alignment %llu", op, what,
-                         (unsigned long long)v.offset, (unsigned long long)align_of(gpu));
+                         (unsigned long long)v.offset, (unsigned long long)vkv_ops_align(gpu));
     uint64_t size = vkv_buffer_size(v.buf);
     if (v.offset > size || bytes > size - v.offset)
         return vkv_error(VKV_ERR_ARG, "%s: %s needs %llu bytes at offset %llu of a %llu-byte buffer", op, what,
@@ -29,31 +28,15 @@ static vkv_status check_view(const vkv_gpu *gpu, vkv_view v, uint64_t bytes, con
     return VKV_OK;
 }
 
-static vkv_status check_single_range(const vkv_gpu *gpu, uint64_t bytes, const char *op, const char *what)
+vkv_status vkv_ops_check_single_range(const vkv_gpu *gpu, uint64_t bytes, const char *op, const char *what)
 {
-    if (bytes > max_range(gpu))
+    if (bytes > vkv_ops_max_range(gpu))
         return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %s is %llu bytes, over this device's storage range of %llu", op,
-                         what, (unsigned long long)bytes, (unsigned long long)max_range(gpu));
+                         what, (unsigned long long)bytes, (unsigned long long)vkv_ops_max_range(gpu));
     return VKV_OK;
 }
 
-/* Largest count of rows of `row_bytes` that fits one bound range and whose
- * start offsets stay aligned. */
-static uint64_t align_step(const vkv_gpu *gpu, uint64_t row_bytes)
-{
-    uint64_t a = align_of(gpu), step = 1;
-    while ((step * row_bytes) % a) step++; /* a is a small power of two: few iterations */
-    return step;
-}
-
-static uint64_t rows_per_range(const vkv_gpu *gpu, uint64_t row_bytes)
-{
-    uint64_t rows = max_range(gpu) / row_bytes;
-    return rows - rows % align_step(gpu, row_bytes);
-}
-
-/* Spreads `count` workgroups over x and y within the device limit. */
-static void spread_groups(const vkv_gpu *gpu, uint64_t count, uint32_t *gx, uint32_t *gy)
+void vkv_ops_spread_groups(const vkv_gpu *gpu, uint64_t count, uint32_t *gx, uint32_t *gy)
 {
     uint64_t mx = gpu->caps->max_workgroup_count[0];
     if (mx > 65535) mx = 65535;
@@ -64,6 +47,22 @@ static void spread_groups(const vkv_gpu *gpu, uint64_t count, uint32_t *gx, uint
         *gx = (uint32_t)mx;
         *gy = (uint32_t)((count + mx - 1) / mx);
     }
+}
+
+
+/* Largest count of rows of `row_bytes` that fits one bound range and whose
+ * start offsets stay aligned. */
+static uint64_t align_step(const vkv_gpu *gpu, uint64_t row_bytes)
+{
+    uint64_t a = vkv_ops_align(gpu), step = 1;
+    while ((step * row_bytes) % a) step++; /* a is a small power of two: few iterations */
+    return step;
+}
+
+static uint64_t rows_per_range(const vkv_gpu *gpu, uint64_t row_bytes)
+{
+    uint64_t rows = vkv_ops_max_range(gpu) / row_bytes;
+    return rows - rows % align_step(gpu, row_bytes);
 }
 
 static vkv_kernel kernel_for_type(vkv_kernel base_f32, vkv_dtype t)
@@ -90,16 +89,16 @@ vkv_status vkv_op_get_rows(vkv_gpu *gpu, vkv_dtype t, vkv_view table, uint64_t n
     uint64_t rb = vkv_dtype_row_bytes(t, n_cols);
     if (!rb) return vkv_error(VKV_ERR_ARG, "get_rows: %u columns is not a multiple of the block size", n_cols);
     vkv_status st;
-    if ((st = check_view(gpu, table, rb * n_table_rows, op, "table")) || (st = check_view(gpu, ids, 4ull * n_ids, op, "ids")) ||
-        (st = check_view(gpu, out, 4ull * n_ids * n_cols, op, "output")) ||
-        (st = check_single_range(gpu, 4ull * n_ids * n_cols, op, "the output")))
+    if ((st = vkv_ops_check_view(gpu, table, rb * n_table_rows, op, "table")) || (st = vkv_ops_check_view(gpu, ids, 4ull * n_ids, op, "ids")) ||
+        (st = vkv_ops_check_view(gpu, out, 4ull * n_ids * n_cols, op, "output")) ||
+        (st = vkv_ops_check_single_range(gpu, 4ull * n_ids * n_cols, op, "the output")))
         return st;
     uint64_t per = rows_per_range(gpu, rb);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
     for (uint64_t r0 = 0; r0 < n_table_rows; r0 += per) {
         uint64_t nr = n_table_rows - r0 < per ? n_table_rows - r0 : per;
         struct { uint32_t n_cols, n_ids, row_base, n_rows; } pc = {n_cols, n_ids, (uint32_t)r0, (uint32_t)nr};
-        vkv_binding b[3] = {bind(table, r0 * rb, nr * rb), bind(ids, 0, 4ull * n_ids), bind(out, 0, 4ull * n_ids * n_cols)};
+        vkv_binding b[3] = {vkv_ops_bind(table, r0 * rb, nr * rb), vkv_ops_bind(ids, 0, 4ull * n_ids), vkv_ops_bind(out, 0, 4ull * n_ids * n_cols)};
         if ((st = vkv_cmd_dispatch(gpu, k, b, 3, &pc, sizeof pc, (n_cols + wg - 1) / wg, n_ids, 1))) return st;
     }
     return VKV_OK;
@@ -110,15 +109,15 @@ vkv_status vkv_op_rms_norm(vkv_gpu *gpu, vkv_view x, vkv_view w, uint32_t rows, 
     const char *op = "rms_norm";
     uint64_t bytes = 4ull * rows * n;
     vkv_status st;
-    if ((st = check_view(gpu, x, bytes, op, "input")) || (st = check_view(gpu, out, bytes, op, "output")) ||
-        (st = check_single_range(gpu, bytes, op, "the input")))
+    if ((st = vkv_ops_check_view(gpu, x, bytes, op, "input")) || (st = vkv_ops_check_view(gpu, out, bytes, op, "output")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
     bool has_w = w.buf != NULL;
-    if (has_w && (st = check_view(gpu, w, 4ull * n, op, "weight"))) return st;
+    if (has_w && (st = vkv_ops_check_view(gpu, w, 4ull * n, op, "weight"))) return st;
     uint32_t gx, gy;
-    spread_groups(gpu, rows, &gx, &gy);
+    vkv_ops_spread_groups(gpu, rows, &gx, &gy);
     struct { uint32_t rows, n; float eps; uint32_t has_weight, groups_x; } pc = {rows, n, eps, has_w, gx};
-    vkv_binding b[3] = {bind(x, 0, bytes), has_w ? bind(w, 0, 4ull * n) : bind(x, 0, 4), bind(out, 0, bytes)};
+    vkv_binding b[3] = {vkv_ops_bind(x, 0, bytes), has_w ? vkv_ops_bind(w, 0, 4ull * n) : vkv_ops_bind(x, 0, 4), vkv_ops_bind(out, 0, bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_RMS_NORM, b, 3, &pc, sizeof pc, gx, gy, 1);
 }
 
@@ -138,7 +137,7 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
 {
     const char *op = "matmul";
     uint64_t rb = vkv_dtype_row_bytes(t, k);
-    if (!rb || k % 32)
+    if (!rb)
         return vkv_error(VKV_ERR_ARG, "matmul: row length %u is not a multiple of the %s block size", k,
                          vkv_dtype_get(t) ? vkv_dtype_get(t)->name : "?");
     if (path == VKV_MATMUL_AUTO)
@@ -148,8 +147,8 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
         return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: this path is not available on '%s' for this type",
                          gpu->caps->name);
     vkv_status st;
-    if ((st = check_view(gpu, w, rb * m, op, "weight")) || (st = check_view(gpu, x, 4ull * n * k, op, "input")) ||
-        (st = check_view(gpu, y, 4ull * n * m, op, "output")))
+    if ((st = vkv_ops_check_view(gpu, w, rb * m, op, "weight")) || (st = vkv_ops_check_view(gpu, x, 4ull * n * k, op, "input")) ||
+        (st = vkv_ops_check_view(gpu, y, 4ull * n * m, op, "output")))
         return st;
 
     /* Weight rows per dispatch (bound range limit), and activation rows per
@@ -157,28 +156,30 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
     uint64_t w_rows = rows_per_range(gpu, rb);
     uint64_t x_step = align_step(gpu, 4ull * k), y_step = align_step(gpu, 4ull * m);
     uint64_t xy_step = x_step * y_step; /* a common multiple: both stay aligned */
-    uint64_t x_rows = max_range(gpu) / (4ull * (k > m ? k : m));
+    uint64_t x_rows = vkv_ops_max_range(gpu) / (4ull * (k > m ? k : m));
     x_rows -= x_rows % xy_step;
     if (path == VKV_MATMUL_MATVEC) {
         /* One dispatch per activation row: y is bound whole and addressed by
          * m_offset, so only x needs an aligned row start. */
-        if (x_step != 1) return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: misaligned activation rows");
-        if ((st = check_single_range(gpu, 4ull * n * m, op, "the output"))) return st;
+        if (x_step != 1 && n > 1)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: activation rows of %u floats are not aligned for "
+                                                  "row-by-row matrix-vector dispatches", k);
+        if ((st = vkv_ops_check_single_range(gpu, 4ull * n * m, op, "the output"))) return st;
         x_rows = 1;
     }
     if (!w_rows || !x_rows) return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: one row exceeds the storage range");
 
     for (uint64_t n0 = 0; n0 < n; n0 += x_rows) {
         uint32_t nn = (uint32_t)(n - n0 < x_rows ? n - n0 : x_rows);
-        vkv_binding bx = bind(x, n0 * 4ull * k, 4ull * nn * k);
-        vkv_binding by = path == VKV_MATMUL_MATVEC ? bind(y, 0, 4ull * n * m) : bind(y, n0 * 4ull * m, 4ull * nn * m);
+        vkv_binding bx = vkv_ops_bind(x, n0 * 4ull * k, 4ull * nn * k);
+        vkv_binding by = path == VKV_MATMUL_MATVEC ? vkv_ops_bind(y, 0, 4ull * n * m) : vkv_ops_bind(y, n0 * 4ull * m, 4ull * nn * m);
         for (uint64_t m0 = 0; m0 < m; m0 += w_rows) {
             uint32_t mm = (uint32_t)(m - m0 < w_rows ? m - m0 : w_rows);
-            vkv_binding b[3] = {bind(w, m0 * rb, mm * rb), bx, by};
+            vkv_binding b[3] = {vkv_ops_bind(w, m0 * rb, mm * rb), bx, by};
             if (path == VKV_MATMUL_MATVEC) {
                 vkv_kernel kk = kernel_for_type(gpu->caps->subgroup_arithmetic ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32, t);
                 uint32_t gx, gy;
-                spread_groups(gpu, mm, &gx, &gy);
+                vkv_ops_spread_groups(gpu, mm, &gx, &gy);
                 struct { uint32_t M, K, m_offset, groups_x; } pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
                 if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, gx, gy, 1))) return st;
             } else {
@@ -208,18 +209,18 @@ vkv_status vkv_op_rope(vkv_gpu *gpu, const vkv_rope_params *p, vkv_view x, uint3
         return vkv_error(VKV_ERR_ARG, "rope: n_rot %u must be even and <= head_dim %u (even)", p->n_rot, p->head_dim);
     uint64_t bytes = 4ull * n_tok * n_heads * p->head_dim;
     vkv_status st;
-    if ((st = check_view(gpu, x, bytes, op, "input")) || (st = check_view(gpu, out, bytes, op, "output")) ||
-        (st = check_view(gpu, pos, 4ull * n_tok, op, "positions")) ||
-        (st = check_view(gpu, inv_freq, 4ull * (p->n_rot / 2 ? p->n_rot / 2 : 1), op, "frequencies")) ||
-        (st = check_single_range(gpu, bytes, op, "the input")))
+    if ((st = vkv_ops_check_view(gpu, x, bytes, op, "input")) || (st = vkv_ops_check_view(gpu, out, bytes, op, "output")) ||
+        (st = vkv_ops_check_view(gpu, pos, 4ull * n_tok, op, "positions")) ||
+        (st = vkv_ops_check_view(gpu, inv_freq, 4ull * (p->n_rot / 2 ? p->n_rot / 2 : 1), op, "frequencies")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
     uint64_t total = (uint64_t)n_tok * n_heads * (p->head_dim / 2);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ROPE), gx, gy;
-    spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
+    vkv_ops_spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
     struct { uint32_t n_tok, n_heads, head_dim, n_rot, neox, inverse; } pc = {
         n_tok, n_heads, p->head_dim, p->n_rot, p->mode == VKV_ROPE_NEOX, p->inverse};
-    vkv_binding b[4] = {bind(x, 0, bytes), bind(pos, 0, 4ull * n_tok), bind(inv_freq, 0, 4ull * (p->n_rot / 2 ? p->n_rot / 2 : 1)),
-                        bind(out, 0, bytes)};
+    vkv_binding b[4] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(pos, 0, 4ull * n_tok), vkv_ops_bind(inv_freq, 0, 4ull * (p->n_rot / 2 ? p->n_rot / 2 : 1)),
+                        vkv_ops_bind(out, 0, bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_ROPE, b, 4, &pc, sizeof pc, gx, gy, 1);
 }
 
@@ -229,14 +230,14 @@ vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols
     const char *op = "softmax";
     uint64_t bytes = 4ull * rows * cols;
     vkv_status st;
-    if ((st = check_view(gpu, x, bytes, op, "input")) || (st = check_view(gpu, out, bytes, op, "output")) ||
-        (st = check_single_range(gpu, bytes, op, "the input")))
+    if ((st = vkv_ops_check_view(gpu, x, bytes, op, "input")) || (st = vkv_ops_check_view(gpu, out, bytes, op, "output")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
     uint32_t gx, gy;
-    spread_groups(gpu, rows, &gx, &gy);
+    vkv_ops_spread_groups(gpu, rows, &gx, &gy);
     struct { uint32_t rows, cols; float scale; uint32_t causal; int32_t causal_offset; uint32_t groups_x; } pc = {
         rows, cols, scale, causal, causal_offset, gx};
-    vkv_binding b[2] = {bind(x, 0, bytes), bind(out, 0, bytes)};
+    vkv_binding b[2] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(out, 0, bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_SOFTMAX, b, 2, &pc, sizeof pc, gx, gy, 1);
 }
 
@@ -246,13 +247,13 @@ static vkv_status elementwise(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_vi
     uint64_t bytes = 4ull * n;
     vkv_status st;
     if (!nb || n % nb) return vkv_error(VKV_ERR_ARG, "%s: %u elements is not a multiple of the row width %u", op, n, nb);
-    if ((st = check_view(gpu, a, bytes, op, "first input")) || (st = check_view(gpu, b, 4ull * nb, op, "second input")) ||
-        (st = check_view(gpu, out, bytes, op, "output")) || (st = check_single_range(gpu, bytes, op, "the input")))
+    if ((st = vkv_ops_check_view(gpu, a, bytes, op, "first input")) || (st = vkv_ops_check_view(gpu, b, 4ull * nb, op, "second input")) ||
+        (st = vkv_ops_check_view(gpu, out, bytes, op, "output")) || (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
-    spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
+    vkv_ops_spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
     uint32_t pc[2] = {n, nb};
-    vkv_binding bb[3] = {bind(a, 0, bytes), bind(b, 0, 4ull * nb), bind(out, 0, bytes)};
+    vkv_binding bb[3] = {vkv_ops_bind(a, 0, bytes), vkv_ops_bind(b, 0, 4ull * nb), vkv_ops_bind(out, 0, bytes)};
     return vkv_cmd_dispatch(gpu, k, bb, 3, pc, k == VKV_K_ADD ? sizeof pc : sizeof pc[0], gx, gy, 1);
 }
 
@@ -281,15 +282,15 @@ vkv_status vkv_op_kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_t
     uint64_t src_bytes = 4ull * n_tok * n_kv_head * head_dim;
     uint64_t cache_bytes = (kv_f16 ? 2ull : 4ull) * n_kv_head * n_ctx * head_dim;
     vkv_status st;
-    if ((st = check_view(gpu, src, src_bytes, op, "input")) || (st = check_view(gpu, cache, cache_bytes, op, "cache")) ||
-        (st = check_single_range(gpu, cache_bytes, op, "the layer's cache")))
+    if ((st = vkv_ops_check_view(gpu, src, src_bytes, op, "input")) || (st = vkv_ops_check_view(gpu, cache, cache_bytes, op, "cache")) ||
+        (st = vkv_ops_check_single_range(gpu, cache_bytes, op, "the layer's cache")))
         return st;
     vkv_kernel k = kv_f16 ? VKV_K_KV_STORE_F16 : VKV_K_KV_STORE_F32;
     uint64_t total = (uint64_t)n_tok * n_kv_head * (head_dim / 2);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
-    spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
+    vkv_ops_spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
     struct { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0; } pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0};
-    vkv_binding b[2] = {bind(src, 0, src_bytes), bind(cache, 0, cache_bytes)};
+    vkv_binding b[2] = {vkv_ops_bind(src, 0, src_bytes), vkv_ops_bind(cache, 0, cache_bytes)};
     return vkv_cmd_dispatch(gpu, k, b, 2, &pc, sizeof pc, gx, gy, 1);
 }
 
@@ -298,11 +299,11 @@ vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vk
     const char *op = "argmax";
     uint64_t bytes = 4ull * rows * n;
     vkv_status st;
-    if ((st = check_view(gpu, x, bytes, op, "input")) || (st = check_view(gpu, out, 4ull * rows, op, "output")) ||
-        (st = check_single_range(gpu, bytes, op, "the input")))
+    if ((st = vkv_ops_check_view(gpu, x, bytes, op, "input")) || (st = vkv_ops_check_view(gpu, out, 4ull * rows, op, "output")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
     if (rows > gpu->caps->max_workgroup_count[0]) return vkv_error(VKV_ERR_ARG, "argmax: too many rows");
     struct { uint32_t rows, n; } pc = {rows, n};
-    vkv_binding b[2] = {bind(x, 0, bytes), bind(out, 0, 4ull * rows)};
+    vkv_binding b[2] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(out, 0, 4ull * rows)};
     return vkv_cmd_dispatch(gpu, VKV_K_ARGMAX, b, 2, &pc, sizeof pc, rows, 1, 1);
 }

@@ -1,0 +1,238 @@
+/* The forward pass: one recording per chunk of tokens.
+ *
+ * Per layer, for a chunk of n tokens (activations are row-major [n, width]):
+ *   xn = rms_norm(x) * attn_norm                       [n, n_embd]
+ *   q, k, v = xn Wq^T (+bq), xn Wk^T (+bk), xn Wv^T (+bv)
+ *   (qwen3) q, k = per-head rms_norm * q_norm / k_norm
+ *   q, k = rope(q), rope(k) at positions n_past..       [n, heads, head_dim]
+ *   k_cache[l], v_cache[l] slots n_past.. = k, v        [n_kv_head, n_ctx, head_dim]
+ *   a = attention(q, k_cache[l], v_cache[l])            [n, n_head, head_dim]
+ *   x = x + a Wo^T
+ *   x = x + (silu(xn Wg^T) * (xn Wu^T)) Wd^T   with xn = rms_norm(x) * ffn_norm
+ * then logits = rms_norm(x) * output_norm . Wout^T for the rows asked for. */
+#include "infer/forward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref/ref_attn.h"
+#include "vk/ops_attn.h"
+
+struct vkv_ctx {
+    vkv_gpu *gpu;
+    const vkv_model *m;
+    vkv_ctx_params p;
+    uint32_t n_past;
+    vkv_buffer **k_cache, **v_cache; /* per layer: [n_kv_head, n_ctx, head_dim] of kv_type */
+    /* Per-chunk inputs (host-visible: written directly by the CPU). */
+    vkv_buffer *ids;      /* [n_batch] int32 */
+    vkv_buffer *pos;      /* [n_batch] int32 */
+    /* Activations for up to n_batch rows. */
+    vkv_buffer *x;        /* [n_batch, n_embd] residual stream */
+    vkv_buffer *xn;       /* [n_batch, n_embd] normalised input of a block */
+    vkv_buffer *q, *q2;   /* [n_batch, n_head * head_dim] (q2: rope / norm output) */
+    vkv_buffer *k, *k2;   /* [n_batch, n_kv_head * head_dim] */
+    vkv_buffer *v;        /* [n_batch, n_kv_head * head_dim] */
+    vkv_buffer *attn;     /* [n_batch, n_head * head_dim] */
+    vkv_buffer *proj;     /* [n_batch, n_embd] attention / ffn output before the residual add */
+    vkv_buffer *gate, *up;/* [n_batch, n_ff] */
+    vkv_buffer *scratch;  /* attention partials */
+    vkv_buffer *out_rows; /* [n_batch, n_embd] rows whose logits are wanted */
+    vkv_buffer *logits;   /* [n_batch, n_vocab] device */
+    vkv_buffer *logits_host; /* [n_batch, n_vocab] host-visible readback */
+};
+
+static vkv_status make(vkv_gpu *gpu, uint64_t bytes, vkv_mem_kind kind, const char *what, vkv_buffer **b)
+{
+    return vkv_buffer_create(gpu, bytes ? bytes : 16, kind, what, b);
+}
+
+vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params *params, vkv_ctx **out)
+{
+    *out = NULL;
+    const vkv_hparams *hp = &m->hp;
+    vkv_ctx *c = calloc(1, sizeof *c);
+    if (!c) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    c->gpu = gpu;
+    c->m = m;
+    c->p = *params;
+    if (!c->p.n_ctx) c->p.n_ctx = hp->n_ctx_train;
+    if (!c->p.n_batch) c->p.n_batch = 512;
+    if (c->p.n_batch > c->p.n_ctx) c->p.n_batch = c->p.n_ctx;
+    if (c->p.kv_type != VKV_F16 && c->p.kv_type != VKV_F32) c->p.kv_type = VKV_F16;
+    vkv_status st = VKV_OK;
+    uint32_t B = c->p.n_batch;
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim, kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    if (!(c->k_cache = calloc(hp->n_layer, sizeof *c->k_cache)) || !(c->v_cache = calloc(hp->n_layer, sizeof *c->v_cache))) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto error;
+    }
+    uint64_t cache_bytes = vkv_kv_cache_bytes(c->p.kv_type, hp->n_head_kv, c->p.n_ctx, hp->head_dim);
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        if ((st = make(gpu, cache_bytes, VKV_MEM_DEVICE, "the K cache", &c->k_cache[l])) ||
+            (st = make(gpu, cache_bytes, VKV_MEM_DEVICE, "the V cache", &c->v_cache[l])))
+            goto error;
+    vkv_attn_params ap = {.n_q = VKV_ATTN_DECODE_MAX_Q, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
+                          .n_ctx_max = c->p.n_ctx, .n_kv = c->p.n_ctx, .kv_type = c->p.kv_type};
+    if ((st = make(gpu, 4ull * B, VKV_MEM_HOST, "token ids", &c->ids)) ||
+        (st = make(gpu, 4ull * B, VKV_MEM_HOST, "positions", &c->pos)) ||
+        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "activations", &c->x)) ||
+        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "activations", &c->xn)) ||
+        (st = make(gpu, 4ull * B * q_dim, VKV_MEM_DEVICE, "queries", &c->q)) ||
+        (st = make(gpu, 4ull * B * q_dim, VKV_MEM_DEVICE, "queries", &c->q2)) ||
+        (st = make(gpu, 4ull * B * kv_dim, VKV_MEM_DEVICE, "keys", &c->k)) ||
+        (st = make(gpu, 4ull * B * kv_dim, VKV_MEM_DEVICE, "keys", &c->k2)) ||
+        (st = make(gpu, 4ull * B * kv_dim, VKV_MEM_DEVICE, "values", &c->v)) ||
+        (st = make(gpu, 4ull * B * q_dim, VKV_MEM_DEVICE, "attention output", &c->attn)) ||
+        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "activations", &c->proj)) ||
+        (st = make(gpu, 4ull * B * hp->n_ff, VKV_MEM_DEVICE, "feed-forward activations", &c->gate)) ||
+        (st = make(gpu, 4ull * B * hp->n_ff, VKV_MEM_DEVICE, "feed-forward activations", &c->up)) ||
+        (st = make(gpu, vkv_attn_scratch_bytes(&ap), VKV_MEM_DEVICE, "attention scratch", &c->scratch)) ||
+        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "output rows", &c->out_rows)) ||
+        (st = make(gpu, 4ull * B * hp->n_vocab, VKV_MEM_DEVICE, "logits", &c->logits)) ||
+        (st = make(gpu, 4ull * B * hp->n_vocab, VKV_MEM_HOST, "logits readback", &c->logits_host)))
+        goto error;
+    *out = c;
+    return VKV_OK;
+error:
+    vkv_ctx_free(c);
+    return st;
+}
+
+void vkv_ctx_free(vkv_ctx *c)
+{
+    if (!c) return;
+    vkv_gpu *gpu = c->gpu;
+    for (uint32_t l = 0; l < c->m->hp.n_layer; l++) {
+        if (c->k_cache) vkv_buffer_destroy(gpu, c->k_cache[l]);
+        if (c->v_cache) vkv_buffer_destroy(gpu, c->v_cache[l]);
+    }
+    free(c->k_cache);
+    free(c->v_cache);
+    vkv_buffer *bufs[] = {c->ids, c->pos, c->x, c->xn, c->q, c->q2, c->k, c->k2, c->v, c->attn, c->proj,
+                          c->gate, c->up, c->scratch, c->out_rows, c->logits, c->logits_host};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
+    free(c);
+}
+
+uint32_t vkv_ctx_n_past(const vkv_ctx *c) { return c->n_past; }
+uint32_t vkv_ctx_n_ctx(const vkv_ctx *c) { return c->p.n_ctx; }
+void vkv_ctx_reset(vkv_ctx *c) { c->n_past = 0; }
+uint64_t vkv_ctx_kv_bytes(const vkv_ctx *c)
+{
+    const vkv_hparams *hp = &c->m->hp;
+    return 2ull * hp->n_layer * vkv_kv_cache_bytes(c->p.kv_type, hp->n_head_kv, c->p.n_ctx, hp->head_dim);
+}
+
+static vkv_view V(const vkv_buffer *b) { return vkv_view_of(b); }
+static vkv_view W(const vkv_weight *w) { return vkv_view_of(w->buf); }
+
+static vkv_status matmul(vkv_ctx *c, const vkv_weight *w, vkv_view x, uint32_t n, vkv_view y)
+{
+    return vkv_op_matmul(c->gpu, VKV_MATMUL_AUTO, w->type, W(w), w->rows, w->cols, x, n, y);
+}
+
+/* Records the whole forward of n tokens at positions n_past.. (ids and
+ * positions already written). n_out rows starting at out_row get logits. */
+static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_t n_out)
+{
+    const vkv_model *m = c->m;
+    const vkv_hparams *hp = &m->hp;
+    vkv_gpu *gpu = c->gpu;
+    vkv_status st;
+    uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    bool kv_f16 = c->p.kv_type == VKV_F16;
+    vkv_rope_params rp = vkv_model_rope_params(m);
+    vkv_attn_params ap = {.n_q = n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
+                          .n_ctx_max = c->p.n_ctx, .n_kv = c->n_past + n, .pos0 = c->n_past,
+                          .scale = 1.0f / sqrtf((float)hp->head_dim), .kv_type = c->p.kv_type};
+
+    if ((st = vkv_op_get_rows(gpu, m->tok_embd.type, W(&m->tok_embd), hp->n_vocab, hp->n_embd, V(c->ids), n, V(c->x))))
+        return st;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const vkv_layer_weights *L = &m->layers[l];
+        if ((st = vkv_op_rms_norm(gpu, V(c->x), W(&L->attn_norm), n, hp->n_embd, hp->rms_eps, V(c->xn))) ||
+            (st = matmul(c, &L->wq, V(c->xn), n, V(c->q))) || (st = matmul(c, &L->wk, V(c->xn), n, V(c->k))) ||
+            (st = matmul(c, &L->wv, V(c->xn), n, V(c->v))))
+            return st;
+        if (hp->has_qkv_bias &&
+            ((st = vkv_op_add_bias(gpu, V(c->q), W(&L->bq), n, q_dim, V(c->q))) ||
+             (st = vkv_op_add_bias(gpu, V(c->k), W(&L->bk), n, kv_dim, V(c->k))) ||
+             (st = vkv_op_add_bias(gpu, V(c->v), W(&L->bv), n, kv_dim, V(c->v)))))
+            return st;
+        const vkv_buffer *q_in = c->q, *k_in = c->k;
+        if (hp->has_qk_norm) {
+            if ((st = vkv_op_rms_norm(gpu, V(c->q), W(&L->q_norm), n * hp->n_head, hp->head_dim, hp->rms_eps, V(c->q2))) ||
+                (st = vkv_op_rms_norm(gpu, V(c->k), W(&L->k_norm), n * hp->n_head_kv, hp->head_dim, hp->rms_eps, V(c->k2))))
+                return st;
+            q_in = c->q2;
+            k_in = c->k2;
+        }
+        /* rope writes the buffer it did not read from */
+        vkv_buffer *q_out = q_in == c->q ? c->q2 : c->q, *k_out = k_in == c->k ? c->k2 : c->k;
+        if ((st = vkv_op_rope(gpu, &rp, V(q_in), n, hp->n_head, V(c->pos), V(m->rope_inv_freq), V(q_out))) ||
+            (st = vkv_op_rope(gpu, &rp, V(k_in), n, hp->n_head_kv, V(c->pos), V(m->rope_inv_freq), V(k_out))) ||
+            (st = vkv_op_kv_store(gpu, kv_f16, V(k_out), n, hp->n_head_kv, hp->head_dim, V(c->k_cache[l]), c->p.n_ctx,
+                                  c->n_past)) ||
+            (st = vkv_op_kv_store(gpu, kv_f16, V(c->v), n, hp->n_head_kv, hp->head_dim, V(c->v_cache[l]), c->p.n_ctx,
+                                  c->n_past)) ||
+            (st = vkv_op_attention(gpu, VKV_ATTN_AUTO, &ap, V(q_out), V(c->k_cache[l]), V(c->v_cache[l]), V(c->scratch),
+                                   V(c->attn))) ||
+            (st = matmul(c, &L->wo, V(c->attn), n, V(c->proj))) ||
+            (st = vkv_op_add(gpu, V(c->x), V(c->proj), n * hp->n_embd, V(c->x))) ||
+            (st = vkv_op_rms_norm(gpu, V(c->x), W(&L->ffn_norm), n, hp->n_embd, hp->rms_eps, V(c->xn))) ||
+            (st = matmul(c, &L->w_gate, V(c->xn), n, V(c->gate))) || (st = matmul(c, &L->w_up, V(c->xn), n, V(c->up))) ||
+            (st = vkv_op_silu_mul(gpu, V(c->gate), V(c->up), n * hp->n_ff, V(c->gate))) ||
+            (st = matmul(c, &L->w_down, V(c->gate), n, V(c->proj))) ||
+            (st = vkv_op_add(gpu, V(c->x), V(c->proj), n * hp->n_embd, V(c->x))))
+            return st;
+    }
+    if (!n_out) return VKV_OK;
+    uint64_t row = 4ull * hp->n_embd;
+    if ((st = vkv_cmd_copy(gpu, c->x, out_row * row, c->out_rows, 0, n_out * row)) ||
+        (st = vkv_op_rms_norm(gpu, V(c->out_rows), W(&m->output_norm), n_out, hp->n_embd, hp->rms_eps, V(c->out_rows))) ||
+        (st = matmul(c, &m->output, V(c->out_rows), n_out, V(c->logits))) ||
+        (st = vkv_cmd_copy(gpu, c->logits, 0, c->logits_host, 0, 4ull * n_out * hp->n_vocab)))
+        return st;
+    return VKV_OK;
+}
+
+vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_logits, float *logits)
+{
+    const vkv_hparams *hp = &c->m->hp;
+    if (n == 0) return vkv_error(VKV_ERR_ARG, "no tokens to evaluate");
+    if ((uint64_t)c->n_past + n > c->p.n_ctx)
+        return vkv_error(VKV_ERR_ARG, "%u tokens after %u do not fit the %u-token context", n, c->n_past, c->p.n_ctx);
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= hp->n_vocab)
+            return vkv_error(VKV_ERR_ARG, "token id %d at index %u is outside the vocabulary (0..%u)", ids[i], i,
+                             hp->n_vocab - 1);
+    for (uint32_t done = 0; done < n;) {
+        uint32_t chunk = n - done < c->p.n_batch ? n - done : c->p.n_batch;
+        bool last = done + chunk == n;
+        uint32_t n_out = !logits ? 0 : all_logits ? chunk : last ? 1 : 0;
+        uint32_t out_row = all_logits ? 0 : chunk - 1;
+        int32_t *id_dst = vkv_buffer_map(c->ids), *pos_dst = vkv_buffer_map(c->pos);
+        memcpy(id_dst, ids + done, 4ull * chunk);
+        for (uint32_t i = 0; i < chunk; i++) pos_dst[i] = (int32_t)(c->n_past + i);
+        vkv_status st = vkv_cmd_begin(c->gpu);
+        if (st) return st;
+        if ((st = record_chunk(c, chunk, out_row, n_out))) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", vkv_last_error());
+            vkv_cmd_submit(c->gpu); /* close the recording; the op's error wins */
+            return vkv_error(st, "%s", msg);
+        }
+        if ((st = vkv_cmd_submit(c->gpu))) return st;
+        if (n_out) {
+            const float *src = vkv_buffer_map(c->logits_host);
+            float *dst = all_logits ? logits + (size_t)done * hp->n_vocab : logits;
+            memcpy(dst, src, 4ull * n_out * hp->n_vocab);
+        }
+        c->n_past += chunk;
+        done += chunk;
+    }
+    return VKV_OK;
+}

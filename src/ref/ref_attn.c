@@ -1,0 +1,87 @@
+/* Scalar CPU reference of causal GQA attention (see ref_attn.h). Two passes
+ * per (query, head): the max score, then exp-weights and the weighted sum of
+ * V, all in double and in slot order; scores are recomputed rather than
+ * stored so nothing here allocates. */
+#include "ref/ref_attn.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "core/fp16.h"
+
+#define REF_ATTN_MAX_HEAD_DIM 256
+
+size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim)
+{
+    assert(t == VKV_F16 || t == VKV_F32);
+    return (size_t)n_kv_head * n_ctx_max * head_dim * (t == VKV_F16 ? 2 : 4);
+}
+
+float vkv_kv_cache_get(vkv_dtype t, const void *cache, uint32_t n_ctx_max, uint32_t head_dim, uint32_t h, uint32_t j,
+                       uint32_t d)
+{
+    size_t i = ((size_t)h * n_ctx_max + j) * head_dim + d;
+    if (t == VKV_F16) return vkv_fp16_to_f32(((const uint16_t *)cache)[i]);
+    return ((const float *)cache)[i];
+}
+
+void vkv_kv_cache_store(vkv_dtype t, void *cache, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim,
+                        uint32_t slot0, const float *src, uint32_t n_tok)
+{
+    assert(t == VKV_F16 || t == VKV_F32);
+    assert(slot0 <= n_ctx_max && n_tok <= n_ctx_max - slot0);
+    for (uint32_t s = 0; s < n_tok; s++)
+        for (uint32_t h = 0; h < n_kv_head; h++) {
+            const float *x = src + ((size_t)s * n_kv_head + h) * head_dim;  /* [head_dim] */
+            size_t o = ((size_t)h * n_ctx_max + slot0 + s) * head_dim;      /* cache row start */
+            for (uint32_t d = 0; d < head_dim; d++) {
+                if (t == VKV_F16) ((uint16_t *)cache)[o + d] = vkv_f32_to_fp16(x[d]);
+                else ((float *)cache)[o + d] = x[d];
+            }
+        }
+}
+
+static double dot_q_k(const vkv_attn_params *p, const float *qh, const void *k, uint32_t kh, uint32_t j)
+{
+    double s = 0.0;
+    for (uint32_t d = 0; d < p->head_dim; d++)
+        s += (double)qh[d] * vkv_kv_cache_get(p->kv_type, k, p->n_ctx_max, p->head_dim, kh, j, d);
+    return s * p->scale;
+}
+
+void vkv_ref_attention(const vkv_attn_params *p, const float *q, const void *k, const void *v, float *out)
+{
+    assert(p->n_kv_head && p->n_head % p->n_kv_head == 0);
+    assert(p->head_dim <= REF_ATTN_MAX_HEAD_DIM && p->n_kv <= p->n_ctx_max);
+    const uint32_t group = p->n_head / p->n_kv_head, hd = p->head_dim;
+    double acc[REF_ATTN_MAX_HEAD_DIM]; /* [head_dim] sum of weight * v */
+    for (uint32_t i = 0; i < p->n_q; i++) {
+        /* Slots visible to query i: j <= pos0 + i, and j < n_kv. */
+        uint64_t last = (uint64_t)p->pos0 + i;
+        uint32_t n_vis = last + 1 < p->n_kv ? (uint32_t)(last + 1) : p->n_kv;
+        for (uint32_t h = 0; h < p->n_head; h++) {
+            const float *qh = q + ((size_t)i * p->n_head + h) * hd; /* [head_dim] */
+            float *oh = out + ((size_t)i * p->n_head + h) * hd;     /* [head_dim] */
+            const uint32_t kh = h / group;
+            if (n_vis == 0) {
+                memset(oh, 0, hd * sizeof *oh);
+                continue;
+            }
+            double mx = -INFINITY;
+            for (uint32_t j = 0; j < n_vis; j++) {
+                double s = dot_q_k(p, qh, k, kh, j);
+                if (s > mx) mx = s;
+            }
+            double sum = 0.0;
+            for (uint32_t d = 0; d < hd; d++) acc[d] = 0.0;
+            for (uint32_t j = 0; j < n_vis; j++) {
+                double w = exp(dot_q_k(p, qh, k, kh, j) - mx);
+                sum += w;
+                for (uint32_t d = 0; d < hd; d++)
+                    acc[d] += w * vkv_kv_cache_get(p->kv_type, v, p->n_ctx_max, hd, kh, j, d);
+            }
+            for (uint32_t d = 0; d < hd; d++) oh[d] = (float)(acc[d] / sum);
+        }
+    }
+}

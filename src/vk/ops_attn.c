@@ -1,0 +1,186 @@
+/* Attention op wrapper (see ops_attn.h): parameter checks, tile sizes that
+ * fit the kernels' shared arrays, range binding of the cache and the
+ * dispatches of the prefill / decode paths. */
+#include "vk/ops_attn.h"
+#include "vk/ops_internal.h"
+
+#include <math.h>
+
+#include "vk/vk_internal.h"
+
+/* Shared-array capacities of shaders/attn.comp (keep in sync). */
+#define ATTN_SQ_VEC4 512u    /* tile_q * head_dim / 4 */
+#define ATTN_SKV_VEC4 1056u  /* tile_k * (head_dim / 4 + 1) */
+#define ATTN_SS_FLOATS 1024u /* tile_q * tile_k */
+#define ATTN_MAX_COLS 2u     /* vec4 output columns per thread */
+#define ATTN_MAX_TILE_Q 32u
+#define ATTN_MAX_TILE_K 64u
+#define ATTN_SHARED_BYTES (16u * ATTN_SQ_VEC4 + 16u * ATTN_SKV_VEC4 + 4u * ATTN_SS_FLOATS) /* 29184 */
+
+/* The push constants of attn.comp. */
+typedef struct attn_pc {
+    uint32_t n_q, n_head, n_kv_head, head_dim;
+    uint32_t n_ctx_max, n_kv, pos0;
+    float scale;
+    uint32_t tile_q, tile_k, kv_head0, split_len, n_split;
+} attn_pc;
+
+/* View rules shared with vk/ops.c. */
+static vkv_status check_view(const vkv_gpu *gpu, vkv_view v, uint64_t bytes, const char *what)
+{
+    return vkv_ops_check_view(gpu, v, bytes, "attention", what);
+}
+
+static vkv_status check_single_range(const vkv_gpu *gpu, uint64_t bytes, const char *what)
+{
+    return vkv_ops_check_single_range(gpu, bytes, "attention", what);
+}
+
+/* ---- sizes ---- */
+
+uint32_t vkv_attn_decode_splits(uint32_t n_kv)
+{
+    uint32_t s = (uint32_t)(((uint64_t)n_kv + VKV_ATTN_SPLIT_KEYS - 1) / VKV_ATTN_SPLIT_KEYS);
+    return s < 1 ? 1 : s > VKV_ATTN_MAX_SPLITS ? VKV_ATTN_MAX_SPLITS : s;
+}
+
+static vkv_attn_path resolve_path(const vkv_attn_params *p, vkv_attn_path path)
+{
+    if (path != VKV_ATTN_AUTO) return path;
+    return p->n_q <= VKV_ATTN_DECODE_MAX_Q ? VKV_ATTN_DECODE : VKV_ATTN_PREFILL;
+}
+
+/* Partials: [n_split, n_q * n_head, head_dim / 4 + 1] vec4. */
+static uint64_t partial_bytes(const vkv_attn_params *p, uint32_t n_split)
+{
+    return (uint64_t)n_split * p->n_q * p->n_head * (p->head_dim / 4 + 1) * 16;
+}
+
+uint64_t vkv_attn_scratch_bytes(const vkv_attn_params *p)
+{
+    vkv_attn_params w = *p;
+    if (w.n_q < VKV_ATTN_DECODE_MAX_Q) w.n_q = VKV_ATTN_DECODE_MAX_Q;
+    uint64_t bytes = partial_bytes(&w, vkv_attn_decode_splits(p->n_kv));
+    return bytes > 16 ? bytes : 16;
+}
+
+/* Tile sizes for head_dim hd, `rows` (query, head) rows per KV head and
+ * workgroup size wg. tile_q: a power of two dividing wg whose Q tile fits
+ * and whose rows' threads cover head_dim in ATTN_MAX_COLS vec4 each; decode
+ * shrinks it to the rows present so idle rows do not waste the workgroup.
+ * tile_k: as many keys as the K/V and score arrays hold. */
+static void attn_tiles(uint32_t hd, uint32_t rows, bool decode, uint32_t wg, uint32_t *tile_q, uint32_t *tile_k)
+{
+    uint32_t d4n = hd / 4, tq = ATTN_MAX_TILE_Q;
+    while (tq > 1 && (tq * d4n > ATTN_SQ_VEC4 || wg % tq || d4n > ATTN_MAX_COLS * (wg / tq))) tq /= 2;
+    if (decode)
+        while (tq > 1 && tq / 2 >= rows) tq /= 2;
+    uint32_t tk = ATTN_SKV_VEC4 / (d4n + 1);
+    if (tk > ATTN_SS_FLOATS / tq) tk = ATTN_SS_FLOATS / tq;
+    if (tk > ATTN_MAX_TILE_K) tk = ATTN_MAX_TILE_K;
+    *tile_q = tq;
+    *tile_k = tk;
+}
+
+/* ---- the op ---- */
+
+static vkv_status check_params(const vkv_gpu *gpu, const vkv_attn_params *p)
+{
+    if (!p->n_head || !p->n_kv_head || p->n_head % p->n_kv_head)
+        return vkv_error(VKV_ERR_ARG, "attention: %u query heads is not a multiple of %u KV heads", p->n_head,
+                         p->n_kv_head);
+    if (p->head_dim < 4 || p->head_dim > VKV_ATTN_MAX_HEAD_DIM || p->head_dim % 4)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "attention: head_dim %u is not a multiple of 4 in [4, %u]", p->head_dim,
+                         VKV_ATTN_MAX_HEAD_DIM);
+    if (!p->n_ctx_max || p->n_kv > p->n_ctx_max)
+        return vkv_error(VKV_ERR_ARG, "attention: %u valid slots in a cache of %u", p->n_kv, p->n_ctx_max);
+    if (p->kv_type != VKV_F16 && p->kv_type != VKV_F32)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "attention: KV cache type %u is not f16 or f32", p->kv_type);
+    if (!isfinite(p->scale)) return vkv_error(VKV_ERR_ARG, "attention: scale is not finite");
+    if (gpu->caps->max_shared_memory < ATTN_SHARED_BYTES)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "attention: needs %u bytes of shared memory, '%s' has %u",
+                         ATTN_SHARED_BYTES, gpu->caps->name, gpu->caps->max_shared_memory);
+    return VKV_OK;
+}
+
+vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_params *p, vkv_view q, vkv_view k,
+                            vkv_view v, vkv_view scratch, vkv_view out)
+{
+    vkv_status st;
+    if ((st = check_params(gpu, p))) return st;
+    if (!p->n_q) return VKV_OK;
+    path = resolve_path(p, path);
+    const bool decode = path == VKV_ATTN_DECODE;
+    const uint32_t group = p->n_head / p->n_kv_head, hd = p->head_dim;
+    const uint64_t qo_bytes = 4ull * p->n_q * p->n_head * hd;     /* q and out */
+    const uint64_t esize = p->kv_type == VKV_F16 ? 2 : 4;
+    const uint64_t head_bytes = esize * p->n_ctx_max * hd;         /* stride between KV heads */
+    const uint64_t used_last = esize * (p->n_kv ? p->n_kv : 1) * hd; /* slots read in the last head bound */
+    if ((st = check_view(gpu, q, qo_bytes, "q")) || (st = check_view(gpu, out, qo_bytes, "the output")) ||
+        (st = check_view(gpu, k, head_bytes * p->n_kv_head, "the K cache")) ||
+        (st = check_view(gpu, v, head_bytes * p->n_kv_head, "the V cache")) ||
+        (st = check_single_range(gpu, qo_bytes, "q")))
+        return st;
+
+    /* KV heads per dispatch: all of them when their used part fits one
+     * bound range, else as many as fit, starting at aligned offsets. */
+    uint64_t heads_per = p->n_kv_head;
+    if (head_bytes * (p->n_kv_head - 1) + used_last > vkv_ops_max_range(gpu)) {
+        if (used_last > vkv_ops_max_range(gpu))
+            return vkv_error(VKV_ERR_UNSUPPORTED,
+                             "attention: one KV head's %u slots are %llu bytes, over this device's storage range of %llu",
+                             p->n_kv, (unsigned long long)used_last, (unsigned long long)vkv_ops_max_range(gpu));
+        if (head_bytes % vkv_ops_align(gpu))
+            return vkv_error(VKV_ERR_UNSUPPORTED,
+                             "attention: the cache exceeds one storage range and its per-head stride of %llu bytes "
+                             "is not a multiple of the storage alignment %llu",
+                             (unsigned long long)head_bytes, (unsigned long long)vkv_ops_align(gpu));
+        heads_per = (vkv_ops_max_range(gpu) - used_last) / head_bytes + 1;
+    }
+    if (heads_per > gpu->caps->max_workgroup_count[2]) heads_per = gpu->caps->max_workgroup_count[2];
+
+    const uint32_t rows = p->n_q * group; /* (query, head) rows per KV head */
+    const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_PREFILL_F32);
+    uint32_t tq, tk;
+    attn_tiles(hd, rows, decode, wg, &tq, &tk);
+    const uint64_t row_tiles = ((uint64_t)rows + tq - 1) / tq;
+    if (row_tiles > gpu->caps->max_workgroup_count[0])
+        return vkv_error(VKV_ERR_UNSUPPORTED, "attention: %u queries x %u heads per KV head is too many for one call; "
+                                              "split the batch", p->n_q, group);
+
+    uint32_t n_split = decode ? vkv_attn_decode_splits(p->n_kv) : 1;
+    const uint32_t split_len = (uint32_t)(((uint64_t)p->n_kv + n_split - 1) / n_split);
+    const bool f16 = p->kv_type == VKV_F16;
+    vkv_kernel kern = n_split > 1 ? (f16 ? VKV_K_ATTN_DECODE_F16 : VKV_K_ATTN_DECODE_F32)
+                                  : (f16 ? VKV_K_ATTN_PREFILL_F16 : VKV_K_ATTN_PREFILL_F32);
+    vkv_view dst = out;
+    uint64_t dst_bytes = qo_bytes;
+    if (n_split > 1) {
+        dst_bytes = partial_bytes(p, n_split);
+        if ((st = check_view(gpu, scratch, dst_bytes, "the decode scratch")) ||
+            (st = check_single_range(gpu, dst_bytes, "the decode scratch")))
+            return st;
+        dst = scratch;
+    }
+
+    for (uint32_t h0 = 0; h0 < p->n_kv_head; h0 += (uint32_t)heads_per) {
+        uint32_t nh = p->n_kv_head - h0 < heads_per ? p->n_kv_head - h0 : (uint32_t)heads_per;
+        uint64_t kv_bytes = head_bytes * (nh - 1) + used_last;
+        attn_pc pc = {p->n_q, p->n_head, p->n_kv_head, hd, p->n_ctx_max, p->n_kv, p->pos0, p->scale,
+                      tq, tk, h0, split_len, n_split};
+        vkv_binding b[4] = {vkv_ops_bind(q, 0, qo_bytes), vkv_ops_bind(k, head_bytes * h0, kv_bytes), vkv_ops_bind(v, head_bytes * h0, kv_bytes),
+                            vkv_ops_bind(dst, 0, dst_bytes)};
+        if ((st = vkv_cmd_dispatch(gpu, kern, b, 4, &pc, sizeof pc, (uint32_t)row_tiles, n_split, nh))) return st;
+    }
+    if (n_split == 1) return VKV_OK;
+
+    /* Combine the splits: one invocation per output vec4. */
+    const uint64_t n_vec4 = (uint64_t)p->n_q * p->n_head * (hd / 4);
+    const uint32_t rwg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_DECODE_REDUCE);
+    uint64_t groups = (n_vec4 + rwg - 1) / rwg, mx = gpu->caps->max_workgroup_count[0];
+    if (mx > 65535) mx = 65535;
+    uint32_t gx = (uint32_t)(groups < mx ? groups : mx), gy = (uint32_t)((groups + gx - 1) / gx);
+    struct { uint32_t rows, d4n, n_split, groups_x; } rpc = {p->n_q * p->n_head, hd / 4, n_split, gx};
+    vkv_binding rb[2] = {vkv_ops_bind(scratch, 0, dst_bytes), vkv_ops_bind(out, 0, qo_bytes)};
+    return vkv_cmd_dispatch(gpu, VKV_K_ATTN_DECODE_REDUCE, rb, 2, &rpc, sizeof rpc, gx, gy, 1);
+}
