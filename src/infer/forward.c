@@ -42,7 +42,19 @@ struct vkv_ctx {
     vkv_buffer *out_rows; /* [n_batch, n_embd] rows whose logits are wanted */
     vkv_buffer *logits;   /* [n_batch, n_vocab] device */
     vkv_buffer *logits_host; /* [n_batch, n_vocab] host-visible readback */
+    vkv_kv_hook kv_hook;
+    void *kv_hook_user;
 };
+
+void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user)
+{
+    c->kv_hook = hook;
+    c->kv_hook_user = user;
+}
+
+vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer) { return vkv_view_of(c->k_cache[layer]); }
+vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer) { return vkv_view_of(c->v_cache[layer]); }
+vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c) { return c->p.kv_type; }
 
 static vkv_status make(vkv_gpu *gpu, uint64_t bytes, vkv_mem_kind kind, const char *what, vkv_buffer **b)
 {
@@ -170,6 +182,7 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
             q_in = c->q2;
             k_in = c->k2;
         }
+        if (c->kv_hook && (st = c->kv_hook(c->kv_hook_user, gpu, l, V(k_in), V(c->v), n, c->n_past))) return st;
         /* rope writes the buffer it did not read from */
         vkv_buffer *q_out = q_in == c->q ? c->q2 : c->q, *k_out = k_in == c->k ? c->k2 : c->k;
         if ((st = vkv_op_rope(gpu, &rp, V(q_in), n, hp->n_head, V(c->pos), V(m->rope_inv_freq), V(q_out))) ||

@@ -27,6 +27,20 @@ void vkv_ctx_free(vkv_ctx *c);
  * else [n_vocab] for the last token; may be NULL to skip the output layer. */
 vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_logits, float *logits);
 
+/* Called while a chunk is recorded, once per layer, with the layer's keys
+ * before RoPE (after the QK-norm of qwen3, with biases) and its values, both
+ * [n_tok, n_kv_head, head_dim] f32 on the device, for tokens at positions
+ * pos0..pos0+n_tok-1. The hook may record its own dispatches into the open
+ * recording (e.g. calibration statistics); the views are only valid then. */
+typedef vkv_status (*vkv_kv_hook)(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view k_pre_rope, vkv_view v,
+                                  uint32_t n_tok, uint32_t pos0);
+void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user);
+
+/* Views of a layer's caches: [n_kv_head, n_ctx, head_dim] of the KV type. */
+vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer);
+vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer);
+vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c);
+
 /* Tokens in the cache. */
 uint32_t vkv_ctx_n_past(const vkv_ctx *c);
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c);
