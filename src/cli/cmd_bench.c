@@ -3,10 +3,13 @@
  * known. A benchmark prints figures; it never fails on speed. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
 #include "core/rng.h"
+#include "infer/forward.h"
 #include "vk/ops.h"
 
 /* Peak figures of devices we know (dense fp16 TFLOP/s, memory TB/s). */
@@ -174,12 +177,119 @@ static int bench_ops(int argc, char **argv)
     return rc;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* llama-bench's two figures: pp (prompt processing: one batch of n_pp tokens)
+ * and tg (text generation: n_tg tokens one at a time), tokens per second,
+ * mean and standard deviation over reps runs after one warm-up. */
+static int bench_model(int argc, char **argv)
+{
+    const char *path = NULL;
+    int64_t n_pp = 512, n_tg = 128, reps = 3;
+    int device = cli_device_index_from_env();
+    vkv_dtype kv_type = VKV_F16;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(path = cli_flag_value("bench", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "-p")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, 1 << 20, &n_pp)) return cli_usage_error("bench", "-p wants 0..1048576, got '%s'", v);
+        } else if (!strcmp(a, "-n")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, 1 << 20, &n_tg)) return cli_usage_error("bench", "-n wants 0..1048576, got '%s'", v);
+        } else if (!strcmp(a, "--reps")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 1, 1000, &reps)) return cli_usage_error("bench", "--reps wants 1..1000, got '%s'", v);
+        } else if (!strcmp(a, "--device")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("bench", "--device wants an index, got '%s'", v);
+            device = (int)iv;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!strcmp(v, "f16")) kv_type = VKV_F16;
+            else if (!strcmp(v, "f32")) kv_type = VKV_F32;
+            else return cli_usage_error("bench", "--kv-type wants f16 or f32, got '%s'", v);
+        } else {
+            return cli_usage_error("bench", "unknown option '%s'", a);
+        }
+    }
+    vkv_instance *inst = NULL;
+    vkv_gpu *gpu = NULL;
+    vkv_model *m = NULL;
+    vkv_ctx *ctx = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    vkv_status st;
+    int rc = 1;
+    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
+        (st = vkv_model_load(gpu, path, &m)))
+        goto fail;
+    uint32_t n_ctx = (uint32_t)(n_pp + n_tg + 1);
+    vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = n_pp ? (uint32_t)n_pp : 1, .kv_type = kv_type};
+    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx))) goto fail;
+    ids = malloc(sizeof *ids * (size_t)(n_pp + 1));
+    logits = malloc(sizeof *logits * m->hp.n_vocab);
+    if (!ids || !logits) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+    vkv_rng rng = vkv_rng_new(1);
+    for (int64_t i = 0; i < n_pp + 1; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
+    uint64_t params = 0;
+    for (int64_t i = 0; i < vkv_gguf_n_tensors(m->gguf); i++) {
+        const vkv_gguf_tensor *t = vkv_gguf_tensor_at(m->gguf, i);
+        params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    printf("| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
+    for (int test = 0; test < 2; test++) {
+        int64_t n = test == 0 ? n_pp : n_tg;
+        if (!n) continue;
+        double sum = 0, sum2 = 0;
+        for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
+            vkv_ctx_reset(ctx);
+            double t0 = now_s();
+            if (test == 0) {
+                if ((st = vkv_ctx_eval(ctx, ids, (uint32_t)n, false, logits))) goto fail;
+            } else {
+                for (int64_t i = 0; i < n; i++)
+                    if ((st = vkv_ctx_eval(ctx, &ids[i % (n_pp + 1)], 1, false, logits))) goto fail;
+            }
+            double tps = n / (now_s() - t0);
+            if (r >= 0) { sum += tps; sum2 += tps * tps; }
+        }
+        double mean = sum / reps, sd = reps > 1 ? sqrt(fmax(0, (sum2 - reps * mean * mean) / (reps - 1))) : 0;
+        const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+        printf("| %s | %.2f MiB | %.2f M | Vulkan (%s) | %s%lld | %.2f ± %.2f |\n", name, m->weight_bytes / 1048576.0,
+               params / 1e6, vkv_gpu_caps(gpu)->name, test == 0 ? "pp" : "tg", (long long)n, mean, sd);
+        fflush(stdout);
+    }
+    rc = 0;
+    goto out;
+fail:
+    rc = cli_fail("bench", st);
+out:
+    free(ids);
+    free(logits);
+    vkv_ctx_free(ctx);
+    vkv_model_free(gpu, m);
+    vkv_gpu_destroy(gpu);
+    vkv_instance_destroy(inst);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
+    if (argc >= 2 && (!strcmp(argv[1], "-m") || !strcmp(argv[1], "--model"))) return bench_model(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: vkvector bench ops [options]   (see 'vkvector bench ops --help')\n");
+        printf("usage: vkvector bench ops [options]   kernel throughput (see 'vkvector bench ops --help')\n"
+               "       vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type f16|f32]\n"
+               "                                     llama-bench-style pp / tg tokens per second\n");
         return 0;
     }
-    return cli_usage_error("bench", "unknown benchmark '%s' (available: ops)", argc >= 2 ? argv[1] : "");
+    return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, -m MODEL)", argc >= 2 ? argv[1] : "");
 }
