@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf.h"
 #include "tok/tok_internal.h"
 
 vkv_chat_template vkv_chat_template_detect(const char *src)
@@ -43,32 +44,6 @@ vkv_status vkv_tokenizer_chat_template(const vkv_tokenizer *tok, vkv_chat_templa
     return VKV_OK;
 }
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
 
 static bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
@@ -79,8 +54,8 @@ vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t 
     *len = 0;
     if (t != VKV_CHAT_LLAMA3 && t != VKV_CHAT_CHATML)
         return vkv_error(VKV_ERR_UNSUPPORTED, "unknown chat template (supported: llama3, chatml)");
-    sbuf b = {0};
-    puts_(&b, "");
+    vkv_strbuf b = {0};
+    vkv_strbuf_puts(&b, "");
     for (size_t i = 0; i < n_msgs; i++) {
         const char *role = msgs[i].role ? msgs[i].role : "";
         const char *c = msgs[i].content ? msgs[i].content : "";
@@ -89,21 +64,21 @@ vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t 
             /* Llama 3's template trims each message */
             while (cl && ascii_space(*c)) c++, cl--;
             while (cl && ascii_space(c[cl - 1])) cl--;
-            puts_(&b, "<|start_header_id|>");
-            puts_(&b, role);
-            puts_(&b, "<|end_header_id|>\n\n");
-            put(&b, c, cl);
-            puts_(&b, "<|eot_id|>");
+            vkv_strbuf_puts(&b, "<|start_header_id|>");
+            vkv_strbuf_puts(&b, role);
+            vkv_strbuf_puts(&b, "<|end_header_id|>\n\n");
+            vkv_strbuf_put(&b, c, cl);
+            vkv_strbuf_puts(&b, "<|eot_id|>");
         } else {
-            puts_(&b, "<|im_start|>");
-            puts_(&b, role);
-            puts_(&b, "\n");
-            put(&b, c, cl);
-            puts_(&b, "<|im_end|>\n");
+            vkv_strbuf_puts(&b, "<|im_start|>");
+            vkv_strbuf_puts(&b, role);
+            vkv_strbuf_puts(&b, "\n");
+            vkv_strbuf_put(&b, c, cl);
+            vkv_strbuf_puts(&b, "<|im_end|>\n");
         }
     }
     if (add_generation_prompt)
-        puts_(&b, t == VKV_CHAT_LLAMA3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n" : "<|im_start|>assistant\n");
+        vkv_strbuf_puts(&b, t == VKV_CHAT_LLAMA3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n" : "<|im_start|>assistant\n");
     if (b.oom) {
         free(b.p);
         return vkv_error(VKV_ERR_OOM, "out of memory applying the chat template");

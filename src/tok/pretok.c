@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/strbuf.h"
 #include "tok/tok_internal.h"
 
 /* --- the regex lists (llama-vocab.cpp, llm_tokenizer_bpe) --- */
@@ -146,32 +147,6 @@ static const pre_def pre_defs[] = {
 
 /* --- regex translation --- */
 
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->oom = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = 0;
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
 
 /* Length of the escape at s ("\p{L}" is one escape). */
 static size_t escape_len(const char *s)
@@ -190,19 +165,19 @@ static size_t escape_len(const char *s)
  * semantics (see the top of the file). NULL when out of memory. */
 static char *translate_regex(const char *re)
 {
-    sbuf b = {0};
+    vkv_strbuf b = {0};
     for (const char *s = re; *s;) {
         if (*s == '\\') {
             size_t n = escape_len(s);
-            if (s[1] == 's') sb_str(&b, "[\\t-\\r ]");
-            else if (s[1] == 'S') sb_str(&b, "[^\\t-\\r ]");
-            else if (!strncmp(s, "\\p{S}", 5)) sb_str(&b, "(?:(?!~)\\p{S})");
-            else sb_put(&b, s, n);
+            if (s[1] == 's') vkv_strbuf_puts(&b, "[\\t-\\r ]");
+            else if (s[1] == 'S') vkv_strbuf_puts(&b, "[^\\t-\\r ]");
+            else if (!strncmp(s, "\\p{S}", 5)) vkv_strbuf_puts(&b, "(?:(?!~)\\p{S})");
+            else vkv_strbuf_put(&b, s, n);
             s += n;
             continue;
         }
         if (*s != '[') {
-            sb_put(&b, s, 1);
+            vkv_strbuf_put(&b, s, 1);
             s++;
             continue;
         }
@@ -222,21 +197,21 @@ static char *translate_regex(const char *re)
                 e++;
             }
         }
-        if (has_sym) sb_str(&b, neg ? "(?:~|" : "(?:(?!~)");
-        sb_str(&b, neg ? "[^" : "[");
+        if (has_sym) vkv_strbuf_puts(&b, neg ? "(?:~|" : "(?:(?!~)");
+        vkv_strbuf_puts(&b, neg ? "[^" : "[");
         for (const char *c = body; c < e;) {
             if (*c == '\\') {
                 size_t n = escape_len(c);
-                if (c[1] == 's') sb_str(&b, "\\t-\\r ");
-                else sb_put(&b, c, n);
+                if (c[1] == 's') vkv_strbuf_puts(&b, "\\t-\\r ");
+                else vkv_strbuf_put(&b, c, n);
                 c += n;
             } else {
-                sb_put(&b, c, 1);
+                vkv_strbuf_put(&b, c, 1);
                 c++;
             }
         }
-        sb_str(&b, "]");
-        if (has_sym) sb_str(&b, ")");
+        vkv_strbuf_puts(&b, "]");
+        if (has_sym) vkv_strbuf_puts(&b, ")");
         s = *e ? e + 1 : e;
     }
     if (b.oom) {
