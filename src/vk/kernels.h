@@ -46,13 +46,23 @@
     X(SILU_MUL, "silu_mul", 3)                               \
     X(ADD, "add", 3)                                         \
     X(ARGMAX, "argmax", 2)                                   \
-    X(KV_STORE_F16, "kv_store_f16", 2)                       \
-    X(KV_STORE_F32, "kv_store_f32", 2)                       \
+    X(KV_STORE_F16, "kv_store_f16", 3)                       \
+    X(KV_STORE_F32, "kv_store_f32", 3)                       \
+    X(VECTOR_RESIDUAL_F16, "vector_residual_f16", 5)         \
+    X(VECTOR_RESIDUAL_F32, "vector_residual_f32", 5)         \
+    X(VECTOR_MATERIALIZE_F16, "vector_materialize_f16", 6)   \
+    X(VECTOR_MATERIALIZE_F32, "vector_materialize_f32", 6)   \
+    X(KV_COMPACT, "kv_compact", 7)                           \
+    X(ATTN_TIERED_FUSED_F16, "attn_tiered_fused_f16", 8)     \
+    X(ATTN_TIERED_FUSED_F32, "attn_tiered_fused_f32", 8)     \
+    X(ATTN_TIERED_MAT_F16, "attn_tiered_mat_f16", 8)         \
+    X(ATTN_TIERED_MAT_F32, "attn_tiered_mat_f32", 8)                       \
     X(ATTN_PREFILL_F32, "attn_prefill_f32", 4)               \
     X(ATTN_PREFILL_F16, "attn_prefill_f16", 4)               \
     X(ATTN_DECODE_F32, "attn_decode_f32", 4)                 \
     X(ATTN_DECODE_F16, "attn_decode_f16", 4)                 \
-    X(ATTN_DECODE_REDUCE, "attn_decode_reduce", 2)
+    X(ATTN_DECODE_REDUCE, "attn_decode_reduce", 2)           \
+    X(GRAM, "gram", 3)
 
 typedef enum vkv_kernel {
 #define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,

@@ -1,0 +1,41 @@
+#version 450
+// The reference (materialised) path of tier-aware attention: for every
+// approximated slot of a tiered layer, V^_t = W_h R_pos^-1 K_t, written as
+// f32 at the key's slot index so attn_tiered (MATERIALIZED) can read it like
+// a value. One workgroup per (approximated token, KV head).
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer Kbuf { uint k_words[]; };   // tiered K rows of KV type
+layout(binding = 1) readonly buffer Mbuf { uint meta[]; };      // [n_kv_head, 8]: k_off, v_off, p_off, n_ret, n_apx
+layout(binding = 2) readonly buffer Pbuf { int pos[]; };        // positions of compressed slots
+layout(binding = 3) readonly buffer Wbuf { float w[]; };        // [n_kv_head, head_dim, head_dim]
+layout(binding = 4) readonly buffer Fbuf { float inv_freq[]; }; // [n_rot / 2]
+layout(binding = 5) writeonly buffer Obuf { float vhat[]; };    // [K slots, head_dim] f32
+
+layout(push_constant) uniform PC {
+    uint head_dim, n_kv_head, n_rot, neox;
+    uint max_apx;    // workgroups along x: the largest n_apx of any head
+} pc;
+
+#include "common/kv_rows.glsl"
+
+shared float ku[256];
+
+void main()
+{
+    uint t = gl_WorkGroupID.x, h = gl_WorkGroupID.y;
+    uint k_off = meta[h * 8u], p_off = meta[h * 8u + 2u], n_ret = meta[h * 8u + 3u], n_apx = meta[h * 8u + 4u];
+    if (t >= n_apx) return;
+    uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x, hd = pc.head_dim;
+    uint slot = k_off + n_ret + t;
+    int p = pos[p_off + n_ret + t];
+    for (uint d = tid; d < hd; d += wg) ku[d] = unrope_elem(slot, hd, d, p);
+    barrier();
+    for (uint r = tid; r < hd; r += wg) {
+        float acc = 0.0;
+        for (uint c = 0u; c < hd; c++) acc = fma(w[(h * hd + r) * hd + c], ku[c], acc);
+        vhat[slot * hd + r] = acc;
+    }
+}

@@ -1,0 +1,74 @@
+/* Importance scorers ("presses", as kvpress calls them) and the VECTOR
+ * three-way allocation. DESIGN.md §2-§3 give the formulas; this header is the
+ * contract between the forward pass, the scorers and the allocation.
+ *
+ * Flow (query-agnostic: the context alone is prefilled; query-aware: the
+ * question is part of the prefill):
+ *   1. prefill the context (infer/forward); scorers that need queries get the
+ *      last `window` queries of every layer captured during the prefill;
+ *   2. per layer, the scorer writes scores[n_kv_head, n] (higher = keep) on
+ *      the GPU (score_gpu), mirrored by a CPU reference (score_ref) that the
+ *      tests compare selections with;
+ *   3. the allocation (press/vector.c) picks, per (layer, KV head), the pool
+ *      of the top n_kept + a tokens, ranks the pool by the OLS residual
+ *      eps_i = ||V_i - W R^-1 K_i||^2, approximates the 2a lowest, retains the
+ *      rest, evicts the others; then the cache is compacted (kv/).
+ * Ties in every selection are broken by position (the earlier token wins). */
+#ifndef VKV_PRESS_H
+#define VKV_PRESS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "vk/ops.h"
+
+/* What a scorer sees for one layer, after the prefill of n context tokens.
+ * Device views; the host copies (for score_ref) use the same layouts. */
+typedef struct vkv_press_layer {
+    uint32_t layer, n_layer;
+    uint32_t n;              /* context tokens: cache slots 0..n-1, slot j = position j */
+    uint32_t n_head, n_kv_head, head_dim;
+    uint32_t n_ctx;          /* slots per KV head in the cache (stride) */
+    vkv_dtype kv_type;       /* VKV_F16 or VKV_F32 */
+    vkv_view k;              /* [n_kv_head, n_ctx, head_dim] post-RoPE keys */
+    vkv_view v;              /* [n_kv_head, n_ctx, head_dim] values */
+    uint32_t window;         /* queries captured (min(n, 64) for SnapKV; 0 if not asked) */
+    vkv_view q_window;       /* [window, n_head, head_dim] f32 post-RoPE queries of positions n-window..n-1 */
+    const void *k_host, *v_host, *q_window_host; /* same data on the host, for score_ref */
+} vkv_press_layer;
+
+typedef struct vkv_press_params {
+    float compression;       /* p_c in [0, 1) */
+    uint32_t window;         /* SnapKV / PyramidKV observation window (64) */
+    uint32_t kernel;         /* SnapKV pooling kernel (5) */
+    uint32_t n_sink;         /* StreamingLLM / ExpectedAttention sinks (4) */
+    uint32_t block;          /* block-wise KeyDiff block (0 = whole sequence; paper: 128) */
+    float pyramid_beta;      /* PyramidKV beta (20) */
+} vkv_press_params;
+
+typedef struct vkv_press_ops {
+    const char *name;        /* as on the command line: "keydiff", "snapkv", ... */
+    uint32_t window;         /* queries it needs captured per layer (0 = none) */
+    bool query_aware;        /* the paper's default mode for this scorer */
+    /* scores[n_kv_head, n] f32 on the device (records into the open recording). */
+    vkv_status (*score_gpu)(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores);
+    /* The same on the host, in double where it matters. */
+    void (*score_ref)(const vkv_press_params *p, const vkv_press_layer *in, float *scores);
+    /* Tokens layer l keeps when not every layer keeps floor(n (1 - p_c))
+     * (PyramidKV); NULL = the uniform kvpress count. */
+    uint32_t (*n_kept)(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n);
+    /* Positions that are always kept whatever their score (SnapKV's window,
+     * StreamingLLM's sinks): scores there are +inf. */
+} vkv_press_ops;
+
+/* All scorers, NULL-terminated; one file per scorer under src/press/. */
+const vkv_press_ops *const *vkv_press_all(void);
+/* By name; NULL (with a message listing the names) when unknown. */
+const vkv_press_ops *vkv_press_find(const char *name);
+
+/* kvpress's uniform count: floor(n * (1 - p_c)). */
+uint32_t vkv_press_n_kept_uniform(float compression, uint32_t n);
+
+#endif

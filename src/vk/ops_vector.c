@@ -1,0 +1,124 @@
+/* Op wrappers of the VECTOR kernels. */
+#include "vk/ops_vector.h"
+
+#include "vk/ops_internal.h"
+#include "vk/vk_internal.h"
+
+static uint64_t row_bytes(const vkv_vector_geom *g) { return (g->kv_type == VKV_F16 ? 2ull : 4ull) * g->head_dim; }
+
+static vkv_status check_geom(const vkv_vector_geom *g, const char *op)
+{
+    if (g->kv_type != VKV_F16 && g->kv_type != VKV_F32)
+        return vkv_error(VKV_ERR_ARG, "%s: the KV cache must be f16 or f32", op);
+    if (!g->head_dim || g->head_dim > 256 || g->head_dim % 2 || g->n_rot > g->head_dim || g->n_rot % 2)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u / rotated dims %u unsupported (even, <= 256)", op,
+                         g->head_dim, g->n_rot);
+    return VKV_OK;
+}
+
+vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
+                                  uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view eps)
+{
+    const char *op = "vector_residual";
+    uint64_t cache = row_bytes(g) * g->n_kv_head * n_ctx, wb = 4ull * g->n_kv_head * g->head_dim * g->head_dim;
+    uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1), eb = 4ull * g->n_kv_head * n;
+    vkv_status st;
+    if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, cache, op, "K cache")) ||
+        (st = vkv_ops_check_view(gpu, v, cache, op, "V cache")) || (st = vkv_ops_check_view(gpu, w, wb, op, "W")) ||
+        (st = vkv_ops_check_view(gpu, inv_freq, fb, op, "frequencies")) ||
+        (st = vkv_ops_check_view(gpu, eps, eb, op, "output")) ||
+        (st = vkv_ops_check_single_range(gpu, cache, op, "the layer's cache")))
+        return st;
+    if (n > n_ctx) return vkv_error(VKV_ERR_ARG, "%s: %u tokens in a %u-slot cache", op, n, n_ctx);
+    if (!n) return VKV_OK;
+    vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_RESIDUAL_F16 : VKV_K_VECTOR_RESIDUAL_F32;
+    uint32_t gx, gy;
+    vkv_ops_spread_groups(gpu, n, &gx, &gy);
+    struct { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x; } pc = {
+        n, n_ctx, g->head_dim, g->n_kv_head, g->n_rot, g->neox, gx};
+    vkv_binding b[5] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(w, 0, wb),
+                        vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(eps, 0, eb)};
+    return vkv_cmd_dispatch(gpu, kk, b, 5, &pc, sizeof pc, gx, gy, g->n_kv_head);
+}
+
+vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
+                             uint32_t n, vkv_view tiers, vkv_view meta, vkv_view k_out, uint64_t k_rows,
+                             vkv_view v_out, uint64_t v_rows, vkv_view pos_out, uint64_t p_entries)
+{
+    const char *op = "kv_compact";
+    uint64_t rb = row_bytes(g), cache = rb * g->n_kv_head * n_ctx;
+    vkv_status st;
+    if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, cache, op, "K cache")) ||
+        (st = vkv_ops_check_view(gpu, v, cache, op, "V cache")) ||
+        (st = vkv_ops_check_view(gpu, tiers, 4ull * g->n_kv_head * n, op, "tiers")) ||
+        (st = vkv_ops_check_view(gpu, meta, 32ull * g->n_kv_head, op, "tier metadata")) ||
+        (st = vkv_ops_check_view(gpu, k_out, rb * k_rows, op, "tiered K")) ||
+        (st = vkv_ops_check_view(gpu, v_out, rb * v_rows, op, "tiered V")) ||
+        (st = vkv_ops_check_view(gpu, pos_out, 4ull * p_entries, op, "positions")) ||
+        (st = vkv_ops_check_single_range(gpu, cache, op, "the layer's cache")) ||
+        (st = vkv_ops_check_single_range(gpu, rb * k_rows, op, "the tiered K")))
+        return st;
+    struct { uint32_t n, n_ctx, row_words; } pc = {n, n_ctx, (uint32_t)(rb / 4)};
+    vkv_binding b[7] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(tiers, 0, 4ull * g->n_kv_head * n),
+                        vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(k_out, 0, rb * k_rows),
+                        vkv_ops_bind(v_out, 0, rb * (v_rows ? v_rows : 1)), vkv_ops_bind(pos_out, 0, 4ull * (p_entries ? p_entries : 1))};
+    return vkv_cmd_dispatch(gpu, VKV_K_KV_COMPACT, b, 7, &pc, sizeof pc, g->n_kv_head, 1, 1);
+}
+
+vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, uint64_t k_rows,
+                                     vkv_view meta, vkv_view pos, uint64_t p_entries, vkv_view w, vkv_view inv_freq,
+                                     uint32_t max_apx, vkv_view vhat)
+{
+    const char *op = "vector_materialize";
+    uint64_t rb = row_bytes(g), wb = 4ull * g->n_kv_head * g->head_dim * g->head_dim;
+    uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1), hb = 4ull * k_rows * g->head_dim;
+    vkv_status st;
+    if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, rb * k_rows, op, "tiered K")) ||
+        (st = vkv_ops_check_view(gpu, meta, 32ull * g->n_kv_head, op, "tier metadata")) ||
+        (st = vkv_ops_check_view(gpu, pos, 4ull * p_entries, op, "positions")) ||
+        (st = vkv_ops_check_view(gpu, w, wb, op, "W")) || (st = vkv_ops_check_view(gpu, inv_freq, fb, op, "frequencies")) ||
+        (st = vkv_ops_check_view(gpu, vhat, hb, op, "output")) || (st = vkv_ops_check_single_range(gpu, hb, op, "the output")))
+        return st;
+    if (!max_apx) return VKV_OK;
+    vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_MATERIALIZE_F16 : VKV_K_VECTOR_MATERIALIZE_F32;
+    struct { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx; } pc = {g->head_dim, g->n_kv_head, g->n_rot, g->neox, max_apx};
+    vkv_binding b[6] = {vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
+                        vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)), vkv_ops_bind(w, 0, wb),
+                        vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(vhat, 0, hb)};
+    return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, max_apx, g->n_kv_head, 1);
+}
+
+vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const vkv_tiered_attn *a, vkv_view q,
+                                   vkv_view k, uint64_t k_rows, vkv_view v, uint64_t v_rows, vkv_view meta,
+                                   vkv_view pos, uint64_t p_entries, vkv_view w_or_vhat, vkv_view inv_freq,
+                                   vkv_view out)
+{
+    const char *op = "attn_tiered";
+    uint64_t rb = row_bytes(g), qb = 4ull * a->n_q * a->n_head * g->head_dim;
+    uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1);
+    uint64_t wb = a->fused ? 4ull * g->n_kv_head * g->head_dim * g->head_dim : 4ull * k_rows * g->head_dim;
+    vkv_status st;
+    if (!a->n_head || a->n_head % g->n_kv_head)
+        return vkv_error(VKV_ERR_ARG, "%s: %u query heads for %u KV heads", op, a->n_head, g->n_kv_head);
+    if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, q, qb, op, "q")) ||
+        (st = vkv_ops_check_view(gpu, out, qb, op, "output")) ||
+        (st = vkv_ops_check_view(gpu, k, rb * k_rows, op, "tiered K")) ||
+        (st = vkv_ops_check_view(gpu, v, rb * (v_rows ? v_rows : 1), op, "tiered V")) ||
+        (st = vkv_ops_check_view(gpu, meta, 32ull * g->n_kv_head, op, "tier metadata")) ||
+        (st = vkv_ops_check_view(gpu, pos, 4ull * (p_entries ? p_entries : 1), op, "positions")) ||
+        (st = vkv_ops_check_view(gpu, w_or_vhat, wb, op, a->fused ? "W" : "rebuilt values")) ||
+        (st = vkv_ops_check_view(gpu, inv_freq, fb, op, "frequencies")) ||
+        (st = vkv_ops_check_single_range(gpu, rb * k_rows, op, "the tiered K")))
+        return st;
+    if (!a->n_q) return VKV_OK;
+    vkv_kernel kk = a->fused ? (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
+                             : (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_MAT_F16 : VKV_K_ATTN_TIERED_MAT_F32);
+    if (g->head_dim > 2 * vkv_kernel_workgroup_size(gpu, kk))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
+    struct { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale; } pc = {
+        a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale};
+    vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(v, 0, rb * (v_rows ? v_rows : 1)),
+                        vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)),
+                        vkv_ops_bind(w_or_vhat, 0, wb), vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(out, 0, qb)};
+    return vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, a->n_q, a->n_head, 1);
+}

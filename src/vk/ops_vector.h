@@ -1,0 +1,52 @@
+/* GPU ops of VECTOR: the OLS residual over the context, the compaction into
+ * the tiered layout, attention over a tiered layer (fused and materialised
+ * paths) and the materialisation of rebuilt values. Semantics and layouts:
+ * src/ref/ref_vector.h. */
+#ifndef VKV_OPS_VECTOR_H
+#define VKV_OPS_VECTOR_H
+
+#include "ref/ref_vector.h"
+#include "vk/ops.h"
+
+/* The geometry of one layer's caches and its RoPE (for undoing it). */
+typedef struct vkv_vector_geom {
+    vkv_dtype kv_type;       /* VKV_F16 or VKV_F32 */
+    uint32_t n_kv_head, head_dim;
+    uint32_t n_rot;
+    bool neox;
+} vkv_vector_geom;
+
+/* eps[n_kv_head, n] = ||V_j - W_h R_j^-1 K_j||^2 over a plain cache
+ * [n_kv_head, n_ctx, head_dim]; w [n_kv_head, head_dim, head_dim] f32;
+ * inv_freq [n_rot/2] f32. */
+vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
+                                  uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view eps);
+
+/* Gathers the tiers [n_kv_head, n] uint32 (vkv_tier values) of a plain cache
+ * into the tiered buffers described by meta [n_kv_head, 8] uint32 (offsets
+ * and counts filled in by the host). k_rows / v_rows / p_entries: sizes of
+ * the outputs for the bounds checks. */
+vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
+                             uint32_t n, vkv_view tiers, vkv_view meta, vkv_view k_out, uint64_t k_rows,
+                             vkv_view v_out, uint64_t v_rows, vkv_view pos_out, uint64_t p_entries);
+
+/* vhat[slot, :] = W_h R_pos^-1 K_slot f32 at every approximated K slot
+ * (vhat has k_rows rows of head_dim). max_apx: the largest n_apx. */
+vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, uint64_t k_rows,
+                                     vkv_view meta, vkv_view pos, uint64_t p_entries, vkv_view w, vkv_view inv_freq,
+                                     uint32_t max_apx, vkv_view vhat);
+
+typedef struct vkv_tiered_attn {
+    uint32_t n_q, n_head;
+    uint32_t n_new0;     /* appended tokens before query 0 */
+    float scale;
+    bool fused;          /* true: w_or_vhat is W; false: it is vhat (materialised) */
+} vkv_tiered_attn;
+
+/* out[n_q, n_head, head_dim] = attention of q over the tiered layer. */
+vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const vkv_tiered_attn *a, vkv_view q,
+                                   vkv_view k, uint64_t k_rows, vkv_view v, uint64_t v_rows, vkv_view meta,
+                                   vkv_view pos, uint64_t p_entries, vkv_view w_or_vhat, vkv_view inv_freq,
+                                   vkv_view out);
+
+#endif
