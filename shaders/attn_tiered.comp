@@ -1,139 +1,221 @@
 #version 450
 // Attention over a tiered (VECTOR-compressed) layer cache. Query i is the
-// appended token n_new0 + i; it sees every compressed slot (retained and
-// approximated) and the appended tokens 0..n_new0 + i. Softmax runs over all
-// of them; retained and appended tokens contribute their values, approximated
-// ones the value rebuilt from the key:
-//   FUSED:        out = sum_v p V + W_h (sum_apx p R^-1 K)   (one d x d matvec
-//                 per query head, by linearity of the map)
-//   MATERIALIZED: out = sum_v p V + sum_apx p V^  with V^ = W_h R^-1 K
-//                 precomputed by vector_materialize (the reference path).
-// One workgroup per (query, query head); keys stream in tiles of the
-// workgroup size with an online softmax; thread t owns output dims t, t + wg.
-#extension GL_GOOGLE_include_directive : require
+// appended token n_new0 + i; it sees every compressed slot of its KV head
+// (retained and approximated) and the appended tokens 0..n_new0 + i. The
+// softmax runs over all of them; retained and appended tokens contribute their
+// values, approximated ones the value rebuilt from the key:
+//   FUSED:        out = sum_v p V + W_h (sum_apx p R^-1 K)   (by linearity of
+//                 the map: one d x d matvec per query row, not one per token)
+//   MATERIALIZED: out = sum_v p V + sum_apx p V^, V^ = W_h R^-1 K precomputed
+//                 by vector_materialize (the reference path).
+// Structure as attn.comp: a workgroup owns tile_q rows (query i, group member
+// g) of one KV head, so the heads that share a KV head read each K/V tile
+// once; keys stream through shared memory in tiles of tile_k with an online
+// softmax; thread t of a row owns the output vec4 columns lane, lane + tpr.
+// K slots of a head are contiguous: compressed first, then appended, so the
+// causal rule is attn.comp's with pos0 = n_comp + n_new0.
+#extension GL_EXT_control_flow_attributes : require
 
-layout(local_size_x_id = 0) in; // power of two, 128..256; head_dim <= 2 * wg
+layout(local_size_x_id = 0) in; // 256
 
-layout(binding = 0) readonly buffer Qbuf { float q[]; };        // [n_q, n_head, head_dim] f32 (post-RoPE)
-layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };   // tiered K rows of KV type
-layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };   // tiered V rows of KV type
+layout(binding = 0) readonly buffer Qbuf { vec4 q4[]; };        // [n_q, n_head, head_dim] f32 (post-RoPE)
+#if defined(KV_F16)
+layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; };     // tiered K rows, f16
+layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; };     // tiered V rows, f16
+vec4 load_k(uint i) { uvec2 w = k_h4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_v(uint i) { uvec2 w = v_h4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+#elif defined(KV_F32)
+layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };      // tiered K rows, f32
+layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };      // tiered V rows, f32
+vec4 load_k(uint i) { return k_f4[i]; }
+vec4 load_v(uint i) { return v_f4[i]; }
+#else
+#error "define KV_F16 or KV_F32"
+#endif
 layout(binding = 3) readonly buffer Mbuf { uint meta[]; };      // [n_kv_head, 8]: k_off, v_off, p_off, n_ret, n_apx
 layout(binding = 4) readonly buffer Pbuf { int pos[]; };        // positions of the compressed slots
 #if defined(FUSED)
-layout(binding = 5) readonly buffer Wbuf { float w[]; };        // [n_kv_head, head_dim, head_dim]
+layout(binding = 5) readonly buffer Wbuf { float w[]; };        // [n_kv_head, head_dim, head_dim] f32
 #else
-layout(binding = 5) readonly buffer Hbuf { float vhat[]; };     // [K slots, head_dim] f32 at approximated slots
+layout(binding = 5) readonly buffer Hbuf { vec4 vhat4[]; };     // [K slots, head_dim] f32, at approximated slots
 #endif
 layout(binding = 6) readonly buffer Fbuf { float inv_freq[]; }; // [n_rot / 2]
-layout(binding = 7) writeonly buffer Obuf { float o[]; };       // [n_q, n_head, head_dim] f32
+layout(binding = 7) writeonly buffer Obuf { vec4 out4[]; };     // [n_q, n_head, head_dim] f32
 
 layout(push_constant) uniform PC {
     uint n_q, n_head, n_kv_head, head_dim;
     uint n_new0;     // appended tokens before query 0
     uint n_rot, neox;
     float scale;
+    uint tile_q;     // rows per workgroup (power of two dividing the workgroup size)
+    uint tile_k;     // keys per shared tile
 } pc;
 
-#include "common/kv_rows.glsl"
-
-float v_elem(uint slot, uint hd, uint d)
-{
-#if defined(KV_F16)
-    vec2 pair = unpackHalf2x16(v_words[(slot * hd + d) >> 1]);
-    return (d & 1u) == 0u ? pair.x : pair.y;
-#else
-    return uintBitsToFloat(v_words[slot * hd + d]);
-#endif
-}
+// Shared budget (~29 KB), mirrored in src/vk/ops_vector.c:
+const uint SQ_VEC4 = 512;    // tile_q * head_dim / 4: the Q tile, then the rows' sum_apx p R^-1 K
+const uint SKV_VEC4 = 1056;  // tile_k * (head_dim / 4 + 1): K tile, then the value tile
+const uint SS_FLOATS = 1024; // tile_q * tile_k scores
+const uint MAX_COLS = 2;     // vec4 output columns per thread
+shared vec4 sq[SQ_VEC4];
+shared vec4 skv[SKV_VEC4];
+shared float ss[SS_FLOATS];
 
 const float NEG_BIG = -1.0e30;
-shared float qs[256];
-shared float ps[256];
-shared float red[256];
-shared float ks[256];
+
+// sin/cos of a possibly large angle, reduced to [-pi, pi] first (as rope.comp).
+vec2 sincos_reduced(float a)
+{
+    const float TWO_PI_HI = 6.28318548202514648;
+    const float TWO_PI_LO = -1.7484555314695172e-7;
+    float k = round(a * 0.15915494309189535);
+    float r = fma(-k, TWO_PI_HI, a);
+    r = fma(-k, TWO_PI_LO, r);
+    return vec2(sin(r), cos(r));
+}
+
+float k_scalar(uint row_vec4, uint d) { return load_k(row_vec4 + d / 4u)[d % 4u]; }
+
+// Element d of R_pos^-1 k for the key row starting at vec4 index row_vec4.
+float unrope_elem(uint row_vec4, uint d, int p)
+{
+    uint half_rot = pc.n_rot / 2u;
+    if (d >= pc.n_rot) return k_scalar(row_vec4, d);
+    bool first = pc.neox != 0u ? d < half_rot : (d & 1u) == 0u;
+    uint pair = pc.neox != 0u ? (first ? d : d - half_rot) : d >> 1;
+    uint partner = pc.neox != 0u ? (first ? d + half_rot : d - half_rot) : (first ? d + 1u : d - 1u);
+    vec2 sc = sincos_reduced(float(p) * inv_freq[pair]);
+    float s = -sc.x, c = sc.y; // rotate by -theta
+    float x = k_scalar(row_vec4, d), y = k_scalar(row_vec4, partner);
+    return first ? x * c - y * s : y * s + x * c;
+}
 
 void main()
 {
-    uint i = gl_WorkGroupID.x, hq = gl_WorkGroupID.y;
-    uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x, hd = pc.head_dim;
-    uint h = hq / (pc.n_head / pc.n_kv_head);
-    uint k_off = meta[h * 8u], v_off = meta[h * 8u + 1u], p_off = meta[h * 8u + 2u];
-    uint n_ret = meta[h * 8u + 3u], n_apx = meta[h * 8u + 4u];
-    uint n_comp = n_ret + n_apx, n_keys = n_comp + pc.n_new0 + i + 1u;
-    uint qbase = (i * pc.n_head + hq) * hd;
-    for (uint d = tid; d < hd; d += wg) qs[d] = q[qbase + d] * pc.scale;
-    barrier();
+    const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
+    const uint d4n = pc.head_dim / 4u, kstride = d4n + 1u;
+    const uint group = pc.n_head / pc.n_kv_head;
+    const uint kh = gl_WorkGroupID.z;
+    const uint k_off = meta[kh * 8u], v_off = meta[kh * 8u + 1u], p_off = meta[kh * 8u + 2u];
+    const uint n_ret = meta[kh * 8u + 3u], n_apx = meta[kh * 8u + 4u], n_comp = n_ret + n_apx;
+    const uint pos0 = n_comp + pc.n_new0, n_kv = pos0 + pc.n_q;
+    const uint rows = pc.n_q * group;
+    const uint row0 = gl_WorkGroupID.x * pc.tile_q;
+    const uint tpr = wg / pc.tile_q;
+    const uint r = tid / tpr, lane = tid % tpr;
+    const uint R = row0 + r;
+    const bool row_live = R < rows;
+    const uint qi = R / group, h = kh * group + R % group;
+    const uint n_vis = row_live ? min(n_kv, pos0 + qi + 1u) : 0u;
+    const uint last_row = min(row0 + pc.tile_q, rows) - 1u;
+    const uint tile_vis = min(n_kv, pos0 + last_row / group + 1u);
+
+    for (uint e = tid; e < pc.tile_q * d4n; e += wg) {
+        uint rr = row0 + e / d4n, d4 = e % d4n;
+        vec4 val = vec4(0.0);
+        if (rr < rows) val = q4[((rr / group) * pc.n_head + kh * group + rr % group) * d4n + d4] * pc.scale;
+        sq[e] = val;
+    }
 
     float m = NEG_BIG, l = 0.0;
-    float acc_v[2] = float[2](0.0, 0.0), acc_k[2] = float[2](0.0, 0.0);
-    for (uint t0 = 0u; t0 < n_keys; t0 += wg) {
-        uint t = t0 + tid;
-        float s = NEG_BIG;
-        if (t < n_keys) {
-            s = 0.0;
-            for (uint d = 0u; d < hd; d++) s = fma(qs[d], k_elem(k_off + t, hd, d), s);
+    vec4 ov[MAX_COLS], ok[MAX_COLS];
+    [[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+        ov[c] = vec4(0.0);
+        ok[c] = vec4(0.0);
+    }
+
+    for (uint k0 = 0u; k0 < tile_vis; k0 += pc.tile_k) {
+        const uint nk = min(pc.tile_k, tile_vis - k0);
+        for (uint e = tid; e < nk * d4n; e += wg) {
+            uint c = e / d4n, d4 = e % d4n;
+            skv[c * kstride + d4] = load_k((k_off + k0 + c) * d4n + d4);
         }
-        red[tid] = s;
         barrier();
-        for (uint r = wg / 2u; r > 0u; r >>= 1) {
-            if (tid < r) red[tid] = max(red[tid], red[tid + r]);
-            barrier();
+        const uint nv = n_vis > k0 ? min(nk, n_vis - k0) : 0u;
+        for (uint c = lane; c < nv; c += tpr) {
+            float s = 0.0;
+            for (uint d4 = 0u; d4 < d4n; d4++) s += dot(sq[r * d4n + d4], skv[c * kstride + d4]);
+            ss[r * pc.tile_k + c] = s;
         }
-        float m_new = max(m, red[0]);
         barrier();
-        float p = t < n_keys ? exp(s - m_new) : 0.0;
-        ps[tid] = p;
-        red[tid] = p;
-        barrier();
-        for (uint r = wg / 2u; r > 0u; r >>= 1) {
-            if (tid < r) red[tid] += red[tid + r];
-            barrier();
-        }
-        float f = exp(m - m_new);
-        l = l * f + red[0];
-        m = m_new;
-        for (uint c = 0u; c < 2u; c++) {
-            acc_v[c] *= f;
-            acc_k[c] *= f;
-        }
-        uint tile = min(wg, n_keys - t0);
-        for (uint tt = 0u; tt < tile; tt++) {
-            uint slot = t0 + tt;
-            float pr = ps[tt];
-            bool apx = slot >= n_ret && slot < n_comp;
-            for (uint c = 0u; c < 2u; c++) {
-                uint d = tid + c * wg;
-                if (d >= hd) break;
-                if (!apx) {
-                    uint vslot = v_off + (slot < n_ret ? slot : slot - n_apx);
-                    acc_v[c] = fma(pr, v_elem(vslot, hd, d), acc_v[c]);
-                } else {
+        // The value tile: stored values, or what stands for an approximated one.
+        for (uint e = tid; e < nk * d4n; e += wg) {
+            uint c = e / d4n, d4 = e % d4n, t = k0 + c;
+            vec4 val;
+            if (t < n_ret) val = load_v((v_off + t) * d4n + d4);
+            else if (t >= n_comp) val = load_v((v_off + t - n_apx) * d4n + d4);
+            else {
 #if defined(FUSED)
-                    acc_k[c] = fma(pr, unrope_elem(k_off + slot, hd, d, pos[p_off + slot]), acc_k[c]);
+                uint kr = (k_off + t) * d4n;
+                int p = pos[p_off + t];
+                val = vec4(unrope_elem(kr, 4u * d4, p), unrope_elem(kr, 4u * d4 + 1u, p), unrope_elem(kr, 4u * d4 + 2u, p),
+                           unrope_elem(kr, 4u * d4 + 3u, p));
 #else
-                    acc_v[c] = fma(pr, vhat[(k_off + slot) * hd + d], acc_v[c]);
+                val = vhat4[(k_off + t) * d4n + d4];
 #endif
+            }
+            skv[c * kstride + d4] = val;
+        }
+        barrier();
+        if (nv > 0u) {
+            float mt = NEG_BIG;
+            for (uint c = 0u; c < nv; c++) mt = max(mt, ss[r * pc.tile_k + c]);
+            const float m_new = max(m, mt);
+            const float alpha = exp(m - m_new);
+            l *= alpha;
+            [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+                ov[j] *= alpha;
+                ok[j] *= alpha;
+            }
+            for (uint c = 0u; c < nv; c++) {
+                const float p = exp(ss[r * pc.tile_k + c] - m_new);
+                l += p;
+                uint t = k0 + c;
+#if defined(FUSED)
+                bool apx = t >= n_ret && t < n_comp;
+#else
+                bool apx = false;
+#endif
+                [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+                    uint d4 = lane + j * tpr;
+                    if (d4 < d4n) {
+                        if (apx) ok[j] += p * skv[c * kstride + d4];
+                        else ov[j] += p * skv[c * kstride + d4];
+                    }
+                }
+            }
+            m = m_new;
+        }
+        barrier();
+    }
+
+    const float inv = l > 0.0 ? 1.0 / l : 0.0;
+#if defined(FUSED)
+    // W_h (sum_apx p R^-1 K) / l: gather the row's vector in shared memory,
+    // then each thread takes its output columns of the matvec.
+    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+        uint d4 = lane + j * tpr;
+        if (d4 < d4n) sq[r * d4n + d4] = ok[j] * inv;
+    }
+    barrier();
+#endif
+    if (!row_live) return;
+    const uint orow = (qi * pc.n_head + h) * d4n;
+    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+        uint d4 = lane + j * tpr;
+        if (d4 >= d4n) continue;
+        vec4 res = ov[j] * inv;
+#if defined(FUSED)
+        if (n_apx > 0u) {
+            uint hd = pc.head_dim;
+            for (uint e4 = 0u; e4 < d4n; e4++) {
+                vec4 kv = sq[r * d4n + e4];
+                [[unroll]] for (uint jj = 0u; jj < 4u; jj++) {
+                    uint row = (kh * hd + 4u * d4 + jj) * hd + 4u * e4;
+                    res[jj] += dot(vec4(w[row], w[row + 1u], w[row + 2u], w[row + 3u]), kv);
                 }
             }
         }
-        barrier();
-    }
-#if defined(FUSED)
-    for (uint c = 0u; c < 2u; c++) {
-        uint d = tid + c * wg;
-        if (d < hd) ks[d] = acc_k[c];
-    }
-    barrier();
 #endif
-    float inv_l = 1.0 / l;
-    for (uint c = 0u; c < 2u; c++) {
-        uint d = tid + c * wg;
-        if (d >= hd) break;
-        float r = acc_v[c];
-#if defined(FUSED)
-        if (n_apx > 0u)
-            for (uint e = 0u; e < hd; e++) r = fma(w[(h * hd + d) * hd + e], ks[e], r);
-#endif
-        o[qbase + d] = r * inv_l;
+        out4[orow + d4] = res;
     }
 }

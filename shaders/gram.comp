@@ -4,9 +4,16 @@
 //   out[b, i, j] = sum_{t < n_tok} x[t*ldx + x0 + b*x_step + i] * y[t*ldy + y0 + b*y_step + j]
 // for i < m, j < n (out is [n_blocks, m, n], row-major). With x_ones, x is
 // taken as 1 (not read): row 0 then holds the column sums of y.
-// One workgroup per 32x32 output tile of one block; 256 threads, 2x2 outputs
-// each; the tokens are staged through shared memory 16 at a time and summed
-// in f32 (the host adds the per-chunk results in double).
+//
+// One workgroup per 32x32 output tile of one block; 256 threads, each owning
+// the outputs (i, j), (i+16, j), (i, j+16), (i+16, j+16). Every thread streams
+// the tokens itself (neighbouring threads read the same x element and
+// consecutive y elements, so the loads are broadcast / coalesced and cached):
+// no shared memory and no barriers, so threads outside the block return at
+// once -- the per-head blocks of small heads (8 x 8) waste little. Sums are
+// f32, two-level (16 tokens, then across those partials): rounding grows
+// with 16 + n_tok/16 rather than n_tok. The host adds the per-chunk results
+// in double.
 
 layout(local_size_x = 256) in;
 
@@ -25,42 +32,37 @@ layout(push_constant) uniform PC {
 #define TILE 32u
 #define STAGE 16u
 
-shared float xs[STAGE][TILE];
-shared float ys[STAGE][TILE];
-
 void main()
 {
     uint lid = gl_LocalInvocationID.x;
-    uint tx = lid % 16u, ty = lid / 16u;
-    uint i0 = gl_WorkGroupID.x * TILE, j0 = gl_WorkGroupID.y * TILE, b = gl_WorkGroupID.z;
-    uint xb = pc.x0 + b * pc.x_step + i0, yb = pc.y0 + b * pc.y_step + j0;
+    uint i = gl_WorkGroupID.x * TILE + lid / 16u, j = gl_WorkGroupID.y * TILE + lid % 16u;
+    uint b = gl_WorkGroupID.z;
+    if (i >= pc.m || j >= pc.n) return;
+    bool row1 = i + 16u < pc.m, col1 = j + 16u < pc.n, ones = pc.x_ones != 0u;
+    uint xb = pc.x0 + b * pc.x_step + i, yb = pc.y0 + b * pc.y_step + j;
     float a00 = 0.0, a01 = 0.0, a10 = 0.0, a11 = 0.0;
     for (uint t0 = 0u; t0 < pc.n_tok; t0 += STAGE) {
-        for (uint e = lid; e < STAGE * TILE; e += 256u) {
-            uint s = e / TILE, c = e % TILE, t = t0 + s;
-            float xv = 0.0, yv = 0.0;
-            if (t < pc.n_tok) {
-                if (i0 + c < pc.m) xv = pc.x_ones != 0u ? 1.0 : x[t * pc.ldx + xb + c];
-                if (j0 + c < pc.n) yv = y[t * pc.ldy + yb + c];
-            }
-            xs[s][c] = xv;
-            ys[s][c] = yv;
+        uint t1 = min(t0 + STAGE, pc.n_tok);
+        float s00 = 0.0, s01 = 0.0, s10 = 0.0, s11 = 0.0;
+        for (uint t = t0; t < t1; t++) {
+            uint xo = t * pc.ldx + xb, yo = t * pc.ldy + yb;
+            float p0 = ones ? 1.0 : x[xo];
+            float p1 = row1 ? x[xo + 16u] : 0.0;
+            float q0 = y[yo];
+            float q1 = col1 ? y[yo + 16u] : 0.0;
+            s00 += p0 * q0;
+            s01 += p0 * q1;
+            s10 += p1 * q0;
+            s11 += p1 * q1;
         }
-        barrier();
-        for (uint s = 0u; s < STAGE; s++) {
-            float p0 = xs[s][ty], p1 = xs[s][ty + 16u];
-            float q0 = ys[s][tx], q1 = ys[s][tx + 16u];
-            a00 += p0 * q0;
-            a01 += p0 * q1;
-            a10 += p1 * q0;
-            a11 += p1 * q1;
-        }
-        barrier();
+        a00 += s00;
+        a01 += s01;
+        a10 += s10;
+        a11 += s11;
     }
     uint ob = b * pc.m * pc.n;
-    uint r0 = i0 + ty, r1 = i0 + ty + 16u, c0 = j0 + tx, c1 = j0 + tx + 16u;
-    if (r0 < pc.m && c0 < pc.n) o[ob + r0 * pc.n + c0] = a00;
-    if (r0 < pc.m && c1 < pc.n) o[ob + r0 * pc.n + c1] = a01;
-    if (r1 < pc.m && c0 < pc.n) o[ob + r1 * pc.n + c0] = a10;
-    if (r1 < pc.m && c1 < pc.n) o[ob + r1 * pc.n + c1] = a11;
+    o[ob + i * pc.n + j] = a00;
+    if (col1) o[ob + i * pc.n + j + 16u] = a01;
+    if (row1) o[ob + (i + 16u) * pc.n + j] = a10;
+    if (row1 && col1) o[ob + (i + 16u) * pc.n + j + 16u] = a11;
 }

@@ -14,7 +14,9 @@ int cmd_conform(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_calib(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
+int cmd_eval_ppl(int argc, char **argv);
 
 /* Prints "vkvector <cmd>: <status name>: <last error>" to stderr; returns 1. */
 int cli_fail(const char *cmd, vkv_status s);

@@ -9,7 +9,9 @@
 
 #include "cli/cli.h"
 #include "core/rng.h"
+#include "calib/calib.h"
 #include "infer/forward.h"
+#include "press/vector.h"
 #include "vk/ops.h"
 
 /* Peak figures of devices we know (dense fp16 TFLOP/s, memory TB/s). */
@@ -250,7 +252,7 @@ static int bench_model(int argc, char **argv)
         if (!n) continue;
         double sum = 0, sum2 = 0;
         for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
-            vkv_ctx_reset(ctx);
+            if ((st = vkv_ctx_reset(ctx))) goto fail;
             double t0 = now_s();
             if (test == 0) {
                 if ((st = vkv_ctx_eval(ctx, ids, (uint32_t)n, false, logits))) goto fail;
@@ -281,15 +283,147 @@ out:
     return rc;
 }
 
+/* The two speed figures of VECTOR: the scoring + allocation + compaction
+ * step against the prefill it follows, and decode over the compressed
+ * (tiered) cache against decode over a plain cache holding as many tokens as
+ * were kept. */
+static int bench_vector(int argc, char **argv)
+{
+    const char *path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL;
+    const char *press_name = "keydiff", *calib_path = NULL;
+    int64_t n = 8192, n_decode = 64, reps = 3;
+    double pc = 0.5;
+    bool vector = false;
+    int device = cli_device_index_from_env();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(path = cli_flag_value("bench", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--context")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 64, 1 << 20, &n)) return cli_usage_error("bench", "--context wants 64..1048576, got '%s'", v);
+        } else if (!strcmp(a, "--decode")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 1, 1 << 16, &n_decode)) return cli_usage_error("bench", "--decode wants 1..65536, got '%s'", v);
+        } else if (!strcmp(a, "--reps")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 1, 100, &reps)) return cli_usage_error("bench", "--reps wants 1..100, got '%s'", v);
+        } else if (!strcmp(a, "--press")) {
+            if (!(press_name = cli_flag_value("bench", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--compression")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_f64(v, 0, 1, &pc) || pc <= 0 || pc >= 1) return cli_usage_error("bench", "--compression wants (0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--vector")) {
+            vector = true;
+        } else if (!strcmp(a, "--calib")) {
+            if (!(calib_path = cli_flag_value("bench", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--device")) {
+            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
+            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("bench", "--device wants an index, got '%s'", v);
+            device = (int)iv;
+        } else {
+            return cli_usage_error("bench", "unknown option '%s'", a);
+        }
+    }
+    const vkv_press_ops *press = vkv_press_find(press_name);
+    if (!press) return cli_usage_error("bench", "%s", vkv_last_error());
+    vkv_instance *inst = NULL;
+    vkv_gpu *gpu = NULL;
+    vkv_model *m = NULL;
+    vkv_ctx *ctx = NULL, *plain = NULL;
+    vkv_calib *calib = NULL;
+    int32_t *ids = NULL;
+    vkv_status st;
+    int rc = 1;
+    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
+        (st = vkv_model_load(gpu, path, &m)))
+        goto fail;
+    if (vector) {
+        char def[1100];
+        if (!calib_path) {
+            snprintf(def, sizeof def, "%s", path);
+            char *dot = strrchr(def, '.');
+            if (dot && !strcmp(dot, ".gguf")) *dot = 0;
+            strncat(def, ".vkcal", sizeof def - strlen(def) - 1);
+            calib_path = def;
+        }
+        if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
+    }
+    uint32_t kept = vkv_press_n_kept_uniform((float)pc, (uint32_t)n);
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
+    vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
+    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx)) || (st = vkv_ctx_create(gpu, m, &pp, &plain))) goto fail;
+    if (!(ids = malloc(sizeof *ids * (size_t)(n + n_decode)))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+    vkv_rng rng = vkv_rng_new(3);
+    for (int64_t i = 0; i < n + n_decode; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
+    double prefill = 0, compress = 0, dec_tiered = 0, dec_plain = 0;
+    for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
+        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)pc), .vector = vector, .pa = -1,
+                                .w = calib ? calib->w : NULL, .lean = true};
+        vkv_press_session *s = NULL;
+        vkv_vector_report rep = {0};
+        if ((st = vkv_ctx_reset(ctx)) || (st = vkv_press_session_create(ctx, m, &vp, (uint32_t)n, &s))) goto fail;
+        double t0 = now_s();
+        st = vkv_ctx_eval(ctx, ids, (uint32_t)n, false, NULL);
+        double t1 = now_s();
+        if (!st) st = vkv_press_session_compress(s, &rep);
+        double t2 = now_s();
+        vkv_vector_report_free(&rep);
+        vkv_press_session_free(s);
+        if (st) goto fail;
+        for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(ctx, &ids[n + i], 1, false, NULL);
+        double t3 = now_s();
+        if (st || (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL))) goto fail;
+        double t4 = now_s();
+        for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(plain, &ids[n + i], 1, false, NULL);
+        double t5 = now_s();
+        if (st) goto fail;
+        if (r >= 0) {
+            prefill += t1 - t0;
+            compress += t2 - t1;
+            dec_tiered += t3 - t2;
+            dec_plain += t5 - t4;
+        }
+    }
+    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    printf("model %s on %s; %s p_c %.2f%s; context %lld tokens, %u kept; %lld decode steps; mean of %lld runs\n", name,
+           vkv_gpu_caps(gpu)->name, press->name, pc, vector ? " VECTOR" : " (eviction baseline)", (long long)n, kept,
+           (long long)n_decode, (long long)reps);
+    printf("prefill                        %9.1f ms  (%.1f tokens/s)\n", 1e3 * prefill / reps, n * reps / prefill);
+    printf("score + allocate + compact     %9.1f ms  = %.1f%% of the prefill (target < 10%%)\n", 1e3 * compress / reps,
+           100 * compress / prefill);
+    printf("decode, compressed (tiered)    %9.2f tokens/s\n", n_decode * reps / dec_tiered);
+    printf("decode, plain cache of %u      %9.2f tokens/s\n", kept, n_decode * reps / dec_plain);
+    printf("decode ratio tiered / plain    %9.3f  (target >= 0.95)\n", dec_plain / dec_tiered);
+    rc = 0;
+    goto out;
+fail:
+    rc = cli_fail("bench", st);
+out:
+    free(ids);
+    vkv_calib_free(calib);
+    vkv_ctx_free(ctx);
+    vkv_ctx_free(plain);
+    vkv_model_free(gpu, m);
+    vkv_gpu_destroy(gpu);
+    vkv_instance_destroy(inst);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "vector")) return bench_vector(argc - 2, argv + 2);
     if (argc >= 2 && !strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "-m") || !strcmp(argv[1], "--model"))) return bench_model(argc - 1, argv + 1);
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         printf("usage: vkvector bench ops [options]   kernel throughput (see 'vkvector bench ops --help')\n"
                "       vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type f16|f32]\n"
-               "                                     llama-bench-style pp / tg tokens per second\n");
+               "                                     llama-bench-style pp / tg tokens per second\n"
+               "       vkvector bench vector [-m MODEL] [--context 8192] [--press keydiff] [--compression 0.5]\n"
+               "                             [--vector [--calib FILE]] [--decode 64] [--reps 3]\n"
+               "                                     compression cost vs prefill; tiered vs plain decode\n");
         return 0;
     }
-    return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, -m MODEL)", argc >= 2 ? argv[1] : "");
+    return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, vector, -m MODEL)", argc >= 2 ? argv[1] : "");
 }

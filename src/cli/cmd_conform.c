@@ -14,10 +14,14 @@
 #include "core/rng.h"
 #include "ref/ref_attn.h"
 #include "ref/ref_ops.h"
+#include "calib/calib.h"
 #include "vk/ops.h"
 #include "vk/ops_attn.h"
 #include "vk/ops_vector.h"
 #include "ref/ref_vector.h"
+#include "ref/ref_select.h"
+#include "press/press.h"
+#include "press/select.h"
 
 /* Thresholds (NMSE). Ops computed in f32 on both sides differ only by
  * accumulation order: 1e-7 as in test-backend-ops. The cooperative-matrix path
@@ -830,6 +834,170 @@ done:
     return st;
 }
 
+/* ---------------- topk_select ---------------- */
+
+typedef enum { TOPK_RANDOM, TOPK_TIES, TOPK_SPECIAL } topk_data;
+
+typedef struct { guarded s, k, mask; uint32_t rows, n, k_uniform; bool per_row; } topk_args;
+
+static vkv_status rec_topk(conform_ctx *c, void *p)
+{
+    topk_args *a = p;
+    return vkv_op_topk_select(c->gpu, a->s.view, a->rows, a->n, a->per_row ? a->k.view : (vkv_view){0},
+                              a->k_uniform, a->mask.view);
+}
+
+/* Masks must be identical. TOPK_TIES rounds scores to 9 values (ties at the
+ * threshold, broken by position); TOPK_SPECIAL adds +inf (forced keeps),
+ * -inf, NaN (ranks as -inf) and signed zeros. per_row: k_r random in
+ * [0, n + 2], row 0 k = 0, row 1 k = n. */
+static vkv_status case_topk(conform_ctx *c, uint32_t rows, uint32_t n, uint32_t k, bool per_row, topk_data data)
+{
+    static const char *const data_name[] = {"random", "9 values (ties)", "+-inf, NaN, -0"};
+    char shape[96];
+    if (per_row) snprintf(shape, sizeof shape, "%ux%u k per row, %s", rows, n, data_name[data]);
+    else snprintf(shape, sizeof shape, "%ux%u k %u, %s", rows, n, k, data_name[data]);
+    conform_result *r = new_result(c, "topk_select", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)rows * n;
+    float *x = random_f32(c, sz);
+    uint32_t *ks = malloc(rows * 4ull), *ref = malloc(sz * 4), *got = malloc(sz * 4);
+    topk_args a = {.rows = rows, .n = n, .k_uniform = k, .per_row = per_row};
+    vkv_status st = VKV_OK;
+    if (!x || !ks || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (size_t i = 0; i < sz; i++) {
+        if (data == TOPK_TIES) x[i] = roundf(x[i] * 4.0f) / 4.0f;
+        if (data == TOPK_SPECIAL) {
+            uint32_t u = vkv_rng_below(&c->rng, 100);
+            x[i] = u < 5 ? INFINITY : u < 10 ? -INFINITY : u < 13 ? NAN : u < 18 ? 0.0f : u < 23 ? -0.0f : x[i];
+        }
+    }
+    for (uint32_t i = 0; i < rows; i++) ks[i] = i == 0 ? 0 : i == 1 ? n : vkv_rng_below(&c->rng, n + 3);
+    if ((st = vkv_ref_topk_select(x, rows, n, per_row ? ks : NULL, k, ref))) goto done;
+    if ((st = guarded_create(c, sz * 4, x, &a.s)) || (st = guarded_create(c, rows * 4ull, ks, &a.k)) ||
+        (st = guarded_create(c, sz * 4, NULL, &a.mask)))
+        goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = run_recorded(c, rec_topk, &a, &ms)) || (st = guarded_read(c, &a.mask, got, &guards))) goto done;
+    size_t wrong = 0;
+    for (size_t i = 0; i < sz; i++) wrong += ref[i] != got[i];
+    /* Reported as the fraction of mask entries that differ; must be 0. */
+    finish(r, (double)wrong / sz, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%zu of %zu mask entries differ", wrong, sz);
+done:
+    guarded_destroy(c, &a.s); guarded_destroy(c, &a.k); guarded_destroy(c, &a.mask);
+    free(x); free(ks); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- press scorers ---------------- */
+
+typedef struct { const vkv_press_ops *ops; vkv_press_params pp; vkv_press_layer in; guarded scores; } press_args;
+
+static vkv_status rec_press(conform_ctx *c, void *p)
+{
+    press_args *a = p;
+    return a->ops->score_gpu(c->gpu, &a->pp, &a->in, a->scores.view);
+}
+
+/* One scorer on one layer: a random cache (slots past n poisoned with NaN:
+ * reading them turns scores NaN) and 64 random window queries, against its
+ * double-precision score_ref. Forced keeps (+inf) must match exactly. */
+static vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,
+                             uint32_t hd, uint32_t n, uint32_t n_ctx, uint32_t block)
+{
+    char op[32], shape[96];
+    snprintf(op, sizeof op, "press_%s", press);
+    snprintf(shape, sizeof shape, "hd %u heads %u/%u n %u/%u%s", hd, n_head, n_kv_head, n, n_ctx,
+             block ? " block" : "");
+    if (block) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " %u", block);
+    conform_result *r = new_result(c, op, vkv_dtype_get(kv)->name, shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    press_args a = {.ops = vkv_press_find(press), .pp = vkv_press_params_default(0.5f)};
+    if (!a.ops) return VKV_ERR_ARG; /* the message names the known presses */
+    a.pp.block = block;
+    const uint32_t window = n < 64 ? n : 64;
+    const size_t qn = (size_t)window * n_head * hd, sn = (size_t)n_kv_head * n;
+    const size_t cache_bytes = vkv_kv_cache_bytes(kv, n_kv_head, n_ctx, hd);
+    vkv_attn_params ap = {.n_kv_head = n_kv_head, .head_dim = hd, .n_ctx_max = n_ctx, .n_kv = n, .kv_type = kv};
+    float *q = random_f32(c, qn), *ksrc = random_f32(c, (size_t)n * n_kv_head * hd);
+    float *ref = malloc(sn * 4), *got = malloc(sn * 4);
+    void *kc = malloc(cache_bytes);
+    guarded kg = {0}, qg = {0}, scratch = {0};
+    vkv_status st = VKV_OK;
+    if (!q || !ksrc || !ref || !got || !kc) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (size_t i = 0; i < qn; i++) q[i] *= 4.0f; /* sharper window attention than unit-scale noise gives */
+    poison_unused_slots(&ap, kc);
+    vkv_kv_cache_store(kv, kc, n_kv_head, n_ctx, hd, 0, ksrc, n);
+    a.in = (vkv_press_layer){.layer = 0, .n_layer = 1, .n = n, .n_head = n_head, .n_kv_head = n_kv_head,
+                             .head_dim = hd, .n_ctx = n_ctx, .kv_type = kv, .window = window,
+                             .k_host = kc, .v_host = kc, .q_window_host = q};
+    if ((st = a.ops->score_ref(&a.pp, &a.in, ref))) goto done;
+    if ((st = guarded_create(c, cache_bytes, kc, &kg)) || (st = guarded_create(c, qn * 4, q, &qg)) ||
+        (st = guarded_create(c, vkv_press_scratch_bytes(a.ops, &a.pp, &a.in), NULL, &scratch)) ||
+        (st = guarded_create(c, sn * 4, NULL, &a.scores)))
+        goto done;
+    a.in.k = a.in.v = kg.view;
+    a.in.q_window = qg.view;
+    a.in.scratch = scratch.view;
+    double ms = 0;
+    bool guards, scratch_guards, nanm;
+    if ((st = run_recorded(c, rec_press, &a, &ms)) || (st = guarded_read(c, &a.scores, got, &guards))) goto done;
+    void *scr = malloc(scratch.bytes ? scratch.bytes : 1);
+    if (!scr) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    st = guarded_read(c, &scratch, scr, &scratch_guards);
+    free(scr);
+    if (st) goto done;
+    size_t inf_wrong = 0;
+    for (size_t i = 0; i < sn; i++) inf_wrong += isinf(ref[i]) != isinf(got[i]) || (isinf(ref[i]) && ref[i] != got[i]);
+    double err = nmse_f32(ref, got, sn, &nanm);
+    finish(r, err, nanm || inf_wrong, guards && scratch_guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &kg); guarded_destroy(c, &qg); guarded_destroy(c, &scratch); guarded_destroy(c, &a.scores);
+    free(q); free(ksrc); free(ref); free(got); free(kc);
+    return st;
+}
+
+/* ---------------- gram (calibration sums, calib/) ---------------- */
+
+typedef struct { vkv_gram_params p; guarded x, y, out; } gram_args;
+
+static vkv_status rec_gram(conform_ctx *c, void *p)
+{
+    gram_args *a = p;
+    return vkv_op_gram(c->gpu, &a->p, a->x.view, a->y.view, a->out.view);
+}
+
+/* x [n_tok, ldx] and y [n_tok, ldy] random; the reference sums in double. */
+static vkv_status case_gram(conform_ctx *c, vkv_gram_params p, const char *what)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u tok, %u x [%u, %u]%s%s", p.n_tok, p.n_blocks, p.m, p.n, p.x_ones ? " ones" : "", what);
+    conform_result *r = new_result(c, "gram", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t nx = (size_t)p.n_tok * p.ldx + 1, ny = (size_t)p.n_tok * p.ldy, no = (size_t)p.n_blocks * p.m * p.n;
+    float *x = random_f32(c, nx), *y = random_f32(c, ny), *ref = malloc(no * 4), *got = malloc(no * 4);
+    double *refd = malloc(no * sizeof *refd);
+    gram_args a = {.p = p};
+    vkv_status st = VKV_OK;
+    if (!x || !y || !ref || !got || !refd) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    vkv_ref_gram(&p, x, y, refd);
+    for (size_t i = 0; i < no; i++) ref[i] = (float)refd[i];
+    if ((st = guarded_create(c, nx * 4, x, &a.x)) || (st = guarded_create(c, ny * 4, y, &a.y)) ||
+        (st = guarded_create(c, no * 4, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards, nanm;
+    if ((st = run_recorded(c, rec_gram, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    double err = nmse_f32(ref, got, no, &nanm);
+    finish(r, err, nanm, guards, NMSE_F32, ms);
+done:
+    guarded_destroy(c, &a.x); guarded_destroy(c, &a.y); guarded_destroy(c, &a.out);
+    free(x); free(y); free(ref); free(got); free(refd);
+    return st;
+}
+
 /* ---------------- the suite ---------------- */
 
 static bool want(const conform_ctx *c, const char *op) { return !c->filter || strstr(op, c->filter); }
@@ -989,6 +1157,50 @@ static void run_suite(conform_ctx *c)
         RUN(case_argmax(c, 1, 7, false));
         RUN(case_argmax(c, 9, 1000, true));
     }
+    if (want(c, "gram")) {
+        /* the calibration's sums for stories260K (4 KV heads x 8) and a
+         * bigger layer (8 x 64), plus odd shapes, offsets and strides */
+        RUN(case_gram(c, (vkv_gram_params){.n_tok = 256, .m = 32, .n = 32, .ldx = 32, .ldy = 32, .n_blocks = 1}, " K^T K"));
+        RUN(case_gram(c, (vkv_gram_params){.n_tok = 37, .m = 8, .n = 8, .ldx = 32, .ldy = 32, .x_step = 8, .y_step = 8,
+                                           .n_blocks = 4}, " per head"));
+        RUN(case_gram(c, (vkv_gram_params){.n_tok = 512, .m = 1, .n = 512, .ldy = 512, .n_blocks = 1, .x_ones = true}, ""));
+        RUN(case_gram(c, (vkv_gram_params){.n_tok = 300, .m = 512, .n = 512, .ldx = 512, .ldy = 512, .n_blocks = 1}, " K^T V"));
+        RUN(case_gram(c, (vkv_gram_params){.n_tok = 17, .m = 33, .n = 70, .ldx = 50, .ldy = 77, .x0 = 3, .y0 = 5,
+                                           .n_blocks = 1}, " strided"));
+        RUN(case_gram(c, (vkv_gram_params){.n_tok = 1, .m = 5, .n = 3, .ldx = 20, .ldy = 20, .x0 = 1, .y0 = 2, .x_step = 6,
+                                           .y_step = 4, .n_blocks = 3}, " 1 token"));
+    }
+    if (want(c, "topk_select")) {
+        RUN(case_topk(c, 1, 7, 3, false, TOPK_RANDOM));
+        RUN(case_topk(c, 5, 1000, 100, false, TOPK_RANDOM));
+        RUN(case_topk(c, 5, 1000, 300, false, TOPK_TIES));
+        RUN(case_topk(c, 8, 4100, 2050, false, TOPK_TIES));
+        RUN(case_topk(c, 8, 4100, 2050, false, TOPK_RANDOM));
+        RUN(case_topk(c, 4, 131072, 1000, false, TOPK_RANDOM));
+        RUN(case_topk(c, 3, 500, 0, false, TOPK_RANDOM));
+        RUN(case_topk(c, 3, 500, 500, false, TOPK_TIES));
+        RUN(case_topk(c, 6, 999, 400, false, TOPK_SPECIAL));
+        RUN(case_topk(c, 6, 999, 30, false, TOPK_SPECIAL)); /* fewer than the +inf: earliest of them */
+        RUN(case_topk(c, 9, 777, 0, true, TOPK_TIES));
+    }
+    /* Scorers: GQA 4:1 at two head sizes, f32 and f16 caches; n = 64 is all
+     * window for SnapKV / PyramidKV; block-wise KeyDiff with a partial last block. */
+    static const char *const presses[] = {"knorm", "keydiff", "streamingllm", "snapkv", "pyramidkv", "tova"};
+    for (size_t i = 0; i < sizeof presses / sizeof *presses; i++) {
+        char op[32];
+        snprintf(op, sizeof op, "press_%s", presses[i]);
+        if (!want(c, op)) continue;
+        for (int f16 = 0; f16 < 2; f16++) {
+            vkv_dtype kv = f16 ? VKV_F16 : VKV_F32;
+            RUN(case_press(c, presses[i], kv, 8, 2, 64, 300, 320, 0));
+            RUN(case_press(c, presses[i], kv, 8, 2, 128, 1500, 1536, 0));
+        }
+        RUN(case_press(c, presses[i], VKV_F16, 4, 4, 32, 64, 64, 0));
+        if (!strcmp(presses[i], "keydiff")) RUN(case_press(c, presses[i], VKV_F16, 8, 2, 64, 1000, 1024, 128));
+        /* a cache over 128 MiB: bound two KV heads per dispatch on lavapipe */
+        if (c->big && (!strcmp(presses[i], "knorm") || !strcmp(presses[i], "keydiff") || !strcmp(presses[i], "snapkv")))
+            RUN(case_press(c, presses[i], VKV_F32, 8, 4, 128, 300, 140000, 0));
+    }
 }
 
 static void print_usage(void)
@@ -1000,7 +1212,7 @@ static void print_usage(void)
            "  --device N   only device N (default: all devices; also VKVECTOR_DEVICE)\n"
            "  --op NAME    only ops whose name contains NAME (get_rows, rms_norm, matvec,\n"
            "               matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax,\n"
-           "               attn_prefill, attn_decode)\n"
+           "               attn_prefill, attn_decode, topk_select, press_<scorer>, gram)\n"
            "  --json FILE  also write the results as JSON\n"
            "  --no-big     skip the cases with a weight over 128 MiB\n"
            "  --seed S     random seed (default 1)\n");

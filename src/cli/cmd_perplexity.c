@@ -35,8 +35,8 @@ static void ppl_usage(void)
 static vkv_status score(vkv_ctx *ctx, const int32_t *ids, uint32_t n, uint32_t n_vocab, float *logits, double *sum,
                         double *pos_nll)
 {
-    vkv_ctx_reset(ctx);
-    vkv_status st = vkv_ctx_eval(ctx, ids, n, true, logits);
+    vkv_status st = vkv_ctx_reset(ctx);
+    if (!st) st = vkv_ctx_eval(ctx, ids, n, true, logits);
     if (st) return st;
     *sum = 0;
     for (uint32_t p = 0; p + 1 < n; p++) {

@@ -1,6 +1,7 @@
 /* vkvector run: generate text from a GGUF model, streaming tokens as they
  * come, then a speed and memory summary. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,7 +9,10 @@
 
 #include "cli/cli.h"
 #include "infer/forward.h"
+#include "calib/calib.h"
+#include "cli/tier_dump.h"
 #include "infer/sampler.h"
+#include "press/vector.h"
 #include "tok/tokenizer.h"
 
 static void run_usage(void)
@@ -32,7 +36,17 @@ static void run_usage(void)
            "  --dump-logits FILE    write the logits of every prompt position, raw little-endian f32,\n"
            "                        positions x vocabulary\n"
            "  --print-ids           print generated token ids instead of text\n"
-           "  --device N            Vulkan device (default: VKVECTOR_DEVICE or the best one)\n",
+           "  --device N            Vulkan device (default: VKVECTOR_DEVICE or the best one)\n"
+           "\nKV-cache compression (kvpress semantics; the context is compressed once, after its prefill):\n"
+           "  --press NAME          importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova\n"
+           "  --compression P       compression ratio p_c in [0, 1)\n"
+           "  --question TEXT       text after the context (query-agnostic: appended after compression)\n"
+           "  --query-aware         compress context and question together (the question is in the scored prefill)\n"
+           "  --vector              VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)\n"
+           "  --calib FILE          calibration (default: MODEL.vkcal beside the model)\n"
+           "  --pa X                approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline)\n"
+           "  --materialized        attention rebuilds every approximated value (reference path; default: fused)\n"
+           "  --tier-dump FILE      write every position's tier, score and residual as JSON (for vkvector viz)\n",
            VKV_DEFAULT_MODEL);
 }
 
@@ -71,6 +85,41 @@ static bool parse_ids(const char *s, int32_t **ids, size_t *n)
     return *n > 0;
 }
 
+/* Tokens per tier, bytes per tier against the uncompressed cache, and the
+ * approximated tier's quality. */
+static void print_compression(FILE *f, const char *press, float pc, bool vector, bool query_aware,
+                              const vkv_vector_report *r, vkv_kv_memory mem, double seconds)
+{
+    uint64_t ret = 0, apx = 0, ev = 0;
+    double r2 = 0, rel = 0;
+    size_t n_q = 0;
+    for (size_t i = 0; i < (size_t)r->n_layer * r->n_kv_head; i++) {
+        ret += r->n_ret[i];
+        apx += r->n_apx[i];
+        ev += r->n_evict[i];
+        if (isfinite(r->r2_apx[i])) {
+            r2 += r->r2_apx[i];
+            rel += r->rel_err_apx[i];
+            n_q++;
+        }
+    }
+    uint64_t slots = ret + apx + ev;
+    uint64_t kept = mem.k_retained + mem.v_retained + mem.k_approximated;
+    fprintf(f, "\n--- compression: %s, p_c %.3g%s%s, %u context tokens, %.3f s\n", press, pc,
+            vector ? ", VECTOR" : "", query_aware ? ", query-aware" : ", query-agnostic", r->n, seconds);
+    if (vector) fprintf(f, "p_a %.4g\n", r->pa);
+    fprintf(f, "tokens (all layers x KV heads): retained %llu (%.1f%%), approximated %llu (%.1f%%), evicted %llu (%.1f%%)\n",
+            (unsigned long long)ret, 100.0 * ret / slots, (unsigned long long)apx, 100.0 * apx / slots,
+            (unsigned long long)ev, 100.0 * ev / slots);
+    fprintf(f, "bytes: retained K+V %.2f MiB, approximated K %.2f MiB, total %.2f MiB = %.1f%% of the uncompressed "
+               "%.2f MiB; OLS maps %.2f MiB; room for new tokens %.2f MiB\n",
+            (mem.k_retained + mem.v_retained) / 1048576.0, mem.k_approximated / 1048576.0, kept / 1048576.0,
+            100.0 * kept / (double)mem.uncompressed_context, mem.uncompressed_context / 1048576.0, mem.w_bytes / 1048576.0,
+            mem.appended_capacity / 1048576.0);
+    if (n_q) fprintf(f, "approximated tier: mean R^2 %.4f, mean relative error %.4f (over %zu layer x head)\n", r2 / n_q,
+                     rel / n_q, n_q);
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL;
@@ -80,6 +129,9 @@ int cmd_run(int argc, char **argv)
     vkv_dtype kv_type = VKV_F16;
     int device = cli_device_index_from_env();
     vkv_sampler_params sp = vkv_sampler_defaults();
+    const char *press_name = NULL, *question = NULL, *calib_path = NULL, *tier_dump = NULL;
+    double compression = -1, pa = -1;
+    bool vector = false, query_aware = false, materialized = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
@@ -134,6 +186,20 @@ int cmd_run(int argc, char **argv)
             else if (!strcmp(v, "f32")) kv_type = VKV_F32;
             else return cli_usage_error("run", "--kv-type wants f16 or f32, got '%s'", v);
         } else if (!strcmp(a, "--dump-logits")) { VALUE(); dump_path = v; }
+        else if (!strcmp(a, "--press")) { VALUE(); press_name = v; }
+        else if (!strcmp(a, "--compression")) {
+            VALUE();
+            if (!cli_parse_f64(v, 0, 1, &compression) || compression >= 1)
+                return cli_usage_error("run", "--compression wants a ratio in [0, 1), got '%s'", v);
+        } else if (!strcmp(a, "--pa")) {
+            VALUE();
+            if (!cli_parse_f64(v, 0, 1, &pa)) return cli_usage_error("run", "--pa wants a ratio in [0, 1], got '%s'", v);
+        } else if (!strcmp(a, "--vector")) vector = true;
+        else if (!strcmp(a, "--calib")) { VALUE(); calib_path = v; }
+        else if (!strcmp(a, "--question")) { VALUE(); question = v; }
+        else if (!strcmp(a, "--query-aware")) query_aware = true;
+        else if (!strcmp(a, "--materialized")) materialized = true;
+        else if (!strcmp(a, "--tier-dump")) { VALUE(); tier_dump = v; }
         else if (!strcmp(a, "--device")) {
             VALUE();
             if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("run", "--device wants a device index, got '%s'", v);
@@ -142,6 +208,17 @@ int cmd_run(int argc, char **argv)
 #undef VALUE
     }
     if (prompt && ids_arg) return cli_usage_error("run", "give either -p or --ids, not both");
+    const vkv_press_ops *press = NULL;
+    if (press_name && !(press = vkv_press_find(press_name))) return cli_usage_error("run", "%s", vkv_last_error());
+    if (press && compression < 0) return cli_usage_error("run", "--press needs --compression P");
+    if (!press && (compression >= 0 || vector || pa >= 0 || calib_path || query_aware || tier_dump || materialized))
+        return cli_usage_error("run", "--compression, --vector, --pa, --calib, --query-aware, --materialized and "
+                                      "--tier-dump need --press NAME");
+    if ((pa >= 0 || calib_path) && !vector) return cli_usage_error("run", "--pa and --calib need --vector");
+    if (vector && pa >= 0 && pa > 1 - compression)
+        return cli_usage_error("run", "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", pa,
+                               compression, 1 - compression);
+    if (question && ids_arg) return cli_usage_error("run", "--question needs a text prompt (-p), not --ids");
     if (chat && ids_arg) return cli_usage_error("run", "--chat needs a text prompt (-p), not --ids");
     if (!prompt && !ids_arg) prompt = "";
 
@@ -159,6 +236,9 @@ int cmd_run(int argc, char **argv)
     char *chat_text = NULL;
     FILE *dump = NULL;
     vkv_detok detok = {0};
+    vkv_calib *calib = NULL;
+    vkv_press_session *session = NULL;
+    vkv_vector_report report = {0};
 
     if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
         (st = vkv_model_load(gpu, model_path, &model)))
@@ -176,17 +256,58 @@ int cmd_run(int argc, char **argv)
     /* The tokenizer is needed for text in and text out; --ids with
      * --print-ids works on files without a usable vocabulary. */
     if (!(ids_arg && print_ids) && (st = vkv_tokenizer_load(model->gguf, &tok))) goto fail;
+    size_t n_context_ids = 0; /* the part compressed in query-agnostic mode */
     if (!ids_arg) {
+        /* The question follows the context; with a chat template both sit in
+         * the user turn, and the split is where the question starts. */
+        const char *marker = "\x01VKVECTOR_QUESTION\x01";
+        char *joined = NULL;
         const char *text = prompt;
+        if (question) {
+            size_t jl = strlen(prompt) + strlen(question) + strlen(marker) + 3;
+            if (!(joined = malloc(jl))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+            snprintf(joined, jl, "%s%s%s", prompt, marker, question);
+            text = joined;
+        }
         if (chat) {
             vkv_chat_template t;
-            vkv_chat_msg msg = {"user", prompt};
+            vkv_chat_msg msg = {"user", text};
             size_t len;
-            if ((st = vkv_tokenizer_chat_template(tok, &t)) || (st = vkv_chat_apply(t, &msg, 1, true, &chat_text, &len)))
-                goto fail;
+            st = vkv_tokenizer_chat_template(tok, &t);
+            if (!st) st = vkv_chat_apply(t, &msg, 1, true, &chat_text, &len);
+            free(joined);
+            joined = NULL;
+            if (st) goto fail;
             text = chat_text;
         }
-        if ((st = vkv_tokenize(tok, text, strlen(text), true, chat, &ids, &n_ids))) goto fail;
+        const char *split = question ? strstr(text, marker) : NULL;
+        size_t head_len = split ? (size_t)(split - text) : strlen(text);
+        int32_t *head_ids = NULL, *tail_ids = NULL;
+        size_t n_head = 0, n_tail = 0;
+        st = vkv_tokenize(tok, text, head_len, true, chat, &head_ids, &n_head);
+        if (!st && split) {
+            const char *tail = split + strlen(marker);
+            /* The question is separated from the context by a blank line. */
+            size_t tl = strlen(tail) + 3;
+            char *tail_text = malloc(tl);
+            if (!tail_text) st = vkv_error(VKV_ERR_OOM, "out of host memory");
+            else {
+                snprintf(tail_text, tl, "\n\n%s", tail);
+                st = vkv_tokenize(tok, tail_text, strlen(tail_text), false, chat, &tail_ids, &n_tail);
+                free(tail_text);
+            }
+        }
+        free(joined);
+        if (!st && !(ids = malloc(sizeof *ids * (n_head + n_tail + 1)))) st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        if (!st) {
+            memcpy(ids, head_ids, sizeof *ids * n_head);
+            if (n_tail) memcpy(ids + n_head, tail_ids, sizeof *ids * n_tail);
+            n_ids = n_head + n_tail;
+            n_context_ids = n_head;
+        }
+        free(head_ids);
+        free(tail_ids);
+        if (st) goto fail;
         if (!n_ids) {
             fprintf(stderr, "vkvector run: the prompt is empty and the vocabulary adds no BOS token; give -p or --ids\n");
             rc = 2;
@@ -213,9 +334,51 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (tok) vkv_detok_init(&detok, tok, false);
+    if (!n_context_ids) n_context_ids = n_ids;
 
     double t0 = now_s();
-    if ((st = vkv_ctx_eval(ctx, ids, (uint32_t)n_ids, dump_path != NULL, logits))) goto fail;
+    if (press) {
+        /* Prefill what is compressed, compress, then the rest of the prompt. */
+        uint32_t n_compress = (uint32_t)(query_aware ? n_ids : n_context_ids);
+        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)compression), .vector = vector,
+                                .pa = (float)pa, .keep_details = tier_dump != NULL};
+        char default_calib[1100];
+        if (vector && !calib_path) {
+            snprintf(default_calib, sizeof default_calib, "%s", model_path);
+            char *dot = strrchr(default_calib, '.');
+            if (dot && !strcmp(dot, ".gguf")) *dot = 0;
+            strncat(default_calib, ".vkcal", sizeof default_calib - strlen(default_calib) - 1);
+            calib_path = default_calib;
+        }
+        if (vector && (st = vkv_calib_load(calib_path, model, &calib))) goto fail;
+        if (calib) vp.w = calib->w;
+        if ((st = vkv_ctx_set_materialized(ctx, materialized)) ||
+            (st = vkv_press_session_create(ctx, model, &vp, n_compress, &session)) ||
+            (st = vkv_ctx_eval(ctx, ids, n_compress, dump_path != NULL, logits)))
+            goto fail;
+        double tc0 = now_s();
+        if ((st = vkv_press_session_compress(session, &report))) goto fail;
+        double t_compress = now_s() - tc0;
+        if (n_compress < n_ids &&
+            (st = vkv_ctx_eval(ctx, ids + n_compress, (uint32_t)(n_ids - n_compress), dump_path != NULL,
+                               dump_path ? logits + (size_t)n_compress * hp->n_vocab : logits)))
+            goto fail;
+        print_compression(stderr, press->name, (float)compression, vector, query_aware, &report,
+                          vkv_ctx_kv_memory(ctx), t_compress);
+        if (tier_dump) {
+            vkv_tier_dump_info di = {model_path, press->name, model, kv_type, (float)compression, vector, query_aware,
+                                     ids, tok, vkv_ctx_kv_memory(ctx)};
+            if ((st = vkv_tier_dump_write(tier_dump, &di, &report))) goto fail;
+        }
+    } else {
+        /* Context and question are evaluated as separate chunks, as with a
+         * press: the same arithmetic, so p_c = 0 gives identical logits. */
+        if ((st = vkv_ctx_eval(ctx, ids, (uint32_t)n_context_ids, dump_path != NULL, logits))) goto fail;
+        if (n_context_ids < n_ids &&
+            (st = vkv_ctx_eval(ctx, ids + n_context_ids, (uint32_t)(n_ids - n_context_ids), dump_path != NULL,
+                               dump_path ? logits + n_context_ids * hp->n_vocab : logits)))
+            goto fail;
+    }
     double t_prompt = now_s() - t0;
     if (dump) {
         size_t n = (size_t)n_ids * hp->n_vocab;
@@ -279,6 +442,9 @@ fail:
 out:
     if (dump) fclose(dump);
     if (tok) vkv_detok_free(&detok);
+    vkv_press_session_free(session);
+    vkv_calib_free(calib);
+    vkv_vector_report_free(&report);
     free(chat_text);
     free(logits);
     free(ids);

@@ -13,6 +13,8 @@ typedef struct subcommand {
 static const subcommand subcommands[] = {
     {"run", cmd_run, "generate text from a GGUF model (streams tokens, prints speed and memory)"},
     {"perplexity", cmd_perplexity, "perplexity of text under a model, and loss by position"},
+    {"calib", cmd_calib, "offline OLS calibration of the V-from-K maps VECTOR needs (writes a .vkcal)"},
+    {"eval-ppl", cmd_eval_ppl, "what KV compression loses: perplexity and KL over a continuation"},
     {"devices", cmd_devices, "list Vulkan devices and their probed capabilities"},
     {"conform", cmd_conform, "run every GPU op against its CPU reference on every device"},
     {"bench", cmd_bench, "benchmarks (bench ops: matrix-vector / matrix-matrix throughput)"},

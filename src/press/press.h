@@ -37,16 +37,23 @@ typedef struct vkv_press_layer {
     uint32_t window;         /* queries captured (min(n, 64) for SnapKV; 0 if not asked) */
     vkv_view q_window;       /* [window, n_head, head_dim] f32 post-RoPE queries of positions n-window..n-1 */
     const void *k_host, *v_host, *q_window_host; /* same data on the host, for score_ref */
+    vkv_view scratch;        /* >= vkv_press_scratch_bytes() bytes of device memory the scorer may overwrite */
 } vkv_press_layer;
 
+/* Zero window / kernel / pyramid_beta mean the defaults (64, 5, 20); n_sink
+ * and block are taken as given (0 = no sinks, whole sequence): start from
+ * vkv_press_params_default(). */
 typedef struct vkv_press_params {
     float compression;       /* p_c in [0, 1) */
     uint32_t window;         /* SnapKV / PyramidKV observation window (64) */
-    uint32_t kernel;         /* SnapKV pooling kernel (5) */
+    uint32_t kernel;         /* SnapKV pooling kernel (5; odd) */
     uint32_t n_sink;         /* StreamingLLM / ExpectedAttention sinks (4) */
     uint32_t block;          /* block-wise KeyDiff block (0 = whole sequence; paper: 128) */
     float pyramid_beta;      /* PyramidKV beta (20) */
 } vkv_press_params;
+
+/* kvpress's defaults: window 64, kernel 5, 4 sinks, whole-sequence KeyDiff, beta 20. */
+vkv_press_params vkv_press_params_default(float compression);
 
 typedef struct vkv_press_ops {
     const char *name;        /* as on the command line: "keydiff", "snapkv", ... */
@@ -54,8 +61,14 @@ typedef struct vkv_press_ops {
     bool query_aware;        /* the paper's default mode for this scorer */
     /* scores[n_kv_head, n] f32 on the device (records into the open recording). */
     vkv_status (*score_gpu)(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores);
-    /* The same on the host, in double where it matters. */
-    void (*score_ref)(const vkv_press_params *p, const vkv_press_layer *in, float *scores);
+    /* The same on the host, in double where it matters (VKV_ERR_ARG for the
+     * same inputs score_gpu refuses, e.g. a context shorter than SnapKV's
+     * window; VKV_ERR_OOM). */
+    vkv_status (*score_ref)(const vkv_press_params *p, const vkv_press_layer *in, float *scores);
+    /* Device scratch score_gpu needs for this layer shape (in->k, in->v and
+     * the host pointers are not looked at); NULL = none. Allocate once for
+     * n = n_ctx_max: the size grows with n. */
+    uint64_t (*scratch_bytes)(const vkv_press_params *p, const vkv_press_layer *in);
     /* Tokens layer l keeps when not every layer keeps floor(n (1 - p_c))
      * (PyramidKV); NULL = the uniform kvpress count. */
     uint32_t (*n_kept)(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n);
@@ -68,7 +81,19 @@ const vkv_press_ops *const *vkv_press_all(void);
 /* By name; NULL (with a message listing the names) when unknown. */
 const vkv_press_ops *vkv_press_find(const char *name);
 
-/* kvpress's uniform count: floor(n * (1 - p_c)). */
+/* kvpress's uniform count: max(1, int(n * (1 - p_c))) evaluated as Python
+ * does, in double with p_c the decimal the user wrote (the shortest decimal
+ * that rounds to the float): int(1000 * (1 - 0.9)) is 99 there, and here.
+ * 0 for n = 0. */
 uint32_t vkv_press_n_kept_uniform(float compression, uint32_t n);
+
+/* Queries the prefill must capture per layer for this scorer: ops->window,
+ * except that a scorer declaring the default SnapKV window (64) uses
+ * params.window instead (PyramidKV / SnapKV with another window). */
+uint32_t vkv_press_queries_needed(const vkv_press_ops *ops, const vkv_press_params *p);
+
+/* Bytes of in->scratch the scorer needs (its scratch_bytes, at least 16 so a
+ * buffer of that size can always be created). */
+uint64_t vkv_press_scratch_bytes(const vkv_press_ops *ops, const vkv_press_params *p, const vkv_press_layer *in);
 
 #endif

@@ -56,13 +56,30 @@
     X(ATTN_TIERED_FUSED_F16, "attn_tiered_fused_f16", 8)     \
     X(ATTN_TIERED_FUSED_F32, "attn_tiered_fused_f32", 8)     \
     X(ATTN_TIERED_MAT_F16, "attn_tiered_mat_f16", 8)         \
-    X(ATTN_TIERED_MAT_F32, "attn_tiered_mat_f32", 8)                       \
+    X(ATTN_TIERED_MAT_F32, "attn_tiered_mat_f32", 8)         \
+    X(VECTOR_POOL_SCORES, "vector_pool_scores", 3)           \
+    X(VECTOR_ASSIGN_TIERS, "vector_assign_tiers", 3)                       \
     X(ATTN_PREFILL_F32, "attn_prefill_f32", 4)               \
     X(ATTN_PREFILL_F16, "attn_prefill_f16", 4)               \
     X(ATTN_DECODE_F32, "attn_decode_f32", 4)                 \
     X(ATTN_DECODE_F16, "attn_decode_f16", 4)                 \
     X(ATTN_DECODE_REDUCE, "attn_decode_reduce", 2)           \
-    X(GRAM, "gram", 3)
+    X(GRAM, "gram", 3)                                       \
+    X(TOPK_SELECT, "topk_select", 3)                         \
+    X(PRESS_KNORM_F32, "press_knorm_f32", 2)                 \
+    X(PRESS_KNORM_F16, "press_knorm_f16", 2)                 \
+    X(PRESS_STREAMINGLLM, "press_streamingllm", 1)           \
+    X(PRESS_KEYDIFF_SUM_F32, "press_keydiff_sum_f32", 2)     \
+    X(PRESS_KEYDIFF_SUM_F16, "press_keydiff_sum_f16", 2)     \
+    X(PRESS_KEYDIFF_ANCHOR, "press_keydiff_anchor", 2)       \
+    X(PRESS_KEYDIFF_F32, "press_keydiff_f32", 3)             \
+    X(PRESS_KEYDIFF_F16, "press_keydiff_f16", 3)             \
+    X(PRESS_WINDOW_LSE_F32, "press_window_lse_f32", 3)       \
+    X(PRESS_WINDOW_LSE_F16, "press_window_lse_f16", 3)       \
+    X(PRESS_WINDOW_ATTN_F32, "press_window_attn_f32", 4)     \
+    X(PRESS_WINDOW_ATTN_F16, "press_window_attn_f16", 4)     \
+    X(PRESS_SNAPKV, "press_snapkv", 2)                       \
+    X(PRESS_TOVA, "press_tova", 2)
 
 typedef enum vkv_kernel {
 #define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,

@@ -113,12 +113,48 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
     if (!a->n_q) return VKV_OK;
     vkv_kernel kk = a->fused ? (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
                              : (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_MAT_F16 : VKV_K_ATTN_TIERED_MAT_F32);
-    if (g->head_dim > 2 * vkv_kernel_workgroup_size(gpu, kk))
-        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
-    struct { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale; } pc = {
-        a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale};
+    /* Tiles (the shared arrays of attn_tiered.comp): tile_k keys of
+     * head_dim / 4 + 1 vec4 within 1056, tile_q rows of head_dim / 4 vec4
+     * within 512, tile_q * tile_k scores within 1024, and at most 2 output
+     * vec4 columns per thread; no more rows than there are. */
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, kk), d4n = g->head_dim / 4;
+    if (g->head_dim % 4) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u is not a multiple of 4", op, g->head_dim);
+    uint32_t tile_k = 32;
+    while (tile_k > 1 && tile_k * (d4n + 1) > 1056) tile_k /= 2;
+    uint32_t rows = a->n_q * (a->n_head / g->n_kv_head), tile_q = 1;
+    while (tile_q * 2 <= wg && tile_q * 2 * d4n <= 512 && tile_q * 2 * tile_k <= 1024 && (wg / (tile_q * 2)) * 2 >= d4n &&
+           tile_q < rows)
+        tile_q *= 2;
+    if ((wg / tile_q) * 2 < d4n) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
+    struct { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale; uint32_t tile_q, tile_k; } pc = {
+        a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale, tile_q, tile_k};
     vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(v, 0, rb * (v_rows ? v_rows : 1)),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)),
                         vkv_ops_bind(w_or_vhat, 0, wb), vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(out, 0, qb)};
-    return vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, a->n_q, a->n_head, 1);
+    return vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, 1, g->n_kv_head);
+}
+
+static vkv_status elementwise3(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_view a, vkv_view b, uint32_t total,
+                               vkv_view out)
+{
+    uint64_t bytes = 4ull * total;
+    vkv_status st;
+    if ((st = vkv_ops_check_view(gpu, a, bytes, op, "first input")) || (st = vkv_ops_check_view(gpu, b, bytes, op, "second input")) ||
+        (st = vkv_ops_check_view(gpu, out, bytes, op, "output")) || (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
+        return st;
+    if (!total) return VKV_OK;
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
+    vkv_ops_spread_groups(gpu, ((uint64_t)total + wg - 1) / wg, &gx, &gy);
+    vkv_binding bb[3] = {vkv_ops_bind(a, 0, bytes), vkv_ops_bind(b, 0, bytes), vkv_ops_bind(out, 0, bytes)};
+    return vkv_cmd_dispatch(gpu, k, bb, 3, &total, sizeof total, gx, gy, 1);
+}
+
+vkv_status vkv_op_vector_pool_scores(vkv_gpu *gpu, vkv_view pool, vkv_view eps, uint32_t total, vkv_view s)
+{
+    return elementwise3(gpu, VKV_K_VECTOR_POOL_SCORES, "vector_pool_scores", pool, eps, total, s);
+}
+
+vkv_status vkv_op_vector_assign_tiers(vkv_gpu *gpu, vkv_view pool, vkv_view apx, uint32_t total, vkv_view tiers)
+{
+    return elementwise3(gpu, VKV_K_VECTOR_ASSIGN_TIERS, "vector_assign_tiers", pool, apx, total, tiers);
 }

@@ -36,6 +36,11 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
                                      vkv_view meta, vkv_view pos, uint64_t p_entries, vkv_view w, vkv_view inv_freq,
                                      uint32_t max_apx, vkv_view vhat);
 
+/* s[h, j] = pool ? -eps : -inf over [n_kv_head, n] (pool: uint32 0/1). */
+vkv_status vkv_op_vector_pool_scores(vkv_gpu *gpu, vkv_view pool, vkv_view eps, uint32_t total, vkv_view s);
+/* tier = pool ? (apx ? 2 : 1) : 0 over [n_kv_head, n] uint32. */
+vkv_status vkv_op_vector_assign_tiers(vkv_gpu *gpu, vkv_view pool, vkv_view apx, uint32_t total, vkv_view tiers);
+
 typedef struct vkv_tiered_attn {
     uint32_t n_q, n_head;
     uint32_t n_new0;     /* appended tokens before query 0 */

@@ -1,0 +1,289 @@
+/* The .vkcal file: a GGUF container of the maps, the report, the corpus
+ * statistics and the identity of the model it was made for (calib.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/calib_internal.h"
+#include "core/fp16.h"
+
+#define KEY "vkvector.calib."
+
+static vkv_status set_f32_arr(vkv_gguf_writer *w, const char *key, const double *x, uint32_t n)
+{
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    if (!f) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    for (uint32_t i = 0; i < n; i++) f[i] = (float)x[i];
+    vkv_status st = vkv_gguf_set_arr(w, key, VKV_GGUF_FLOAT32, f, n);
+    free(f);
+    return st;
+}
+
+static double mean_n(const double *x, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += x[i];
+    return s / n;
+}
+
+vkv_status vkv_calib_write(const vkv_calib *c, const char *path, bool f16)
+{
+    uint32_t L = c->id.n_layer, H = c->id.n_head_kv;
+    size_t per_layer = (size_t)H * c->d_v * c->d_k;
+    vkv_gguf_writer *w = vkv_gguf_writer_new(32);
+    if (!w) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    uint16_t *half = f16 ? malloc(per_layer * sizeof *half) : NULL;
+    vkv_status st = VKV_OK;
+    char key[128];
+    if (f16 && !half) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto out;
+    }
+#define TRY(expr) do { if ((st = (expr))) goto out; } while (0)
+    TRY(vkv_gguf_set_str(w, "general.architecture", "vkvector-calib"));
+    TRY(vkv_gguf_set_u32(w, KEY "version", c->version));
+    TRY(vkv_gguf_set_str(w, KEY "model.architecture", c->id.arch));
+    TRY(vkv_gguf_set_str(w, KEY "model.name", c->model_name));
+    TRY(vkv_gguf_set_u32(w, KEY "model.n_layer", L));
+    TRY(vkv_gguf_set_u32(w, KEY "model.n_head_kv", H));
+    TRY(vkv_gguf_set_u32(w, KEY "model.head_dim", c->id.head_dim));
+    TRY(vkv_gguf_set_u32(w, KEY "model.head_dim_v", c->id.head_dim_v));
+    TRY(vkv_gguf_set_u32(w, KEY "model.n_embd", c->id.n_embd));
+    TRY(vkv_gguf_set_u64(w, KEY "model.kv_hash", c->id.kv_hash));
+    TRY(vkv_gguf_set_f32(w, KEY "ridge", (float)c->ridge));
+    TRY(vkv_gguf_set_f32(w, KEY "heldout_frac", (float)c->heldout_frac));
+    TRY(vkv_gguf_set_u64(w, KEY "corpus.tokens", c->corpus.n_tokens));
+    TRY(vkv_gguf_set_u64(w, KEY "corpus.tokens_heldout", c->corpus.n_tokens_heldout));
+    TRY(vkv_gguf_set_u32(w, KEY "corpus.sequences", c->corpus.n_seq));
+    TRY(vkv_gguf_set_u32(w, KEY "corpus.sequences_heldout", c->corpus.n_seq_heldout));
+    TRY(vkv_gguf_set_u32(w, KEY "corpus.seq_len", c->corpus.seq_len));
+    TRY(vkv_gguf_set_bool(w, KEY "corpus.byte_tokens", c->corpus.byte_tokens));
+    TRY(vkv_gguf_set_arr_str(w, KEY "corpus.sources", (const char *const *)c->corpus.sources, c->corpus.n_sources));
+    TRY(vkv_gguf_set_f32(w, KEY "r2_mean", (float)mean_n(c->r2, (size_t)L * H)));
+    TRY(vkv_gguf_set_f32(w, KEY "r2_joint_mean", (float)mean_n(c->r2_joint, L)));
+    TRY(vkv_gguf_set_f32(w, KEY "r2_mp_mean", (float)mean_n(c->r2_mp, (size_t)L * H)));
+    for (uint32_t l = 0; l < L; l++) {
+        size_t o = (size_t)l * H;
+        snprintf(key, sizeof key, KEY "blk.%u.r2", l);
+        TRY(set_f32_arr(w, key, c->r2 + o, H));
+        snprintf(key, sizeof key, KEY "blk.%u.r2_train", l);
+        TRY(set_f32_arr(w, key, c->r2_train + o, H));
+        snprintf(key, sizeof key, KEY "blk.%u.r2_mp", l);
+        TRY(set_f32_arr(w, key, c->r2_mp + o, H));
+        snprintf(key, sizeof key, KEY "blk.%u.rel_err", l);
+        TRY(set_f32_arr(w, key, c->rel_err + o, H));
+        snprintf(key, sizeof key, KEY "blk.%u.r2_joint", l);
+        TRY(vkv_gguf_set_f32(w, key, (float)c->r2_joint[l]));
+        snprintf(key, sizeof key, KEY "blk.%u.ridge_joint", l);
+        TRY(vkv_gguf_set_f32(w, key, (float)c->ridge_joint[l]));
+    }
+    for (uint32_t l = 0; l < L; l++) {
+        const float *src = c->w + (size_t)l * per_layer;
+        uint64_t ne[3] = {c->d_k, c->d_v, H};
+        snprintf(key, sizeof key, "calib.blk.%u.w", l);
+        if (f16) {
+            for (size_t i = 0; i < per_layer; i++) {
+                if (!(fabsf(src[i]) <= 65504.0f)) {
+                    st = vkv_error(VKV_ERR_ARG, "layer %u's map has an entry %g that f16 cannot hold; write f32", l, src[i]);
+                    goto out;
+                }
+                half[i] = vkv_f32_to_fp16(src[i]);
+            }
+            TRY(vkv_gguf_add_tensor(w, key, VKV_F16, 3, ne, half, per_layer * 2));
+        } else {
+            TRY(vkv_gguf_add_tensor(w, key, VKV_F32, 3, ne, src, per_layer * 4));
+        }
+    }
+    TRY(vkv_gguf_writer_to_file(w, path));
+#undef TRY
+out:
+    free(half);
+    vkv_gguf_writer_free(w);
+    return st;
+}
+
+/* Optional per-head f32 array: NaN when absent or malformed. */
+static void get_f32_arr(const vkv_gguf *g, const char *key, double *out, uint32_t n)
+{
+    vkv_gguf_type t;
+    uint64_t count;
+    const void *data;
+    for (uint32_t i = 0; i < n; i++) out[i] = NAN;
+    if (vkv_gguf_find_key(g, key) < 0 || vkv_gguf_get_arr(g, key, &t, &count, &data) || t != VKV_GGUF_FLOAT32 ||
+        count != n)
+        return;
+    for (uint32_t i = 0; i < n; i++) {
+        float f;
+        memcpy(&f, (const uint8_t *)data + 4ull * i, 4);
+        out[i] = f;
+    }
+}
+
+static char *gguf_strdup(vkv_gguf_str s)
+{
+    char *p = malloc(s.len + 1);
+    if (p) {
+        memcpy(p, s.data, s.len);
+        p[s.len] = 0;
+    }
+    return p;
+}
+
+vkv_status vkv_calib_read(const char *path, vkv_calib **out)
+{
+    *out = NULL;
+    vkv_gguf *g;
+    vkv_status st = vkv_gguf_open(path, &g);
+    if (st) return vkv_error_context(st, "cannot read the calibration file");
+    vkv_calib *c = NULL;
+    vkv_calib_identity id = {0};
+    uint32_t version = 0;
+    vkv_gguf_str arch, s;
+    if (vkv_gguf_find_key(g, KEY "version") < 0) {
+        st = vkv_error(VKV_ERR_FORMAT, "'%s' is not a vkvector calibration file (no " KEY "version key)", path);
+        goto error;
+    }
+    if ((st = vkv_gguf_get_u32(g, KEY "version", &version))) goto error;
+    if (version == 0 || version > VKV_CALIB_VERSION) {
+        st = vkv_error(VKV_ERR_UNSUPPORTED, "'%s' has calibration format version %u; this build reads up to %u", path,
+                       version, VKV_CALIB_VERSION);
+        goto error;
+    }
+    if ((st = vkv_gguf_get_str(g, KEY "model.architecture", &arch)) ||
+        (st = vkv_gguf_get_u32(g, KEY "model.n_layer", &id.n_layer)) ||
+        (st = vkv_gguf_get_u32(g, KEY "model.n_head_kv", &id.n_head_kv)) ||
+        (st = vkv_gguf_get_u32(g, KEY "model.head_dim", &id.head_dim)) ||
+        (st = vkv_gguf_get_u32(g, KEY "model.head_dim_v", &id.head_dim_v)) ||
+        (st = vkv_gguf_get_u32(g, KEY "model.n_embd", &id.n_embd)) ||
+        (st = vkv_gguf_get_u64(g, KEY "model.kv_hash", &id.kv_hash)))
+        goto error;
+    snprintf(id.arch, sizeof id.arch, "%.*s", (int)(arch.len < 31 ? arch.len : 31), arch.data);
+    if (!id.n_layer || !id.n_head_kv || !id.head_dim || !id.head_dim_v || id.n_layer > 4096 || id.n_head_kv > 4096 ||
+        id.head_dim > 4096 || id.head_dim_v > 4096) {
+        st = vkv_error(VKV_ERR_FORMAT, "'%s': implausible shape (%u layers, %u KV heads, head dims %u/%u)", path,
+                       id.n_layer, id.n_head_kv, id.head_dim, id.head_dim_v);
+        goto error;
+    }
+    if (!(c = vkv_calib_alloc(&id))) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto error;
+    }
+    c->version = version;
+    if (!vkv_gguf_get_str(g, KEY "model.name", &s))
+        snprintf(c->model_name, sizeof c->model_name, "%.*s", (int)(s.len < 255 ? s.len : 255), s.data);
+    vkv_clear_error();
+    float f;
+    if (!vkv_gguf_get_f32(g, KEY "ridge", &f)) c->ridge = f;
+    if (!vkv_gguf_get_f32(g, KEY "heldout_frac", &f)) c->heldout_frac = f;
+    vkv_gguf_get_u64(g, KEY "corpus.tokens", &c->corpus.n_tokens);
+    vkv_gguf_get_u64(g, KEY "corpus.tokens_heldout", &c->corpus.n_tokens_heldout);
+    vkv_gguf_get_u32_opt(g, KEY "corpus.sequences", &c->corpus.n_seq);
+    vkv_gguf_get_u32_opt(g, KEY "corpus.sequences_heldout", &c->corpus.n_seq_heldout);
+    vkv_gguf_get_u32_opt(g, KEY "corpus.seq_len", &c->corpus.seq_len);
+    vkv_gguf_get_bool_opt(g, KEY "corpus.byte_tokens", &c->corpus.byte_tokens);
+    vkv_gguf_type t;
+    uint64_t count;
+    const void *data;
+    if (vkv_gguf_find_key(g, KEY "corpus.sources") >= 0 && !vkv_gguf_get_arr(g, KEY "corpus.sources", &t, &count, &data) &&
+        t == VKV_GGUF_STRING && count < 1u << 20 && (c->corpus.sources = calloc(count ? count : 1, sizeof(char *)))) {
+        for (uint64_t i = 0; i < count; i++)
+            if (!vkv_gguf_arr_str(g, KEY "corpus.sources", i, &s) && (c->corpus.sources[c->corpus.n_sources] = gguf_strdup(s)))
+                c->corpus.n_sources++;
+    }
+    vkv_clear_error();
+    char key[128];
+    uint32_t H = id.n_head_kv;
+    size_t per_layer = (size_t)H * c->d_v * c->d_k;
+    for (uint32_t l = 0; l < id.n_layer; l++) {
+        size_t o = (size_t)l * H;
+        snprintf(key, sizeof key, KEY "blk.%u.r2", l);
+        get_f32_arr(g, key, c->r2 + o, H);
+        snprintf(key, sizeof key, KEY "blk.%u.r2_train", l);
+        get_f32_arr(g, key, c->r2_train + o, H);
+        snprintf(key, sizeof key, KEY "blk.%u.r2_mp", l);
+        get_f32_arr(g, key, c->r2_mp + o, H);
+        snprintf(key, sizeof key, KEY "blk.%u.rel_err", l);
+        get_f32_arr(g, key, c->rel_err + o, H);
+        snprintf(key, sizeof key, KEY "blk.%u.r2_joint", l);
+        if (vkv_gguf_find_key(g, key) >= 0 && !vkv_gguf_get_f32(g, key, &f)) c->r2_joint[l] = f;
+        snprintf(key, sizeof key, KEY "blk.%u.ridge_joint", l);
+        if (vkv_gguf_find_key(g, key) >= 0 && !vkv_gguf_get_f32(g, key, &f)) c->ridge_joint[l] = f;
+        vkv_clear_error();
+
+        snprintf(key, sizeof key, "calib.blk.%u.w", l);
+        const vkv_gguf_tensor *tt = vkv_gguf_find_tensor(g, key);
+        if (!tt) {
+            st = vkv_error(VKV_ERR_FORMAT, "'%s' has no tensor '%s' (%u layers expected)", path, key, id.n_layer);
+            goto error;
+        }
+        if (tt->ne[0] != c->d_k || tt->ne[1] != c->d_v || tt->ne[2] != H || tt->ne[3] != 1 ||
+            (tt->type != VKV_F32 && tt->type != VKV_F16)) {
+            st = vkv_error(VKV_ERR_FORMAT, "'%s': tensor '%s' is %llux%llux%llu of type %u, expected %ux%ux%u f32 or f16",
+                           path, key, (unsigned long long)tt->ne[0], (unsigned long long)tt->ne[1],
+                           (unsigned long long)tt->ne[2], tt->type, c->d_k, c->d_v, H);
+            goto error;
+        }
+        float *dst = c->w + (size_t)l * per_layer;
+        if (tt->type == VKV_F32) {
+            memcpy(dst, tt->data, per_layer * 4);
+        } else {
+            for (size_t i = 0; i < per_layer; i++) {
+                uint16_t hbits;
+                memcpy(&hbits, (const uint8_t *)tt->data + 2 * i, 2);
+                dst[i] = vkv_fp16_to_f32(hbits);
+            }
+        }
+        for (size_t i = 0; i < per_layer; i++)
+            if (!isfinite(dst[i])) {
+                st = vkv_error(VKV_ERR_FORMAT, "'%s': layer %u's map has a non-finite entry", path, l);
+                goto error;
+            }
+    }
+    vkv_gguf_close(g);
+    *out = c;
+    return VKV_OK;
+error:
+    vkv_calib_free(c);
+    vkv_gguf_close(g);
+    return st;
+}
+
+static void describe(const vkv_calib_identity *id, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s, %u layers, %u KV heads of %u/%u dims, n_embd %u, K/V weight hash %016llx", id->arch,
+             id->n_layer, id->n_head_kv, id->head_dim, id->head_dim_v, id->n_embd, (unsigned long long)id->kv_hash);
+}
+
+vkv_status vkv_calib_check_model(const vkv_calib *c, const char *calib_path, const vkv_model *m)
+{
+    vkv_calib_identity mid;
+    vkv_status st = vkv_calib_identity_of(m->gguf, &m->hp, &mid);
+    if (st) return st;
+    const vkv_calib_identity *a = &c->id;
+    bool same_shape = !strcmp(a->arch, mid.arch) && a->n_layer == mid.n_layer && a->n_head_kv == mid.n_head_kv &&
+                      a->head_dim == mid.head_dim && a->head_dim_v == mid.head_dim_v && a->n_embd == mid.n_embd;
+    if (same_shape && a->kv_hash == mid.kv_hash) return VKV_OK;
+    char want[256], have[256], name[300] = "another model";
+    describe(a, want, sizeof want);
+    describe(&mid, have, sizeof have);
+    if (c->model_name[0]) snprintf(name, sizeof name, "the model \"%s\"", c->model_name);
+    return vkv_error(VKV_ERR_ARG,
+                     "calibration file '%s' was made for %s (%s), but this model (%s) has %s; "
+                     "run 'vkvector calib -m %s' to calibrate this model",
+                     calib_path, name, want, m->path, have, m->path);
+}
+
+vkv_status vkv_calib_load(const char *path, const vkv_model *m, vkv_calib **out)
+{
+    *out = NULL;
+    vkv_calib *c;
+    vkv_status st = vkv_calib_read(path, &c);
+    if (st) return st;
+    if ((st = vkv_calib_check_model(c, path, m))) {
+        vkv_calib_free(c);
+        return st;
+    }
+    *out = c;
+    return VKV_OK;
+}

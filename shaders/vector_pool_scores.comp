@@ -1,0 +1,20 @@
+#version 450
+// VECTOR's asymmetric truncation, step 1: ranks the pool by residual. Pool
+// tokens get score -eps (the lowest residuals rank highest, so a top-k picks
+// the tokens to approximate); tokens outside the pool get -inf and are never
+// picked.  s[h, j] = pool[h, j] != 0 ? -eps[h, j] : -inf
+
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer Pbuf { uint pool[]; };  // [n_kv_head, n] 1 = in the pool
+layout(binding = 1) readonly buffer Ebuf { float eps[]; };  // [n_kv_head, n]
+layout(binding = 2) writeonly buffer Sbuf { float s[]; };   // [n_kv_head, n]
+
+layout(push_constant) uniform PC { uint total; } pc;
+
+void main()
+{
+    uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (i >= pc.total) return;
+    s[i] = pool[i] != 0u ? -eps[i] : -1.0 / 0.0;
+}

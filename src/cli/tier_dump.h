@@ -1,0 +1,36 @@
+/* --tier-dump: per layer and KV head, each context position's tier,
+ * importance score and residual, the token text, and byte counts, as JSON
+ * (the input of `vkvector viz`). Format, version 1:
+ * {
+ *   "vkvector_tier_dump": 1,
+ *   "model": path, "arch": "llama", "n_layer": L, "n_kv_head": H, "head_dim": d,
+ *   "kv_type": "f16", "press": "keydiff", "compression": p_c, "approx_ratio": p_a,
+ *   "vector": bool, "query_aware": bool, "n_context": n,
+ *   "tokens": [n strings],
+ *   "bytes": {"uncompressed": .., "retained": .., "approximated": .., "w_matrices": .., "kept_total": ..},
+ *   "layers": [{"layer": l, "distortion": E, "bytes_retained": .., "bytes_approximated": ..,
+ *               "heads": [{"head": h, "n_retained": .., "n_approximated": .., "n_evicted": ..,
+ *                          "r2": .. | null, "rel_err": .. | null,
+ *                          "tiers": "RRAE.." (one letter per position: R retained, A approximated, E evicted),
+ *                          "scores": [n numbers | null for +-inf], "residuals": [n numbers | null outside the pool]}]}]
+ * } */
+#ifndef VKV_TIER_DUMP_H
+#define VKV_TIER_DUMP_H
+
+#include "press/vector.h"
+#include "tok/tokenizer.h"
+
+typedef struct vkv_tier_dump_info {
+    const char *model_path, *press;
+    const vkv_model *model;
+    vkv_dtype kv_type;
+    float compression;
+    bool vector, query_aware;
+    const int32_t *ids;      /* the n context tokens */
+    const vkv_tokenizer *tok;/* may be NULL: tokens are then written as ids */
+    vkv_kv_memory mem;
+} vkv_tier_dump_info;
+
+vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *info, const vkv_vector_report *r);
+
+#endif

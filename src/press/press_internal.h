@@ -1,0 +1,78 @@
+/* Helpers shared by the scorers of src/press/: parameter defaults, checks of
+ * a layer's shapes and views, binding a layer's K cache within the storage
+ * range, carving the scratch, and the window attention that SnapKV, PyramidKV
+ * and TOVA share (press/window_attn.c). */
+#ifndef VKV_PRESS_INTERNAL_H
+#define VKV_PRESS_INTERNAL_H
+
+#include "press/press.h"
+#include "vk/ops_internal.h"
+
+#define VKV_PRESS_MAX_HEAD_DIM 256
+/* Scratch sub-buffers start at multiples of this: the largest
+ * minStorageBufferOffsetAlignment Vulkan allows. */
+#define VKV_PRESS_SCRATCH_ALIGN 256u
+
+static inline uint64_t vkv_press_align_up(uint64_t x)
+{
+    return (x + VKV_PRESS_SCRATCH_ALIGN - 1) / VKV_PRESS_SCRATCH_ALIGN * VKV_PRESS_SCRATCH_ALIGN;
+}
+
+/* Parameters with the zero-means-default rule applied. */
+uint32_t vkv_press_window_of(const vkv_press_params *p); /* 64 */
+uint32_t vkv_press_kernel_of(const vkv_press_params *p); /* 5 */
+double vkv_press_beta_of(const vkv_press_params *p);     /* 20 */
+
+/* p_c as the double Python would hold for the decimal the user typed: the
+ * shortest decimal that rounds to the float, read back in double. */
+double vkv_press_decimal(float x);
+
+/* Shapes every scorer needs: n >= 1, n <= n_ctx, GQA heads, head_dim a
+ * multiple of 4 up to 256, an f16/f32 cache, p_c in [0, 1). */
+vkv_status vkv_press_check_layer(const vkv_press_params *p, const vkv_press_layer *in, const char *name);
+/* Views score_gpu binds: the K cache and scores[n_kv_head, n] (one range). */
+vkv_status vkv_press_check_views(vkv_gpu *gpu, const vkv_press_layer *in, vkv_view scores, const char *name);
+/* The scratch holds `bytes` in one range. */
+vkv_status vkv_press_check_scratch(vkv_gpu *gpu, const vkv_press_layer *in, uint64_t bytes, const char *name);
+
+/* KV heads per dispatch such that the K cache bound from any head, up to the
+ * n used slots of the last bound head, fits one storage range (all heads
+ * unless the cache is big; the per-head stride must then be aligned). */
+vkv_status vkv_press_k_heads_per_dispatch(vkv_gpu *gpu, const vkv_press_layer *in, const char *name,
+                                          uint32_t *heads_per);
+/* Binding of heads h0 .. h0 + nh - 1 of in->k (slots 0..n-1 of the last). */
+vkv_binding vkv_press_bind_k(const vkv_press_layer *in, uint32_t h0, uint32_t nh);
+/* A view `offset` bytes into the scratch (offset: a multiple of VKV_PRESS_SCRATCH_ALIGN). */
+static inline vkv_view vkv_press_scratch_at(const vkv_press_layer *in, uint64_t offset)
+{
+    return (vkv_view){in->scratch.buf, in->scratch.offset + offset};
+}
+/* Workgroups along x covering `count` invocations of kernel k (one per
+ * token); an error past the device's x limit. */
+vkv_status vkv_press_groups_x(vkv_gpu *gpu, vkv_kernel k, uint64_t count, const char *name, uint32_t *gx);
+/* Element (h, j, d) of the host copy of the K cache, as f32. */
+float vkv_press_k_host(const vkv_press_layer *in, uint32_t h, uint32_t j, uint32_t d);
+
+/* ---- window attention (press/window_attn.c) ----
+ * The last w captured queries (positions n - w .. n - 1; rows
+ * in->window - w .. of q_window) attend causally to the cache with softmax
+ * scale 1/sqrt(head_dim); raw[h, j] = sum over those queries and the query
+ * heads of KV head h's group of the weight on key j, for j < n_pre. */
+vkv_status vkv_press_window_check(const vkv_press_layer *in, uint32_t w, const char *name);
+/* Scratch: the normaliser pairs [n_split, w, n_head] vec2, then raw [n_kv_head, n_pre] f32. */
+uint64_t vkv_press_window_scratch_bytes(const vkv_press_layer *in, uint32_t w, uint32_t n_pre);
+uint64_t vkv_press_window_raw_offset(const vkv_press_layer *in, uint32_t w);
+/* Records the two dispatches; raw lands at vkv_press_window_raw_offset(). */
+vkv_status vkv_press_window_gpu(vkv_gpu *gpu, const vkv_press_layer *in, uint32_t w, uint32_t n_pre,
+                                const char *name);
+/* raw[n_kv_head, n_pre] in double on the host (VKV_ERR_OOM only). */
+vkv_status vkv_press_window_ref(const vkv_press_layer *in, uint32_t w, uint32_t n_pre, double *raw);
+
+/* ---- SnapKV's scores, shared with PyramidKV (press/snapkv.c) ---- */
+vkv_status vkv_snapkv_score_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores,
+                                const char *name);
+vkv_status vkv_snapkv_score_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores,
+                                const char *name);
+uint64_t vkv_snapkv_scratch_bytes(const vkv_press_params *p, const vkv_press_layer *in);
+
+#endif

@@ -1,0 +1,50 @@
+/* Top-k selection op wrapper (see select.h): checks, row chunks that fit one
+ * storage range, and the dispatch of shaders/topk_select.comp. */
+#include "press/select.h"
+
+#include "vk/ops_internal.h"
+
+/* The push constants of topk_select.comp. */
+typedef struct topk_pc {
+    uint32_t rows, n, k_uniform, use_k_buf, row0, groups_x;
+} topk_pc;
+
+vkv_status vkv_op_topk_select(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, vkv_view k_per_row,
+                              uint32_t k_uniform, vkv_view mask)
+{
+    const char *op = "topk_select";
+    const uint64_t row_bytes = 4ull * n, bytes = row_bytes * rows;
+    const bool use_k = k_per_row.buf != NULL;
+    vkv_status st;
+    if (!rows || !n) return VKV_OK;
+    if ((st = vkv_ops_check_view(gpu, scores, bytes, op, "the scores")) ||
+        (st = vkv_ops_check_view(gpu, mask, bytes, op, "the mask")) ||
+        (use_k && (st = vkv_ops_check_view(gpu, k_per_row, 4ull * rows, op, "k per row"))) ||
+        (use_k && (st = vkv_ops_check_single_range(gpu, 4ull * rows, op, "k per row"))) ||
+        (st = vkv_ops_check_single_range(gpu, row_bytes, op, "one row of scores")))
+        return st;
+
+    /* Rows per dispatch: all when they fit one range, else the most that do
+     * and keep the next chunk's offset aligned. */
+    uint64_t per = rows;
+    if (bytes > vkv_ops_max_range(gpu)) {
+        uint64_t step = 1;
+        while ((step * row_bytes) % vkv_ops_align(gpu)) step++;
+        per = vkv_ops_max_range(gpu) / row_bytes;
+        per -= per % step;
+        if (!per)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "topk_select: rows of %u scores cannot be bound at aligned offsets "
+                             "within this device's storage range", n);
+    }
+    for (uint64_t r0 = 0; r0 < rows; r0 += per) {
+        const uint32_t nr = (uint32_t)(rows - r0 < per ? rows - r0 : per);
+        uint32_t gx, gy;
+        vkv_ops_spread_groups(gpu, nr, &gx, &gy);
+        topk_pc pc = {nr, n, k_uniform, use_k, (uint32_t)r0, gx};
+        vkv_binding b[3] = {vkv_ops_bind(scores, r0 * row_bytes, nr * row_bytes),
+                            use_k ? vkv_ops_bind(k_per_row, 0, 4ull * rows) : vkv_ops_bind(scores, 0, 4),
+                            vkv_ops_bind(mask, r0 * row_bytes, nr * row_bytes)};
+        if ((st = vkv_cmd_dispatch(gpu, VKV_K_TOPK_SELECT, b, 3, &pc, sizeof pc, gx, gy, 1))) return st;
+    }
+    return VKV_OK;
+}

@@ -1,0 +1,43 @@
+/* StreamingLLM (kvpress's StreamingLLMPress): keep the first n_sink "attention
+ * sink" tokens and the most recent ones. kvpress scores 1 for the sinks and
+ * the tail and 0 for the n - n_kept tokens right after the sinks; here
+ * scores[h, j] = +inf for j < n_sink, else j, which makes any top-k (n_kept,
+ * or VECTOR's larger pool) the sinks plus the latest tokens: the same set for
+ * n_kept, and a meaningful one for every other count. Scores are exact
+ * integers up to 2^24 on both sides. shaders/press_streamingllm.comp. */
+#include "press/press_internal.h"
+
+#include <math.h>
+
+static vkv_status streamingllm_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in,
+                                   vkv_view scores)
+{
+    const char *name = "streamingllm";
+    const uint64_t bytes = 4ull * in->n_kv_head * in->n;
+    uint32_t gx;
+    vkv_status st;
+    if ((st = vkv_press_check_layer(p, in, name)) || (st = vkv_ops_check_view(gpu, scores, bytes, name, "the scores")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores")) ||
+        (st = vkv_press_groups_x(gpu, VKV_K_PRESS_STREAMINGLLM, in->n, name, &gx)))
+        return st;
+    struct { uint32_t n, n_sink; } pc = {in->n, p->n_sink};
+    vkv_binding b[1] = {vkv_ops_bind(scores, 0, bytes)};
+    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, b, 1, &pc, sizeof pc, gx, in->n_kv_head, 1);
+}
+
+static vkv_status streamingllm_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)
+{
+    vkv_status st = vkv_press_check_layer(p, in, "streamingllm");
+    if (st) return st;
+    for (uint32_t h = 0; h < in->n_kv_head; h++)
+        for (uint32_t j = 0; j < in->n; j++) scores[(size_t)h * in->n + j] = j < p->n_sink ? INFINITY : (float)j;
+    return VKV_OK;
+}
+
+const vkv_press_ops vkv_press_streamingllm = {
+    .name = "streamingllm",
+    .window = 0,
+    .query_aware = false,
+    .score_gpu = streamingllm_gpu,
+    .score_ref = streamingllm_ref,
+};

@@ -1,0 +1,291 @@
+/* Every scorer on the GPU against its CPU reference (score_ref): for f32 and
+ * f16 caches, the scores agree (NMSE <= 1e-7 over the finite entries, forced
+ * keeps at exactly the same places) and the top-k selections at
+ * p_c in {0.25, 0.5, 0.9}, made on the device from the GPU scores
+ * (vkv_op_topk_select) and on the host from the reference scores
+ * (vkv_ref_topk_select), are identical.
+ *
+ * Identical selections from scores that differ in the last bits need data
+ * without near-ties at the selection boundary: each case draws random
+ * inputs, and redraws (next seed) while some row's k-th and (k+1)-th
+ * reference scores are closer than 1e-5 of the row's score range. Exact
+ * ties of forced keeps (+inf) are fine: both sides break them by position.
+ *
+ * Skips (77) when there is no Vulkan device. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/rng.h"
+#include "press/press.h"
+#include "press/select.h"
+#include "ref/ref_attn.h"
+#include "ref/ref_select.h"
+
+static vkv_gpu *gpu;
+
+static const float compressions[] = {0.25f, 0.5f, 0.9f};
+#define N_PC 3
+#define MAX_ATTEMPTS 20
+
+typedef struct press_shape {
+    uint32_t n_head, n_kv_head, head_dim, n, n_ctx;
+    uint32_t block; /* KeyDiff block (0 = whole sequence) */
+} press_shape;
+
+/* Inputs and the reference of one case. */
+typedef struct press_data {
+    vkv_press_params pp;
+    vkv_press_layer in;
+    void *k_cache;    /* [n_kv_head, n_ctx, head_dim] of kv_type; slots >= n are NaN */
+    float *q;         /* [window, n_head, head_dim] f32 */
+    float *ref;       /* [n_kv_head, n] reference scores */
+    uint32_t k[N_PC]; /* tokens kept per KV head at each compression */
+} press_data;
+
+static uint32_t kept(const vkv_press_ops *ops, const vkv_press_params *p, float pc, uint32_t n)
+{
+    vkv_press_params q = *p;
+    q.compression = pc;
+    /* Layer 1 of 4 for PyramidKV (at these n it falls back to round(n (1 - p_c))). */
+    return ops->n_kept ? ops->n_kept(&q, 1, 4, n) : vkv_press_n_kept_uniform(pc, n);
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return x > y ? -1 : x < y;
+}
+
+/* Whether selecting k of the row cannot flip under last-bit differences. */
+static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *tmp)
+{
+    if (k == 0 || k >= n) return true;
+    float range = 0;
+    for (uint32_t j = 0; j < n; j++) {
+        tmp[j] = isnan(row[j]) ? -INFINITY : row[j];
+        if (isfinite(tmp[j]) && fabsf(tmp[j]) > range) range = fabsf(tmp[j]);
+    }
+    qsort(tmp, n, sizeof *tmp, cmp_desc);
+    const float a = tmp[k - 1], b = tmp[k];
+    if (isinf(a) && a == b) return true; /* among forced keeps: broken by position on both sides */
+    return a - b > 1e-5f * range;
+}
+
+static void data_free(press_data *d)
+{
+    free(d->k_cache);
+    free(d->q);
+    free(d->ref);
+    memset(d, 0, sizeof *d);
+}
+
+/* Draws inputs until the reference selections are clear of near-ties. */
+static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape *s, press_data *d)
+{
+    const uint32_t window = s->n < 64 ? s->n : 64, hd = s->head_dim;
+    const size_t qn = (size_t)window * s->n_head * hd, kn = (size_t)s->n * s->n_kv_head * hd;
+    const size_t sn = (size_t)s->n_kv_head * s->n;
+    memset(d, 0, sizeof *d);
+    d->pp = vkv_press_params_default(0.5f);
+    d->pp.block = s->block;
+    d->k_cache = malloc(vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, hd));
+    d->q = malloc(qn * sizeof *d->q);
+    d->ref = malloc(sn * sizeof *d->ref);
+    float *src = malloc(kn * sizeof *src), *tmp = malloc(s->n * sizeof *tmp);
+    assert_true(d->k_cache && d->q && d->ref && src && tmp);
+    /* Unused slots hold NaN so a kernel reading past n poisons its scores. */
+    for (uint32_t h = 0; h < s->n_kv_head; h++)
+        for (uint32_t j = s->n; j < s->n_ctx; j++)
+            for (uint32_t e = 0; e < hd; e++) {
+                size_t o = ((size_t)h * s->n_ctx + j) * hd + e;
+                if (kv == VKV_F16) ((uint16_t *)d->k_cache)[o] = 0x7e00u;
+                else ((float *)d->k_cache)[o] = NAN;
+            }
+    bool clear = false;
+    for (uint32_t attempt = 0; attempt < MAX_ATTEMPTS && !clear; attempt++) {
+        vkv_rng rng = vkv_rng_new(0x5eed0000u + 977u * attempt + 31u * s->n + kv);
+        for (size_t i = 0; i < kn; i++) src[i] = vkv_rng_uniform(&rng, -1.0f, 1.0f);
+        for (size_t i = 0; i < qn; i++) d->q[i] = vkv_rng_uniform(&rng, -4.0f, 4.0f);
+        vkv_kv_cache_store(kv, d->k_cache, s->n_kv_head, s->n_ctx, hd, 0, src, s->n);
+        d->in = (vkv_press_layer){.layer = 1, .n_layer = 4, .n = s->n, .n_head = s->n_head,
+                                  .n_kv_head = s->n_kv_head, .head_dim = hd, .n_ctx = s->n_ctx, .kv_type = kv,
+                                  .window = window, .k_host = d->k_cache, .v_host = d->k_cache, .q_window_host = d->q};
+        assert_int_equal(ops->score_ref(&d->pp, &d->in, d->ref), VKV_OK);
+        clear = true;
+        for (int c = 0; c < N_PC; c++) {
+            d->k[c] = kept(ops, &d->pp, compressions[c], s->n);
+            for (uint32_t h = 0; h < s->n_kv_head && clear; h++)
+                clear = boundary_is_clear(d->ref + (size_t)h * s->n, s->n, d->k[c], tmp);
+        }
+    }
+    free(src);
+    free(tmp);
+    if (!clear) fail_msg("%s: no draw in %d without a near-tie at the selection boundary", ops->name, MAX_ATTEMPTS);
+}
+
+static vkv_buffer *upload(const void *data, uint64_t bytes, const char *what)
+{
+    vkv_buffer *b;
+    assert_int_equal(vkv_buffer_create(gpu, bytes ? bytes : 16, VKV_MEM_DEVICE, what, &b), VKV_OK);
+    if (data && bytes) assert_int_equal(vkv_buffer_upload(gpu, b, 0, data, bytes), VKV_OK);
+    return b;
+}
+
+/* One scorer on one cache type: scores and selections against the reference. */
+static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
+{
+    const vkv_press_ops *ops = vkv_press_find(name);
+    assert_non_null(ops);
+    press_data d;
+    data_make(ops, kv, s, &d);
+    const size_t sn = (size_t)s->n_kv_head * s->n;
+    const uint64_t qb = 4ull * d.in.window * s->n_head * s->head_dim;
+    vkv_buffer *kb = upload(d.k_cache, vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, s->head_dim), "K cache");
+    vkv_buffer *qbuf = upload(d.q, qb, "window queries");
+    vkv_buffer *scratch = upload(NULL, vkv_press_scratch_bytes(ops, &d.pp, &d.in), "press scratch");
+    vkv_buffer *sb = upload(NULL, sn * 4, "scores"), *mb[N_PC];
+    for (int c = 0; c < N_PC; c++) mb[c] = upload(NULL, sn * 4, "mask");
+    d.in.k = d.in.v = vkv_view_of(kb);
+    d.in.q_window = vkv_view_of(qbuf);
+    d.in.scratch = vkv_view_of(scratch);
+
+    assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
+    vkv_status st = ops->score_gpu(gpu, &d.pp, &d.in, vkv_view_of(sb));
+    for (int c = 0; c < N_PC && !st; c++)
+        st = vkv_op_topk_select(gpu, vkv_view_of(sb), s->n_kv_head, s->n, (vkv_view){0}, d.k[c], vkv_view_of(mb[c]));
+    vkv_status sub = vkv_cmd_submit(gpu);
+    if (st) fail_msg("%s: %s", name, vkv_last_error());
+    assert_int_equal(sub, VKV_OK);
+
+    float *got = malloc(sn * 4);
+    uint32_t *mask = malloc(sn * 4), *want = malloc(sn * 4);
+    assert_true(got && mask && want);
+    assert_int_equal(vkv_buffer_download(gpu, sb, 0, got, sn * 4), VKV_OK);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < sn; i++) {
+        if (isinf(d.ref[i]) || isinf(got[i])) {
+            if (got[i] != d.ref[i]) fail_msg("%s %s: score %zu is %g, reference %g", name, kv == VKV_F16 ? "f16" : "f32", i, got[i], d.ref[i]);
+            continue;
+        }
+        assert_false(isnan(got[i]));
+        num += ((double)got[i] - d.ref[i]) * ((double)got[i] - d.ref[i]);
+        den += (double)d.ref[i] * d.ref[i];
+    }
+    const double nmse = den > 0 ? num / den : num;
+    if (nmse > 1e-7) fail_msg("%s %s: NMSE %.3e > 1e-7", name, kv == VKV_F16 ? "f16" : "f32", nmse);
+    for (int c = 0; c < N_PC; c++) {
+        assert_int_equal(vkv_buffer_download(gpu, mb[c], 0, mask, sn * 4), VKV_OK);
+        assert_int_equal(vkv_ref_topk_select(d.ref, s->n_kv_head, s->n, NULL, d.k[c], want), VKV_OK);
+        for (size_t i = 0; i < sn; i++)
+            if (mask[i] != want[i])
+                fail_msg("%s %s p_c %.2f (k %u): token %zu of KV head %zu selected %u by the GPU, %u by the reference",
+                         name, kv == VKV_F16 ? "f16" : "f32", compressions[c], d.k[c], i % s->n, i / s->n, mask[i],
+                         want[i]);
+    }
+    free(got);
+    free(mask);
+    free(want);
+    for (int c = 0; c < N_PC; c++) vkv_buffer_destroy(gpu, mb[c]);
+    vkv_buffer_destroy(gpu, sb);
+    vkv_buffer_destroy(gpu, scratch);
+    vkv_buffer_destroy(gpu, qbuf);
+    vkv_buffer_destroy(gpu, kb);
+    data_free(&d);
+}
+
+static void check_both_types(const char *name, const press_shape *s)
+{
+    check_press(name, VKV_F32, s);
+    check_press(name, VKV_F16, s);
+}
+
+/* GQA 4:1, head_dim 64, a cache longer than the context. */
+static const press_shape gqa = {8, 2, 64, 300, 320, 0};
+
+static void knorm_gpu_matches_reference(void **state) { (void)state; check_both_types("knorm", &gqa); }
+static void keydiff_gpu_matches_reference(void **state) { (void)state; check_both_types("keydiff", &gqa); }
+
+static void blockwise_keydiff_gpu_matches_reference(void **state)
+{
+    (void)state;
+    const press_shape s = {8, 2, 64, 300, 320, 128}; /* blocks of 128, 128, 44 */
+    check_both_types("keydiff", &s);
+}
+
+static void streamingllm_gpu_matches_reference(void **state) { (void)state; check_both_types("streamingllm", &gqa); }
+static void snapkv_gpu_matches_reference(void **state) { (void)state; check_both_types("snapkv", &gqa); }
+static void pyramidkv_gpu_matches_reference(void **state) { (void)state; check_both_types("pyramidkv", &gqa); }
+
+static void tova_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_both_types("tova", &gqa);
+    const press_shape mha = {4, 4, 32, 200, 200, 0};
+    check_press("tova", VKV_F16, &mha);
+}
+
+/* The error reaches the caller with both numbers; nothing is recorded. */
+static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
+{
+    (void)state;
+    const press_shape s = {4, 2, 32, 40, 48, 0};
+    const vkv_press_ops *ops = vkv_press_find("snapkv");
+    vkv_press_params pp = vkv_press_params_default(0.5f);
+    vkv_buffer *kb = upload(NULL, vkv_kv_cache_bytes(VKV_F32, 2, 48, 32), "K cache");
+    vkv_buffer *qb = upload(NULL, 4ull * 40 * 4 * 32, "q"), *sb = upload(NULL, 4ull * 2 * 40, "scores");
+    vkv_press_layer in = {.n = s.n, .n_layer = 1, .n_head = 4, .n_kv_head = 2, .head_dim = 32, .n_ctx = 48,
+                          .kv_type = VKV_F32, .k = vkv_view_of(kb), .v = vkv_view_of(kb), .window = 40,
+                          .q_window = vkv_view_of(qb), .scratch = vkv_view_of(sb)};
+    assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
+    vkv_status st = ops->score_gpu(gpu, &pp, &in, vkv_view_of(sb));
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", vkv_last_error());
+    assert_int_equal(vkv_cmd_submit(gpu), VKV_OK);
+    assert_int_equal(st, VKV_ERR_ARG);
+    assert_non_null(strstr(msg, "40 tokens"));
+    assert_non_null(strstr(msg, "64"));
+    vkv_buffer_destroy(gpu, kb);
+    vkv_buffer_destroy(gpu, qb);
+    vkv_buffer_destroy(gpu, sb);
+}
+
+int main(void)
+{
+    vkv_instance *inst;
+    vkv_status st = vkv_instance_create(vkv_validation_requested(), false, &inst);
+    if (st == VKV_ERR_NO_DEVICE) {
+        fprintf(stderr, "test_press: skipped: %s\n", vkv_last_error());
+        return 77;
+    }
+    if (st || (st = vkv_gpu_create(inst, -1, &gpu))) {
+        fprintf(stderr, "test_press: %s\n", vkv_last_error());
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(knorm_gpu_matches_reference),
+        cmocka_unit_test(keydiff_gpu_matches_reference),
+        cmocka_unit_test(blockwise_keydiff_gpu_matches_reference),
+        cmocka_unit_test(streamingllm_gpu_matches_reference),
+        cmocka_unit_test(snapkv_gpu_matches_reference),
+        cmocka_unit_test(pyramidkv_gpu_matches_reference),
+        cmocka_unit_test(tova_gpu_matches_reference),
+        cmocka_unit_test(snapkv_gpu_rejects_a_context_shorter_than_its_window),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    uint32_t verr = vkv_instance_validation_errors(inst);
+    vkv_gpu_destroy(gpu);
+    vkv_instance_destroy(inst);
+    if (verr) {
+        fprintf(stderr, "test_press: %u validation error(s)\n", verr);
+        return 1;
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,314 @@
+/* The scorers' CPU references (score_ref of src/press/<scorer>.c), kvpress's token
+ * counts and the reference top-k selection, on cases small enough to work
+ * out by hand. No GPU is used: score_ref only reads the host copies. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "press/press.h"
+#include "ref/ref_attn.h"
+#include "ref/ref_select.h"
+
+#define HD 4
+
+/* A layer of n tokens, one KV head per query head unless told, f32 cache
+ * [n_kv_head, n_ctx = n, HD] given as keys[n_kv_head][n][HD]. */
+static vkv_press_layer layer_f32(const float *keys, uint32_t n, uint32_t n_head, uint32_t n_kv_head,
+                                 const float *q, uint32_t window)
+{
+    return (vkv_press_layer){.layer = 0, .n_layer = 1, .n = n, .n_head = n_head, .n_kv_head = n_kv_head,
+                             .head_dim = HD, .n_ctx = n, .kv_type = VKV_F32, .window = window,
+                             .k_host = keys, .v_host = keys, .q_window_host = q};
+}
+
+static void score(const char *name, const vkv_press_params *p, const vkv_press_layer *in, float *out)
+{
+    const vkv_press_ops *ops = vkv_press_find(name);
+    assert_non_null(ops);
+    assert_int_equal(ops->score_ref(p, in, out), VKV_OK);
+}
+
+static void knorm_scores_minus_the_key_norm(void **state)
+{
+    (void)state;
+    float keys[3 * HD] = {3, 4, 0, 0, /**/ 0, 0, 0, 0, /**/ 1, -2, 2, 4};
+    float out[3];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    vkv_press_layer in = layer_f32(keys, 3, 1, 1, NULL, 0);
+    score("knorm", &p, &in, out);
+    assert_float_equal(out[0], -5.0f, 1e-6);
+    assert_float_equal(out[1], 0.0f, 0);
+    assert_float_equal(out[2], -5.0f, 1e-6);
+
+    /* The same keys stored as f16 (all exact): the same scores. */
+    uint16_t k16[3 * HD];
+    vkv_kv_cache_store(VKV_F16, k16, 1, 3, HD, 0, keys, 3);
+    in.kv_type = VKV_F16;
+    in.k_host = k16;
+    float out16[3];
+    score("knorm", &p, &in, out16);
+    assert_memory_equal(out, out16, sizeof out);
+}
+
+static void keydiff_scores_minus_the_cosine_to_the_mean_normalised_key(void **state)
+{
+    (void)state;
+    /* Normalised keys e1, e2, e1 (the third is 2 e1), and a zero key that
+     * adds nothing: a = (2/3, 1/3, 0, 0)... divided by n = 4, which does not
+     * change a cosine. cos(e1, a) = 2/sqrt(5), cos(e2, a) = 1/sqrt(5). */
+    float keys[4 * HD] = {1, 0, 0, 0, /**/ 0, 1, 0, 0, /**/ 2, 0, 0, 0, /**/ 0, 0, 0, 0};
+    float out[4];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    vkv_press_layer in = layer_f32(keys, 4, 1, 1, NULL, 0);
+    score("keydiff", &p, &in, out);
+    assert_float_equal(out[0], -2.0 / sqrt(5.0), 1e-6);
+    assert_float_equal(out[1], -1.0 / sqrt(5.0), 1e-6);
+    assert_float_equal(out[2], -2.0 / sqrt(5.0), 1e-6);
+    assert_float_equal(out[3], 0.0f, 0); /* zero key: cos = 0 */
+}
+
+static void blockwise_keydiff_uses_the_mean_of_every_block_seen_so_far(void **state)
+{
+    (void)state;
+    /* Blocks of 2: block 0 = (e1, e2), anchor (1/2, 1/2): cos 1/sqrt(2) for
+     * both. Block 1 = (e2, e2), anchor over all four = (1/4, 3/4):
+     * cos(e2, a) = 3/sqrt(10). */
+    float keys[4 * HD] = {1, 0, 0, 0, /**/ 0, 1, 0, 0, /**/ 0, 5, 0, 0, /**/ 0, 1, 0, 0};
+    float out[4];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    p.block = 2;
+    vkv_press_layer in = layer_f32(keys, 4, 1, 1, NULL, 0);
+    score("keydiff", &p, &in, out);
+    assert_float_equal(out[0], -1.0 / sqrt(2.0), 1e-6);
+    assert_float_equal(out[1], -1.0 / sqrt(2.0), 1e-6);
+    assert_float_equal(out[2], -3.0 / sqrt(10.0), 1e-6);
+    assert_float_equal(out[3], -3.0 / sqrt(10.0), 1e-6);
+    /* A block at least as long as the context is plain KeyDiff. */
+    float whole[4];
+    p.block = 0;
+    score("keydiff", &p, &in, whole);
+    p.block = 4;
+    score("keydiff", &p, &in, out);
+    assert_memory_equal(out, whole, sizeof out);
+}
+
+static void streamingllm_keeps_the_sinks_and_the_most_recent_tokens(void **state)
+{
+    (void)state;
+    float keys[10 * HD] = {0}, out[10];
+    uint32_t mask[10];
+    vkv_press_params p = vkv_press_params_default(0.4f);
+    vkv_press_layer in = layer_f32(keys, 10, 1, 1, NULL, 0);
+    score("streamingllm", &p, &in, out);
+    uint32_t k = vkv_press_n_kept_uniform(p.compression, 10);
+    assert_int_equal(k, 6);
+    assert_int_equal(vkv_ref_topk_select(out, 1, 10, NULL, k, mask), VKV_OK);
+    const uint32_t want[10] = {1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
+    assert_memory_equal(mask, want, sizeof want);
+}
+
+/* q = 0: every visible key gets the same weight. Window w = 2 of n = 6:
+ * query 0 (position 4) sees keys 0..4 (1/5 each), query 1 sees 0..5 (1/6):
+ * mean 11/60 on each of the 4 prefix keys. Pool 5 with zero padding,
+ * always / 5: the ends have 3 taps inside, the middle 4. */
+static void snapkv_pools_the_mean_window_attention_with_zero_padding(void **state)
+{
+    (void)state;
+    float keys[6 * HD], q[2 * 2 * HD] = {0}, out[6];
+    for (int i = 0; i < 6 * HD; i++) keys[i] = (float)(i % 7) - 3.0f;
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    p.window = 2;
+    /* Two query heads on one KV head (both q = 0): the group mean changes nothing. */
+    vkv_press_layer in = layer_f32(keys, 6, 2, 1, q, 2);
+    score("snapkv", &p, &in, out);
+    const double m = 11.0 / 60.0;
+    assert_float_equal(out[0], 3 * m / 5, 1e-7);
+    assert_float_equal(out[1], 4 * m / 5, 1e-7);
+    assert_float_equal(out[2], 4 * m / 5, 1e-7);
+    assert_float_equal(out[3], 3 * m / 5, 1e-7);
+    assert_true(isinf(out[4]) && out[4] > 0); /* the window is always kept */
+    assert_true(isinf(out[5]) && out[5] > 0);
+    /* PyramidKV scores are SnapKV's. */
+    float pyr[6];
+    score("pyramidkv", &p, &in, pyr);
+    assert_memory_equal(out, pyr, sizeof out);
+}
+
+static void snapkv_weights_follow_the_causal_softmax(void **state)
+{
+    (void)state;
+    /* n = 3, w = 1, kernel 1 (no pooling): the last query attends to all 3
+     * keys. q . k / sqrt(4) = (ln 2, 0, 0): weights (1/2, 1/4, 1/4); the
+     * prefix is keys 0 and 1. */
+    float keys[3 * HD] = {1, 0, 0, 0, /**/ 0, 1, 0, 0, /**/ 0, 0, 1, 0};
+    float q[HD] = {(float)(2 * log(2.0)), 0, 0, 0}, out[3];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    p.window = 1;
+    p.kernel = 1;
+    vkv_press_layer in = layer_f32(keys, 3, 1, 1, q, 1);
+    score("snapkv", &p, &in, out);
+    assert_float_equal(out[0], 0.5f, 1e-6);
+    assert_float_equal(out[1], 0.25f, 1e-6);
+    assert_true(isinf(out[2]));
+}
+
+static void snapkv_rejects_a_context_shorter_than_its_window(void **state)
+{
+    (void)state;
+    float keys[10 * HD] = {0}, q[10 * HD] = {0}, out[10];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    vkv_press_layer in = layer_f32(keys, 10, 1, 1, q, 10);
+    const vkv_press_ops *ops = vkv_press_find("snapkv");
+    assert_int_equal(ops->score_ref(&p, &in, out), VKV_ERR_ARG);
+    assert_non_null(strstr(vkv_last_error(), "10 tokens"));
+    assert_non_null(strstr(vkv_last_error(), "64"));
+    p.kernel = 4;
+    p.window = 2;
+    assert_int_equal(ops->score_ref(&p, &in, out), VKV_ERR_ARG); /* even pooling kernel */
+}
+
+static void tova_averages_the_last_query_over_all_heads(void **state)
+{
+    (void)state;
+    /* Two KV heads, one query head each. Head 0: q = 0, weights 1/3 each.
+     * Head 1: weights (1/2, 1/4, 1/4) as above. Mean over the heads:
+     * (5/12, 7/24) for the first two tokens, the same for both KV heads;
+     * the last token is kept. Only the last captured query counts. */
+    float keys[2 * 3 * HD] = {1, 2, 3, 4, /**/ 4, 3, 2, 1, /**/ 0, 1, 0, 1, /**/
+                              1, 0, 0, 0, /**/ 0, 1, 0, 0, /**/ 0, 0, 1, 0};
+    float q[2 * 2 * HD] = {9, 9, 9, 9, /**/ 9, 9, 9, 9, /**/ 0, 0, 0, 0, /**/ (float)(2 * log(2.0)), 0, 0, 0};
+    float out[2 * 3];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    vkv_press_layer in = layer_f32(keys, 3, 2, 2, q, 2);
+    score("tova", &p, &in, out);
+    for (int h = 0; h < 2; h++) {
+        assert_float_equal(out[h * 3 + 0], 5.0 / 12.0, 1e-6);
+        assert_float_equal(out[h * 3 + 1], 7.0 / 24.0, 1e-6);
+        assert_true(isinf(out[h * 3 + 2]));
+    }
+}
+
+static void uniform_count_is_kvpress_int_of_n_times_one_minus_pc(void **state)
+{
+    (void)state;
+    assert_int_equal(vkv_press_n_kept_uniform(0.5f, 1000), 500);
+    assert_int_equal(vkv_press_n_kept_uniform(0.25f, 1000), 750);
+    /* Python: int(1000 * (1 - 0.9)) = int(99.99999999999997) = 99. */
+    assert_int_equal(vkv_press_n_kept_uniform(0.9f, 1000), 99);
+    assert_int_equal(vkv_press_n_kept_uniform(0.0f, 7), 7);
+    assert_int_equal(vkv_press_n_kept_uniform(0.9f, 3), 1); /* max(1, ...) */
+    assert_int_equal(vkv_press_n_kept_uniform(0.5f, 0), 0);
+}
+
+static double pyramid_mean(const vkv_press_ops *ops, const vkv_press_params *p, uint32_t L, uint32_t n)
+{
+    double sum = 0;
+    for (uint32_t l = 0; l < L; l++) sum += ops->n_kept(p, l, L, n);
+    return sum / L;
+}
+
+static void pyramid_budgets_shrink_with_depth_and_average_n_times_one_minus_pc(void **state)
+{
+    (void)state;
+    const vkv_press_ops *ops = vkv_press_find("pyramidkv");
+    assert_non_null(ops->n_kept);
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    /* n = 10000, p_c = 0.5: C - w = 5000, min = 250, max = 9750 (<= n - w). */
+    assert_int_equal(ops->n_kept(&p, 0, 32, 10000), 9750);
+    assert_int_equal(ops->n_kept(&p, 31, 32, 10000), 250);
+    for (uint32_t l = 1; l < 32; l++) assert_true(ops->n_kept(&p, l, 32, 10000) <= ops->n_kept(&p, l - 1, 32, 10000));
+    assert_float_equal(pyramid_mean(ops, &p, 32, 10000), 5000.0, 0);
+    assert_float_equal(pyramid_mean(ops, &p, 5, 10000), 5000.0, 0);
+    /* A fractional n (1 - p_c) = 5000.5: within the rounding. */
+    assert_float_equal(pyramid_mean(ops, &p, 32, 10001), 5000.5, 0.5);
+    /* One layer: the uniform count. */
+    assert_int_equal(ops->n_kept(&p, 0, 1, 10000), 5000);
+}
+
+static void pyramid_clamps_the_top_budget_to_the_prefix(void **state)
+{
+    (void)state;
+    const vkv_press_ops *ops = vkv_press_find("pyramidkv");
+    vkv_press_params p = vkv_press_params_default(0.25f);
+    /* C - w = 7500: max = 14625 > n - w = 9936, so max = 9936 and
+     * min = 15000 - 9936 = 5064; the mean stays 7500. */
+    assert_int_equal(ops->n_kept(&p, 0, 32, 10000), 9936);
+    assert_int_equal(ops->n_kept(&p, 31, 32, 10000), 5064);
+    assert_float_equal(pyramid_mean(ops, &p, 32, 10000), 7500.0, 0);
+}
+
+static void pyramid_falls_back_to_snapkv_when_the_pyramid_does_not_fit(void **state)
+{
+    (void)state;
+    const vkv_press_ops *ops = vkv_press_find("pyramidkv");
+    /* n = 1000, p_c = 0.9: min = 5 < w = 64, so kvpress keeps
+     * round(n (1 - p_c)) on every layer: round(99.99999999999997) = 100,
+     * one more than the uniform int() count. */
+    vkv_press_params p = vkv_press_params_default(0.9f);
+    for (uint32_t l = 0; l < 8; l++) assert_int_equal(ops->n_kept(&p, l, 8, 1000), 100);
+    /* round() is Python's half-to-even: 1002 * 0.25 = 250.5 -> 250. */
+    p.compression = 0.75f;
+    assert_int_equal(ops->n_kept(&p, 3, 8, 1002), 250);
+}
+
+static void topk_reference_breaks_ties_by_position(void **state)
+{
+    (void)state;
+    /* NaN ranks as -inf, -0 equals +0, +inf first; ties: the earlier wins. */
+    const float s[8] = {0.5f, NAN, INFINITY, 0.5f, -0.0f, 0.0f, -INFINITY, 0.5f};
+    uint32_t m[8];
+    assert_int_equal(vkv_ref_topk_select(s, 1, 8, NULL, 3, m), VKV_OK);
+    const uint32_t want3[8] = {1, 0, 1, 1, 0, 0, 0, 0};
+    assert_memory_equal(m, want3, sizeof m);
+    assert_int_equal(vkv_ref_topk_select(s, 1, 8, NULL, 5, m), VKV_OK);
+    const uint32_t want5[8] = {1, 0, 1, 1, 1, 0, 0, 1};
+    assert_memory_equal(m, want5, sizeof m);
+    assert_int_equal(vkv_ref_topk_select(s, 1, 8, NULL, 7, m), VKV_OK); /* -inf before NaN (earlier position) */
+    const uint32_t want7[8] = {1, 1, 1, 1, 1, 1, 0, 1};
+    assert_memory_equal(m, want7, sizeof m);
+    const uint32_t ks[2] = {0, 99}; /* per row: none, all */
+    const float two[2 * 8] = {1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3, 4, 5, 6, 7, 8};
+    uint32_t m2[16];
+    assert_int_equal(vkv_ref_topk_select(two, 2, 8, ks, 0, m2), VKV_OK);
+    for (int j = 0; j < 8; j++) {
+        assert_int_equal(m2[j], 0);
+        assert_int_equal(m2[8 + j], 1);
+    }
+}
+
+static void find_names_every_press_and_rejects_unknown_ones(void **state)
+{
+    (void)state;
+    const vkv_press_ops *const *all = vkv_press_all();
+    size_t count = 0;
+    for (; all[count]; count++) assert_ptr_equal(vkv_press_find(all[count]->name), all[count]);
+    assert_true(count >= 6);
+    assert_null(vkv_press_find("h2o-but-misspelled"));
+    assert_non_null(strstr(vkv_last_error(), "snapkv"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(knorm_scores_minus_the_key_norm),
+        cmocka_unit_test(keydiff_scores_minus_the_cosine_to_the_mean_normalised_key),
+        cmocka_unit_test(blockwise_keydiff_uses_the_mean_of_every_block_seen_so_far),
+        cmocka_unit_test(streamingllm_keeps_the_sinks_and_the_most_recent_tokens),
+        cmocka_unit_test(snapkv_pools_the_mean_window_attention_with_zero_padding),
+        cmocka_unit_test(snapkv_weights_follow_the_causal_softmax),
+        cmocka_unit_test(snapkv_rejects_a_context_shorter_than_its_window),
+        cmocka_unit_test(tova_averages_the_last_query_over_all_heads),
+        cmocka_unit_test(uniform_count_is_kvpress_int_of_n_times_one_minus_pc),
+        cmocka_unit_test(pyramid_budgets_shrink_with_depth_and_average_n_times_one_minus_pc),
+        cmocka_unit_test(pyramid_clamps_the_top_budget_to_the_prefix),
+        cmocka_unit_test(pyramid_falls_back_to_snapkv_when_the_pyramid_does_not_fit),
+        cmocka_unit_test(topk_reference_breaks_ties_by_position),
+        cmocka_unit_test(find_names_every_press_and_rejects_unknown_ones),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
