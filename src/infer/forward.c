@@ -367,7 +367,6 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
         if ((st = vkv_op_rope(gpu, &rp, V(q_in), n, hp->n_head, V(c->pos), V(m->rope_inv_freq), V(q_out))) ||
             (st = vkv_op_rope(gpu, &rp, V(k_in), n, hp->n_head_kv, V(c->pos), V(m->rope_inv_freq), V(k_out))))
             return st;
-        if (c->q_hook && (st = c->q_hook(c->q_hook_user, gpu, l, V(q_out), n, c->n_past))) return st;
         const tiered_layer *T = &c->tiers[l];
         if (T->on) {
             uint32_t n_new0 = c->n_past - c->n_ctx0;
@@ -388,6 +387,9 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
                    (st = vkv_op_attention(gpu, VKV_ATTN_AUTO, &ap, V(q_out), V(c->k_cache[l]), V(c->v_cache[l]),
                                           V(c->scratch), V(c->attn))))
             return st;
+        /* After this chunk's keys are in the cache: scorers may attend with
+         * the chunk's queries over everything they see. */
+        if (c->q_hook && (st = c->q_hook(c->q_hook_user, gpu, l, V(q_out), n, c->n_past))) return st;
         if ((st = matmul(c, &L->wo, V(c->attn), n, V(c->proj))) ||
             (st = vkv_op_add(gpu, V(c->x), V(c->proj), n * hp->n_embd, V(c->x))) ||
             (st = vkv_op_rms_norm(gpu, V(c->x), W(&L->ffn_norm), n, hp->n_embd, hp->rms_eps, V(c->xn))) ||

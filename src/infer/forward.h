@@ -37,8 +37,9 @@ typedef vkv_status (*vkv_kv_hook)(void *user, vkv_gpu *gpu, uint32_t layer, vkv_
 void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user);
 
 /* Called once per layer of a recorded chunk with the queries after RoPE,
- * [n_tok, n_head, head_dim] f32, of positions pos0..pos0+n_tok-1 (scorers
- * capture the last queries of the context with it). */
+ * [n_tok, n_head, head_dim] f32, of positions pos0..pos0+n_tok-1, after the
+ * chunk's keys and values are in the layer's cache (scorers capture the last
+ * queries of the context, or attend with every query, through it). */
 typedef vkv_status (*vkv_q_hook)(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view q, uint32_t n_tok, uint32_t pos0);
 void vkv_ctx_set_q_hook(vkv_ctx *c, vkv_q_hook hook, void *user);
 
