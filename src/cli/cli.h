@@ -5,6 +5,7 @@
 #define VKV_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/status.h"
@@ -30,6 +31,13 @@ bool cli_parse_f64(const char *s, double min, double max, double *out);
 /* The value of a flag that takes one ("--device 1"): advances *i and returns
  * argv[*i], or NULL (after printing a usage error) when it is missing. */
 const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
+
+/* The calibration file VECTOR uses when --calib is not given: the model's
+ * path with .vkcal in place of .gguf. */
+void cli_default_calib_path(const char *model_path, char *out, size_t size);
+
+/* A whole file, NUL-terminated (malloc'ed); NULL with errno set on failure. */
+char *cli_read_file(const char *path, size_t *len);
 
 /* --device N / VKVECTOR_DEVICE, or -1 for automatic choice. */
 int cli_device_index_from_env(void);

@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
@@ -64,4 +65,36 @@ int cli_device_index_from_env(void)
     int64_t v;
     if (s && cli_parse_i64(s, 0, 1024, &v)) return (int)v;
     return -1;
+}
+
+void cli_default_calib_path(const char *model_path, char *out, size_t size)
+{
+    snprintf(out, size, "%s", model_path);
+    char *dot = strrchr(out, '.');
+    if (dot && !strcmp(dot, ".gguf")) *dot = 0;
+    strncat(out, ".vkcal", size - strlen(out) - 1);
+}
+
+char *cli_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 65536) {
+            char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
+            if (!nb) { free(buf); fclose(f); errno = ENOMEM; return NULL; }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        n += r;
+        if (!r) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) { free(buf); errno = EIO; return NULL; }
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }

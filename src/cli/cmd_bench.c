@@ -342,10 +342,7 @@ static int bench_vector(int argc, char **argv)
     if (vector) {
         char def[1100];
         if (!calib_path) {
-            snprintf(def, sizeof def, "%s", path);
-            char *dot = strrchr(def, '.');
-            if (dot && !strcmp(dot, ".gguf")) *dot = 0;
-            strncat(def, ".vkcal", sizeof def - strlen(def) - 1);
+            cli_default_calib_path(path, def, sizeof def);
             calib_path = def;
         }
         if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;

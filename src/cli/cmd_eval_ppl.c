@@ -156,26 +156,21 @@ int cmd_eval_ppl(int argc, char **argv)
     if (vector_only || both) {
         char def[1100];
         if (!calib_path) {
-            snprintf(def, sizeof def, "%s", model_path);
-            char *dot = strrchr(def, '.');
-            if (dot && !strcmp(dot, ".gguf")) *dot = 0;
-            strncat(def, ".vkcal", sizeof def - strlen(def) - 1);
+            cli_default_calib_path(model_path, def, sizeof def);
             calib_path = def;
         }
         if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
     }
-    FILE *f = fopen(text_path, "rb");
-    if (!f) { st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", text_path, strerror(errno)); goto fail; }
-    fseek(f, 0, SEEK_END);
-    long tl = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (tl < 0 || start_byte > tl || !(text = malloc((size_t)tl + 1)) || fread(text, 1, (size_t)tl, f) != (size_t)tl) {
-        fclose(f);
-        st = vkv_error(VKV_ERR_IO, "cannot read '%s' from byte %lld", text_path, (long long)start_byte);
+    size_t tl;
+    if (!(text = cli_read_file(text_path, &tl))) {
+        st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", text_path, strerror(errno));
         goto fail;
     }
-    fclose(f);
-    if ((st = vkv_tokenize(tok, text + start_byte, (size_t)(tl - start_byte), false, false, &all, &n_all))) goto fail;
+    if ((size_t)start_byte > tl) {
+        st = vkv_error(VKV_ERR_ARG, "--start-byte %lld is past the end of '%s' (%zu bytes)", (long long)start_byte, text_path, tl);
+        goto fail;
+    }
+    if ((st = vkv_tokenize(tok, text + start_byte, tl - (size_t)start_byte, false, false, &all, &n_all))) goto fail;
     uint32_t per = (uint32_t)(n_context + n_cont + 1), total = per + 1; /* + BOS */
     if ((uint64_t)n_all < (uint64_t)per * n_windows) {
         st = vkv_error(VKV_ERR_ARG, "the text has %zu tokens, fewer than %lld windows of %u", n_all, (long long)n_windows, per);

@@ -52,20 +52,6 @@ static vkv_status score(vkv_ctx *ctx, const int32_t *ids, uint32_t n, uint32_t n
     return VKV_OK;
 }
 
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
-
 int cmd_perplexity(int argc, char **argv)
 {
     const char *model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL;
@@ -161,7 +147,7 @@ int cmd_perplexity(int argc, char **argv)
         if (text_root && rel) {
             char p[2048];
             snprintf(p, sizeof p, "%s/%s", text_root, rel);
-            if (!(text = read_file(p, &text_len))) {
+            if (!(text = cli_read_file(p, &text_len))) {
                 st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", p, strerror(errno));
                 goto fail;
             }
@@ -206,7 +192,7 @@ int cmd_perplexity(int argc, char **argv)
     }
 
     size_t text_len;
-    if (!(text = read_file(text_path, &text_len))) {
+    if (!(text = cli_read_file(text_path, &text_len))) {
         st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", text_path, strerror(errno));
         goto fail;
     }

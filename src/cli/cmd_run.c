@@ -344,10 +344,7 @@ int cmd_run(int argc, char **argv)
                                 .pa = (float)pa, .keep_details = tier_dump != NULL};
         char default_calib[1100];
         if (vector && !calib_path) {
-            snprintf(default_calib, sizeof default_calib, "%s", model_path);
-            char *dot = strrchr(default_calib, '.');
-            if (dot && !strcmp(dot, ".gguf")) *dot = 0;
-            strncat(default_calib, ".vkcal", sizeof default_calib - strlen(default_calib) - 1);
+            cli_default_calib_path(model_path, default_calib, sizeof default_calib);
             calib_path = default_calib;
         }
         if (vector && (st = vkv_calib_load(calib_path, model, &calib))) goto fail;
