@@ -20,6 +20,12 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The visualizer's browser test (tests/e2e/viz_browser.sh): chromium, and any node >= 18 with npm.
+if [ "$mode" = --test ]; then
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
   sudo=""
@@ -27,6 +33,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# playwright-core and pngjs for that test, pinned by tests/e2e/package-lock.json
+if [ "$mode" = --test ] && [ ! -d tests/e2e/node_modules ]; then
+  (cd tests/e2e && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/e2e failed: the viz_browser test will retry it"
 fi
 [ "$mode" = --install ] && exit 0
 
@@ -37,7 +47,9 @@ meson configure build -Dwerror=$werror >/dev/null
 ninja -C build
 
 if [ "$mode" = --run ]; then
-  exec ./build/vkvector devices
+  # The main job: text from the project's own model (models/), streamed, with
+  # the speed and memory summary.
+  exec ./build/vkvector run -p "ROMEO:" -n 200
 fi
 
 # Every test: the release build (GPU tests on the Vulkan device, validation

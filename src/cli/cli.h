@@ -18,6 +18,10 @@ int cmd_run(int argc, char **argv);
 int cmd_calib(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_eval_ppl(int argc, char **argv);
+int cmd_viz(int argc, char **argv);
+int cmd_longbench(int argc, char **argv);
+int cmd_longbench_report(int argc, char **argv);
+int cmd_niah(int argc, char **argv);
 
 /* Prints "vkvector <cmd>: <status name>: <last error>" to stderr; returns 1. */
 int cli_fail(const char *cmd, vkv_status s);

@@ -11,7 +11,9 @@
 #include "core/rng.h"
 #include "calib/calib.h"
 #include "infer/forward.h"
+#include "press/kvzip.h"
 #include "press/vector.h"
+#include "tok/tokenizer.h"
 #include "vk/ops.h"
 
 /* Peak figures of devices we know (dense fp16 TFLOP/s, memory TB/s). */
@@ -333,6 +335,8 @@ static int bench_vector(int argc, char **argv)
     vkv_model *m = NULL;
     vkv_ctx *ctx = NULL, *plain = NULL;
     vkv_calib *calib = NULL;
+    vkv_tokenizer *tok = NULL;
+    vkv_kvzip_prompt kz = {0};
     int32_t *ids = NULL;
     vkv_status st;
     int rc = 1;
@@ -347,8 +351,12 @@ static int bench_vector(int argc, char **argv)
         }
         if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
     }
-    uint32_t kept = vkv_press_n_kept_uniform((float)pc, (uint32_t)n);
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
+    uint32_t kept = vkv_press_n_kept_uniform((float)pc, (uint32_t)n), room = 0;
+    if (press->repeat_pass) { /* KVzip: room for its reconstruction passes */
+        if ((st = vkv_tokenizer_load(m->gguf, &tok)) || (st = vkv_kvzip_prompt_make(tok, false, &kz))) goto fail;
+        room = vkv_kvzip_max_pass_tokens(&kz, (uint32_t)n);
+    }
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .kv_type = VKV_F16};
     vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
     if ((st = vkv_ctx_create(gpu, m, &cp, &ctx)) || (st = vkv_ctx_create(gpu, m, &pp, &plain))) goto fail;
     if (!(ids = malloc(sizeof *ids * (size_t)(n + n_decode)))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
@@ -357,7 +365,8 @@ static int bench_vector(int argc, char **argv)
     double prefill = 0, compress = 0, dec_tiered = 0, dec_plain = 0;
     for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
         vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)pc), .vector = vector, .pa = -1,
-                                .w = calib ? calib->w : NULL, .lean = true};
+                                .w = calib ? calib->w : NULL, .lean = true, .context_ids = ids,
+                                .kvzip = press->repeat_pass ? &kz : NULL};
         vkv_press_session *s = NULL;
         vkv_vector_report rep = {0};
         if ((st = vkv_ctx_reset(ctx)) || (st = vkv_press_session_create(ctx, m, &vp, (uint32_t)n, &s))) goto fail;
@@ -400,6 +409,8 @@ fail:
 out:
     free(ids);
     vkv_calib_free(calib);
+    vkv_kvzip_prompt_free(&kz);
+    vkv_tokenizer_free(tok);
     vkv_ctx_free(ctx);
     vkv_ctx_free(plain);
     vkv_model_free(gpu, m);

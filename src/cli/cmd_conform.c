@@ -893,17 +893,32 @@ done:
 
 /* ---------------- press scorers ---------------- */
 
-typedef struct { const vkv_press_ops *ops; vkv_press_params pp; vkv_press_layer in; guarded scores; } press_args;
+typedef struct {
+    const vkv_press_ops *ops; vkv_press_params pp; vkv_press_layer in; guarded scores;
+    vkv_view q; uint64_t q_row_bytes; /* every query, for a scorer with a capture */
+} press_args;
 
 static vkv_status rec_press(conform_ctx *c, void *p)
 {
     press_args *a = p;
-    return a->ops->score_gpu(c->gpu, &a->pp, &a->in, a->scores.view);
+    vkv_status st = VKV_OK;
+    /* A scorer with a capture sees its queries first, in prefill-sized chunks. */
+    for (uint32_t r0 = 0; a->ops->capture_gpu && r0 < a->in.n_q && !st; r0 += 512) {
+        const uint32_t nt = a->in.n_q - r0 < 512 ? a->in.n_q - r0 : 512;
+        st = a->ops->capture_gpu(c->gpu, &a->pp, &a->in, (vkv_view){a->q.buf, a->q.offset + r0 * a->q_row_bytes}, nt,
+                                 a->in.q_pos0 + r0);
+    }
+    return st ? st : a->ops->score_gpu(c->gpu, &a->pp, &a->in, a->scores.view);
 }
 
 /* One scorer on one layer: a random cache (slots past n poisoned with NaN:
  * reading them turns scores NaN) and 64 random window queries, against its
- * double-precision score_ref. Forced keeps (+inf) must match exactly. */
+ * double-precision score_ref. Forced keeps (+inf) must match exactly.
+ * Scorers with a capture get every query instead (captured in chunks of
+ * 512, then scored): ObservedAttention and ExpectedAttention (interleaved
+ * RoPE for f32 caches, NeoX for f16) those of the n context positions,
+ * KVzip 100 reconstruction queries after the context repeating the tokens
+ * [n/4, 3n/4) after a 2-token prefix. */
 static vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,
                              uint32_t hd, uint32_t n, uint32_t n_ctx, uint32_t block)
 {
@@ -917,30 +932,51 @@ static vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, ui
     press_args a = {.ops = vkv_press_find(press), .pp = vkv_press_params_default(0.5f)};
     if (!a.ops) return VKV_ERR_ARG; /* the message names the known presses */
     a.pp.block = block;
-    const uint32_t window = n < 64 ? n : 64;
-    const size_t qn = (size_t)window * n_head * hd, sn = (size_t)n_kv_head * n;
+    const bool capture = a.ops->capture_gpu != NULL, repeat = a.ops->repeat_pass;
+    const uint32_t window = capture ? 0 : n < 64 ? n : 64;
+    const uint32_t n_q = !capture ? window : repeat ? 100 : n, n_keys = repeat ? n + n_q : n;
+    if (n_keys > n_ctx) return vkv_error(VKV_ERR_ARG, "press case: %u keys in a %u-slot cache", n_keys, n_ctx);
+    const size_t qn = (size_t)n_q * n_head * hd, sn = (size_t)n_kv_head * n;
     const size_t cache_bytes = vkv_kv_cache_bytes(kv, n_kv_head, n_ctx, hd);
-    vkv_attn_params ap = {.n_kv_head = n_kv_head, .head_dim = hd, .n_ctx_max = n_ctx, .n_kv = n, .kv_type = kv};
-    float *q = random_f32(c, qn), *ksrc = random_f32(c, (size_t)n * n_kv_head * hd);
-    float *ref = malloc(sn * 4), *got = malloc(sn * 4);
-    void *kc = malloc(cache_bytes);
-    guarded kg = {0}, qg = {0}, scratch = {0};
+    vkv_attn_params ap = {.n_kv_head = n_kv_head, .head_dim = hd, .n_ctx_max = n_ctx, .n_kv = n_keys, .kv_type = kv};
+    float *q = random_f32(c, qn), *ksrc = random_f32(c, (size_t)n_keys * n_kv_head * hd);
+    float *vsrc = random_f32(c, (size_t)n_keys * n_kv_head * hd);
+    float *ref = malloc(sn * 4), *got = malloc(sn * 4), inv_freq[128];
+    void *kc = malloc(cache_bytes), *vc = malloc(cache_bytes), *zeros = NULL;
+    guarded kg = {0}, vg = {0}, qg = {0}, scratch = {0}, stg = {0}, fg = {0};
     vkv_status st = VKV_OK;
-    if (!q || !ksrc || !ref || !got || !kc) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (!q || !ksrc || !vsrc || !ref || !got || !kc || !vc) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (size_t i = 0; i < qn; i++) q[i] *= 4.0f; /* sharper window attention than unit-scale noise gives */
     poison_unused_slots(&ap, kc);
-    vkv_kv_cache_store(kv, kc, n_kv_head, n_ctx, hd, 0, ksrc, n);
+    poison_unused_slots(&ap, vc);
+    vkv_kv_cache_store(kv, kc, n_kv_head, n_ctx, hd, 0, ksrc, n_keys);
+    vkv_kv_cache_store(kv, vc, n_kv_head, n_ctx, hd, 0, vsrc, n_keys);
+    vkv_rope_params rp = {.mode = kv == VKV_F16 ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, .head_dim = hd, .n_rot = hd,
+                          .freq_base = 10000.0f, .freq_scale = 1.0f};
+    vkv_rope_inv_freq(&rp, inv_freq);
     a.in = (vkv_press_layer){.layer = 0, .n_layer = 1, .n = n, .n_head = n_head, .n_kv_head = n_kv_head,
                              .head_dim = hd, .n_ctx = n_ctx, .kv_type = kv, .window = window,
-                             .k_host = kc, .v_host = kc, .q_window_host = q};
+                             .k_host = kc, .v_host = vc, .q_window_host = capture ? NULL : q, .n_rot = hd,
+                             .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = inv_freq,
+                             .prefix = repeat ? 2 : 0, .span0 = repeat ? n / 4 : 0, .span1 = repeat ? 3 * n / 4 : 0,
+                             .q_pos0 = repeat ? n : 0, .n_q = capture ? n_q : 0, .q_host = capture ? q : NULL};
     if ((st = a.ops->score_ref(&a.pp, &a.in, ref))) goto done;
-    if ((st = guarded_create(c, cache_bytes, kc, &kg)) || (st = guarded_create(c, qn * 4, q, &qg)) ||
+    const uint64_t state_bytes = a.ops->state_bytes ? a.ops->state_bytes(&a.pp, &a.in) : 16;
+    if (!(zeros = calloc(1, state_bytes))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if ((st = guarded_create(c, cache_bytes, kc, &kg)) || (st = guarded_create(c, cache_bytes, vc, &vg)) ||
+        (st = guarded_create(c, qn * 4, q, &qg)) ||
         (st = guarded_create(c, vkv_press_scratch_bytes(a.ops, &a.pp, &a.in), NULL, &scratch)) ||
+        (st = guarded_create(c, state_bytes, zeros, &stg)) || (st = guarded_create(c, 2ull * hd, inv_freq, &fg)) ||
         (st = guarded_create(c, sn * 4, NULL, &a.scores)))
         goto done;
-    a.in.k = a.in.v = kg.view;
+    a.in.k = kg.view;
+    a.in.v = vg.view;
     a.in.q_window = qg.view;
     a.in.scratch = scratch.view;
+    a.in.state = stg.view;
+    a.in.inv_freq = fg.view;
+    a.q = qg.view;
+    a.q_row_bytes = 4ull * n_head * hd;
     double ms = 0;
     bool guards, scratch_guards, nanm;
     if ((st = run_recorded(c, rec_press, &a, &ms)) || (st = guarded_read(c, &a.scores, got, &guards))) goto done;
@@ -954,8 +990,9 @@ static vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, ui
     double err = nmse_f32(ref, got, sn, &nanm);
     finish(r, err, nanm || inf_wrong, guards && scratch_guards, NMSE_F32, ms);
 done:
-    guarded_destroy(c, &kg); guarded_destroy(c, &qg); guarded_destroy(c, &scratch); guarded_destroy(c, &a.scores);
-    free(q); free(ksrc); free(ref); free(got); free(kc);
+    guarded_destroy(c, &kg); guarded_destroy(c, &vg); guarded_destroy(c, &qg); guarded_destroy(c, &scratch);
+    guarded_destroy(c, &stg); guarded_destroy(c, &fg); guarded_destroy(c, &a.scores);
+    free(q); free(ksrc); free(vsrc); free(ref); free(got); free(kc); free(vc); free(zeros);
     return st;
 }
 
@@ -1185,17 +1222,21 @@ static void run_suite(conform_ctx *c)
     }
     /* Scorers: GQA 4:1 at two head sizes, f32 and f16 caches; n = 64 is all
      * window for SnapKV / PyramidKV; block-wise KeyDiff with a partial last block. */
-    static const char *const presses[] = {"knorm", "keydiff", "streamingllm", "snapkv", "pyramidkv", "tova"};
+    static const char *const presses[] = {"knorm", "keydiff", "streamingllm", "snapkv", "pyramidkv", "tova",
+                                          "observed", "expected", "kvzip"};
     for (size_t i = 0; i < sizeof presses / sizeof *presses; i++) {
         char op[32];
         snprintf(op, sizeof op, "press_%s", presses[i]);
         if (!want(c, op)) continue;
+        const uint32_t room = strcmp(presses[i], "kvzip") ? 0 : 100; /* KVzip's reconstruction queries */
         for (int f16 = 0; f16 < 2; f16++) {
             vkv_dtype kv = f16 ? VKV_F16 : VKV_F32;
-            RUN(case_press(c, presses[i], kv, 8, 2, 64, 300, 320, 0));
-            RUN(case_press(c, presses[i], kv, 8, 2, 128, 1500, 1536, 0));
+            RUN(case_press(c, presses[i], kv, 8, 2, 64, 300, 320 + room, 0));
+            /* ObservedAttention and ExpectedAttention take every query: a shorter context */
+            const uint32_t n_long = strcmp(presses[i], "observed") && strcmp(presses[i], "expected") ? 1500 : 700;
+            RUN(case_press(c, presses[i], kv, 8, 2, 128, n_long, 1536 + room, 0));
         }
-        RUN(case_press(c, presses[i], VKV_F16, 4, 4, 32, 64, 64, 0));
+        RUN(case_press(c, presses[i], VKV_F16, 4, 4, 32, 64, 64 + room, 0));
         if (!strcmp(presses[i], "keydiff")) RUN(case_press(c, presses[i], VKV_F16, 8, 2, 64, 1000, 1024, 128));
         /* a cache over 128 MiB: bound two KV heads per dispatch on lavapipe */
         if (c->big && (!strcmp(presses[i], "knorm") || !strcmp(presses[i], "keydiff") || !strcmp(presses[i], "snapkv")))

@@ -14,6 +14,7 @@
 
 #include "calib/calib.h"
 #include "cli/cli.h"
+#include "press/kvzip.h"
 #include "press/vector.h"
 #include "tok/tokenizer.h"
 
@@ -145,6 +146,7 @@ int cmd_eval_ppl(int argc, char **argv)
     vkv_tokenizer *tok = NULL;
     vkv_ctx *ctx = NULL;
     vkv_calib *calib = NULL;
+    vkv_kvzip_prompt kz = {0};
     char *text = NULL;
     int32_t *all = NULL;
     size_t n_all = 0;
@@ -177,7 +179,14 @@ int cmd_eval_ppl(int argc, char **argv)
         goto fail;
     }
     uint32_t nv = m->hp.n_vocab;
-    vkv_ctx_params cp = {.n_ctx = total, .n_batch = 512, .kv_type = kv_type};
+    /* KVzip's reconstruction passes need room after the context. */
+    uint32_t room = 0;
+    for (int pi = 0; pi < n_presses; pi++)
+        if (presses[pi]->repeat_pass && !kz.first) {
+            if ((st = vkv_kvzip_prompt_make(tok, false, &kz))) goto fail;
+            room = vkv_kvzip_max_pass_tokens(&kz, (uint32_t)n_context + 2);
+        }
+    vkv_ctx_params cp = {.n_ctx = total + room, .n_batch = 512, .kv_type = kv_type};
     if ((st = vkv_ctx_create(gpu, m, &cp, &ctx))) goto fail;
     ref_logits = malloc(sizeof *ref_logits * (size_t)total * nv);
     logits = malloc(sizeof *logits * (size_t)total * nv);
@@ -214,7 +223,8 @@ int cmd_eval_ppl(int argc, char **argv)
                     win[0] = bos >= 0 ? bos : all[(size_t)w * per];
                     memcpy(win + 1, all + (size_t)w * per, sizeof *win * per);
                     vkv_vector_params vp = {.press = presses[pi], .pp = vkv_press_params_default((float)ratios[ri]),
-                                            .vector = method == 1, .pa = (float)pa, .w = calib ? calib->w : NULL};
+                                            .vector = method == 1, .pa = (float)pa, .w = calib ? calib->w : NULL,
+                                            .context_ids = win, .kvzip = presses[pi]->repeat_pass ? &kz : NULL};
                     vkv_press_session *s = NULL;
                     vkv_vector_report rep = {0};
                     uint32_t n_comp = query_aware ? c0 + 1 : c0; /* aware: one continuation token in the prefill */
@@ -273,6 +283,7 @@ out:
     free(lp_ref);
     free(lp);
     vkv_calib_free(calib);
+    vkv_kvzip_prompt_free(&kz);
     vkv_ctx_free(ctx);
     vkv_tokenizer_free(tok);
     vkv_model_free(gpu, m);

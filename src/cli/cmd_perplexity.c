@@ -26,6 +26,9 @@ static void ppl_usage(void)
            "                     DIR/<text> and require the same ids\n"
            "  --tolerance R      with --eval-json: fail (exit 1) when a window's relative perplexity\n"
            "                     difference exceeds R (default 0.01)\n"
+           "  --ablation T:S     also score the last T predictions of each window with only S tokens\n"
+           "                     of context before them ([BOS] + S + T tokens): the loss the model\n"
+           "                     loses without its long context (same text, less context)\n"
            "  --kv-type f16|f32  (default f32)\n"
            "  --device N\n");
 }
@@ -58,6 +61,7 @@ int cmd_perplexity(int argc, char **argv)
     const char *text_path = NULL, *eval_path = NULL, *text_root = NULL;
     int64_t n_ctx = 0, start_byte = 0, max_windows = INT64_MAX;
     double tolerance = 0.01;
+    int64_t abl_tail = 0, abl_short = 0;
     vkv_dtype kv_type = VKV_F32;
     int device = cli_device_index_from_env();
     for (int i = 1; i < argc; i++) {
@@ -78,6 +82,15 @@ int cmd_perplexity(int argc, char **argv)
         } else if (!strcmp(a, "--max-windows")) {
             VALUE();
             if (!cli_parse_i64(v, 1, INT64_MAX, &max_windows)) return cli_usage_error("perplexity", "--max-windows wants a positive integer, got '%s'", v);
+        } else if (!strcmp(a, "--ablation")) {
+            VALUE();
+            char *colon = strchr(v, ':');
+            char tail_s[32];
+            if (!colon || (size_t)(colon - v) >= sizeof tail_s) return cli_usage_error("perplexity", "--ablation wants T:S, got '%s'", v);
+            memcpy(tail_s, v, (size_t)(colon - v));
+            tail_s[colon - v] = 0;
+            if (!cli_parse_i64(tail_s, 1, 1 << 20, &abl_tail) || !cli_parse_i64(colon + 1, 1, 1 << 20, &abl_short))
+                return cli_usage_error("perplexity", "--ablation wants T:S with positive integers, got '%s'", v);
         } else if (!strcmp(a, "--tolerance")) {
             VALUE();
             if (!cli_parse_f64(v, 0, 10, &tolerance)) return cli_usage_error("perplexity", "--tolerance wants a number in [0, 10], got '%s'", v);
@@ -139,8 +152,8 @@ int cmd_perplexity(int argc, char **argv)
     pos_cnt = calloc((size_t)n_ctx, sizeof *pos_cnt);
     if (!logits || !pos_nll || !pos_sum || !pos_cnt) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
 
-    double total = 0;
-    size_t total_n = 0, n_windows = 0;
+    double total = 0, abl_full = 0, abl_cut = 0;
+    size_t total_n = 0, n_windows = 0, abl_n = 0;
     if (doc) {
         const char *rel = vkv_json_get(vkv_json_root(doc), "text") ? vkv_json_get(vkv_json_root(doc), "text")->string : NULL;
         size_t text_len = 0;
@@ -215,6 +228,23 @@ int cmd_perplexity(int argc, char **argv)
         for (int64_t p = 0; p + 1 < n_ctx; p++) { pos_sum[p] += pos_nll[p]; pos_cnt[p]++; }
         total += sum;
         total_n += (size_t)n_ctx - 1;
+        if (abl_tail && abl_tail + abl_short + 1 <= n_ctx) {
+            /* The same last abl_tail predictions, first with the whole window
+             * before them, then with only abl_short tokens of context. */
+            for (int64_t p = n_ctx - 1 - abl_tail; p + 1 < n_ctx; p++) abl_full += pos_nll[p];
+            size_t k2 = 0;
+            int32_t *short_ids = ids + (n_ctx - abl_tail - abl_short - 1);
+            int32_t keep0 = short_ids[0];
+            if (bos >= 0) short_ids[k2] = bos; /* [BOS] + S + T: overwrite the token before the S */
+            double s2;
+            if ((st = score(ctx, short_ids, (uint32_t)(abl_short + abl_tail + 1), nv, logits, &s2, pos_nll))) {
+                free(all);
+                goto fail;
+            }
+            short_ids[0] = keep0;
+            for (int64_t p = abl_short; p < abl_short + abl_tail; p++) abl_cut += pos_nll[p];
+            abl_n += (size_t)abl_tail;
+        }
         n_windows++;
     }
     free(all);
@@ -233,6 +263,11 @@ int cmd_perplexity(int argc, char **argv)
         for (int64_t p = b; p < e; p++) { s += pos_sum[p]; c += pos_cnt[p]; }
         if (c) printf("  positions %5lld-%-5lld %.4f\n", (long long)b, (long long)e, s / c);
     }
+    if (abl_n)
+        printf("context ablation: the last %lld predictions of each window: mean nll %.4f with the full window "
+               "before them, %.4f with only %lld tokens of context (%+.4f)\n",
+               (long long)abl_tail, abl_full / abl_n, abl_cut / abl_n, (long long)abl_short,
+               abl_cut / abl_n - abl_full / abl_n);
     rc = 0;
     goto out;
 fail:

@@ -38,7 +38,8 @@ static void run_usage(void)
            "  --print-ids           print generated token ids instead of text\n"
            "  --device N            Vulkan device (default: VKVECTOR_DEVICE or the best one)\n"
            "\nKV-cache compression (kvpress semantics; the context is compressed once, after its prefill):\n"
-           "  --press NAME          importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova\n"
+           "  --press NAME          importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova,\n"
+           "                        observed, expected, kvzip\n"
            "  --compression P       compression ratio p_c in [0, 1)\n"
            "  --question TEXT       text after the context (query-agnostic: appended after compression)\n"
            "  --query-aware         compress context and question together (the question is in the scored prefill)\n"
@@ -239,6 +240,8 @@ int cmd_run(int argc, char **argv)
     vkv_calib *calib = NULL;
     vkv_press_session *session = NULL;
     vkv_vector_report report = {0};
+    vkv_kvzip_prompt kvzip = {0}; /* KVzip's reconstruction prompt */
+    uint32_t press_room = 0;      /* slots the press uses past the compressed tokens */
 
     if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
         (st = vkv_model_load(gpu, model_path, &model)))
@@ -315,9 +318,19 @@ int cmd_run(int argc, char **argv)
         }
     }
     vkv_ctx_params cp = {.n_ctx = (uint32_t)n_ctx, .n_batch = (uint32_t)n_batch, .kv_type = kv_type};
+    if (press && press->repeat_pass && compression > 0) {
+        if (!tok) {
+            fprintf(stderr, "vkvector run: --press %s needs the model's tokenizer (not --print-ids)\n", press->name);
+            rc = 2;
+            goto out;
+        }
+        if ((st = vkv_kvzip_prompt_make(tok, chat, &kvzip))) goto fail;
+        press_room = vkv_kvzip_max_pass_tokens(&kvzip, (uint32_t)(query_aware || !n_context_ids ? n_ids : n_context_ids));
+    }
     if (!cp.n_ctx) {
         cp.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
         if (cp.n_ctx < n_ids + n_predict && hp->n_ctx_train >= n_ids + n_predict) cp.n_ctx = (uint32_t)(n_ids + n_predict);
+        if (cp.n_ctx < n_ids + press_room) cp.n_ctx = (uint32_t)(n_ids + press_room);
     }
     if (n_ids > cp.n_ctx) {
         fprintf(stderr, "vkvector run: the prompt is %zu tokens, longer than the %u-token context (--ctx)\n", n_ids, cp.n_ctx);
@@ -341,7 +354,8 @@ int cmd_run(int argc, char **argv)
         /* Prefill what is compressed, compress, then the rest of the prompt. */
         uint32_t n_compress = (uint32_t)(query_aware ? n_ids : n_context_ids);
         vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)compression), .vector = vector,
-                                .pa = (float)pa, .keep_details = tier_dump != NULL};
+                                .pa = (float)pa, .keep_details = tier_dump != NULL, .context_ids = ids,
+                                .kvzip = press->repeat_pass ? &kvzip : NULL};
         char default_calib[1100];
         if (vector && !calib_path) {
             cli_default_calib_path(model_path, default_calib, sizeof default_calib);
@@ -442,6 +456,7 @@ out:
     vkv_press_session_free(session);
     vkv_calib_free(calib);
     vkv_vector_report_free(&report);
+    vkv_kvzip_prompt_free(&kvzip);
     free(chat_text);
     free(logits);
     free(ids);

@@ -15,6 +15,10 @@ static const subcommand subcommands[] = {
     {"perplexity", cmd_perplexity, "perplexity of text under a model, and loss by position"},
     {"calib", cmd_calib, "offline OLS calibration of the V-from-K maps VECTOR needs (writes a .vkcal)"},
     {"eval-ppl", cmd_eval_ppl, "what KV compression loses: perplexity and KL over a continuation"},
+    {"viz", cmd_viz, "the tier memory visualizer: an HTML report or terminal summary of a --tier-dump"},
+    {"longbench", cmd_longbench, "the LongBench harness: predictions and scores of a press / VECTOR setting"},
+    {"longbench-report", cmd_longbench_report, "LongBench scores of result files as the paper's table (Markdown, CSV)"},
+    {"niah", cmd_niah, "needle in a haystack: a length x depth grid, JSON and an HTML heatmap"},
     {"devices", cmd_devices, "list Vulkan devices and their probed capabilities"},
     {"conform", cmd_conform, "run every GPU op against its CPU reference on every device"},
     {"bench", cmd_bench, "benchmarks (bench ops: matrix-vector / matrix-matrix throughput)"},
@@ -25,7 +29,7 @@ static void print_usage(FILE *f)
 {
     fprintf(f, "usage: vkvector <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof subcommands / sizeof subcommands[0]; i++)
-        fprintf(f, "  %-10s %s\n", subcommands[i].name, subcommands[i].summary);
+        fprintf(f, "  %-16s %s\n", subcommands[i].name, subcommands[i].summary);
     fprintf(f, "\n'vkvector <command> --help' describes a command's options.\n");
 }
 

@@ -194,6 +194,14 @@ vkv_status vkv_ctx_reset(vkv_ctx *c)
     return VKV_OK;
 }
 
+vkv_status vkv_ctx_truncate(vkv_ctx *c, uint32_t n)
+{
+    if (n > c->n_past) return vkv_error(VKV_ERR_ARG, "cannot truncate %u tokens to %u", c->n_past, n);
+    if (c->n_ctx0) return vkv_error(VKV_ERR_ARG, "cannot truncate a compressed cache");
+    c->n_past = n;
+    return VKV_OK;
+}
+
 uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c) { return c->n_ctx0; }
 
 vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized)

@@ -88,6 +88,11 @@ uint32_t vkv_ctx_n_ctx(const vkv_ctx *c);
 /* Forgets the sequence (the cache is overwritten from position 0); compressed
  * layers get their plain caches back. */
 vkv_status vkv_ctx_reset(vkv_ctx *c);
+/* Forgets the tokens after the first n (n <= n_past): the next evaluation
+ * continues at position n and overwrites their slots (KVzip's reconstruction
+ * pass is dropped this way). Plain caches only: VKV_ERR_ARG once a layer is
+ * compressed. */
+vkv_status vkv_ctx_truncate(vkv_ctx *c, uint32_t n);
 /* Device bytes held by the KV cache (compressed layers: their tiered buffers,
  * including the room for tokens still to come). */
 uint64_t vkv_ctx_kv_bytes(const vkv_ctx *c);

@@ -12,11 +12,11 @@
 #include "vk/vk_internal.h"
 
 extern const vkv_press_ops vkv_press_knorm, vkv_press_keydiff, vkv_press_streamingllm, vkv_press_snapkv,
-    vkv_press_pyramidkv, vkv_press_tova;
+    vkv_press_pyramidkv, vkv_press_tova, vkv_press_observed, vkv_press_expected, vkv_press_kvzip;
 
 static const vkv_press_ops *const all_presses[] = {
     &vkv_press_knorm, &vkv_press_keydiff, &vkv_press_streamingllm, &vkv_press_snapkv,
-    &vkv_press_pyramidkv, &vkv_press_tova, NULL,
+    &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip, NULL,
 };
 
 const vkv_press_ops *const *vkv_press_all(void) { return all_presses; }

@@ -38,6 +38,19 @@ typedef struct vkv_press_layer {
     vkv_view q_window;       /* [window, n_head, head_dim] f32 post-RoPE queries of positions n-window..n-1 */
     const void *k_host, *v_host, *q_window_host; /* same data on the host, for score_ref */
     vkv_view scratch;        /* >= vkv_press_scratch_bytes() bytes of device memory the scorer may overwrite */
+    /* Scorers with a capture (vkv_press_ops.capture_gpu): */
+    vkv_view state;          /* the layer's state_bytes() bytes: zeroed before the prefill, updated by capture_gpu */
+    uint32_t n_rot;          /* RoPE of the model: leading dims rotated (even, <= head_dim) */
+    bool rope_neox;          /* NeoX halves (qwen2/qwen3) instead of interleaved pairs (llama) */
+    vkv_view inv_freq;       /* [n_rot / 2] f32 angular frequencies (vkv_rope_inv_freq: rope scaling included) */
+    const float *inv_freq_host;
+    /* KVzip's reconstruction pass (vkv_press_ops.repeat_pass): */
+    uint32_t prefix;         /* chat-template tokens at the start of the context, never repeated (kvpress's prefix_length) */
+    uint32_t span0, span1;   /* context tokens [span0, span1) the current pass repeats (its queries sit at positions >= n) */
+    /* For score_ref of a scorer with a capture: every query it captured. */
+    uint32_t q_pos0, n_q;    /* positions q_pos0 .. q_pos0 + n_q - 1 (0 and n for the prefill) */
+    const float *q_host;     /* [n_q, n_head, head_dim] f32 post-RoPE queries; for KVzip the repeated keys sit in
+                                k_host slots n .. q_pos0 + n_q - 1 */
 } vkv_press_layer;
 
 /* Zero window / kernel / pyramid_beta mean the defaults (64, 5, 20); n_sink
@@ -74,6 +87,30 @@ typedef struct vkv_press_ops {
     uint32_t (*n_kept)(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n);
     /* Positions that are always kept whatever their score (SnapKV's window,
      * StreamingLLM's sinks): scores there are +inf. */
+
+    /* Scorers that look at every query rather than a captured window
+     * (ObservedAttention, ExpectedAttention, KVzip): per-layer device state of
+     * state_bytes() bytes (shapes of `in` only, like scratch_bytes) that the
+     * driver zeroes before the prefill; capture_gpu records its update with
+     * the post-RoPE queries q [n_tok, n_head, head_dim] f32 of positions
+     * pos0 .. pos0 + n_tok - 1, when those tokens' keys are in the cache
+     * (in->k holds slots 0 .. pos0 + n_tok - 1; in->n is the context length;
+     * in->state, in->scratch and the RoPE fields are set). score_gpu then
+     * reads in->state. NULL = none. */
+    uint64_t (*state_bytes)(const vkv_press_params *p, const vkv_press_layer *in);
+    vkv_status (*capture_gpu)(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view q,
+                              uint32_t n_tok, uint32_t pos0);
+    /* The capture runs during a reconstruction pass after the prefill, not
+     * during the prefill (KVzip): the driver appends, chunk by chunk, a prompt
+     * asking to repeat the context and the context chunk again (positions
+     * continuing after it; in->span0/span1 name the chunk), then drops them. */
+    bool repeat_pass;
+    /* One selection over every (layer, KV head, token) (KVzip's default): the
+     * driver scores all layers, evicts the int(N p_c) lowest of the N =
+     * n_layer n_kv_head n scores (at least one; ties with the threshold score
+     * evicted too, as kvpress's `<= threshold`) and each (layer, KV head)
+     * keeps what is left of its row. n_kept is ignored. */
+    bool global_selection;
 } vkv_press_ops;
 
 /* All scorers, NULL-terminated; one file per scorer under src/press/. */

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "infer/forward.h"
+#include "press/kvzip.h"
 #include "press/press.h"
 
 /* Default approximation ratio: min(p_c / 2, (1 - p_c - eps) / 2). */
@@ -33,7 +34,18 @@ typedef struct vkv_vector_params {
     const float *w;            /* [n_layer, n_kv_head, head_dim, head_dim] OLS maps (vector only) */
     bool keep_details;         /* keep per-token scores, residuals and tiers for a tier dump */
     bool lean;                 /* benchmarks: no per-head quality figures, no host copies (counts only) */
+    /* KVzip (press->repeat_pass): the context's token ids ([n_context], valid
+     * until compress returns) and the reconstruction prompt (press/kvzip.h,
+     * vkv_kvzip_prompt_make). The context must have room for
+     * vkv_press_session_extra_tokens() more tokens during compression. */
+    const int32_t *context_ids;
+    const vkv_kvzip_prompt *kvzip;
 } vkv_vector_params;
+
+/* Cache slots past the n_context tokens that compression uses for a while
+ * (KVzip's longest reconstruction pass; 0 for the other scorers, or without
+ * p->kvzip): create the context with n_ctx >= n_context + this. */
+uint32_t vkv_press_session_extra_tokens(const vkv_vector_params *p, uint32_t n_context);
 
 /* What compression did, per layer and KV head ([n_layer * n_kv_head] arrays,
  * layer-major) and, with keep_details, per token ([.. * n]). */
@@ -57,7 +69,8 @@ typedef struct vkv_press_session vkv_press_session;
  * [0, 1 - p_c] ... errors name the problem. */
 vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_vector_params *p, uint32_t n_context,
                                     vkv_press_session **out);
-/* After the prefill: compresses every layer. */
+/* After the prefill: compresses every layer (KVzip: after its
+ * reconstruction pass, which evaluates more tokens and drops them). */
 vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *report);
 void vkv_press_session_free(vkv_press_session *s);
 

@@ -79,7 +79,20 @@
     X(PRESS_WINDOW_ATTN_F32, "press_window_attn_f32", 4)     \
     X(PRESS_WINDOW_ATTN_F16, "press_window_attn_f16", 4)     \
     X(PRESS_SNAPKV, "press_snapkv", 2)                       \
-    X(PRESS_TOVA, "press_tova", 2)
+    X(PRESS_TOVA, "press_tova", 2)                           \
+    X(PRESS_SPAN_LSE_F32, "press_span_lse_f32", 3)           \
+    X(PRESS_SPAN_LSE_F16, "press_span_lse_f16", 3)           \
+    X(PRESS_SPAN_ACCUM_F32, "press_span_accum_f32", 4)       \
+    X(PRESS_SPAN_ACCUM_F16, "press_span_accum_f16", 4)       \
+    X(PRESS_FROM_STATE, "press_from_state", 2)               \
+    X(PRESS_EXPECTED_STATS, "press_expected_stats", 3)       \
+    X(PRESS_EXPECTED_PREP, "press_expected_prep", 3)         \
+    X(PRESS_EXPECTED_LOGITS_F32, "press_expected_logits_f32", 3) \
+    X(PRESS_EXPECTED_LOGITS_F16, "press_expected_logits_f16", 3) \
+    X(PRESS_EXPECTED_LSE, "press_expected_lse", 2)           \
+    X(PRESS_EXPECTED_F32, "press_expected_f32", 4)           \
+    X(PRESS_EXPECTED_F16, "press_expected_f16", 4)           \
+    X(PRESS_GLOBAL_ROWS, "press_global_rows", 3)
 
 typedef enum vkv_kernel {
 #define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,

@@ -9,7 +9,15 @@
  * without near-ties at the selection boundary: each case draws random
  * inputs, and redraws (next seed) while some row's k-th and (k+1)-th
  * reference scores are closer than 1e-5 of the row's score range. Exact
- * ties of forced keeps (+inf) are fine: both sides break them by position.
+ * ties of forced keeps (+inf) and of the exact constants 0 and 1 (KVzip's
+ * never-repeated tokens and sinks) are fine: both sides break them by
+ * position.
+ *
+ * Scorers with a capture (observed, expected, kvzip) get every query: the
+ * capture runs over them in uneven pieces, as the prefill's chunks (KVzip:
+ * the reconstruction pass's queries after the context, with the repeated
+ * keys in the cache), before score_gpu. The global selection (KVzip) is
+ * checked against its reference on scores with many ties.
  *
  * Skips (77) when there is no Vulkan device. */
 #include <math.h>
@@ -26,6 +34,7 @@
 #include "core/rng.h"
 #include "press/press.h"
 #include "press/select.h"
+#include "press/select_global.h"
 #include "ref/ref_attn.h"
 #include "ref/ref_select.h"
 
@@ -38,14 +47,19 @@ static const float compressions[] = {0.25f, 0.5f, 0.9f};
 typedef struct press_shape {
     uint32_t n_head, n_kv_head, head_dim, n, n_ctx;
     uint32_t block; /* KeyDiff block (0 = whole sequence) */
+    /* KVzip: the template prefix, the repeated span and the repeat queries after the context */
+    uint32_t prefix, span0, span1, n_repeat;
 } press_shape;
 
 /* Inputs and the reference of one case. */
 typedef struct press_data {
     vkv_press_params pp;
     vkv_press_layer in;
-    void *k_cache;    /* [n_kv_head, n_ctx, head_dim] of kv_type; slots >= n are NaN */
-    float *q;         /* [window, n_head, head_dim] f32 */
+    void *k_cache;    /* [n_kv_head, n_ctx, head_dim] of kv_type; slots >= n_keys are NaN */
+    void *v_cache;    /* the same for the values */
+    float *q;         /* [n_q, n_head, head_dim] f32: the window, or every captured query */
+    float inv_freq[128]; /* head_dim <= 256 */
+    uint32_t n_q, n_keys;
     float *ref;       /* [n_kv_head, n] reference scores */
     uint32_t k[N_PC]; /* tokens kept per KV head at each compression */
 } press_data;
@@ -75,13 +89,14 @@ static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *t
     }
     qsort(tmp, n, sizeof *tmp, cmp_desc);
     const float a = tmp[k - 1], b = tmp[k];
-    if (isinf(a) && a == b) return true; /* among forced keeps: broken by position on both sides */
+    if ((isinf(a) || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
     return a - b > 1e-5f * range;
 }
 
 static void data_free(press_data *d)
 {
     free(d->k_cache);
+    free(d->v_cache);
     free(d->q);
     free(d->ref);
     memset(d, 0, sizeof *d);
@@ -90,34 +105,52 @@ static void data_free(press_data *d)
 /* Draws inputs until the reference selections are clear of near-ties. */
 static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape *s, press_data *d)
 {
-    const uint32_t window = s->n < 64 ? s->n : 64, hd = s->head_dim;
-    const size_t qn = (size_t)window * s->n_head * hd, kn = (size_t)s->n * s->n_kv_head * hd;
-    const size_t sn = (size_t)s->n_kv_head * s->n;
+    const bool capture = ops->capture_gpu != NULL;
+    const uint32_t window = capture ? 0 : s->n < 64 ? s->n : 64, hd = s->head_dim;
     memset(d, 0, sizeof *d);
+    d->n_q = !capture ? window : ops->repeat_pass ? s->n_repeat : s->n;
+    d->n_keys = ops->repeat_pass ? s->n + s->n_repeat : s->n;
+    assert_true(d->n_keys <= s->n_ctx);
+    const size_t qn = (size_t)d->n_q * s->n_head * hd, kn = (size_t)d->n_keys * s->n_kv_head * hd;
+    const size_t sn = (size_t)s->n_kv_head * s->n;
     d->pp = vkv_press_params_default(0.5f);
     d->pp.block = s->block;
     d->k_cache = malloc(vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, hd));
+    d->v_cache = malloc(vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, hd));
     d->q = malloc(qn * sizeof *d->q);
     d->ref = malloc(sn * sizeof *d->ref);
     float *src = malloc(kn * sizeof *src), *tmp = malloc(s->n * sizeof *tmp);
-    assert_true(d->k_cache && d->q && d->ref && src && tmp);
-    /* Unused slots hold NaN so a kernel reading past n poisons its scores. */
+    assert_true(d->k_cache && d->v_cache && d->q && d->ref && src && tmp);
+    /* Unused slots hold NaN so a kernel reading past the keys poisons its scores. */
     for (uint32_t h = 0; h < s->n_kv_head; h++)
-        for (uint32_t j = s->n; j < s->n_ctx; j++)
+        for (uint32_t j = d->n_keys; j < s->n_ctx; j++)
             for (uint32_t e = 0; e < hd; e++) {
                 size_t o = ((size_t)h * s->n_ctx + j) * hd + e;
-                if (kv == VKV_F16) ((uint16_t *)d->k_cache)[o] = 0x7e00u;
-                else ((float *)d->k_cache)[o] = NAN;
+                if (kv == VKV_F16) ((uint16_t *)d->k_cache)[o] = ((uint16_t *)d->v_cache)[o] = 0x7e00u;
+                else ((float *)d->k_cache)[o] = ((float *)d->v_cache)[o] = NAN;
             }
+    /* RoPE (ExpectedAttention): interleaved pairs for the f32 cache, NeoX halves for f16. */
+    vkv_rope_params rp = {.mode = kv == VKV_F16 ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, .head_dim = hd,
+                          .n_rot = hd, .freq_base = 10000.0f, .freq_scale = 1.0f};
+    vkv_rope_inv_freq(&rp, d->inv_freq);
     bool clear = false;
     for (uint32_t attempt = 0; attempt < MAX_ATTEMPTS && !clear; attempt++) {
         vkv_rng rng = vkv_rng_new(0x5eed0000u + 977u * attempt + 31u * s->n + kv);
         for (size_t i = 0; i < kn; i++) src[i] = vkv_rng_uniform(&rng, -1.0f, 1.0f);
         for (size_t i = 0; i < qn; i++) d->q[i] = vkv_rng_uniform(&rng, -4.0f, 4.0f);
-        vkv_kv_cache_store(kv, d->k_cache, s->n_kv_head, s->n_ctx, hd, 0, src, s->n);
+        /* ExpectedAttention: queries with a mean, so the mean's RoPE averaging matters as much as the covariance */
+        if (ops->capture_gpu && !ops->repeat_pass)
+            for (size_t i = 0; i < qn; i++) d->q[i] += 3.0f * sinf((float)(i % hd));
+        vkv_kv_cache_store(kv, d->k_cache, s->n_kv_head, s->n_ctx, hd, 0, src, d->n_keys);
+        for (size_t i = 0; i < kn; i++) src[i] = vkv_rng_uniform(&rng, -1.0f, 1.0f);
+        vkv_kv_cache_store(kv, d->v_cache, s->n_kv_head, s->n_ctx, hd, 0, src, d->n_keys);
         d->in = (vkv_press_layer){.layer = 1, .n_layer = 4, .n = s->n, .n_head = s->n_head,
                                   .n_kv_head = s->n_kv_head, .head_dim = hd, .n_ctx = s->n_ctx, .kv_type = kv,
-                                  .window = window, .k_host = d->k_cache, .v_host = d->k_cache, .q_window_host = d->q};
+                                  .window = window, .k_host = d->k_cache, .v_host = d->v_cache,
+                                  .q_window_host = capture ? NULL : d->q, .n_rot = hd,
+                                  .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = d->inv_freq,
+                                  .prefix = s->prefix, .span0 = s->span0, .span1 = s->span1,
+                                  .q_pos0 = ops->repeat_pass ? s->n : 0, .n_q = d->n_q, .q_host = capture ? d->q : NULL};
         assert_int_equal(ops->score_ref(&d->pp, &d->in, d->ref), VKV_OK);
         clear = true;
         for (int c = 0; c < N_PC; c++) {
@@ -147,18 +180,34 @@ static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
     press_data d;
     data_make(ops, kv, s, &d);
     const size_t sn = (size_t)s->n_kv_head * s->n;
-    const uint64_t qb = 4ull * d.in.window * s->n_head * s->head_dim;
-    vkv_buffer *kb = upload(d.k_cache, vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, s->head_dim), "K cache");
-    vkv_buffer *qbuf = upload(d.q, qb, "window queries");
+    const uint64_t row_bytes = 4ull * s->n_head * s->head_dim, qb = row_bytes * d.n_q;
+    const uint64_t cache_bytes = vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, s->head_dim);
+    vkv_buffer *kb = upload(d.k_cache, cache_bytes, "K cache"), *vb = upload(d.v_cache, cache_bytes, "V cache");
+    vkv_buffer *qbuf = upload(d.q, qb, "queries");
+    vkv_buffer *fb = upload(d.inv_freq, 2ull * s->head_dim, "RoPE frequencies");
     vkv_buffer *scratch = upload(NULL, vkv_press_scratch_bytes(ops, &d.pp, &d.in), "press scratch");
+    const uint64_t state_bytes = ops->state_bytes ? ops->state_bytes(&d.pp, &d.in) : 16;
+    vkv_buffer *state = upload(NULL, state_bytes, "press state");
+    assert_int_equal(vkv_buffer_fill(gpu, state, 0, vkv_buffer_size(state), 0), VKV_OK);
     vkv_buffer *sb = upload(NULL, sn * 4, "scores"), *mb[N_PC];
     for (int c = 0; c < N_PC; c++) mb[c] = upload(NULL, sn * 4, "mask");
-    d.in.k = d.in.v = vkv_view_of(kb);
+    d.in.k = vkv_view_of(kb);
+    d.in.v = vkv_view_of(vb);
     d.in.q_window = vkv_view_of(qbuf);
     d.in.scratch = vkv_view_of(scratch);
+    d.in.state = vkv_view_of(state);
+    d.in.inv_freq = vkv_view_of(fb);
 
     assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
-    vkv_status st = ops->score_gpu(gpu, &d.pp, &d.in, vkv_view_of(sb));
+    vkv_status st = VKV_OK;
+    /* The capture in uneven pieces, as the chunks of a prefill (or of the reconstruction pass). */
+    for (uint32_t r0 = 0, piece = 0; ops->capture_gpu && r0 < d.n_q && !st; r0 += piece) {
+        static const uint32_t pieces[] = {3, 61, 128, 17, 100};
+        piece = pieces[(r0 / 7) % 5];
+        if (piece > d.n_q - r0) piece = d.n_q - r0;
+        st = ops->capture_gpu(gpu, &d.pp, &d.in, (vkv_view){qbuf, r0 * row_bytes}, piece, d.in.q_pos0 + r0);
+    }
+    if (!st) st = ops->score_gpu(gpu, &d.pp, &d.in, vkv_view_of(sb));
     for (int c = 0; c < N_PC && !st; c++)
         st = vkv_op_topk_select(gpu, vkv_view_of(sb), s->n_kv_head, s->n, (vkv_view){0}, d.k[c], vkv_view_of(mb[c]));
     vkv_status sub = vkv_cmd_submit(gpu);
@@ -196,8 +245,11 @@ static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
     for (int c = 0; c < N_PC; c++) vkv_buffer_destroy(gpu, mb[c]);
     vkv_buffer_destroy(gpu, sb);
     vkv_buffer_destroy(gpu, scratch);
+    vkv_buffer_destroy(gpu, state);
     vkv_buffer_destroy(gpu, qbuf);
+    vkv_buffer_destroy(gpu, fb);
     vkv_buffer_destroy(gpu, kb);
+    vkv_buffer_destroy(gpu, vb);
     data_free(&d);
 }
 
@@ -208,7 +260,7 @@ static void check_both_types(const char *name, const press_shape *s)
 }
 
 /* GQA 4:1, head_dim 64, a cache longer than the context. */
-static const press_shape gqa = {8, 2, 64, 300, 320, 0};
+static const press_shape gqa = {8, 2, 64, 300, 320, 0, 0, 0, 0, 0};
 
 static void knorm_gpu_matches_reference(void **state) { (void)state; check_both_types("knorm", &gqa); }
 static void keydiff_gpu_matches_reference(void **state) { (void)state; check_both_types("keydiff", &gqa); }
@@ -216,7 +268,7 @@ static void keydiff_gpu_matches_reference(void **state) { (void)state; check_bot
 static void blockwise_keydiff_gpu_matches_reference(void **state)
 {
     (void)state;
-    const press_shape s = {8, 2, 64, 300, 320, 128}; /* blocks of 128, 128, 44 */
+    const press_shape s = {8, 2, 64, 300, 320, 128, 0, 0, 0, 0}; /* blocks of 128, 128, 44 */
     check_both_types("keydiff", &s);
 }
 
@@ -228,15 +280,72 @@ static void tova_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("tova", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
     check_press("tova", VKV_F16, &mha);
+}
+
+static void observed_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_both_types("observed", &gqa);
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    check_press("observed", VKV_F16, &mha);
+}
+
+static void expected_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_both_types("expected", &gqa);
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    check_press("expected", VKV_F32, &mha);
+}
+
+static void kvzip_gpu_matches_reference(void **state)
+{
+    (void)state;
+    /* the first chunk (no sinks in the softmax: span0 = prefix < 4) and a later one */
+    const press_shape first = {8, 2, 64, 300, 360, 0, 3, 3, 300, 57};
+    check_both_types("kvzip", &first);
+    const press_shape later = {8, 2, 64, 300, 400, 0, 6, 100, 250, 90};
+    check_both_types("kvzip", &later);
+}
+
+/* KVzip's global threshold on the GPU (a top-k over one row of every score,
+ * then per-row figures) against the sorted reference, with many ties at the
+ * threshold: each row keeps exactly its scores above it. */
+static void global_selection_matches_reference(void **state)
+{
+    (void)state;
+    const uint32_t rows = 10, n = 997;
+    const float pcs[] = {0.25f, 0.5f, 0.9f, 0.0001f};
+    float *sc = malloc(4ull * rows * n);
+    uint32_t got[10], want[10];
+    assert_non_null(sc);
+    vkv_rng rng = vkv_rng_new(77);
+    for (size_t i = 0; i < (size_t)rows * n; i++) sc[i] = roundf(vkv_rng_uniform(&rng, 0.0f, 1.0f) * 64) / 64;
+    sc[5] = NAN;
+    sc[17] = INFINITY;
+    vkv_buffer *b = upload(sc, 4ull * rows * n, "scores");
+    for (size_t c = 0; c < sizeof pcs / sizeof *pcs; c++) {
+        assert_int_equal(vkv_global_select_counts_ref(sc, rows, n, pcs[c], want), VKV_OK);
+        if (vkv_global_select_counts(gpu, vkv_view_of(b), rows, n, pcs[c], got)) fail_msg("%s", vkv_last_error());
+        uint64_t kept = 0;
+        for (uint32_t r = 0; r < rows; r++) {
+            assert_int_equal(got[r], want[r]);
+            kept += got[r];
+        }
+        /* ties at the threshold are evicted with it: at least int(N p_c) go */
+        assert_true(kept <= (uint64_t)rows * n - vkv_global_n_evicted((uint64_t)rows * n, pcs[c]));
+    }
+    vkv_buffer_destroy(gpu, b);
+    free(sc);
 }
 
 /* The error reaches the caller with both numbers; nothing is recorded. */
 static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
 {
     (void)state;
-    const press_shape s = {4, 2, 32, 40, 48, 0};
+    const press_shape s = {4, 2, 32, 40, 48, 0, 0, 0, 0, 0};
     const vkv_press_ops *ops = vkv_press_find("snapkv");
     vkv_press_params pp = vkv_press_params_default(0.5f);
     vkv_buffer *kb = upload(NULL, vkv_kv_cache_bytes(VKV_F32, 2, 48, 32), "K cache");
@@ -277,6 +386,10 @@ int main(void)
         cmocka_unit_test(snapkv_gpu_matches_reference),
         cmocka_unit_test(pyramidkv_gpu_matches_reference),
         cmocka_unit_test(tova_gpu_matches_reference),
+        cmocka_unit_test(observed_gpu_matches_reference),
+        cmocka_unit_test(expected_gpu_matches_reference),
+        cmocka_unit_test(kvzip_gpu_matches_reference),
+        cmocka_unit_test(global_selection_matches_reference),
         cmocka_unit_test(snapkv_gpu_rejects_a_context_shorter_than_its_window),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,11 +6,15 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "press/kvzip.h"
 #include "press/press.h"
+#include "press/select_global.h"
 #include "ref/ref_attn.h"
 #include "ref/ref_select.h"
 
@@ -193,6 +197,255 @@ static void tova_averages_the_last_query_over_all_heads(void **state)
     }
 }
 
+static void observed_averages_the_attention_over_the_queries_that_see_a_token(void **state)
+{
+    (void)state;
+    /* q = 0: query i spreads 1 / (i + 1) over keys 0..i. Column sums
+     * 1 + 1/2 + 1/3, 1/2 + 1/3, 1/3 over n - j = 3, 2, 1 queries. */
+    float keys[3 * HD] = {1, 2, 3, 4, /**/ -1, 0, 2, 0, /**/ 0, 0, 0, 5}, q[3 * HD] = {0}, out[3];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    vkv_press_layer in = layer_f32(keys, 3, 1, 1, NULL, 0);
+    in.q_host = q;
+    in.n_q = 3;
+    score("observed", &p, &in, out);
+    assert_float_equal(out[0], 11.0 / 18.0, 1e-7);
+    assert_float_equal(out[1], 5.0 / 12.0, 1e-7);
+    assert_float_equal(out[2], 1.0 / 3.0, 1e-7);
+    /* Two query heads on one KV head: the group mean. Head 1 puts weight 4 on
+     * key 0 (q . k0 / 2 = ln 4): query 1 gives key 0 4/5, key 1 1/5; query 2
+     * 4/6, 1/6, 1/6. With head 0 (q = 0) the group mean of key 0 is
+     * ((1 + 4/5 + 4/6) + 11/6) / 2 / 3. */
+    float keys2[3 * HD] = {1, 0, 0, 0, /**/ 0, 0, 0, 0, /**/ 0, 0, 0, 0};
+    float q2[3 * 2 * HD] = {0};
+    for (int i = 0; i < 3; i++) q2[(i * 2 + 1) * HD] = (float)(2 * log(4.0));
+    in = layer_f32(keys2, 3, 2, 1, NULL, 0);
+    in.q_host = q2;
+    in.n_q = 3;
+    score("observed", &p, &in, out);
+    assert_float_equal(out[0], ((1 + 0.8 + 4.0 / 6) + 11.0 / 6) / 2 / 3, 1e-6);
+    assert_float_equal(out[1], ((0.2 + 1.0 / 6) + 5.0 / 6) / 2 / 2, 1e-6);
+    assert_float_equal(out[2], (1.0 / 6 + 1.0 / 3) / 2, 1e-6);
+    /* The reference needs every query. */
+    in.n_q = 2;
+    assert_int_equal(vkv_press_find("observed")->score_ref(&p, &in, out), VKV_ERR_ARG);
+}
+
+static void expected_scores_the_gaussian_expected_attention_times_the_value_norm(void **state)
+{
+    (void)state;
+    /* No RoPE (n_rot 0), one sink. Queries of positions 1, 2: (2,0,0,0) and
+     * (0,0,0,0): mu = (1,0,0,0), Sigma = diag(1, 0, 0, 0) (biased). Keys
+     * k1 = e1: z = 1/2 + 1/8; k2 = 2 e2: z = 0. Softmax over keys 1, 2, times
+     * ||v|| (v = k here): 1 and 2. The sink is kept. */
+    float keys[3 * HD] = {5, 5, 5, 5, /**/ 1, 0, 0, 0, /**/ 0, 2, 0, 0};
+    float q[3 * HD] = {7, 7, 7, 7, /**/ 2, 0, 0, 0, /**/ 0, 0, 0, 0}, out[3];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    p.n_sink = 1;
+    vkv_press_layer in = layer_f32(keys, 3, 1, 1, NULL, 0);
+    in.q_host = q;
+    in.n_q = 3;
+    score("expected", &p, &in, out);
+    const double e = exp(0.625);
+    assert_true(isinf(out[0]) && out[0] > 0);
+    assert_float_equal(out[1], e / (e + 1), 1e-6);
+    assert_float_equal(out[2], 2 / (e + 1), 1e-6);
+
+    /* RoPE: interleaved, pair 0 at a quarter turn per position (its rotation
+     * averages to 0 over the 512 future positions), pair 1 not rotating. The
+     * same pre-RoPE query (1, 1, 3, 0) at positions 1 and 2, given rotated:
+     * mu = that query, Sigma = 0, mu' = (0, 0, 3, 0). k1 = e1: z = 0;
+     * k2 = e3: z = 3/2. */
+    const float inv_freq[2] = {(float)(M_PI / 2), 0.0f};
+    float keys3[3 * HD] = {0, 0, 0, 0, /**/ 1, 0, 0, 0, /**/ 0, 0, 1, 0}, q3[3 * HD] = {0};
+    for (int pos = 1; pos < 3; pos++) {
+        const double th = (double)((float)pos * inv_freq[0]);
+        q3[pos * HD + 0] = (float)(cos(th) - sin(th));
+        q3[pos * HD + 1] = (float)(sin(th) + cos(th));
+        q3[pos * HD + 2] = 3;
+    }
+    in = layer_f32(keys3, 3, 1, 1, NULL, 0);
+    in.q_host = q3;
+    in.n_q = 3;
+    in.n_rot = 4;
+    in.inv_freq_host = inv_freq;
+    score("expected", &p, &in, out);
+    const double e15 = exp(1.5);
+    assert_float_equal(out[1], 1 / (1 + e15), 1e-5);
+    assert_float_equal(out[2], e15 / (1 + e15), 1e-5);
+    /* n <= n_sink is refused (kvpress asserts). */
+    p.n_sink = 3;
+    assert_int_equal(vkv_press_find("expected")->score_ref(&p, &in, out), VKV_ERR_ARG);
+}
+
+static void kvzip_scores_the_largest_attention_from_the_repeat_queries(void **state)
+{
+    (void)state;
+    /* Context of 4 tokens, prefix 1 (the sink gets 1), the pass repeats
+     * [1, 4): queries at positions 4 and 5 see key 0 (sink), keys 1..3 and
+     * the repeat keys 4.. up to themselves. Query head 0 has q = 0 (1/5 then
+     * 1/6 everywhere); head 1 puts weight 4 on key 3 (1/2 then 4/9). The max
+     * over the queries and the group: key 3 1/2, keys 1, 2 1/5. */
+    float keys[6 * HD] = {0, 0, 0, 0, /**/ 0, 0, 0, 0, /**/ 0, 0, 0, 0, /**/ 1, 0, 0, 0, /**/ 0, 0, 0, 0, /**/ 0, 0, 0, 0};
+    float q[2 * 2 * HD] = {0}, out[4];
+    q[1 * HD] = q[3 * HD] = (float)(2 * log(4.0));
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    vkv_press_layer in = layer_f32(keys, 4, 2, 1, NULL, 0);
+    in.n_ctx = 6; /* the repeated keys sit after the context */
+    in.prefix = 1;
+    in.span0 = 1;
+    in.span1 = 4;
+    in.q_host = q;
+    in.q_pos0 = 4;
+    in.n_q = 2;
+    score("kvzip", &p, &in, out);
+    assert_float_equal(out[0], 1.0f, 0);
+    assert_float_equal(out[1], 0.2, 1e-7);
+    assert_float_equal(out[2], 0.2, 1e-7);
+    assert_float_equal(out[3], 0.5, 1e-7);
+    /* A later pass over [3, 4) after a prefix of 3: the first min(4, 3)
+     * tokens are sinks (1), the softmax sees keys 0..2, key 3 and the repeat
+     * keys: key 3 gets max(1/5, 4/8, 1/6, 4/9). */
+    in.prefix = 3;
+    in.span0 = 3;
+    score("kvzip", &p, &in, out);
+    assert_float_equal(out[0], 1.0f, 0);
+    assert_float_equal(out[2], 1.0f, 0);
+    assert_float_equal(out[3], 0.5, 1e-7);
+    /* Without a prefix nothing is forced and tokens outside the pass stay 0. */
+    in.prefix = 0;
+    score("kvzip", &p, &in, out);
+    assert_float_equal(out[0], 0.0f, 0);
+    assert_float_equal(out[3], 0.5, 1e-7);
+    assert_true(vkv_press_find("kvzip")->global_selection && vkv_press_find("kvzip")->repeat_pass);
+}
+
+static void kvzip_passes_chunk_the_context_after_its_prefix(void **state)
+{
+    (void)state;
+    int32_t first[2] = {901, 902}, next[3] = {911, 912, 913}, suffix[1] = {920};
+    vkv_kvzip_prompt kp = {first, 2, next, 3, suffix, 1, 3};
+    enum { N = 5000 };
+    static int32_t ctx[N], ids[3000];
+    for (int i = 0; i < N; i++) ctx[i] = i;
+    /* 4997 tokens after the prefix: chunks of 2048, 2048, 901 */
+    assert_int_equal(vkv_kvzip_n_passes(&kp, N), 3);
+    assert_int_equal(vkv_kvzip_max_pass_tokens(&kp, N), 3 + 8 + 1 + 2048);
+    uint32_t n_ids, s0, s1;
+    vkv_kvzip_pass(&kp, ctx, N, 0, ids, &n_ids, &s0, &s1);
+    assert_int_equal(n_ids, 2 + 1 + 2048);
+    assert_int_equal(s0, 3);
+    assert_int_equal(s1, 3 + 2048);
+    assert_int_equal(ids[0], 901);
+    assert_int_equal(ids[2], 920);
+    assert_int_equal(ids[3], 3);
+    assert_int_equal(ids[n_ids - 1], 2050);
+    vkv_kvzip_pass(&kp, ctx, N, 2, ids, &n_ids, &s0, &s1);
+    assert_int_equal(n_ids, 3 + 8 + 1 + 901);
+    assert_int_equal(s0, 3 + 4096);
+    assert_int_equal(s1, N);
+    assert_int_equal(ids[2], 913);
+    assert_int_equal(ids[3], 3 + 4096 - 8); /* the previous chunk's last 8 ids */
+    assert_int_equal(ids[10], 3 + 4096 - 1);
+    assert_int_equal(ids[11], 920);
+    assert_int_equal(ids[12], 3 + 4096);
+    /* a context that fits one chunk; nothing after the prefix: no pass */
+    assert_int_equal(vkv_kvzip_n_passes(&kp, 2051), 1);
+    assert_int_equal(vkv_kvzip_n_passes(&kp, 2052), 2);
+    assert_int_equal(vkv_kvzip_n_passes(&kp, 3), 0);
+}
+
+/* A SentencePiece vocabulary of byte tokens and ChatML's two control tokens,
+ * with the "chatml" template or none. */
+enum { V_IM_START = 259, V_IM_END, V_N };
+static vkv_tokenizer *byte_vocab(const char *chat_template)
+{
+    static char bytes[256][7];
+    const char *toks[V_N] = {"<unk>", "<s>", "</s>"};
+    float scores[V_N] = {0};
+    int32_t types[V_N] = {VKV_TOKEN_UNKNOWN, VKV_TOKEN_CONTROL, VKV_TOKEN_CONTROL};
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        toks[3 + b] = bytes[b];
+        types[3 + b] = VKV_TOKEN_BYTE;
+    }
+    toks[V_IM_START] = "<|im_start|>";
+    toks[V_IM_END] = "<|im_end|>";
+    types[V_IM_START] = types[V_IM_END] = VKV_TOKEN_CONTROL;
+    vkv_gguf_writer *w = vkv_gguf_writer_new(0);
+    assert_non_null(w);
+    assert_int_equal(vkv_gguf_set_str(w, "general.architecture", "llama"), VKV_OK);
+    assert_int_equal(vkv_gguf_set_str(w, "tokenizer.ggml.model", "llama"), VKV_OK);
+    assert_int_equal(vkv_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, V_N), VKV_OK);
+    assert_int_equal(vkv_gguf_set_arr(w, "tokenizer.ggml.scores", VKV_GGUF_FLOAT32, scores, V_N), VKV_OK);
+    assert_int_equal(vkv_gguf_set_arr(w, "tokenizer.ggml.token_type", VKV_GGUF_INT32, types, V_N), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2), VKV_OK);
+    assert_int_equal(vkv_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", false), VKV_OK);
+    if (chat_template) assert_int_equal(vkv_gguf_set_str(w, "tokenizer.chat_template", chat_template), VKV_OK);
+    void *data;
+    size_t size;
+    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
+    vkv_gguf_writer_free(w);
+    vkv_gguf *g;
+    vkv_tokenizer *tok;
+    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    assert_int_equal(vkv_tokenizer_load(g, &tok), VKV_OK);
+    vkv_gguf_close(g);
+    free(data);
+    return tok;
+}
+
+static void kvzip_prompt_follows_the_chat_template(void **state)
+{
+    (void)state;
+    /* ChatML around "dummy context\n#...": prefix "<|im_start|>user\n" after
+     * BOS (1 + 1 + 5 bytes), suffix "<|im_end|>\n<|im_start|>assistant\n". */
+    vkv_tokenizer *tok = byte_vocab("chatml");
+    vkv_kvzip_prompt kp;
+    assert_int_equal(vkv_kvzip_prompt_make(tok, true, &kp), VKV_OK);
+    assert_int_equal(kp.prefix, 7);
+    const int32_t suffix[] = {V_IM_END, 3 + '\n', V_IM_START, 3 + 'a', 3 + 's', 3 + 's', 3 + 'i', 3 + 's', 3 + 't',
+                              3 + 'a', 3 + 'n', 3 + 't', 3 + '\n'};
+    assert_int_equal(kp.n_suffix, sizeof suffix / sizeof *suffix);
+    assert_memory_equal(kp.suffix, suffix, sizeof suffix);
+    /* plain text, byte by byte, spaces escaped to U+2581 (3 bytes) */
+    const char *first = "\n\nRepeat the previous context exactly.";
+    assert_int_equal(kp.n_first, strlen(first) + 2 * 4);
+    for (uint32_t i = 0; i < 8; i++) assert_int_equal(kp.first[i], 3 + (unsigned char)first[i]);
+    assert_int_equal(kp.n_next, strlen("\n\nRepeat the part of the previous context exactly, starting with") + 2 * 9);
+    vkv_kvzip_prompt_free(&kp);
+    /* Without the template: no prefix, suffix "\n". */
+    assert_int_equal(vkv_kvzip_prompt_make(tok, false, &kp), VKV_OK);
+    assert_int_equal(kp.prefix, 0);
+    assert_int_equal(kp.n_suffix, 1);
+    assert_int_equal(kp.suffix[0], 3 + '\n');
+    vkv_kvzip_prompt_free(&kp);
+    vkv_tokenizer_free(tok);
+    /* --chat on a model without a template is an error that says so. */
+    tok = byte_vocab(NULL);
+    assert_int_equal(vkv_kvzip_prompt_make(tok, true, &kp), VKV_ERR_UNSUPPORTED);
+    assert_non_null(strstr(vkv_last_error(), "chat template"));
+    vkv_tokenizer_free(tok);
+}
+
+static void global_selection_evicts_every_score_up_to_the_threshold(void **state)
+{
+    (void)state;
+    /* N = 8, p_c 0.5: the 4th smallest is 0.2, and all three 0.2 go with it. */
+    const float s[2 * 4] = {0.1f, 0.5f, 0.2f, 0.2f, /**/ 0.2f, 0.9f, 0.05f, 0.3f};
+    uint32_t kept[2];
+    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.5f, kept), VKV_OK);
+    assert_int_equal(kept[0], 1);
+    assert_int_equal(kept[1], 2);
+    /* int(8 * 0.01) = 0: still one evicted (kvpress's max(.. - 1, 0) index) */
+    assert_int_equal(vkv_global_n_evicted(8, 0.01f), 1);
+    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.01f, kept), VKV_OK);
+    assert_int_equal(kept[0], 4);
+    assert_int_equal(kept[1], 3);
+    /* Python: int(1000 * 0.9) = 900 */
+    assert_int_equal(vkv_global_n_evicted(1000, 0.9f), 900);
+}
+
 static void uniform_count_is_kvpress_int_of_n_times_one_minus_pc(void **state)
 {
     (void)state;
@@ -287,7 +540,7 @@ static void find_names_every_press_and_rejects_unknown_ones(void **state)
     const vkv_press_ops *const *all = vkv_press_all();
     size_t count = 0;
     for (; all[count]; count++) assert_ptr_equal(vkv_press_find(all[count]->name), all[count]);
-    assert_true(count >= 6);
+    assert_true(count >= 9);
     assert_null(vkv_press_find("h2o-but-misspelled"));
     assert_non_null(strstr(vkv_last_error(), "snapkv"));
 }
@@ -303,6 +556,12 @@ int main(void)
         cmocka_unit_test(snapkv_weights_follow_the_causal_softmax),
         cmocka_unit_test(snapkv_rejects_a_context_shorter_than_its_window),
         cmocka_unit_test(tova_averages_the_last_query_over_all_heads),
+        cmocka_unit_test(observed_averages_the_attention_over_the_queries_that_see_a_token),
+        cmocka_unit_test(expected_scores_the_gaussian_expected_attention_times_the_value_norm),
+        cmocka_unit_test(kvzip_scores_the_largest_attention_from_the_repeat_queries),
+        cmocka_unit_test(kvzip_passes_chunk_the_context_after_its_prefix),
+        cmocka_unit_test(kvzip_prompt_follows_the_chat_template),
+        cmocka_unit_test(global_selection_evicts_every_score_up_to_the_threshold),
         cmocka_unit_test(uniform_count_is_kvpress_int_of_n_times_one_minus_pc),
         cmocka_unit_test(pyramid_budgets_shrink_with_depth_and_average_n_times_one_minus_pc),
         cmocka_unit_test(pyramid_clamps_the_top_budget_to_the_prefix),

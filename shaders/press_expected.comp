@@ -1,0 +1,44 @@
+#version 450
+// ExpectedAttention, the final step, one invocation per (token j, KV head):
+// the expected attention softmax(z) averaged over the query heads of the
+// group, times ||v_j|| (kvpress: (scores + 0) * values.norm(dim=-1)); the
+// first n_sink tokens are kept (+inf; kvpress pads them with max + 1).
+
+#extension GL_GOOGLE_include_directive : require
+
+layout(local_size_x_id = 0) in;
+
+layout(binding = 0) readonly buffer Zbuf { float z[]; };        // [n_head, n - n_sink]
+layout(binding = 1) readonly buffer Lbuf { float lse[]; };      // [n_head]
+#define KV_BINDING 2
+#include "common/kv_vec4.glsl"                                   // [heads of this dispatch, n_ctx, head_dim] values
+layout(binding = 3) writeonly buffer Obuf { float scores[]; };  // [n_kv_head, n] f32
+
+layout(push_constant) uniform PC {
+    uint n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
+} pc;
+
+float press_inf() { return uintBitsToFloat(0x7f800000u); }
+
+void main()
+{
+    const uint j = gl_GlobalInvocationID.x, hl = gl_WorkGroupID.y, kh = pc.kv_head0 + hl;
+    if (j >= pc.n) return;
+    const uint o = kh * pc.n + j;
+    if (j < pc.n_sink) {
+        scores[o] = press_inf();
+        return;
+    }
+    const uint group = pc.n_head / pc.n_kv_head, n_z = pc.n - pc.n_sink, d4n = pc.head_dim / 4u;
+    float p = 0.0;
+    for (uint g = 0u; g < group; g++) {
+        const uint h = kh * group + g;
+        p += exp(z[h * n_z + j - pc.n_sink] - lse[h]);
+    }
+    float v2 = 0.0;
+    for (uint d4 = 0u; d4 < d4n; d4++) {
+        const vec4 v = kv_load4((hl * pc.n_ctx + j) * d4n + d4);
+        v2 += dot(v, v);
+    }
+    scores[o] = p / float(group) * sqrt(v2);
+}

@@ -1,0 +1,697 @@
+/* vkvector niah: needle in a haystack. Builds prompts of given token lengths
+ * from a haystack of text files (the Paul Graham essays), hides a needle
+ * sentence at given depths (at a sentence boundary), asks for it, and scores
+ * the answer by ROUGE-L F against the needle (the `rouge` package's, as in
+ * LongBench). Runs differ by where in the haystack the text starts. Writes
+ * the grid as JSON and, with --html, a self-contained heatmap page. */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/eval_cli.h"
+#include "core/json_write.h"
+#include "core/strbuf.h"
+#include "eval/generate.h"
+#include "eval/metrics.h"
+#include "eval/prompt.h"
+
+#define DEFAULT_NEEDLE "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day."
+#define DEFAULT_QUESTION "What is the best thing to do in San Francisco?"
+#define INTRO "You are a helpful AI bot that answers questions for a user. Keep your response short and direct.\n\n<context>\n"
+#define OUTRO "\n</context>\n\n"
+#define ASK_SUFFIX " Don't give information outside the document or repeat your findings."
+
+static void niah_usage(void)
+{
+    printf("usage: vkvector niah --out GRID.json [options]\n\n"
+           "Needle in a haystack: for every prompt length x needle depth, hides the needle in the haystack text,\n"
+           "asks the question, and scores the answer by ROUGE-L F against the needle (mean over the runs).\n\n"
+           "  --haystack DIR        text files of the haystack, concatenated in name order (default:\n"
+           "                        ../shared/data/paul_graham_essays)\n"
+           "  --lengths SPEC        prompt lengths in tokens: START:STOP:STEP (STOP included) or a list a,b,c\n"
+           "                        (default 3000:30000:3000); lengths over the context are capped to it\n"
+           "  --depths SPEC         needle depths in percent of the haystack: START:STOP:COUNT (COUNT evenly\n"
+           "                        spaced values, STOP included) or a list (default 0:100:11)\n"
+           "  --runs N              runs per cell, each from another offset in the haystack (default 1)\n"
+           "  --seed S              shifts the runs' offsets (default 0)\n"
+           "  --needle TEXT         the needle sentence (default: the San Francisco sandwich)\n"
+           "  --question TEXT       the question (default: \"" DEFAULT_QUESTION "\")\n"
+           "  -n, --n-predict N     answer tokens at most (default 64)\n"
+           "  --out FILE            the grid as JSON (rewritten as cells complete)\n"
+           "  --html FILE           a self-contained heatmap page\n"
+           "  --quiet               no line per cell\n");
+    eval_print_common_usage(stdout);
+}
+
+/* ---- specs ---- */
+
+typedef struct dlist {
+    double v[4096];
+    size_t n;
+} dlist;
+
+/* "a,b,c", "a" or "a:b:c" (step = true: c is the step; else c values evenly spaced). */
+static bool parse_spec(const char *s, bool step, double lo, double hi, dlist *out)
+{
+    out->n = 0;
+    if (strchr(s, ':')) {
+        double a, b, c;
+        char extra;
+        if (sscanf(s, "%lf:%lf:%lf%c", &a, &b, &c, &extra) != 3 || a < lo || b > hi || b < a) return false;
+        if (step) {
+            if (c <= 0) return false;
+            for (double x = a; x <= b + 1e-9 && out->n < 4096; x += c) out->v[out->n++] = x;
+        } else {
+            if (c < 1 || c > 4096 || c != floor(c)) return false;
+            size_t n = (size_t)c;
+            for (size_t i = 0; i < n; i++) out->v[out->n++] = n == 1 ? a : a + (b - a) * (double)i / (double)(n - 1);
+        }
+        return out->n > 0;
+    }
+    char *copy = strdup(s);
+    if (!copy) return false;
+    bool ok = true;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
+        double x;
+        ok = cli_parse_f64(t, lo, hi, &x) && out->n < 4096;
+        if (ok) out->v[out->n++] = x;
+    }
+    free(copy);
+    return ok && out->n > 0;
+}
+
+/* ---- haystack ---- */
+
+static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The text files of dir (*.txt; every regular file when there is none),
+ * concatenated in name order with blank lines between. */
+static char *read_haystack(const char *dir, size_t *len)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        fprintf(stderr, "vkvector niah: cannot open the haystack directory '%s': %s\n", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0, n_txt = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.') continue;
+        if (n == cap) {
+            char **g = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *g);
+            if (!g) break;
+            names = g;
+        }
+        size_t l = strlen(de->d_name);
+        n_txt += l > 4 && !strcmp(de->d_name + l - 4, ".txt");
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(d);
+    qsort(names, n, sizeof *names, name_cmp);
+    vkv_strbuf b = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i]) continue;
+        size_t l = strlen(names[i]);
+        if (n_txt && !(l > 4 && !strcmp(names[i] + l - 4, ".txt"))) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        struct stat sb;
+        if (stat(path, &sb) || !S_ISREG(sb.st_mode)) continue;
+        size_t fl;
+        char *t = cli_read_file(path, &fl);
+        if (!t) continue;
+        if (b.n) vkv_strbuf_puts(&b, "\n\n");
+        vkv_strbuf_put(&b, t, fl);
+        free(t);
+    }
+    for (size_t i = 0; i < n; i++) free(names[i]);
+    free(names);
+    if (b.oom || !b.n) {
+        fprintf(stderr, "vkvector niah: no text in the haystack directory '%s'\n", dir);
+        free(b.p);
+        return NULL;
+    }
+    *len = b.n;
+    return b.p;
+}
+
+static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+static bool sentence_end_at(const char *t, size_t len, size_t i)
+{
+    if (i == 0 || i > len) return false;
+    char c = t[i - 1];
+    if (c != '.' && c != '?' && c != '!') return false;
+    return i == len || is_ws(t[i]) || (c == '.' && t[i] >= 'A' && t[i] <= 'Z');
+}
+
+/* The end of the last sentence that ends at or before `at` (just after its
+ * '.', '?' or '!'), or 0. A '.' directly followed by a capital also counts
+ * (the essays' paragraph joins). */
+static size_t sentence_end_before(const char *t, size_t len, size_t at)
+{
+    if (at > len) at = len;
+    for (size_t i = at; i > 0; i--)
+        if (sentence_end_at(t, len, i)) return i;
+    return 0;
+}
+
+/* The sentence end nearest to `at` in [0, len] (0 and len count as ends). */
+static size_t sentence_end_near(const char *t, size_t len, size_t at)
+{
+    size_t before = sentence_end_before(t, len, at), after = at;
+    while (after < len && !sentence_end_at(t, len, after)) after++;
+    return at - before <= after - at ? before : after;
+}
+
+/* One run's haystack: the text from an offset (at a paragraph start),
+ * wrapped around and repeated until it has at least `bytes` bytes. */
+static char *run_text(const char *hay, size_t hay_len, size_t offset, size_t bytes, size_t *len)
+{
+    if (offset) {
+        const char *p = strstr(hay + offset, "\n\n");
+        offset = p ? (size_t)(p - hay) + 2 : 0;
+    }
+    vkv_strbuf b = {0};
+    vkv_strbuf_put(&b, hay + offset, hay_len - offset);
+    while (b.n < bytes && !b.oom) {
+        vkv_strbuf_puts(&b, "\n\n");
+        vkv_strbuf_put(&b, hay, hay_len);
+    }
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    *len = b.n;
+    return b.p;
+}
+
+/* ---- the grid ---- */
+
+typedef struct cell {
+    double length, depth;
+    double *scores, *needle_depth;
+    size_t *prompt_tokens;
+    char **answers;
+    size_t n_done;
+} cell;
+
+typedef struct niah {
+    const eval_opts *o;
+    eval_env *e;
+    const char *needle, *question, *haystack_dir, *out_path, *html_path;
+    dlist lengths, depths;
+    size_t runs, n_predict;
+    uint64_t seed;
+    cell *cells;               /* [n_lengths * n_depths], length-major */
+} niah;
+
+static double cell_mean(const cell *c)
+{
+    double s = 0;
+    for (size_t r = 0; r < c->n_done; r++) s += c->scores[r];
+    return c->n_done ? s / c->n_done : NAN;
+}
+
+static bool write_json(const niah *g)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", g->out_path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        fprintf(stderr, "vkvector niah: cannot write '%s': %s\n", tmp, strerror(errno));
+        return false;
+    }
+    vkv_json_writer w;
+    vkv_json_init(&w, f, true);
+    vkv_json_begin_object(&w);
+    eval_write_settings(&w, g->o, g->e);
+    vkv_json_key(&w, "needle");
+    vkv_json_str(&w, g->needle);
+    vkv_json_key(&w, "question");
+    vkv_json_str(&w, g->question);
+    vkv_json_key(&w, "haystack");
+    vkv_json_str(&w, g->haystack_dir);
+    vkv_json_key(&w, "runs");
+    vkv_json_uint(&w, g->runs);
+    vkv_json_key(&w, "seed");
+    vkv_json_uint(&w, g->seed);
+    vkv_json_key(&w, "n_predict");
+    vkv_json_uint(&w, g->n_predict);
+    vkv_json_key(&w, "context");
+    vkv_json_uint(&w, g->e->n_ctx);
+    vkv_json_key(&w, "chat_template");
+    if (g->e->chat != VKV_CHAT_UNKNOWN) vkv_json_str(&w, vkv_chat_template_name(g->e->chat));
+    else vkv_json_null(&w);
+    vkv_json_key(&w, "metric");
+    vkv_json_str(&w, "rouge-l f (rouge package, as LongBench), 0..1");
+    vkv_json_key(&w, "lengths");
+    vkv_json_begin_array(&w);
+    for (size_t i = 0; i < g->lengths.n; i++) vkv_json_num(&w, g->lengths.v[i]);
+    vkv_json_end_array(&w);
+    vkv_json_key(&w, "depths");
+    vkv_json_begin_array(&w);
+    for (size_t i = 0; i < g->depths.n; i++) vkv_json_num(&w, g->depths.v[i]);
+    vkv_json_end_array(&w);
+    double sum = 0;
+    size_t n_sum = 0;
+    vkv_json_key(&w, "cells");
+    vkv_json_begin_array(&w);
+    for (size_t i = 0; i < g->lengths.n * g->depths.n; i++) {
+        const cell *c = &g->cells[i];
+        vkv_json_begin_object(&w);
+        vkv_json_key(&w, "length");
+        vkv_json_num(&w, c->length);
+        vkv_json_key(&w, "depth");
+        vkv_json_num(&w, c->depth);
+        vkv_json_key(&w, "score");
+        vkv_json_num(&w, cell_mean(c));
+        vkv_json_key(&w, "scores");
+        vkv_json_begin_array(&w);
+        for (size_t r = 0; r < c->n_done; r++) vkv_json_num(&w, c->scores[r]);
+        vkv_json_end_array(&w);
+        vkv_json_key(&w, "prompt_tokens");
+        vkv_json_begin_array(&w);
+        for (size_t r = 0; r < c->n_done; r++) vkv_json_uint(&w, c->prompt_tokens[r]);
+        vkv_json_end_array(&w);
+        vkv_json_key(&w, "needle_depth");
+        vkv_json_begin_array(&w);
+        for (size_t r = 0; r < c->n_done; r++) vkv_json_num(&w, c->needle_depth[r]);
+        vkv_json_end_array(&w);
+        vkv_json_key(&w, "answers");
+        vkv_json_begin_array(&w);
+        for (size_t r = 0; r < c->n_done; r++) vkv_json_str(&w, c->answers[r] ? c->answers[r] : "");
+        vkv_json_end_array(&w);
+        vkv_json_end_object(&w);
+        if (c->n_done) {
+            sum += cell_mean(c);
+            n_sum++;
+        }
+    }
+    vkv_json_end_array(&w);
+    vkv_json_key(&w, "mean");
+    vkv_json_num(&w, n_sum ? sum / n_sum : NAN);
+    vkv_json_end_object(&w);
+    fputc('\n', f);
+    bool ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, g->out_path) != 0) {
+        fprintf(stderr, "vkvector niah: error writing '%s': %s\n", g->out_path, strerror(errno));
+        return false;
+    }
+    return true;
+}
+
+/* Red (0) -> yellow (0.5) -> green (1). */
+static void score_color(double s, char *buf, size_t n)
+{
+    static const double stops[3][3] = {{215, 48, 39}, {254, 224, 139}, {26, 152, 80}};
+    if (isnan(s)) {
+        snprintf(buf, n, "#dddddd");
+        return;
+    }
+    s = s < 0 ? 0 : s > 1 ? 1 : s;
+    int k = s < 0.5 ? 0 : 1;
+    double t = s < 0.5 ? s / 0.5 : (s - 0.5) / 0.5;
+    int rgb[3];
+    for (int i = 0; i < 3; i++) rgb[i] = (int)lround(stops[k][i] + (stops[k + 1][i] - stops[k][i]) * t);
+    snprintf(buf, n, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+static void html_text(FILE *f, const char *s)
+{
+    for (; *s; s++) {
+        switch (*s) {
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '&': fputs("&amp;", f); break;
+        case '"': fputs("&quot;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static bool write_html(const niah *g)
+{
+    FILE *f = fopen(g->html_path, "wb");
+    if (!f) {
+        fprintf(stderr, "vkvector niah: cannot write '%s': %s\n", g->html_path, strerror(errno));
+        return false;
+    }
+    const size_t nl = g->lengths.n, nd = g->depths.n;
+    const int cw = nl > 12 ? 56 : 72, ch = 34, left = 80, top = 60, legend_w = 24;
+    const int w = left + (int)nl * cw + 110, h = top + (int)nd * ch + 70;
+    double sum = 0;
+    size_t n_sum = 0;
+    for (size_t i = 0; i < nl * nd; i++)
+        if (g->cells[i].n_done) {
+            sum += cell_mean(&g->cells[i]);
+            n_sum++;
+        }
+    char title[1024];
+    snprintf(title, sizeof title, "Needle in a haystack: %s, %s%s", g->e->model_name,
+             g->o->press_name ? g->o->press_name : "full cache", g->o->vector ? " + VECTOR" : "");
+    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>");
+    html_text(f, title);
+    fprintf(f, "</title>\n<style>\nbody{font-family:system-ui,sans-serif;margin:24px;color:#222}\n"
+               "h1{font-size:20px}\n.meta{color:#555;font-size:14px;line-height:1.5}\n"
+               "svg text{font-family:system-ui,sans-serif}\n</style>\n</head>\n<body>\n<h1>");
+    html_text(f, title);
+    fprintf(f, "</h1>\n<div class=\"meta\">");
+    if (g->o->press_name)
+        fprintf(f, "p<sub>c</sub> = %g%s, %s compression<br>\n", g->o->compression,
+                g->o->vector ? "" : "", g->o->query_aware ? "query-aware" : "query-agnostic");
+    if (g->o->vector) fprintf(f, "p<sub>a</sub> = %g<br>\n", eval_effective_pa(g->o));
+    fprintf(f, "needle: &ldquo;");
+    html_text(f, g->needle);
+    fprintf(f, "&rdquo;<br>\nquestion: &ldquo;");
+    html_text(f, g->question);
+    fprintf(f, "&rdquo;<br>\nscore: ROUGE-L F of the answer against the needle, mean over %zu run%s; "
+               "overall mean %.3f<br>\nhaystack: ", g->runs, g->runs == 1 ? "" : "s", n_sum ? sum / n_sum : 0.0);
+    html_text(f, g->haystack_dir);
+    fprintf(f, "</div>\n");
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "role=\"img\" aria-label=\"heatmap\">\n", w, h, w, h);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\">prompt length (tokens)</text>\n",
+            left + (int)nl * cw / 2, top + (int)nd * ch + 45);
+    fprintf(f, "<text x=\"16\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 16 %d)\">"
+               "needle depth (%%)</text>\n", top + (int)nd * ch / 2, top + (int)nd * ch / 2);
+    for (size_t li = 0; li < nl; li++)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
+                left + (int)li * cw + cw / 2, top + (int)nd * ch + 16, g->lengths.v[li]);
+    for (size_t di = 0; di < nd; di++)
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%.0f</text>\n", left - 6,
+                top + (int)di * ch + ch / 2 + 4, g->depths.v[di]);
+    for (size_t li = 0; li < nl; li++)
+        for (size_t di = 0; di < nd; di++) {
+            const cell *c = &g->cells[li * nd + di];
+            double s = cell_mean(c);
+            char col[16];
+            score_color(s, col, sizeof col);
+            int x = left + (int)li * cw, y = top + (int)di * ch;
+            fprintf(f, "<g><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#fff\"/>", x, y, cw,
+                    ch, col);
+            fprintf(f, "<title>length %g, depth %g%%: ", c->length, c->depth);
+            if (c->n_done) {
+                fprintf(f, "score %.3f", s);
+                for (size_t r = 0; r < c->n_done; r++) {
+                    fprintf(f, "\nrun %zu (%zu tokens, needle at %.1f%%): ", r, c->prompt_tokens[r], c->needle_depth[r]);
+                    html_text(f, c->answers[r] ? c->answers[r] : "");
+                }
+            } else fprintf(f, "not run");
+            fprintf(f, "</title>");
+            if (c->n_done)
+                fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" fill=\"%s\">%.2f</text>",
+                        x + cw / 2, y + ch / 2 + 4, s < 0.2 || s > 0.85 ? "#fff" : "#222", s);
+            fprintf(f, "</g>\n");
+        }
+    /* legend */
+    int lx = left + (int)nl * cw + 30, lh = (int)nd * ch;
+    fprintf(f, "<defs><linearGradient id=\"g\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">"
+               "<stop offset=\"0\" stop-color=\"#d73027\"/><stop offset=\"0.5\" stop-color=\"#fee08b\"/>"
+               "<stop offset=\"1\" stop-color=\"#1a9850\"/></linearGradient></defs>\n");
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"url(#g)\"/>\n", lx, top, legend_w, lh);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">1.0</text>\n", lx + legend_w + 4, top + 10);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0.5</text>\n", lx + legend_w + 4, top + lh / 2 + 4);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0.0</text>\n", lx + legend_w + 4, top + lh);
+    fprintf(f, "</svg>\n</body>\n</html>\n");
+    bool ok = !ferror(f);
+    ok = fclose(f) == 0 && ok;
+    if (!ok) fprintf(stderr, "vkvector niah: error writing '%s'\n", g->html_path);
+    return ok;
+}
+
+/* Token count of text (no BOS). */
+static vkv_status count_tokens(const vkv_tokenizer *tok, const char *text, size_t *n)
+{
+    int32_t *ids = NULL;
+    vkv_status st = vkv_tokenize(tok, text, strlen(text), false, false, &ids, n);
+    free(ids);
+    return st;
+}
+
+int cmd_niah(int argc, char **argv)
+{
+    eval_opts o;
+    eval_opts_init(&o);
+    niah g = {0};
+    g.o = &o;
+    g.needle = DEFAULT_NEEDLE;
+    g.question = DEFAULT_QUESTION;
+    g.runs = 1;
+    g.n_predict = 64;
+    const char *lengths = "3000:30000:3000", *depths = "0:100:11";
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        int64_t iv;
+        int r = eval_parse_common("niah", argc, argv, &i, &o);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+#define VALUE() do { if (!(v = cli_flag_value("niah", argc, argv, &i))) return 2; } while (0)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { niah_usage(); return 0; }
+        else if (!strcmp(a, "--haystack")) { VALUE(); g.haystack_dir = v; }
+        else if (!strcmp(a, "--lengths")) { VALUE(); lengths = v; }
+        else if (!strcmp(a, "--depths")) { VALUE(); depths = v; }
+        else if (!strcmp(a, "--runs")) {
+            VALUE();
+            if (!cli_parse_i64(v, 1, 1000, &iv)) return cli_usage_error("niah", "--runs wants 1..1000, got '%s'", v);
+            g.runs = (size_t)iv;
+        } else if (!strcmp(a, "--seed")) {
+            VALUE();
+            if (!cli_parse_i64(v, 0, INT64_MAX, &iv)) return cli_usage_error("niah", "--seed wants a non-negative integer, got '%s'", v);
+            g.seed = (uint64_t)iv;
+        } else if (!strcmp(a, "--needle")) { VALUE(); g.needle = v; }
+        else if (!strcmp(a, "--question")) { VALUE(); g.question = v; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            VALUE();
+            if (!cli_parse_i64(v, 1, 1 << 16, &iv)) return cli_usage_error("niah", "--n-predict wants 1..65536, got '%s'", v);
+            g.n_predict = (size_t)iv;
+        } else if (!strcmp(a, "--out")) { VALUE(); g.out_path = v; }
+        else if (!strcmp(a, "--html")) { VALUE(); g.html_path = v; }
+        else if (!strcmp(a, "--quiet")) quiet = true;
+        else return cli_usage_error("niah", "unknown option '%s'", a);
+#undef VALUE
+    }
+    if (!g.out_path) return cli_usage_error("niah", "give the grid's JSON file with --out FILE");
+    if (!parse_spec(lengths, true, 1, 1e8, &g.lengths))
+        return cli_usage_error("niah", "--lengths wants START:STOP:STEP or a list of token counts, got '%s'", lengths);
+    if (!parse_spec(depths, false, 0, 100, &g.depths))
+        return cli_usage_error("niah", "--depths wants START:STOP:COUNT or a list of percentages in [0, 100], got '%s'",
+                               depths);
+    if (!*g.needle || !*g.question) return cli_usage_error("niah", "the needle and the question must not be empty");
+    if (!eval_opts_check("niah", &o)) return 2;
+    char hbuf[1100];
+    if (!g.haystack_dir) {
+        const char *shared = getenv("VKVECTOR_SHARED");
+        snprintf(hbuf, sizeof hbuf, "%s/data/paul_graham_essays", shared ? shared : "../shared");
+        g.haystack_dir = hbuf;
+    }
+
+    int rc = 1;
+    vkv_status st;
+    eval_env e = {0};
+    g.e = &e;
+    size_t hay_len = 0, text_len = 0;
+    char *hay = read_haystack(g.haystack_dir, &hay_len), *text = NULL;
+    size_t *ends = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    vkv_strbuf q = {0};
+    if (!hay) return 1;
+    double want = 0;
+    for (size_t i = 0; i < g.lengths.n; i++) want = g.lengths.v[i] > want ? g.lengths.v[i] : want;
+    want += (double)g.n_predict + 1;
+    if ((st = eval_env_open("niah", &o, want < 1 << 24 ? (uint32_t)want : 0, &e))) goto fail;
+
+    /* Token budget: the prompt without the haystack, the needle, the answer. */
+    bool chat = e.chat != VKV_CHAT_UNKNOWN;
+    vkv_strbuf_puts(&q, g.question);
+    vkv_strbuf_puts(&q, ASK_SUFFIX);
+    if (!chat) vkv_strbuf_puts(&q, "\nAnswer:");
+    if (q.oom) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+    size_t n_fixed, n_q, n_needle, n_chat = 0;
+    if ((st = count_tokens(e.tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(e.tok, q.p, &n_q)) ||
+        (st = count_tokens(e.tok, g.needle, &n_needle)) ||
+        (chat && (st = vkv_eval_chat_overhead(e.tok, e.chat, &n_chat))))
+        goto fail;
+    size_t overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
+    size_t cap = e.n_ctx > g.n_predict + overhead + n_needle + 16 ? e.n_ctx - g.n_predict - 1 : 0;
+    if (!cap) {
+        fprintf(stderr, "vkvector niah: the %u-token context has no room for a haystack\n", e.n_ctx);
+        goto out;
+    }
+    /* lengths over the context are capped (once) */
+    size_t k = 0;
+    bool capped = false;
+    for (size_t i = 0; i < g.lengths.n; i++) {
+        double L = floor(g.lengths.v[i]);
+        if (L > cap) {
+            L = (double)cap;
+            capped = true;
+        }
+        if (L < overhead + n_needle + 16) {
+            fprintf(stderr, "vkvector niah: length %g is too short for the prompt and the needle (%zu tokens); skipped\n",
+                    L, overhead + n_needle);
+            continue;
+        }
+        bool dup = false;
+        for (size_t j = 0; j < k; j++) dup |= g.lengths.v[j] == L;
+        if (!dup) g.lengths.v[k++] = L;
+    }
+    g.lengths.n = k;
+    if (capped)
+        fprintf(stderr, "vkvector niah: lengths over %zu tokens do not fit the model's %u-token context with a "
+                        "%zu-token answer: capped at %zu\n", cap, e.n_ctx, g.n_predict, cap);
+    if (!g.lengths.n) {
+        fprintf(stderr, "vkvector niah: no length left to run\n");
+        goto out;
+    }
+    double max_len = 0;
+    for (size_t i = 0; i < g.lengths.n; i++) max_len = g.lengths.v[i] > max_len ? g.lengths.v[i] : max_len;
+
+    size_t nl = g.lengths.n, nd = g.depths.n;
+    if (!(g.cells = calloc(nl * nd, sizeof *g.cells))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+    for (size_t i = 0; i < nl * nd; i++) {
+        cell *c = &g.cells[i];
+        c->length = g.lengths.v[i / nd];
+        c->depth = g.depths.v[i % nd];
+        c->scores = calloc(g.runs, sizeof *c->scores);
+        c->needle_depth = calloc(g.runs, sizeof *c->needle_depth);
+        c->prompt_tokens = calloc(g.runs, sizeof *c->prompt_tokens);
+        c->answers = calloc(g.runs, sizeof *c->answers);
+        if (!c->scores || !c->needle_depth || !c->prompt_tokens || !c->answers) {
+            st = vkv_error(VKV_ERR_OOM, "out of host memory");
+            goto fail;
+        }
+    }
+    fprintf(stderr, "vkvector niah: %s, %s%s, %u-token context, %zu lengths x %zu depths x %zu runs\n", e.model_name,
+            o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx, nl, nd, g.runs);
+
+    vkv_gen_params gp = eval_gen_params(&o, &e, chat);
+    gp.max_new = (uint32_t)g.n_predict;
+    gp.strip_spm_space = true;
+    for (size_t r = 0; r < g.runs; r++) {
+        /* this run's haystack, tokenized once: token end offsets */
+        size_t offset = (size_t)(((double)r / g.runs + (double)(g.seed % 1000003) / 1000003.0) * hay_len) % hay_len;
+        free(text);
+        free(ids);
+        free(ends);
+        ids = NULL;
+        ends = NULL;
+        if (!(text = run_text(hay, hay_len, offset, (size_t)(max_len * 12) + 4096, &text_len))) {
+            st = vkv_error(VKV_ERR_OOM, "out of host memory");
+            goto fail;
+        }
+        if ((st = vkv_tokenize(e.tok, text, text_len, false, false, &ids, &n_ids))) goto fail;
+        if (!(ends = malloc((n_ids + 1) * sizeof *ends))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+        if (!n_ids) { st = vkv_error(VKV_ERR_FORMAT, "the haystack gives no tokens"); goto fail; }
+        /* where each token ends in the text; proportional when the pieces do
+         * not spell the text (vocabularies of byte pieces) */
+        if (!vkv_eval_token_ends(e.tok, text, text_len, ids, n_ids, false, false, ends))
+            for (size_t i = 0; i < n_ids; i++) ends[i] = (size_t)((double)(i + 1) * text_len / n_ids);
+        for (size_t li = 0; li < nl; li++) {
+            for (size_t di = 0; di < nd; di++) {
+                cell *c = &g.cells[li * nd + di];
+                size_t hay_tokens = (size_t)c->length - overhead - n_needle;
+                if (hay_tokens > n_ids) hay_tokens = n_ids;
+                size_t cut = sentence_end_before(text, text_len, ends[hay_tokens - 1]);
+                if (!cut) cut = ends[hay_tokens - 1];
+                size_t target = c->depth >= 100 ? cut : ends[(size_t)(hay_tokens * c->depth / 100.0)];
+                size_t ins = c->depth >= 100 ? cut : c->depth <= 0 ? 0 : sentence_end_near(text, cut, target);
+                vkv_strbuf u = {0};
+                vkv_strbuf_puts(&u, INTRO);
+                vkv_strbuf_put(&u, text, ins);
+                if (ins && !is_ws(text[ins - 1])) vkv_strbuf_puts(&u, " ");
+                vkv_strbuf_puts(&u, g.needle);
+                if (ins < cut && !is_ws(text[ins])) vkv_strbuf_puts(&u, " ");
+                vkv_strbuf_put(&u, text + ins, cut - ins);
+                vkv_strbuf_puts(&u, OUTRO);
+                size_t split = u.n;
+                vkv_strbuf_puts(&u, q.p);
+                if (u.oom) {
+                    free(u.p);
+                    st = vkv_error(VKV_ERR_OOM, "out of host memory");
+                    goto fail;
+                }
+                char *prompt = u.p, *wrapped = NULL;
+                size_t plen = u.n, wlen, wsplit;
+                int32_t *pids = NULL;
+                size_t pn = 0, psplit = 0;
+                if (chat && (st = vkv_eval_chat_wrap(e.chat, prompt, plen, split, &wrapped, &wlen, &wsplit))) {
+                    free(prompt);
+                    goto fail;
+                }
+                st = chat ? vkv_eval_tokenize_split(e.tok, wrapped, wlen, wsplit, true, &pids, &pn, &psplit)
+                          : vkv_eval_tokenize_split(e.tok, prompt, plen, split, false, &pids, &pn, &psplit);
+                free(prompt);
+                free(wrapped);
+                if (st) goto fail;
+                vkv_gen_result res;
+                if (pn + g.n_predict + 1 > e.n_ctx) {
+                    st = vkv_error(VKV_ERR_ARG, "the prompt is %zu tokens: no room for the answer", pn);
+                } else st = vkv_generate(e.ctx, e.model, e.tok, pids, pn, psplit, &gp, &res);
+                free(pids);
+                if (st) {
+                    fprintf(stderr, "vkvector niah: length %g, depth %g, run %zu: %s: %s\n", c->length, c->depth, r,
+                            vkv_status_name(st), vkv_last_error());
+                    if (st != VKV_ERR_ARG) goto fail;
+                    continue;
+                }
+                double s = vkv_metric_rouge_l(res.text, g.needle);
+                c->scores[c->n_done] = s;
+                c->prompt_tokens[c->n_done] = pn;
+                c->needle_depth[c->n_done] = cut ? 100.0 * (double)ins / (double)cut : 0;
+                c->answers[c->n_done] = res.text;
+                res.text = NULL;
+                c->n_done++;
+                if (!quiet)
+                    fprintf(stderr, "length %6g  depth %5.1f%%  run %zu: %5zu tokens, score %.3f  %.2f s + %.2f s | %s\n",
+                            c->length, c->depth, r, pn, s, res.prefill_s + res.compress_s, res.gen_s,
+                            c->answers[c->n_done - 1]);
+                vkv_gen_result_free(&res);
+            }
+            if (!write_json(&g)) goto out;
+        }
+    }
+    if (!write_json(&g)) goto out;
+    if (g.html_path && !write_html(&g)) goto out;
+    double sum = 0;
+    size_t n_sum = 0;
+    for (size_t i = 0; i < nl * nd; i++)
+        if (g.cells[i].n_done) {
+            sum += cell_mean(&g.cells[i]);
+            n_sum++;
+        }
+    printf("mean ROUGE-L F over %zu cells: %.4f\n", n_sum, n_sum ? sum / n_sum : 0.0);
+    printf("grid: %s%s%s\n", g.out_path, g.html_path ? ", heatmap: " : "", g.html_path ? g.html_path : "");
+    rc = 0;
+    goto out;
+fail:
+    rc = cli_fail("niah", st);
+out:
+    if (g.cells)
+        for (size_t i = 0; i < g.lengths.n * g.depths.n; i++) {
+            free(g.cells[i].scores);
+            free(g.cells[i].needle_depth);
+            free(g.cells[i].prompt_tokens);
+            if (g.cells[i].answers)
+                for (size_t r = 0; r < g.runs; r++) free(g.cells[i].answers[r]);
+            free(g.cells[i].answers);
+        }
+    free(g.cells);
+    free(q.p);
+    free(text);
+    free(ids);
+    free(ends);
+    free(hay);
+    eval_env_close(&e);
+    return rc;
+}

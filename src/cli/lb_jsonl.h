@@ -1,0 +1,38 @@
+/* LongBench-format JSONL for the harness and its report: line-by-line
+ * reading (each line parsed on its own, malformed ones reported by number)
+ * and the fields of a sample or a prediction. */
+#ifndef VKV_CLI_LB_JSONL_H
+#define VKV_CLI_LB_JSONL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "core/json.h"
+
+typedef struct jsonl_reader {
+    FILE *f;
+    const char *path;
+    char *line;
+    size_t cap;
+    size_t line_no;      /* of the line last returned (1-based) */
+} jsonl_reader;
+
+bool jsonl_open(jsonl_reader *r, const char *path);
+/* The next non-blank line, parsed into *doc (a JSON object): returns true
+ * with *st = VKV_OK, or with *st = VKV_ERR_FORMAT and *doc NULL for a
+ * malformed line (vkv_last_error() says why; r->line_no is its number);
+ * false at the end of the file. */
+bool jsonl_next(jsonl_reader *r, vkv_json_doc **doc, vkv_status *st);
+void jsonl_close(jsonl_reader *r);
+
+/* An array of strings (numbers are written as Python's str() would for
+ * integers, %.17g otherwise): malloc'ed copies, NULL-terminated list. A
+ * missing member or null gives an empty list; anything else is false. */
+bool json_string_list(const vkv_json *v, char ***out, size_t *n);
+void string_list_free(char **l);
+
+/* A string member, or NULL when absent / not a string. */
+const char *json_get_str(const vkv_json *obj, const char *key);
+
+#endif

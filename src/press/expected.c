@@ -1,0 +1,318 @@
+/* ExpectedAttention (kvpress's ExpectedAttentionPress, defaults
+ * n_future_positions 512, n_sink 4, use_covariance, use_vnorm, epsilon 0):
+ * the attention future queries are expected to pay, from the statistics of
+ * the context's queries.
+ *   1. per query head, the mean mu and covariance Sigma (biased: / N) of the
+ *      pre-RoPE queries of positions n_sink .. n - 1 (N = n - n_sink; after
+ *      the q bias and the QK-norm, as kvpress's get_prerope_query_states);
+ *   2. the RoPE rotation averaged over the next 512 positions n .. n + 511,
+ *      Rbar = mean_t R_{n+t} (the model's own pair layout, rope scaling
+ *      included), applied: mu' = Rbar mu, Sigma' = Rbar Sigma Rbar^T;
+ *   3. for the non-sink keys j in [n_sink, n) (post-RoPE, from the cache):
+ *      z_j = mu' . k_j / sqrt(d) + k_j^T Sigma' k_j / (2 d); softmax over j
+ *      per query head; mean over the query heads of the KV head's group;
+ *      times ||v_j||;
+ *   4. the n_sink first tokens are kept (+inf; kvpress pads them with the
+ *      maximum score + 1). kvpress asserts n > n_sink: an error here.
+ *
+ * Capture (during the prefill): the driver hands every chunk's post-RoPE
+ * queries; shaders/press_expected_stats.comp undoes RoPE and accumulates
+ * shifted sums per head into the layer's state:
+ *   c [n_head, hd] | s1 [n_head, hd] | s2 [n_head, hd, hd]  f32
+ * (c = the pre-RoPE query at position n_sink; s1, s2 the sums of q - c and of
+ * its outer products). score_gpu: press_expected_prep (mu', Sigma' per head),
+ * press_expected_logits (z), press_expected_lse (normalisers),
+ * press_expected (group mean, value norms, sinks). The reference works in
+ * double from q_host (all n queries) with the same f32 RoPE angles as the
+ * GPU (float(pos) * inv_freq, what the model's rope.comp rotated by). */
+#include "press/press_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "ref/ref_attn.h"
+#include "vk/vk_internal.h"
+
+#define EXPECTED_FUTURE 512u
+#define EXPECTED_TA 8u   /* rows of s2 per workgroup (press_expected_stats) */
+#define EXPECTED_TK 16u  /* keys per workgroup (press_expected_logits) */
+
+static uint32_t n_sink_of(const vkv_press_params *p) { return p->n_sink; }
+
+static vkv_status expected_check(const vkv_press_params *p, const vkv_press_layer *in, const char *name)
+{
+    vkv_status st = vkv_press_check_layer(p, in, name);
+    if (st) return st;
+    if (in->n <= n_sink_of(p))
+        return vkv_error(VKV_ERR_ARG, "%s: the context has %u tokens, not more than its %u sink tokens", name, in->n,
+                         n_sink_of(p));
+    if (in->n_rot % 2 || in->n_rot > in->head_dim)
+        return vkv_error(VKV_ERR_ARG, "%s: %u rotated dims of a %u-dim head", name, in->n_rot, in->head_dim);
+    return VKV_OK;
+}
+
+static uint64_t state_floats(const vkv_press_layer *in)
+{
+    return (uint64_t)in->n_head * in->head_dim * (2ull + in->head_dim);
+}
+
+static uint64_t expected_state_bytes(const vkv_press_params *p, const vkv_press_layer *in)
+{
+    return 4ull * state_floats(in);
+}
+
+/* Scratch: prep (mu', Sigma') [n_head, hd (1 + hd)] | z [n_head, n - n_sink] | lse [n_head]. */
+static uint64_t prep_bytes(const vkv_press_layer *in)
+{
+    return 4ull * in->n_head * in->head_dim * (1ull + in->head_dim);
+}
+static uint64_t z_bytes(const vkv_press_params *p, const vkv_press_layer *in)
+{
+    const uint64_t nz = in->n > n_sink_of(p) ? in->n - n_sink_of(p) : 1;
+    return 4ull * in->n_head * nz;
+}
+
+static uint64_t expected_scratch_bytes(const vkv_press_params *p, const vkv_press_layer *in)
+{
+    return vkv_press_align_up(prep_bytes(in)) + vkv_press_align_up(z_bytes(p, in)) + 4ull * in->n_head;
+}
+
+static vkv_status expected_capture(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view q,
+                                   uint32_t n_tok, uint32_t pos0)
+{
+    const char *name = "expected";
+    vkv_status st = expected_check(p, in, name);
+    if (st) return st;
+    const uint32_t sink = n_sink_of(p), end = pos0 + n_tok < in->n ? pos0 + n_tok : in->n;
+    const uint32_t first = pos0 > sink ? pos0 : sink;
+    const bool has_c = sink >= pos0 && sink < pos0 + n_tok;
+    if (first >= end && !has_c) return VKV_OK; /* nothing of this chunk is counted */
+    const uint64_t q_bytes = 4ull * n_tok * in->n_head * in->head_dim, sb = expected_state_bytes(p, in);
+    const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_PRESS_EXPECTED_STATS);
+    if ((st = vkv_ops_check_view(gpu, q, q_bytes, name, "the queries")) ||
+        (st = vkv_ops_check_single_range(gpu, q_bytes, name, "the queries")) ||
+        (st = vkv_ops_check_view(gpu, in->state, sb, name, "the state")) ||
+        (st = vkv_ops_check_single_range(gpu, sb, name, "the state")) ||
+        (in->n_rot && (st = vkv_ops_check_view(gpu, in->inv_freq, 2ull * in->n_rot, name, "the RoPE frequencies"))))
+        return st;
+    if (wg < 64 || wg > 256 || (wg & (wg - 1)))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup size %u is not a power of two in [64, 256]", name, wg);
+    struct { uint32_t n_head, head_dim, n_rot, neox, pos0, t_begin, t_end, c_row; } pc = {
+        in->n_head, in->head_dim, in->n_rot, in->rope_neox, pos0, first < end ? first - pos0 : 0,
+        first < end ? end - pos0 : 0, has_c ? sink - pos0 : 0xffffffffu};
+    vkv_binding b[3] = {vkv_ops_bind(q, 0, q_bytes),
+                        in->n_rot ? vkv_ops_bind(in->inv_freq, 0, 2ull * in->n_rot) : vkv_ops_bind(in->state, 0, 16),
+                        vkv_ops_bind(in->state, 0, sb)};
+    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_STATS, b, 3, &pc, sizeof pc,
+                            (in->head_dim + EXPECTED_TA - 1) / EXPECTED_TA, in->n_head, 1);
+}
+
+static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)
+{
+    const char *name = "expected";
+    const bool f16 = in->kv_type == VKV_F16;
+    const vkv_kernel klog = f16 ? VKV_K_PRESS_EXPECTED_LOGITS_F16 : VKV_K_PRESS_EXPECTED_LOGITS_F32;
+    const vkv_kernel kfin = f16 ? VKV_K_PRESS_EXPECTED_F16 : VKV_K_PRESS_EXPECTED_F32;
+    vkv_status st;
+    uint32_t heads_per, gx;
+    if ((st = expected_check(p, in, name)) || (st = vkv_press_check_views(gpu, in, scores, name)) ||
+        (st = vkv_press_check_scratch(gpu, in, expected_scratch_bytes(p, in), name)) ||
+        (st = vkv_ops_check_view(gpu, in->state, expected_state_bytes(p, in), name, "the state")) ||
+        (st = vkv_ops_check_single_range(gpu, expected_state_bytes(p, in), name, "the state")) ||
+        (in->n_rot && (st = vkv_ops_check_view(gpu, in->inv_freq, 2ull * in->n_rot, name, "the RoPE frequencies"))) ||
+        (st = vkv_ops_check_view(gpu, in->v, vkv_kv_cache_bytes(in->kv_type, in->n_kv_head, in->n_ctx, in->head_dim),
+                                 name, "the V cache")) ||
+        (st = vkv_press_k_heads_per_dispatch(gpu, in, name, &heads_per)) ||
+        (st = vkv_press_groups_x(gpu, kfin, in->n, name, &gx)))
+        return st;
+    const uint32_t wg = vkv_kernel_workgroup_size(gpu, klog);
+    if (wg < 16 || wg > 256 || (wg & (wg - 1)))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup size %u is not a power of two in [16, 256]", name, wg);
+    const uint32_t sink = n_sink_of(p), n_z = in->n - sink;
+    const uint64_t pb = prep_bytes(in), zb = z_bytes(p, in), sb = expected_state_bytes(p, in);
+    const uint64_t z_off = vkv_press_align_up(pb), lse_off = z_off + vkv_press_align_up(zb);
+    const vkv_view prep = vkv_press_scratch_at(in, 0), z = vkv_press_scratch_at(in, z_off);
+    const vkv_view lse = vkv_press_scratch_at(in, lse_off);
+    const uint64_t lb = 4ull * in->n_head, scb = 4ull * in->n_kv_head * in->n;
+
+    struct { uint32_t n_head, head_dim, n_rot, neox, n_count, fut0, n_fut; } ppc = {
+        in->n_head, in->head_dim, in->n_rot, in->rope_neox, n_z, in->n, EXPECTED_FUTURE};
+    vkv_binding bp[3] = {vkv_ops_bind(in->state, 0, sb),
+                         in->n_rot ? vkv_ops_bind(in->inv_freq, 0, 2ull * in->n_rot) : vkv_ops_bind(in->state, 0, 16),
+                         vkv_ops_bind(prep, 0, pb)};
+    if ((st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_PREP, bp, 3, &ppc, sizeof ppc, in->n_head, 1, 1))) return st;
+
+    const uint32_t tiles = (n_z + EXPECTED_TK - 1) / EXPECTED_TK;
+    if (tiles > vkv_gpu_caps(gpu)->max_workgroup_count[0])
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %u keys need too many workgroups", name, n_z);
+    for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
+        const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
+        struct { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; float inv_sqrt_d, inv_2d; } lpc = {
+            in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0,
+            (float)(1.0 / sqrt((double)in->head_dim)), (float)(0.5 / in->head_dim)};
+        vkv_binding bl[3] = {vkv_ops_bind(prep, 0, pb), vkv_press_bind_k(in, h0, nh), vkv_ops_bind(z, 0, zb)};
+        if ((st = vkv_cmd_dispatch(gpu, klog, bl, 3, &lpc, sizeof lpc, tiles, nh, 1))) return st;
+    }
+    struct { uint32_t n_z; } zpc = {n_z};
+    vkv_binding bz[2] = {vkv_ops_bind(z, 0, zb), vkv_ops_bind(lse, 0, lb)};
+    if ((st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_LSE, bz, 2, &zpc, sizeof zpc, in->n_head, 1, 1))) return st;
+    for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
+        const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
+        struct { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } fpc = {
+            in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0};
+        vkv_press_layer vin = *in;
+        vin.k = in->v; /* the V cache has the K cache's layout */
+        vkv_binding bf[4] = {vkv_ops_bind(z, 0, zb), vkv_ops_bind(lse, 0, lb), vkv_press_bind_k(&vin, h0, nh),
+                             vkv_ops_bind(scores, 0, scb)};
+        if ((st = vkv_cmd_dispatch(gpu, kfin, bf, 4, &fpc, sizeof fpc, gx, nh, 1))) return st;
+    }
+    return VKV_OK;
+}
+
+/* Pair (i0, i1) of rotated pair p in the model's layout. */
+static void pair_dims(const vkv_press_layer *in, uint32_t p, uint32_t *i0, uint32_t *i1)
+{
+    *i0 = in->rope_neox ? p : 2 * p;
+    *i1 = in->rope_neox ? p + in->n_rot / 2 : 2 * p + 1;
+}
+
+static vkv_status expected_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)
+{
+    vkv_status st = expected_check(p, in, "expected");
+    if (st) return st;
+    if (!in->q_host || in->q_pos0 != 0 || in->n_q < in->n)
+        return vkv_error(VKV_ERR_ARG, "expected: the reference needs all %u context queries on the host", in->n);
+    if (in->n_rot && !in->inv_freq_host)
+        return vkv_error(VKV_ERR_ARG, "expected: no host copy of the RoPE frequencies");
+    if (!in->v_host) return vkv_error(VKV_ERR_ARG, "expected: no host copy of the V cache");
+    const uint32_t hd = in->head_dim, sink = n_sink_of(p), n = in->n, npair = in->n_rot / 2;
+    const uint32_t group = in->n_head / in->n_kv_head, nz = n - sink;
+    const size_t hd2 = (size_t)hd * hd;
+    double *qp = malloc(sizeof *qp * (size_t)nz * hd);   /* [nz, hd] pre-RoPE queries of one head */
+    double *mu = malloc(sizeof *mu * hd * 2), *mu2 = mu ? mu + hd : NULL;
+    double *cov = malloc(sizeof *cov * hd2 * 2), *cov2 = cov ? cov + hd2 : NULL;
+    double *cb = malloc(sizeof *cb * (npair + 1) * 2), *sb = cb ? cb + npair + 1 : NULL;
+    double *z = malloc(sizeof *z * nz), *acc = calloc((size_t)in->n_kv_head * nz + 1, sizeof *acc);
+    if (!qp || !mu || !cov || !cb || !z || !acc) {
+        st = vkv_error(VKV_ERR_OOM, "expected: out of host memory");
+        goto done;
+    }
+    for (uint32_t pr = 0; pr < npair; pr++) {
+        double c = 0, s = 0;
+        for (uint32_t t = 0; t < EXPECTED_FUTURE; t++) {
+            const double th = (double)((float)(n + t) * in->inv_freq_host[pr]);
+            c += cos(th);
+            s += sin(th);
+        }
+        cb[pr] = c / EXPECTED_FUTURE;
+        sb[pr] = s / EXPECTED_FUTURE;
+    }
+    for (uint32_t h = 0; h < in->n_head; h++) {
+        const uint32_t kh = h / group;
+        /* 1. pre-RoPE queries, mean, covariance */
+        for (uint32_t i = 0; i < nz; i++) {
+            const uint32_t pos = sink + i;
+            const float *q = in->q_host + ((size_t)pos * in->n_head + h) * hd;
+            double *o = qp + (size_t)i * hd;
+            for (uint32_t d = 0; d < hd; d++) o[d] = q[d];
+            for (uint32_t pr = 0; pr < npair; pr++) {
+                uint32_t i0, i1;
+                pair_dims(in, pr, &i0, &i1);
+                const double th = (double)((float)pos * in->inv_freq_host[pr]), c = cos(th), s = sin(th);
+                const double a = q[i0], b = q[i1];
+                o[i0] = a * c + b * s;
+                o[i1] = b * c - a * s;
+            }
+        }
+        for (uint32_t d = 0; d < hd; d++) {
+            double m = 0;
+            for (uint32_t i = 0; i < nz; i++) m += qp[(size_t)i * hd + d];
+            mu[d] = m / nz;
+        }
+        for (uint32_t a = 0; a < hd; a++)
+            for (uint32_t b = 0; b < hd; b++) {
+                double s = 0;
+                for (uint32_t i = 0; i < nz; i++)
+                    s += (qp[(size_t)i * hd + a] - mu[a]) * (qp[(size_t)i * hd + b] - mu[b]);
+                cov[(size_t)a * hd + b] = s / nz;
+            }
+        /* 2. Rbar applied: rows of Rbar are [C, -S] / [S, C] on each pair, identity past n_rot */
+        for (uint32_t d = 0; d < hd; d++) mu2[d] = mu[d];
+        for (size_t e = 0; e < hd2; e++) cov2[e] = cov[e];
+        for (uint32_t pr = 0; pr < npair; pr++) {
+            uint32_t i0, i1;
+            pair_dims(in, pr, &i0, &i1);
+            mu2[i0] = cb[pr] * mu[i0] - sb[pr] * mu[i1];
+            mu2[i1] = sb[pr] * mu[i0] + cb[pr] * mu[i1];
+        }
+        /* cov' = Rbar cov Rbar^T: rows first (into cov2 from cov), then columns in place */
+        for (uint32_t pr = 0; pr < npair; pr++) {
+            uint32_t i0, i1;
+            pair_dims(in, pr, &i0, &i1);
+            for (uint32_t b = 0; b < hd; b++) {
+                const double x0 = cov[(size_t)i0 * hd + b], x1 = cov[(size_t)i1 * hd + b];
+                cov2[(size_t)i0 * hd + b] = cb[pr] * x0 - sb[pr] * x1;
+                cov2[(size_t)i1 * hd + b] = sb[pr] * x0 + cb[pr] * x1;
+            }
+        }
+        for (uint32_t pr = 0; pr < npair; pr++) {
+            uint32_t i0, i1;
+            pair_dims(in, pr, &i0, &i1);
+            for (uint32_t a = 0; a < hd; a++) {
+                const double x0 = cov2[(size_t)a * hd + i0], x1 = cov2[(size_t)a * hd + i1];
+                cov2[(size_t)a * hd + i0] = cb[pr] * x0 - sb[pr] * x1;
+                cov2[(size_t)a * hd + i1] = sb[pr] * x0 + cb[pr] * x1;
+            }
+        }
+        /* 3. z, softmax, group sum */
+        double mx = -INFINITY, sum = 0;
+        for (uint32_t i = 0; i < nz; i++) {
+            const uint32_t j = sink + i;
+            double lin = 0, quad = 0;
+            for (uint32_t a = 0; a < hd; a++) {
+                const double ka = vkv_press_k_host(in, kh, j, a);
+                double y = 0;
+                for (uint32_t b = 0; b < hd; b++) y += cov2[(size_t)a * hd + b] * vkv_press_k_host(in, kh, j, b);
+                lin += mu2[a] * ka;
+                quad += ka * y;
+            }
+            z[i] = lin / sqrt((double)hd) + quad / (2.0 * hd);
+            if (z[i] > mx) mx = z[i];
+        }
+        for (uint32_t i = 0; i < nz; i++) sum += exp(z[i] - mx);
+        for (uint32_t i = 0; i < nz; i++) acc[(size_t)kh * nz + i] += exp(z[i] - mx) / sum;
+    }
+    /* 4. group mean, value norms, sinks */
+    for (uint32_t kh = 0; kh < in->n_kv_head; kh++)
+        for (uint32_t j = 0; j < n; j++) {
+            float s = INFINITY;
+            if (j >= sink) {
+                double v2 = 0;
+                for (uint32_t d = 0; d < hd; d++) {
+                    const double v = vkv_kv_cache_get(in->kv_type, in->v_host, in->n_ctx, hd, kh, j, d);
+                    v2 += v * v;
+                }
+                s = (float)(acc[(size_t)kh * nz + (j - sink)] / group * sqrt(v2));
+            }
+            scores[(size_t)kh * n + j] = s;
+        }
+done:
+    free(qp);
+    free(mu);
+    free(cov);
+    free(cb);
+    free(z);
+    free(acc);
+    return st;
+}
+
+const vkv_press_ops vkv_press_expected = {
+    .name = "expected",
+    .window = 0,
+    .query_aware = false,
+    .score_gpu = expected_gpu,
+    .score_ref = expected_ref,
+    .scratch_bytes = expected_scratch_bytes,
+    .state_bytes = expected_state_bytes,
+    .capture_gpu = expected_capture,
+};

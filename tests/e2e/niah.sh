@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Needle in a haystack end to end with the default model (stories260K while
+# models/vkvector-shakespeare.gguf is absent) on the Paul Graham essays: a
+# small grid (2 lengths x 3 depths, 1 run), the JSON grid and the HTML
+# heatmap, the needle at the asked depths, capping to the context, a press
+# run, and bad options.
+set -u
+vkv=$1
+shared=${VKVECTOR_SHARED:-../shared}
+model=models/vkvector-shakespeare.gguf
+l1=208 l2=320 ctx=224
+# stories260K spells text in byte tokens: the fixed prompt alone is ~350 tokens
+[ -f "$model" ] || { model=$shared/models/stories260K-f32.gguf; l1=400 l2=480 ctx=460; }
+hay=$shared/data/paul_graham_essays
+[ -d "$hay" ] || { echo "niah: $hay not found (set VKVECTOR_SHARED)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+expect() {
+  local want=$1 pattern=$2; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+    bad "$* -> exit $rc (want $want), output: $(head -c 800 <<<"$out")"
+  else ok; fi
+}
+niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet "$@"; }
+
+expect 0 "usage: vkvector niah" -- "$vkv" niah --help
+expect 2 "give the grid's JSON file" -- niah
+expect 2 "--lengths wants" -- niah --out "$tmp/x.json" --lengths 300:100:10
+expect 2 "--depths wants" -- niah --out "$tmp/x.json" --depths 0:100:0
+expect 2 "--depths wants" -- niah --out "$tmp/x.json" --depths 120
+expect 1 "cannot open the haystack directory" -- niah --out "$tmp/x.json" --haystack "$tmp/none"
+expect 2 "need --press" -- niah --out "$tmp/x.json" --compression 0.5
+
+# The grid: 2 lengths x 3 depths (0, 50, 100 %), 1 run.
+expect 0 "mean ROUGE-L F over 6 cells" -- niah --lengths $l1:$l2:$((l2 - l1)) --depths 0:100:3 --out "$tmp/g.json" --html "$tmp/g.html"
+python3 - "$tmp/g.json" $l1 $l2 <<'PY' && ok || bad "grid JSON: $(head -c 1500 "$tmp/g.json")"
+import json, sys
+g = json.load(open(sys.argv[1]))
+assert g["lengths"] == [int(sys.argv[2]), int(sys.argv[3])] and g["depths"] == [0, 50, 100], (g["lengths"], g["depths"])
+assert g["press"] is None and g["runs"] == 1 and g["needle"].startswith("The best thing to do in San Francisco")
+assert len(g["cells"]) == 6
+for c in g["cells"]:
+    assert len(c["scores"]) == 1 and 0 <= c["score"] <= 1 and isinstance(c["answers"][0], str)
+    assert c["length"] - 40 <= c["prompt_tokens"][0] <= c["length"], c      # cut at a sentence end
+    d = c["needle_depth"][0]
+    if c["depth"] == 0: assert d == 0, c
+    elif c["depth"] == 100: assert d == 100, c
+    elif c["length"] == g["lengths"][1]: assert 25 <= d <= 75, c              # moved to the nearest sentence end
+    else: assert 0 <= d <= 100, c
+assert abs(g["mean"] - sum(c["score"] for c in g["cells"]) / 6) < 1e-6
+PY
+grep -q "<svg" "$tmp/g.html" && [ "$(grep -c '<rect x=' "$tmp/g.html")" -eq 7 ] && ok || bad "heatmap: $(head -c 600 "$tmp/g.html")"
+grep -q "http" <(grep -v "xmlns=\"http://www.w3.org/2000/svg\"" "$tmp/g.html") && bad "the heatmap refers to the network" || ok
+
+# Lengths beyond the context are capped, with a message.
+expect 0 "capped at $((ctx - 7))" -- niah --ctx $ctx --lengths $l1,5000 --depths 50 --out "$tmp/c.json"
+python3 - "$tmp/c.json" $l1 $ctx <<'PY' && ok || bad "capped grid: $(head -c 600 "$tmp/c.json")"
+import json, sys
+g = json.load(open(sys.argv[1]))
+l1, ctx = int(sys.argv[2]), int(sys.argv[3])
+assert g["lengths"] == [l1, ctx - 7] and g["context"] == ctx, g["lengths"]   # room for a 6-token answer
+PY
+
+# A press run.
+expect 0 "mean ROUGE-L F over 1 cells" -- niah --press knorm --compression 0.5 --lengths $l1 --depths 50 --out "$tmp/p.json"
+python3 - "$tmp/p.json" <<'PY' && ok || bad "press grid: $(head -c 600 "$tmp/p.json")"
+import json, sys
+g = json.load(open(sys.argv[1]))
+assert g["press"] == "knorm" and g["compression"] == 0.5 and g["query_aware"] is False and len(g["cells"]) == 1
+PY
+
+echo "niah: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
