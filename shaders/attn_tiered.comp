@@ -14,6 +14,9 @@
 // softmax; thread t of a row owns the output vec4 columns lane, lane + tpr.
 // K slots of a head are contiguous: compressed first, then appended, so the
 // causal rule is attn.comp's with pos0 = n_comp + n_new0.
+// SPLIT=1 (decode): workgroup y handles keys [y * split_len, (y + 1) *
+// split_len) and writes its unnormalised (sum_v, sum_apx, m, l) per row for
+// attn_tiered_reduce, so long contexts spread over many workgroups.
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in; // 256
@@ -40,7 +43,12 @@ layout(binding = 5) readonly buffer Wbuf { float w[]; };        // [n_kv_head, h
 layout(binding = 5) readonly buffer Hbuf { vec4 vhat4[]; };     // [K slots, head_dim] f32, at approximated slots
 #endif
 layout(binding = 6) readonly buffer Fbuf { float inv_freq[]; }; // [n_rot / 2]
+#if SPLIT
+// [n_split, n_q * n_head, 2 * head_dim / 4 + 1] vec4: sum_v p V, sum_apx p R^-1 K (or 0), then (m, l, 0, 0)
+layout(binding = 7) writeonly buffer PartBuf { vec4 part[]; };
+#else
 layout(binding = 7) writeonly buffer Obuf { vec4 out4[]; };     // [n_q, n_head, head_dim] f32
+#endif
 
 layout(push_constant) uniform PC {
     uint n_q, n_head, n_kv_head, head_dim;
@@ -49,6 +57,7 @@ layout(push_constant) uniform PC {
     float scale;
     uint tile_q;     // rows per workgroup (power of two dividing the workgroup size)
     uint tile_k;     // keys per shared tile
+    uint split_len;  // keys per split (SPLIT only)
 } pc;
 
 // Shared budget (~29 KB), mirrored in src/vk/ops_vector.c:
@@ -123,8 +132,15 @@ void main()
         ok[c] = vec4(0.0);
     }
 
-    for (uint k0 = 0u; k0 < tile_vis; k0 += pc.tile_k) {
-        const uint nk = min(pc.tile_k, tile_vis - k0);
+#if SPLIT
+    const uint k_begin = gl_WorkGroupID.y * pc.split_len;
+    const uint k_end = min(tile_vis, k_begin + pc.split_len);
+#else
+    const uint k_begin = 0u;
+    const uint k_end = tile_vis;
+#endif
+    for (uint k0 = k_begin; k0 < k_end; k0 += pc.tile_k) {
+        const uint nk = min(pc.tile_k, k_end - k0);
         for (uint e = tid; e < nk * d4n; e += wg) {
             uint c = e / d4n, d4 = e % d4n;
             skv[c * kstride + d4] = load_k((k_off + k0 + c) * d4n + d4);
@@ -147,8 +163,19 @@ void main()
 #if defined(FUSED)
                 uint kr = (k_off + t) * d4n;
                 int p = pos[p_off + t];
-                val = vec4(unrope_elem(kr, 4u * d4, p), unrope_elem(kr, 4u * d4 + 1u, p), unrope_elem(kr, 4u * d4 + 2u, p),
-                           unrope_elem(kr, 4u * d4 + 3u, p));
+                if (pc.neox == 0u && 4u * d4 + 4u <= pc.n_rot) {
+                    // Interleaved pairs (2i, 2i+1) sit in the same vec4: one
+                    // sin/cos per pair.
+                    vec4 kv = load_k(kr + d4);
+                    vec2 sc0 = sincos_reduced(float(p) * inv_freq[2u * d4]);
+                    vec2 sc1 = sincos_reduced(float(p) * inv_freq[2u * d4 + 1u]);
+                    // rotate by -theta: (a c + b s, b c - a s)
+                    val = vec4(kv.x * sc0.y + kv.y * sc0.x, kv.y * sc0.y - kv.x * sc0.x,
+                               kv.z * sc1.y + kv.w * sc1.x, kv.w * sc1.y - kv.z * sc1.x);
+                } else {
+                    val = vec4(unrope_elem(kr, 4u * d4, p), unrope_elem(kr, 4u * d4 + 1u, p),
+                               unrope_elem(kr, 4u * d4 + 2u, p), unrope_elem(kr, 4u * d4 + 3u, p));
+                }
 #else
                 val = vhat4[(k_off + t) * d4n + d4];
 #endif
@@ -188,6 +215,18 @@ void main()
         barrier();
     }
 
+#if SPLIT
+    if (!row_live) return;
+    const uint prow = ((gl_WorkGroupID.y * pc.n_q + qi) * pc.n_head + h) * (2u * d4n + 1u);
+    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+        uint d4 = lane + j * tpr;
+        if (d4 < d4n) {
+            part[prow + d4] = ov[j];
+            part[prow + d4n + d4] = ok[j];
+        }
+    }
+    if (lane == 0u) part[prow + 2u * d4n] = vec4(m, l, 0.0, 0.0);
+#else
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
 #if defined(FUSED)
     // W_h (sum_apx p R^-1 K) / l: gather the row's vector in shared memory,
@@ -218,4 +257,5 @@ void main()
 #endif
         out4[orow + d4] = res;
     }
+#endif
 }

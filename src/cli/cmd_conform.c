@@ -53,6 +53,20 @@ typedef struct conform_ctx {
     vkv_status fatal;   /* a Vulkan failure stops the device's run */
 } conform_ctx;
 
+/* Makes room for k more results, so that the pointers new_result hands out
+ * stay valid while a case fills several of them. */
+static bool reserve_results(conform_ctx *c, size_t k)
+{
+    if (c->n_results + k <= c->cap_results) return true;
+    size_t cap = c->cap_results ? c->cap_results : 64;
+    while (cap < c->n_results + k) cap *= 2;
+    conform_result *r = realloc(c->results, cap * sizeof *r);
+    if (!r) return false;
+    c->results = r;
+    c->cap_results = cap;
+    return true;
+}
+
 static conform_result *new_result(conform_ctx *c, const char *op, const char *type, const char *shape)
 {
     if (c->n_results == c->cap_results) {
@@ -683,9 +697,9 @@ done:
  * reference, and fused against materialised). */
 typedef struct {
     vkv_vector_geom g;
-    uint32_t n_ctx, n, n_head, n_q, n_new0, max_apx;
+    uint32_t n_ctx, n, n_head, n_q, n_new0, max_apx, max_comp;
     uint64_t k_rows, v_rows, p_entries;
-    guarded k, v, tiers, meta, kt, vt, pos, src_k, src_v, q, w, f, vhat, out;
+    guarded k, v, tiers, meta, kt, vt, pos, src_k, src_v, q, w, f, vhat, out, scratch, wzero;
     int stage; /* 0 compact, 1 append, 2 fused attention, 3 materialised attention */
 } tiered_args;
 
@@ -705,7 +719,8 @@ static vkv_status rec_tiered(conform_ctx *c, void *p)
                                                 a->vt.view, a->v_rows, a->meta.view, 0);
     }
     default: {
-        vkv_tiered_attn ta = {a->n_q, a->n_head, a->n_new0, 1.0f / sqrtf((float)a->g.head_dim), a->stage == 2};
+        vkv_tiered_attn ta = {a->n_q, a->n_head, a->n_new0, 1.0f / sqrtf((float)a->g.head_dim), a->stage == 2,
+                              a->max_comp, a->scratch.buf ? a->scratch.view : (vkv_view){0}, a->wzero.view};
         if (a->stage == 3) {
             vkv_status st = vkv_op_vector_materialize(c->gpu, &a->g, a->kt.view, a->k_rows, a->meta.view, a->pos.view,
                                                       a->p_entries, a->w.view, a->f.view, a->max_apx, a->vhat.view);
@@ -725,6 +740,7 @@ static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint
     snprintf(shape, sizeof shape, "%u/%u heads x %u, ctx %u -> R %u A %u, +%u new, %u q", n_head, n_kv, hd, n, n_ret,
              n_apx, n_new0, n_q);
     const char *tn = t == VKV_F16 ? "f16" : "f32";
+    if (!reserve_results(c, 5)) return vkv_error(VKV_ERR_OOM, "out of host memory");
     conform_result *rc = new_result(c, "kv_compact", tn, shape), *ra = new_result(c, "kv_store_tiered", tn, shape);
     conform_result *rf = new_result(c, "attn_tiered_fused", tn, shape), *rm = new_result(c, "attn_tiered_mat", tn, shape);
     conform_result *rx = new_result(c, "attn_tiered_fused_vs_mat", tn, shape);
@@ -732,7 +748,7 @@ static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint
     uint32_t n_app = n_new0 + n_q, n_ctx = n + 3;
     size_t es = t == VKV_F16 ? 2 : 4, rb = es * hd, plain = (size_t)n_kv * n_ctx;
     tiered_args a = {.g = {t, n_kv, hd, hd, neox}, .n_ctx = n_ctx, .n = n, .n_head = n_head, .n_q = n_q,
-                     .n_new0 = n_new0, .max_apx = n_apx};
+                     .n_new0 = n_new0, .max_apx = n_apx, .max_comp = n_ret + n_apx};
     a.k_rows = (uint64_t)n_kv * (n_ret + n_apx + n_app);
     a.v_rows = (uint64_t)n_kv * (n_ret + n_app);
     a.p_entries = (uint64_t)n_kv * (n_ret + n_apx);
@@ -792,8 +808,12 @@ static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint
         (st = guarded_create(c, 4ull * n_app * n_kv * hd, src_v, &a.src_v)) ||
         (st = guarded_create(c, 4ull * n_q * n_head * hd, q, &a.q)) || (st = guarded_create(c, 4ull * n_kv * hd * hd, w, &a.w)) ||
         (st = guarded_create(c, 4ull * (hd / 2), inv_freq, &a.f)) || (st = guarded_create(c, 4ull * a.k_rows * hd, NULL, &a.vhat)) ||
-        (st = guarded_create(c, 4ull * n_q * n_head * hd, NULL, &a.out)))
+        (st = guarded_create(c, 4ull * n_q * n_head * hd, NULL, &a.out)) ||
+        (st = guarded_create(c, 4ull * n_kv * hd * hd, NULL, &a.wzero)) ||
+        (st = vkv_buffer_fill(c->gpu, a.wzero.buf, c->guard_bytes, 4ull * n_kv * hd * hd, 0)))
         goto done;
+    uint64_t sbytes = vkv_tiered_attn_scratch_bytes(n_q, n_head, hd, n_ret + n_apx + n_new0 + n_q);
+    if (sbytes && (st = guarded_create(c, sbytes, NULL, &a.scratch))) goto done;
     /* The compaction leaves the appended region alone: compare the compressed part only. */
     double ms = 0;
     bool g1, g2, g3, nanm;
@@ -828,7 +848,7 @@ done:
     guarded_destroy(c, &a.k); guarded_destroy(c, &a.v); guarded_destroy(c, &a.tiers); guarded_destroy(c, &a.meta);
     guarded_destroy(c, &a.kt); guarded_destroy(c, &a.vt); guarded_destroy(c, &a.pos); guarded_destroy(c, &a.src_k);
     guarded_destroy(c, &a.src_v); guarded_destroy(c, &a.q); guarded_destroy(c, &a.w); guarded_destroy(c, &a.f);
-    guarded_destroy(c, &a.vhat); guarded_destroy(c, &a.out);
+    guarded_destroy(c, &a.vhat); guarded_destroy(c, &a.out); guarded_destroy(c, &a.scratch); guarded_destroy(c, &a.wzero);
     free(k); free(v); free(kt); free(vt); free(kt_got); free(vt_got); free(tiers); free(tiers8); free(meta); free(pos);
     free(pos_got); free(src_k); free(src_v); free(q); free(w); free(ref); free(got_f); free(got_m);
     return st;
@@ -1188,6 +1208,8 @@ static void run_suite(conform_ctx *c)
             RUN(case_tiered(c, t, 4, 4, 128, false, 600, 150, 300, 0, 23));   /* query-agnostic question prefill */
             RUN(case_tiered(c, t, 4, 2, 64, true, 260, 130, 0, 3, 2));         /* p_a = 0: the eviction baseline */
             RUN(case_tiered(c, t, 2, 1, 256, true, 129, 1, 128, 0, 1));        /* head dim 256, nearly all approximated */
+            RUN(case_tiered(c, t, 4, 2, 48, false, 1200, 300, 400, 7, 1));     /* decode split over the keys */
+            RUN(case_tiered(c, t, 8, 4, 8, true, 700, 600, 0, 1, 3));          /* split, baseline, 3 queries */
         }
     if (want(c, "argmax")) {
         RUN(case_argmax(c, 3, 32000, false));

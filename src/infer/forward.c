@@ -31,7 +31,7 @@ typedef struct tiered_layer {
     vkv_buffer *vhat;         /* materialised path: [k_rows, head_dim] f32 rebuilt values */
     uint64_t k_rows, v_rows, p_entries;
     uint64_t n_ret_total, n_apx_total;
-    uint32_t max_apx;
+    uint32_t max_apx, max_comp;
 } tiered_layer;
 
 struct vkv_ctx {
@@ -64,6 +64,7 @@ struct vkv_ctx {
     uint32_t n_ctx0;          /* context length at compression */
     tiered_layer *tiers;      /* [n_layer] */
     vkv_buffer *w_zero;       /* bound as W where nothing is approximated */
+    vkv_buffer *tiered_scratch; /* split decode partials of tier-aware attention */
     bool materialized;
 };
 
@@ -161,6 +162,7 @@ void vkv_ctx_free(vkv_ctx *c)
     free(c->v_cache);
     free(c->tiers);
     vkv_buffer_destroy(gpu, c->w_zero);
+    vkv_buffer_destroy(gpu, c->tiered_scratch);
     vkv_buffer *bufs[] = {c->ids, c->pos, c->x, c->xn, c->q, c->q2, c->k, c->k2, c->v, c->attn, c->proj,
                           c->gate, c->up, c->scratch, c->out_rows, c->logits, c->logits_host};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
@@ -239,6 +241,7 @@ vkv_status vkv_ctx_compress_layer(vkv_ctx *c, uint32_t layer, const vkv_layer_co
         t.n_ret_total += lc->n_ret[h];
         t.n_apx_total += lc->n_apx[h];
         if (lc->n_apx[h] > t.max_apx) t.max_apx = lc->n_apx[h];
+        if (lc->n_ret[h] + lc->n_apx[h] > t.max_comp) t.max_comp = lc->n_ret[h] + lc->n_apx[h];
     }
     t.k_rows = k_rows ? k_rows : 1;
     t.v_rows = v_rows ? v_rows : 1;
@@ -263,6 +266,9 @@ vkv_status vkv_ctx_compress_layer(vkv_ctx *c, uint32_t layer, const vkv_layer_co
     }
     if (!c->w_zero && ((st = make(gpu, wb, VKV_MEM_DEVICE, "an empty map", &c->w_zero)) ||
                        (st = vkv_buffer_fill(gpu, c->w_zero, 0, wb, 0))))
+        goto error;
+    uint64_t sb = vkv_tiered_attn_scratch_bytes(VKV_ATTN_DECODE_MAX_Q, hp->n_head, hd, c->p.n_ctx);
+    if (sb && !c->tiered_scratch && (st = make(gpu, sb, VKV_MEM_DEVICE, "tiered attention scratch", &c->tiered_scratch)))
         goto error;
     if (c->materialized && (st = make(gpu, 4ull * t.k_rows * hd, VKV_MEM_DEVICE, "rebuilt values", &t.vhat))) goto error;
     if ((st = vkv_cmd_begin(gpu))) goto error;
@@ -379,7 +385,8 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
         if (T->on) {
             uint32_t n_new0 = c->n_past - c->n_ctx0;
             vkv_vector_geom g = {c->p.kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
-            vkv_tiered_attn ta = {n, hp->n_head, n_new0, ap.scale, !c->materialized};
+            vkv_tiered_attn ta = {n, hp->n_head, n_new0, ap.scale, !c->materialized, T->max_comp,
+                                  c->tiered_scratch ? V(c->tiered_scratch) : (vkv_view){0}, V(c->w_zero)};
             const vkv_buffer *w_or_vhat = c->materialized ? T->vhat : T->w ? T->w : c->w_zero;
             if ((st = vkv_op_kv_store_tiered(gpu, kv_f16, false, V(k_out), n, hp->n_head_kv, hp->head_dim, V(T->k),
                                              T->k_rows, V(T->meta), n_new0)) ||

@@ -57,6 +57,11 @@
     X(ATTN_TIERED_FUSED_F32, "attn_tiered_fused_f32", 8)     \
     X(ATTN_TIERED_MAT_F16, "attn_tiered_mat_f16", 8)         \
     X(ATTN_TIERED_MAT_F32, "attn_tiered_mat_f32", 8)         \
+    X(ATTN_TIERED_SPLIT_FUSED_F16, "attn_tiered_split_fused_f16", 8) \
+    X(ATTN_TIERED_SPLIT_FUSED_F32, "attn_tiered_split_fused_f32", 8) \
+    X(ATTN_TIERED_SPLIT_MAT_F16, "attn_tiered_split_mat_f16", 8) \
+    X(ATTN_TIERED_SPLIT_MAT_F32, "attn_tiered_split_mat_f32", 8) \
+    X(ATTN_TIERED_REDUCE, "attn_tiered_reduce", 4)           \
     X(VECTOR_POOL_SCORES, "vector_pool_scores", 3)           \
     X(VECTOR_ASSIGN_TIERS, "vector_assign_tiers", 3)                       \
     X(ATTN_PREFILL_F32, "attn_prefill_f32", 4)               \

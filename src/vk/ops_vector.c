@@ -88,6 +88,25 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
     return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, max_apx, g->n_kv_head, 1);
 }
 
+/* Decode (few queries) over many keys splits the keys across workgroups. */
+#define TIERED_SPLIT_KEYS 256
+#define TIERED_MAX_SPLITS 64
+#define TIERED_SPLIT_MAX_Q 4
+
+static uint32_t tiered_splits(uint32_t n_q, uint32_t max_keys)
+{
+    if (n_q > TIERED_SPLIT_MAX_Q || max_keys <= TIERED_SPLIT_KEYS) return 1;
+    uint32_t s = (max_keys + TIERED_SPLIT_KEYS - 1) / TIERED_SPLIT_KEYS;
+    return s > TIERED_MAX_SPLITS ? TIERED_MAX_SPLITS : s;
+}
+
+uint64_t vkv_tiered_attn_scratch_bytes(uint32_t n_q, uint32_t n_head, uint32_t head_dim, uint32_t max_keys)
+{
+    uint32_t splits = tiered_splits(n_q, max_keys);
+    if (splits == 1) return 0;
+    return 16ull * splits * n_q * n_head * (2 * (head_dim / 4) + 1);
+}
+
 vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const vkv_tiered_attn *a, vkv_view q,
                                    vkv_view k, uint64_t k_rows, vkv_view v, uint64_t v_rows, vkv_view meta,
                                    vkv_view pos, uint64_t p_entries, vkv_view w_or_vhat, vkv_view inv_freq,
@@ -126,12 +145,34 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
            tile_q < rows)
         tile_q *= 2;
     if ((wg / tile_q) * 2 < d4n) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
-    struct { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale; uint32_t tile_q, tile_k; } pc = {
-        a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale, tile_q, tile_k};
+    uint32_t max_keys = a->max_comp + a->n_new0 + a->n_q;
+    uint32_t splits = a->scratch.buf ? tiered_splits(a->n_q, max_keys) : 1;
+    uint32_t split_len = (max_keys + splits - 1) / splits;
+    split_len = (split_len + tile_k - 1) / tile_k * tile_k; /* whole key tiles per split */
+    struct { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale; uint32_t tile_q, tile_k, split_len; } pc = {
+        a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale, tile_q, tile_k, split_len};
     vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(v, 0, rb * (v_rows ? v_rows : 1)),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)),
                         vkv_ops_bind(w_or_vhat, 0, wb), vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(out, 0, qb)};
-    return vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, 1, g->n_kv_head);
+    if (splits == 1) return vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, 1, g->n_kv_head);
+
+    /* Split decode: partials, then the combining pass with the map. */
+    uint64_t sb = vkv_tiered_attn_scratch_bytes(a->n_q, a->n_head, g->head_dim, max_keys);
+    uint64_t wbytes = 4ull * g->n_kv_head * g->head_dim * g->head_dim;
+    vkv_view wmap = a->fused ? w_or_vhat : a->w;
+    if ((st = vkv_ops_check_view(gpu, a->scratch, sb, op, "split scratch")) ||
+        (st = vkv_ops_check_single_range(gpu, sb, op, "the split scratch")) ||
+        (st = vkv_ops_check_view(gpu, wmap, wbytes, op, "W for the reduce")))
+        return st;
+    vkv_kernel ks = a->fused ? (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_SPLIT_FUSED_F16 : VKV_K_ATTN_TIERED_SPLIT_FUSED_F32)
+                             : (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_SPLIT_MAT_F16 : VKV_K_ATTN_TIERED_SPLIT_MAT_F32);
+    b[7] = vkv_ops_bind(a->scratch, 0, sb);
+    if ((st = vkv_cmd_dispatch(gpu, ks, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, splits, g->n_kv_head))) return st;
+    struct { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split; } rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head,
+                                                                           g->head_dim, splits};
+    vkv_binding rb2[4] = {vkv_ops_bind(a->scratch, 0, sb), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
+                          vkv_ops_bind(wmap, 0, wbytes), vkv_ops_bind(out, 0, qb)};
+    return vkv_cmd_dispatch(gpu, VKV_K_ATTN_TIERED_REDUCE, rb2, 4, &rp, sizeof rp, a->n_q * a->n_head, 1, 1);
 }
 
 static vkv_status elementwise3(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_view a, vkv_view b, uint32_t total,

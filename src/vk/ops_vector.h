@@ -46,7 +46,14 @@ typedef struct vkv_tiered_attn {
     uint32_t n_new0;     /* appended tokens before query 0 */
     float scale;
     bool fused;          /* true: w_or_vhat is W; false: it is vhat (materialised) */
+    uint32_t max_comp;   /* the largest n_ret + n_apx of any head (sizes the key splits) */
+    vkv_view scratch;    /* split decode partials: vkv_tiered_attn_scratch_bytes(); buf may be NULL (no split) */
+    vkv_view w;          /* split path, materialised: a zero map [n_kv_head, head_dim, head_dim] for the reduce */
 } vkv_tiered_attn;
+
+/* Bytes of scratch the split decode path needs for n_q <= 4 queries and up
+ * to max_keys keys per head (0 when it does not split). */
+uint64_t vkv_tiered_attn_scratch_bytes(uint32_t n_q, uint32_t n_head, uint32_t head_dim, uint32_t max_keys);
 
 /* out[n_q, n_head, head_dim] = attention of q over the tiered layer. */
 vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const vkv_tiered_attn *a, vkv_view q,
