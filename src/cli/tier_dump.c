@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/json_write.h"
+#include "core/utf8.h"
 #include "ref/ref_vector.h"
 
 static void num_or_null(vkv_json_writer *w, double v)

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/utf8.h"
+
 #define MAX_DEPTH 64
 
 /* A pull parser over the whole text: the dump's known fields are read
@@ -71,32 +73,6 @@ static void ws(jp *p)
 
 static vkv_status oom(void) { return vkv_error(VKV_ERR_OOM, "out of memory reading the tier dump"); }
 
-static int hex4(const char *s)
-{
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return -1;
-    }
-    return v;
-}
-
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
 
 /* Reads the string at p->s (which is '"') into p->buf. */
 static vkv_status read_string(jp *p)
@@ -138,19 +114,19 @@ static vkv_status read_string(jp *p)
                 while (r < p->end && ((*r >= '0' && *r <= '9') || (*r >= 'a' && *r <= 'f') || (*r >= 'A' && *r <= 'F'))) r++;
                 if (r == p->end) { p->s = p->end; return syntax(p, "the rest of a \\u escape"); }
             }
-            int cp = p->end - p->s >= 6 ? hex4(p->s + 2) : -1;
+            int cp = p->end - p->s >= 6 ? vkv_hex4(p->s + 2) : -1;
             if (cp < 0) { p->s++; return syntax(p, "a \\u escape with 4 hex digits"); }
             p->s += 4;
             uint32_t u = (uint32_t)cp;
             if (u >= 0xd800 && u < 0xdc00 && p->end - p->s >= 8 && p->s[2] == '\\' && p->s[3] == 'u') {
-                int lo = hex4(p->s + 4);
+                int lo = vkv_hex4(p->s + 4);
                 if (lo >= 0xdc00 && lo < 0xe000) {
                     u = 0x10000 + ((u - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
                     p->s += 6;
                 }
             }
             if (u >= 0xd800 && u < 0xe000) u = 0xfffd; /* lone surrogate */
-            n += put_utf8(o + n, u);
+            n += vkv_utf8_encode(u, o + n);
             break;
         }
         default: p->s++; return syntax(p, "an escape (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");

@@ -1,5 +1,7 @@
 #include "core/json.h"
 
+#include "core/utf8.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,33 +61,6 @@ static void skip_ws(parser *p)
     while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')) p->s++;
 }
 
-static int hex4(const char *s)
-{
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9') v |= c - '0';
-        else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-        else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-        else return -1;
-    }
-    return v;
-}
-
-static size_t put_utf8(char *o, uint32_t cp)
-{
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
 static vkv_status parse_string(parser *p, char **out, size_t *out_len)
 {
     p->s++; /* opening quote */
@@ -114,19 +89,19 @@ static vkv_status parse_string(parser *p, char **out, size_t *out_len)
         case 't': o[n++] = '\t'; break;
         case 'u': {
             if (p->end - p->s < 4) return fail(p, "bad \\u escape");
-            int cp = hex4(p->s);
+            int cp = vkv_hex4(p->s);
             if (cp < 0) return fail(p, "bad \\u escape");
             p->s += 4;
             uint32_t u = (uint32_t)cp;
             if (u >= 0xd800 && u < 0xdc00 && p->end - p->s >= 6 && p->s[0] == '\\' && p->s[1] == 'u') {
-                int lo = hex4(p->s + 2);
+                int lo = vkv_hex4(p->s + 2);
                 if (lo >= 0xdc00 && lo < 0xe000) {
                     u = 0x10000 + ((u - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
                     p->s += 6;
                 }
             }
             if (u >= 0xd800 && u < 0xe000) u = 0xfffd; /* lone surrogate */
-            n += put_utf8(o + n, u);
+            n += vkv_utf8_encode(u, o + n);
             break;
         }
         default: return fail(p, "bad escape");

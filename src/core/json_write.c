@@ -1,5 +1,7 @@
 #include "core/json_write.h"
 
+#include "core/utf8.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -49,23 +51,6 @@ void vkv_json_begin_object(vkv_json_writer *w) { open(w, '{'); }
 void vkv_json_end_object(vkv_json_writer *w) { close_(w, '}'); }
 void vkv_json_begin_array(vkv_json_writer *w) { open(w, '['); }
 void vkv_json_end_array(vkv_json_writer *w) { close_(w, ']'); }
-
-/* Length of the valid UTF-8 sequence at s[0..n), 0 if it is not one. */
-size_t vkv_utf8_valid_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
-    if (!len || len > n) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1fu : len == 3 ? c & 0x0fu : c & 0x07u;
-    for (size_t i = 1; i < len; i++) cp = cp << 6 | (s[i] & 0x3fu);
-    /* overlong forms, surrogates and values past U+10FFFF are invalid */
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
-        (cp >= 0xd800 && cp < 0xe000))
-        return 0;
-    return len;
-}
 
 void vkv_json_escape(FILE *f, const char *s, size_t n)
 {

@@ -32,9 +32,6 @@ void vkv_json_uint(vkv_json_writer *w, uint64_t v);
 void vkv_json_num(vkv_json_writer *w, double v);
 void vkv_json_bool(vkv_json_writer *w, bool v);
 void vkv_json_null(vkv_json_writer *w);
-/* Length of the valid UTF-8 sequence starting at s (n bytes available), 0
- * when the bytes there are not valid UTF-8. */
-size_t vkv_utf8_valid_len(const unsigned char *s, size_t n);
 /* Writes a string escaped for JSON (with quotes) to f; bytes that are not
  * valid UTF-8 become U+FFFD. */
 void vkv_json_escape(FILE *f, const char *s, size_t n);
