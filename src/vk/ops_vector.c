@@ -138,12 +138,12 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
      * vec4 columns per thread; no more rows than there are. */
     uint32_t wg = vkv_kernel_workgroup_size(gpu, kk), d4n = g->head_dim / 4;
     if (g->head_dim % 4) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u is not a multiple of 4", op, g->head_dim);
-    uint32_t tile_k = 32;
-    while (tile_k > 1 && tile_k * (d4n + 1) > 1056) tile_k /= 2;
-    uint32_t rows = a->n_q * (a->n_head / g->n_kv_head), tile_q = 1;
-    while (tile_q * 2 <= wg && tile_q * 2 * d4n <= 512 && tile_q * 2 * tile_k <= 1024 && (wg / (tile_q * 2)) * 2 >= d4n &&
-           tile_q < rows)
-        tile_q *= 2;
+    uint32_t rows = a->n_q * (a->n_head / g->n_kv_head), tile_q = 32;
+    while (tile_q > 1 && (tile_q * d4n > 512 || wg % tile_q || d4n > 2 * (wg / tile_q))) tile_q /= 2;
+    while (tile_q > 1 && tile_q / 2 >= rows) tile_q /= 2; /* no idle rows */
+    uint32_t tile_k = 1056 / (d4n + 1);
+    if (tile_k > 1024 / tile_q) tile_k = 1024 / tile_q;
+    if (tile_k > 64) tile_k = 64;
     if ((wg / tile_q) * 2 < d4n) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
     uint32_t max_keys = a->max_comp + a->n_new0 + a->n_q;
     uint32_t splits = a->scratch.buf ? tiered_splits(a->n_q, max_keys) : 1;
