@@ -16,7 +16,8 @@ layout(binding = 5) writeonly buffer Obuf { float vhat[]; };    // [K slots, hea
 
 layout(push_constant) uniform PC {
     uint head_dim, n_kv_head, n_rot, neox;
-    uint max_apx;    // workgroups along x: the largest n_apx of any head
+    uint max_apx;    // the largest n_apx of any head
+    uint groups_x;   // approximated tokens are spread over x and y
 } pc;
 
 #include "common/kv_rows.glsl"
@@ -25,7 +26,7 @@ shared float ku[256];
 
 void main()
 {
-    uint t = gl_WorkGroupID.x, h = gl_WorkGroupID.y;
+    uint t = gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x, h = gl_WorkGroupID.z;
     uint k_off = meta[h * 8u], p_off = meta[h * 8u + 2u], n_ret = meta[h * 8u + 3u], n_apx = meta[h * 8u + 4u];
     if (t >= n_apx) return;
     uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x, hd = pc.head_dim;

@@ -1055,6 +1055,56 @@ done:
     return st;
 }
 
+/* ---------------- VECTOR: the truncation's elementwise steps ---------------- */
+
+typedef struct { bool assign; guarded pool, b, out; uint32_t total; } trunc_args;
+
+static vkv_status rec_trunc(conform_ctx *c, void *p)
+{
+    trunc_args *a = p;
+    return a->assign ? vkv_op_vector_assign_tiers(c->gpu, a->pool.view, a->b.view, a->total, a->out.view)
+                     : vkv_op_vector_pool_scores(c->gpu, a->pool.view, a->b.view, a->total, a->out.view);
+}
+
+/* Exact: every output word must equal the reference's (inf, NaN residuals included). */
+static vkv_status case_vector_truncation(conform_ctx *c, bool assign, uint32_t total)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u tokens%s", total, assign ? "" : " (with inf / NaN residuals)");
+    conform_result *r = new_result(c, assign ? "vector_assign_tiers" : "vector_pool_scores", assign ? "u32" : "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    uint32_t *pool = malloc(4ull * total), *b = malloc(4ull * total), *ref = malloc(4ull * total), *got = malloc(4ull * total);
+    trunc_args a = {.assign = assign, .total = total};
+    vkv_status st = VKV_OK;
+    if (!pool || !b || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t i = 0; i < total; i++) {
+        pool[i] = vkv_rng_below(&c->rng, 3) != 0;
+        if (assign) b[i] = pool[i] && vkv_rng_below(&c->rng, 2);
+        else {
+            float e = vkv_rng_uniform(&c->rng, 0, 4);
+            if (i % 97 == 5) e = INFINITY;
+            if (i % 89 == 7) e = NAN;
+            memcpy(&b[i], &e, 4);
+        }
+    }
+    if (assign) vkv_ref_vector_assign_tiers(pool, b, total, ref);
+    else vkv_ref_vector_pool_scores(pool, (const float *)b, total, (float *)ref);
+    if ((st = guarded_create(c, 4ull * total, pool, &a.pool)) || (st = guarded_create(c, 4ull * total, b, &a.b)) ||
+        (st = guarded_create(c, 4ull * total, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = run_recorded(c, rec_trunc, &a, &ms)) || (st = guarded_read(c, &a.out, got, &guards))) goto done;
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < total; i++) wrong += ref[i] != got[i];
+    finish(r, (double)wrong / total, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%u of %u outputs differ", wrong, total);
+done:
+    guarded_destroy(c, &a.pool); guarded_destroy(c, &a.b); guarded_destroy(c, &a.out);
+    free(pool); free(b); free(ref); free(got);
+    return st;
+}
+
 /* ---------------- the suite ---------------- */
 
 static bool want(const conform_ctx *c, const char *op) { return !c->filter || strstr(op, c->filter); }
@@ -1200,6 +1250,14 @@ static void run_suite(conform_ctx *c)
             RUN(case_vector_residual(c, f16 ? VKV_F16 : VKV_F32, 2, 64, 64, true, 300, 300));
             RUN(case_vector_residual(c, f16 ? VKV_F16 : VKV_F32, 2, 128, 64, true, 70, 65));
         }
+    if (want(c, "vector_pool_scores")) {
+        RUN(case_vector_truncation(c, false, 1));
+        RUN(case_vector_truncation(c, false, 4 * 1000 + 3));
+    }
+    if (want(c, "vector_assign_tiers")) {
+        RUN(case_vector_truncation(c, true, 7));
+        RUN(case_vector_truncation(c, true, 8 * 4100));
+    }
     if (want(c, "tiered") || want(c, "kv_compact"))
         for (int f16 = 0; f16 < 2; f16++) {
             vkv_dtype t = f16 ? VKV_F16 : VKV_F32;

@@ -347,6 +347,11 @@ int cmd_run(int argc, char **argv)
         goto out;
     }
     if (tok) vkv_detok_init(&detok, tok, false);
+    if (question && !n_context_ids) {
+        fprintf(stderr, "vkvector run: the context before --question is empty; give it with -p\n");
+        rc = 2;
+        goto out;
+    }
     if (!n_context_ids) n_context_ids = n_ids;
 
     double t0 = now_s();

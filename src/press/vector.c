@@ -40,9 +40,11 @@ struct vkv_press_session {
 
 float vkv_vector_default_pa(float p_c)
 {
-    /* eps keeps a retained tier when p_c approaches 1 */
-    const float eps = 1e-6f;
-    float a = p_c / 2, b = (1 - p_c - eps) / 2;
+    /* DESIGN's min(p_c/2, (1 - p_c - eps)/2) with eps -> 0: exactly 0.125,
+     * 0.25, 0.125, 0.05 at p_c = 0.25, 0.5, 0.75, 0.9, so that floor(p_a n)
+     * is n/4 at p_c = 0.5 rather than one less; the tiers stay non-empty
+     * anyway because a <= n_kept and a <= n - n_kept. */
+    float a = p_c / 2, b = (1 - p_c) / 2;
     return a < b ? a : b;
 }
 
@@ -327,8 +329,8 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     rep->eps = malloc(sizeof *rep->eps * keep);
     rep->tiers = malloc(keep);
     uint32_t *n_ret = calloc(H, 4), *n_apx = calloc(H, 4), *tiers_u32 = malloc(4ull * H * n);
-    float *vhost = s->p.vector ? malloc(sizeof *vhost * (size_t)H * vkv_ctx_n_ctx(ctx) * hd) : NULL;
-    void *vraw = s->p.vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(ctx), H, vkv_ctx_n_ctx(ctx), hd)) : NULL;
+    float *vhost = s->p.vector ? malloc(sizeof *vhost * (size_t)H * n * hd) : NULL;
+    void *vraw = s->p.vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(ctx), H, n, hd)) : NULL;
     vkv_buffer *b_scores = NULL, *b_pool = NULL, *b_eps = NULL, *b_s2 = NULL, *b_apx = NULL, *b_tiers = NULL;
     vkv_buffer *b_scratch = NULL, *b_all = NULL, *b_kpool = NULL, *b_kapx = NULL;
     const bool global = s->p.press->global_selection;
@@ -495,13 +497,18 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             for (size_t i = 0; i < (size_t)H * n; i++)
                 if (ti[i] == VKV_TIER_EVICTED) ep[i] = NAN;
             if (tc.a) {
+                /* Only the n context rows of each head come back. */
                 vkv_dtype kt = vkv_ctx_kv_type(ctx);
-                uint32_t nctx = vkv_ctx_n_ctx(ctx);
-                if ((st = vkv_buffer_download(gpu, in.v.buf, 0, vraw, vkv_kv_cache_bytes(kt, H, nctx, hd)))) goto done;
+                uint64_t head_rows = vkv_kv_cache_bytes(kt, 1, n, hd);
+                uint64_t head_stride = vkv_kv_cache_bytes(kt, 1, vkv_ctx_n_ctx(ctx), hd);
+                for (uint32_t h = 0; h < H; h++)
+                    if ((st = vkv_buffer_download(gpu, in.v.buf, in.v.offset + h * head_stride,
+                                                  (char *)vraw + h * head_rows, head_rows)))
+                        goto done;
                 for (uint32_t h = 0; h < H; h++)
                     for (uint32_t j = 0; j < n; j++)
                         for (uint32_t d = 0; d < hd; d++)
-                            vhost[((size_t)h * n + j) * hd + d] = vkv_kv_cache_get(kt, vraw, nctx, hd, h, j, d);
+                            vhost[((size_t)h * n + j) * hd + d] = vkv_kv_cache_get(kt, vraw, n, hd, h, j, d);
             }
             double e_sum = 0;
             for (uint32_t h = 0; h < H; h++) {

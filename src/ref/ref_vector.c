@@ -1,5 +1,6 @@
 #include "ref/ref_vector.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,4 +128,18 @@ void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_pa
         }
     free(kr);
     free(ku);
+}
+
+void vkv_ref_vector_pool_scores(const uint32_t *pool, const float *eps, uint32_t total, float *s)
+{
+    for (uint32_t i = 0; i < total; i++) {
+        float e = eps[i];
+        s[i] = !pool[i] ? -INFINITY : isnan(e) ? -FLT_MAX : (-e > -FLT_MAX ? -e : -FLT_MAX);
+    }
+}
+
+void vkv_ref_vector_assign_tiers(const uint32_t *pool, const uint32_t *apx, uint32_t total, uint32_t *tiers)
+{
+    for (uint32_t i = 0; i < total; i++)
+        tiers[i] = !pool[i] ? VKV_TIER_EVICTED : apx[i] ? VKV_TIER_APPROXIMATED : VKV_TIER_RETAINED;
 }

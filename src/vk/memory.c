@@ -73,7 +73,10 @@ static vkv_status allocate_memory(vkv_gpu *gpu, uint64_t size, uint32_t type, co
     snprintf(msg, sizeof msg, "allocating %.1f MiB of device memory for %s", size / 1048576.0, what);
     VK_CHECK(vkAllocateMemory(gpu->device, &ai, NULL, mem), msg);
     *mapped = NULL;
-    if (gpu->mem_props.memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) {
+    /* Map only coherent memory: the copies through the mapping neither flush
+     * nor invalidate. */
+    const VkMemoryPropertyFlags hv = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    if ((gpu->mem_props.memoryTypes[type].propertyFlags & hv) == hv) {
         VkResult r = vkMapMemory(gpu->device, *mem, 0, VK_WHOLE_SIZE, 0, mapped);
         if (r != VK_SUCCESS) {
             vkFreeMemory(gpu->device, *mem, NULL);
@@ -181,6 +184,10 @@ vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, con
     return VKV_OK;
 error:
     if (b->block) vkv_range_alloc_give(&b->block->ranges, b->offset, b->reserved);
+    if (b->dedicated) { /* allocated, then binding failed */
+        if (b->mapped) vkUnmapMemory(gpu->device, b->dedicated);
+        vkFreeMemory(gpu->device, b->dedicated, NULL);
+    }
     if (b->buffer) vkDestroyBuffer(gpu->device, b->buffer, NULL);
     free(b);
     return st;

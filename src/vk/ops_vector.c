@@ -81,11 +81,14 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
         return st;
     if (!max_apx) return VKV_OK;
     vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_MATERIALIZE_F16 : VKV_K_VECTOR_MATERIALIZE_F32;
-    struct { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx; } pc = {g->head_dim, g->n_kv_head, g->n_rot, g->neox, max_apx};
+    uint32_t gx, gy;
+    vkv_ops_spread_groups(gpu, max_apx, &gx, &gy);
+    struct { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x; } pc = {g->head_dim, g->n_kv_head, g->n_rot,
+                                                                                 g->neox, max_apx, gx};
     vkv_binding b[6] = {vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
                         vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)), vkv_ops_bind(w, 0, wb),
                         vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(vhat, 0, hb)};
-    return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, max_apx, g->n_kv_head, 1);
+    return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, gx, gy, g->n_kv_head);
 }
 
 /* Decode (few queries) over many keys splits the keys across workgroups. */

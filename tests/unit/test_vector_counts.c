@@ -16,6 +16,14 @@ static void default_pa_matches_the_paper(void **state)
     assert_true(fabsf(vkv_vector_default_pa(0.75f) - 0.125f) < 1e-5f);
     assert_true(fabsf(vkv_vector_default_pa(0.9f) - 0.05f) < 1e-5f);
     assert_true(vkv_vector_default_pa(0.0f) == 0.0f);
+    /* with the default ratio, n = 1000: a = 125, 250, 125, 50 (not one less) */
+    const float pcs[] = {0.25f, 0.5f, 0.75f, 0.9f};
+    const uint32_t want_a[] = {125, 250, 125, 50};
+    for (int i = 0; i < 4; i++) {
+        uint32_t kept = (uint32_t)(1000 * (1 - pcs[i]) + 0.5f);
+        vkv_tier_counts c = vkv_vector_counts(1000, kept, vkv_vector_default_pa(pcs[i]), true);
+        assert_int_equal(c.a, want_a[i]);
+    }
 }
 
 static void counts_follow_the_formulas(void **state)
