@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/file.h"
 
 int cli_fail(const char *cmd, vkv_status s)
 {
@@ -77,24 +78,6 @@ void cli_default_calib_path(const char *model_path, char *out, size_t size)
 
 char *cli_read_file(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
-            if (!nb) { free(buf); fclose(f); errno = ENOMEM; return NULL; }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
-        n += r;
-        if (!r) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) { free(buf); errno = EIO; return NULL; }
-    buf[n] = 0;
-    *len = n;
-    return buf;
+    char *data;
+    return vkv_read_file(path, &data, len) ? NULL : data;
 }

@@ -165,7 +165,7 @@ int cmd_eval_ppl(int argc, char **argv)
     }
     size_t tl;
     if (!(text = cli_read_file(text_path, &tl))) {
-        st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", text_path, strerror(errno));
+        st = VKV_ERR_IO; /* the reader recorded which file and why */
         goto fail;
     }
     if ((size_t)start_byte > tl) {

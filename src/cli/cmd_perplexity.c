@@ -161,7 +161,7 @@ int cmd_perplexity(int argc, char **argv)
             char p[2048];
             snprintf(p, sizeof p, "%s/%s", text_root, rel);
             if (!(text = cli_read_file(p, &text_len))) {
-                st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", p, strerror(errno));
+                st = VKV_ERR_IO; /* the reader recorded which file and why */
                 goto fail;
             }
         }
@@ -206,7 +206,7 @@ int cmd_perplexity(int argc, char **argv)
 
     size_t text_len;
     if (!(text = cli_read_file(text_path, &text_len))) {
-        st = vkv_error(VKV_ERR_IO, "cannot read '%s': %s", text_path, strerror(errno));
+        st = VKV_ERR_IO; /* the reader recorded which file and why */
         goto fail;
     }
     if ((size_t)start_byte > text_len) {

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "core/utf8.h"
 
 #define MAX_DEPTH 64
@@ -775,25 +776,10 @@ vkv_status viz_dump_parse(const char *text, size_t len, viz_dump **out)
 vkv_status viz_dump_load(const char *path, viz_dump **out)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return vkv_error(VKV_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t len = 0, cap = 1 << 20;
-    char *text = malloc(cap);
-    while (text) {
-        len += fread(text + len, 1, cap - len, f);
-        if (len < cap) break;
-        cap *= 2;
-        char *nt = realloc(text, cap);
-        if (!nt) { free(text); text = NULL; }
-        else text = nt;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (!text) return oom();
-    if (bad) {
-        free(text);
-        return vkv_error(VKV_ERR_IO, "error reading '%s'", path);
-    }
+    char *text;
+    size_t len;
+    vkv_status rs = vkv_read_file(path, &text, &len);
+    if (rs) return rs;
     vkv_status st = viz_dump_parse(text, len, out);
     free(text);
     if (st) return vkv_error_context(st, "%s", path);

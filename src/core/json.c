@@ -1,5 +1,6 @@
 #include "core/json.h"
 
+#include "core/file.h"
 #include "core/utf8.h"
 
 #include <errno.h>
@@ -240,25 +241,11 @@ vkv_status vkv_json_parse(const char *text, size_t len, vkv_json_doc **out)
 
 vkv_status vkv_json_parse_file(const char *path, vkv_json_doc **out)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vkv_error(VKV_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            cap = cap ? cap * 2 : 65536;
-            char *nb = realloc(buf, cap);
-            if (!nb) { free(buf); fclose(f); return vkv_error(VKV_ERR_OOM, "out of memory reading '%s'", path); }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    bool err = ferror(f);
-    fclose(f);
-    if (err) { free(buf); return vkv_error(VKV_ERR_IO, "error reading '%s'", path); }
-    vkv_status st = vkv_json_parse(buf, n, out);
+    char *buf;
+    size_t n;
+    vkv_status st = vkv_read_file(path, &buf, &n);
+    if (st) return st;
+    st = vkv_json_parse(buf, n, out);
     free(buf);
     if (st) vkv_error_context(st, "%s", path);
     return st;
