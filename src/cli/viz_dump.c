@@ -778,9 +778,9 @@ vkv_status viz_dump_load(const char *path, viz_dump **out)
     *out = NULL;
     char *text;
     size_t len;
-    vkv_status rs = vkv_read_file(path, &text, &len);
-    if (rs) return rs;
-    vkv_status st = viz_dump_parse(text, len, out);
+    vkv_status st = vkv_read_file(path, &text, &len);
+    if (st) return st;
+    st = viz_dump_parse(text, len, out);
     free(text);
     if (st) return vkv_error_context(st, "%s", path);
     return VKV_OK;

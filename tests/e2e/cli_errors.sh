@@ -29,6 +29,14 @@ expect 2 "unknown weight type 'q3_X'" -- "$vkv" bench ops --types q3_X
 expect 2 "--reps wants" -- "$vkv" bench ops --reps 0
 expect 1 "device 99 does not exist" -- "$vkv" conform --device 99
 expect 1 "device 99 does not exist" -- env VKVECTOR_DEVICE=99 "$vkv" bench ops --quick
+expect 2 "--compression wants ratios" -- "$vkv" eval-ppl --text x --context 10 --continuation 5 --press keydiff --compression 1.5
+expect 2 "are required" -- "$vkv" eval-ppl --context 10
+expect 2 "unknown press 'nope'" -- "$vkv" eval-ppl --text x --context 10 --continuation 5 --press nope --compression 0.5
+expect 2 "--ablation wants T:S" -- "$vkv" perplexity --ablation 5
+expect 2 "exactly one of --text and --eval-json" -- "$vkv" perplexity --text x --eval-json y
+expect 1 "cannot open '/nonexistent.txt'" -- "$vkv" perplexity --text /nonexistent.txt
+expect 2 "--compression wants \(0, 1\)" -- "$vkv" bench vector --compression 0
+expect 2 "unknown press 'nope'" -- "$vkv" bench vector --press nope
 # No driver at all: point the loader at a driver manifest that does not exist.
 expect 1 "no Vulkan (driver|device) found" -- env -u VKVECTOR_SKIP_WITHOUT_DEVICE VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" devices
 expect 77 "no Vulkan (driver|device) found" -- env VKVECTOR_SKIP_WITHOUT_DEVICE=1 VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" conform
