@@ -72,10 +72,10 @@ shared float ss[SS_FLOATS];
 const float NEG_BIG = -1.0e30;
 
 // sin/cos of a possibly large angle, reduced to [-pi, pi] first (as rope.comp).
+const float TWO_PI_HI = 6.28318548202514648;
+const float TWO_PI_LO = -1.7484555314695172e-7;
 vec2 sincos_reduced(float a)
 {
-    const float TWO_PI_HI = 6.28318548202514648;
-    const float TWO_PI_LO = -1.7484555314695172e-7;
     float k = round(a * 0.15915494309189535);
     float r = fma(-k, TWO_PI_HI, a);
     r = fma(-k, TWO_PI_LO, r);
@@ -97,6 +97,54 @@ float unrope_elem(uint row_vec4, uint d, int p)
     float x = k_scalar(row_vec4, d), y = k_scalar(row_vec4, partner);
     return first ? x * c - y * s : y * s + x * c;
 }
+
+#if defined(FUSED)
+// Replaces the K tile in skv (nk slots from K row k_row0, positions from
+// pos[p_idx0]) by R^-1 K. Interleaved pairs (2i, 2i+1) share a vec4 and NeoX
+// pairs (i, i + n_rot/2) sit n_rot/8 vec4 apart, so each thread rotates
+// whole vec4s it alone touches; a rotated span that does not fill whole
+// vec4s is rebuilt from the stored key instead.
+void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstride)
+{
+    const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
+    if (pc.neox == 0u && pc.n_rot % 4u == 0u) {
+        const uint rot4 = pc.n_rot / 4u;
+        for (uint e = tid; e < nk * rot4; e += wg) {
+            uint c = e / rot4, d4 = e % rot4;
+            float p = float(pos[p_idx0 + c]);
+            vec2 sc0 = sincos_reduced(p * inv_freq[2u * d4]);
+            vec2 sc1 = sincos_reduced(p * inv_freq[2u * d4 + 1u]);
+            vec4 kv = skv[c * kstride + d4];
+            // rotate by -theta: (a c + b s, b c - a s)
+            skv[c * kstride + d4] = vec4(kv.x * sc0.y + kv.y * sc0.x, kv.y * sc0.y - kv.x * sc0.x,
+                                         kv.z * sc1.y + kv.w * sc1.x, kv.w * sc1.y - kv.z * sc1.x);
+        }
+    } else if (pc.neox != 0u && pc.n_rot % 8u == 0u) {
+        const uint half4 = pc.n_rot / 8u;
+        for (uint e = tid; e < nk * half4; e += wg) {
+            uint c = e / half4, d4 = e % half4;
+            float p = float(pos[p_idx0 + c]);
+            const uint f = 4u * d4;
+            vec4 a = p * vec4(inv_freq[f], inv_freq[f + 1u], inv_freq[f + 2u], inv_freq[f + 3u]);
+            vec4 kk = round(a * 0.15915494309189535);
+            a = fma(-kk, vec4(TWO_PI_HI), a);
+            a = fma(-kk, vec4(TWO_PI_LO), a);
+            vec4 cs = cos(a), sn = sin(a);
+            vec4 x = skv[c * kstride + d4], y = skv[c * kstride + d4 + half4];
+            skv[c * kstride + d4] = x * cs + y * sn;
+            skv[c * kstride + d4 + half4] = y * cs - x * sn;
+        }
+    } else {
+        const uint rot4 = (pc.n_rot + 3u) / 4u;
+        for (uint e = tid; e < nk * rot4; e += wg) {
+            uint c = e / rot4, d4 = e % rot4, kr = (k_row0 + c) * d4n;
+            int p = pos[p_idx0 + c];
+            skv[c * kstride + d4] = vec4(unrope_elem(kr, 4u * d4, p), unrope_elem(kr, 4u * d4 + 1u, p),
+                                         unrope_elem(kr, 4u * d4 + 2u, p), unrope_elem(kr, 4u * d4 + 3u, p));
+        }
+    }
+}
+#endif
 
 void main()
 {
@@ -139,8 +187,14 @@ void main()
     const uint k_begin = 0u;
     const uint k_end = tile_vis;
 #endif
-    for (uint k0 = k_begin; k0 < k_end; k0 += pc.tile_k) {
-        const uint nk = min(pc.tile_k, k_end - k0);
+    // Tiles never straddle the tier boundaries n_ret and n_comp, so what a
+    // tile holds is uniform across the workgroup and no per-key branch
+    // remains in the inner loops (a divergent branch there costs as much as
+    // both sides on SIMD-per-lane devices such as lavapipe).
+    for (uint k0 = k_begin; k0 < k_end;) {
+        const uint seg_end = k0 < n_ret ? n_ret : k0 < n_comp ? n_comp : k_end;
+        const uint nk = min(pc.tile_k, min(k_end, seg_end) - k0);
+        const bool apx_tile = k0 >= n_ret && k0 < n_comp;
         for (uint e = tid; e < nk * d4n; e += wg) {
             uint c = e / d4n, d4 = e % d4n;
             skv[c * kstride + d4] = load_k((k_off + k0 + c) * d4n + d4);
@@ -154,33 +208,22 @@ void main()
         }
         barrier();
         // The value tile: stored values, or what stands for an approximated one.
-        for (uint e = tid; e < nk * d4n; e += wg) {
-            uint c = e / d4n, d4 = e % d4n, t = k0 + c;
-            vec4 val;
-            if (t < n_ret) val = load_v((v_off + t) * d4n + d4);
-            else if (t >= n_comp) val = load_v((v_off + t - n_apx) * d4n + d4);
-            else {
-#if defined(FUSED)
-                uint kr = (k_off + t) * d4n;
-                int p = pos[p_off + t];
-                if (pc.neox == 0u && 4u * d4 + 4u <= pc.n_rot) {
-                    // Interleaved pairs (2i, 2i+1) sit in the same vec4: one
-                    // sin/cos per pair.
-                    vec4 kv = load_k(kr + d4);
-                    vec2 sc0 = sincos_reduced(float(p) * inv_freq[2u * d4]);
-                    vec2 sc1 = sincos_reduced(float(p) * inv_freq[2u * d4 + 1u]);
-                    // rotate by -theta: (a c + b s, b c - a s)
-                    val = vec4(kv.x * sc0.y + kv.y * sc0.x, kv.y * sc0.y - kv.x * sc0.x,
-                               kv.z * sc1.y + kv.w * sc1.x, kv.w * sc1.y - kv.z * sc1.x);
-                } else {
-                    val = vec4(unrope_elem(kr, 4u * d4, p), unrope_elem(kr, 4u * d4 + 1u, p),
-                               unrope_elem(kr, 4u * d4 + 2u, p), unrope_elem(kr, 4u * d4 + 3u, p));
-                }
-#else
-                val = vhat4[(k_off + t) * d4n + d4];
-#endif
+        if (!apx_tile) {
+            // Retained slots have V row t, appended ones V row t - n_apx.
+            const uint v_row0 = v_off + k0 - (k0 >= n_comp ? n_apx : 0u);
+            for (uint e = tid; e < nk * d4n; e += wg) {
+                uint c = e / d4n, d4 = e % d4n;
+                skv[c * kstride + d4] = load_v((v_row0 + c) * d4n + d4);
             }
-            skv[c * kstride + d4] = val;
+        } else {
+#if defined(FUSED)
+            unrope_tile_in_place(k_off + k0, p_off + k0, nk, d4n, kstride);
+#else
+            for (uint e = tid; e < nk * d4n; e += wg) {
+                uint c = e / d4n, d4 = e % d4n;
+                skv[c * kstride + d4] = vhat4[(k_off + k0 + c) * d4n + d4];
+            }
+#endif
         }
         barrier();
         if (nv > 0u) {
@@ -193,26 +236,32 @@ void main()
                 ov[j] *= alpha;
                 ok[j] *= alpha;
             }
-            for (uint c = 0u; c < nv; c++) {
-                const float p = exp(ss[r * pc.tile_k + c] - m_new);
-                l += p;
-                uint t = k0 + c;
 #if defined(FUSED)
-                bool apx = t >= n_ret && t < n_comp;
-#else
-                bool apx = false;
+            if (apx_tile) {
+                for (uint c = 0u; c < nv; c++) {
+                    const float p = exp(ss[r * pc.tile_k + c] - m_new);
+                    l += p;
+                    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+                        uint d4 = lane + j * tpr;
+                        if (d4 < d4n) ok[j] += p * skv[c * kstride + d4];
+                    }
+                }
+            } else
 #endif
-                [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-                    uint d4 = lane + j * tpr;
-                    if (d4 < d4n) {
-                        if (apx) ok[j] += p * skv[c * kstride + d4];
-                        else ov[j] += p * skv[c * kstride + d4];
+            {
+                for (uint c = 0u; c < nv; c++) {
+                    const float p = exp(ss[r * pc.tile_k + c] - m_new);
+                    l += p;
+                    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+                        uint d4 = lane + j * tpr;
+                        if (d4 < d4n) ov[j] += p * skv[c * kstride + d4];
                     }
                 }
             }
             m = m_new;
         }
         barrier();
+        k0 += nk;
     }
 
 #if SPLIT

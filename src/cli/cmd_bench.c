@@ -285,6 +285,36 @@ out:
     return rc;
 }
 
+/* --profile: GPU time per kernel of the two decodes (timestamps around every
+ * dispatch, so the wall-clock figures of a profiled run are not comparable). */
+static void profile_start(vkv_gpu *gpu, bool on)
+{
+    vkv_gpu_set_profiling(gpu, on);
+    vkv_gpu_reset_profile(gpu);
+}
+
+static void profile_collect(vkv_gpu *gpu, bool on, double *ns)
+{
+    if (!on) return;
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++) ns[k] += vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
+    vkv_gpu_set_profiling(gpu, false);
+}
+
+static void print_decode_profile(const double *tiered, const double *plain, double steps)
+{
+    double tt = 0, tp = 0;
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++) {
+        tt += tiered[k];
+        tp += plain[k];
+    }
+    printf("\nGPU time per decode step, by kernel (us)   tiered      plain\n");
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++)
+        if (tiered[k] > 0 || plain[k] > 0)
+            printf("  %-38s %9.1f  %9.1f\n", vkv_kernel_name((vkv_kernel)k), 1e-3 * tiered[k] / steps,
+                   1e-3 * plain[k] / steps);
+    printf("  %-38s %9.1f  %9.1f\n", "total", 1e-3 * tt / steps, 1e-3 * tp / steps);
+}
+
 /* The two speed figures of VECTOR: the scoring + allocation + compaction
  * step against the prefill it follows, and decode over the compressed
  * (tiered) cache against decode over a plain cache holding as many tokens as
@@ -295,13 +325,15 @@ static int bench_vector(int argc, char **argv)
     const char *press_name = "keydiff", *calib_path = NULL;
     int64_t n = 8192, n_decode = 64, reps = 3;
     double pc = 0.5;
-    bool vector = false;
+    bool vector = false, profile = false;
     int device = cli_device_index_from_env();
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!(path = cli_flag_value("bench", argc, argv, &i))) return 2;
+        } else if (!strcmp(a, "--profile")) {
+            profile = true;
         } else if (!strcmp(a, "--context")) {
             if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
             if (!cli_parse_i64(v, 64, 1 << 20, &n)) return cli_usage_error("bench", "--context wants 64..1048576, got '%s'", v);
@@ -363,6 +395,7 @@ static int bench_vector(int argc, char **argv)
     vkv_rng rng = vkv_rng_new(3);
     for (int64_t i = 0; i < n + n_decode; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
     double prefill = 0, compress = 0, dec_tiered = 0, dec_plain = 0;
+    double prof_tiered[VKV_KERNEL_COUNT] = {0}, prof_plain[VKV_KERNEL_COUNT] = {0};
     for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
         vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)pc), .vector = vector, .pa = -1,
                                 .w = calib ? calib->w : NULL, .lean = true, .context_ids = ids,
@@ -378,12 +411,16 @@ static int bench_vector(int argc, char **argv)
         vkv_vector_report_free(&rep);
         vkv_press_session_free(s);
         if (st) goto fail;
+        profile_start(gpu, profile && r >= 0);
         for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(ctx, &ids[n + i], 1, false, NULL);
         double t3 = now_s();
+        profile_collect(gpu, profile && r >= 0, prof_tiered);
         if (st || (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL))) goto fail;
         double t4 = now_s();
+        profile_start(gpu, profile && r >= 0);
         for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(plain, &ids[n + i], 1, false, NULL);
         double t5 = now_s();
+        profile_collect(gpu, profile && r >= 0, prof_plain);
         if (st) goto fail;
         if (r >= 0) {
             prefill += t1 - t0;
@@ -402,6 +439,7 @@ static int bench_vector(int argc, char **argv)
     printf("decode, compressed (tiered)    %9.2f tokens/s\n", n_decode * reps / dec_tiered);
     printf("decode, plain cache of %u      %9.2f tokens/s\n", kept, n_decode * reps / dec_plain);
     printf("decode ratio tiered / plain    %9.3f  (target >= 0.95)\n", dec_plain / dec_tiered);
+    if (profile) print_decode_profile(prof_tiered, prof_plain, (double)(n_decode * reps));
     rc = 0;
     goto out;
 fail:
@@ -430,6 +468,7 @@ int cmd_bench(int argc, char **argv)
                "                                     llama-bench-style pp / tg tokens per second\n"
                "       vkvector bench vector [-m MODEL] [--context 8192] [--press keydiff] [--compression 0.5]\n"
                "                             [--vector [--calib FILE]] [--decode 64] [--reps 3]\n"
+               "                             [--profile]\n"
                "                                     compression cost vs prefill; tiered vs plain decode\n");
         return 0;
     }
