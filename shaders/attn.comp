@@ -83,6 +83,14 @@ void main()
     const uint row0 = gl_WorkGroupID.x * pc.tile_q;
     const uint tpr = wg / pc.tile_q;            // threads per row
     const uint r = tid / tpr, lane = tid % tpr;  // this thread's row in the tile and its lane in the row
+    // P V: the row's threads form n_grp key groups of `span` threads; thread
+    // (grp, col) accumulates output vec4 columns col, col + span over keys
+    // grp, grp + n_grp, ... of each tile, and the groups are summed at the
+    // end. With few rows (decode) a row has many more threads than columns:
+    // without the groups each would walk every key (and its exp) for nothing.
+    const uint span = min(tpr, d4n), n_grp = tpr / span;
+    const uint grp = lane / span, col = lane % span;
+    const bool pv_live = grp < n_grp;
     const uint R = row0 + r;
     const bool row_live = R < rows;
     const uint qi = R / group, h = kh * group + R % group;
@@ -144,12 +152,14 @@ void main()
             const float alpha = exp(m - m_new);
             l *= alpha;
             [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) o[j] *= alpha;
-            for (uint c = 0u; c < nv; c++) {
-                const float p = exp(ss[r * pc.tile_k + c] - m_new);
-                l += p;
-                [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-                    uint d4 = lane + j * tpr;
-                    if (d4 < d4n) o[j] += p * skv[c * kstride + d4];
+            if (pv_live) {
+                for (uint c = grp; c < nv; c += n_grp) {
+                    const float p = exp(ss[r * pc.tile_k + c] - m_new);
+                    l += p;
+                    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+                        uint d4 = col + j * span;
+                        if (d4 < d4n) o[j] += p * skv[c * kstride + d4];
+                    }
                 }
             }
             m = m_new;
@@ -157,20 +167,37 @@ void main()
         barrier(); // V and scores consumed before the next tile overwrites them
     }
 
-    if (!row_live) return;
+    // Sum the key groups (all saw the same running max m); with several
+    // groups span == d4n, so a thread holds one column. The shared arrays
+    // are free: the last tile ended with a barrier.
+    if (n_grp > 1u) {
+        if (pv_live) {
+            skv[(r * n_grp + grp) * span + col] = o[0];
+            if (col == 0u) ss[r * n_grp + grp] = l;
+        }
+        barrier();
+        if (grp == 0u) {
+            for (uint g = 1u; g < n_grp; g++) {
+                o[0] += skv[(r * n_grp + g) * span + col];
+                l += ss[r * n_grp + g];
+            }
+        }
+    }
+
+    if (!row_live || grp != 0u) return;
 #if SPLIT
     const uint prow = ((split * pc.n_q + qi) * pc.n_head + h) * kstride;
     [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-        uint d4 = lane + j * tpr;
+        uint d4 = col + j * span;
         if (d4 < d4n) part[prow + d4] = o[j];
     }
-    if (lane == 0u) part[prow + d4n] = vec4(m, l, 0.0, 0.0);
+    if (col == 0u) part[prow + d4n] = vec4(m, l, 0.0, 0.0);
 #else
     // A row that saw nothing (n_kv == 0) outputs zeros.
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
     const uint orow = (qi * pc.n_head + h) * d4n;
     [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-        uint d4 = lane + j * tpr;
+        uint d4 = col + j * span;
         if (d4 < d4n) out4[orow + d4] = o[j] * inv;
     }
 #endif

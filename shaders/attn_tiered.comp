@@ -11,7 +11,7 @@
 // Structure as attn.comp: a workgroup owns tile_q rows (query i, group member
 // g) of one KV head, so the heads that share a KV head read each K/V tile
 // once; keys stream through shared memory in tiles of tile_k with an online
-// softmax; thread t of a row owns the output vec4 columns lane, lane + tpr.
+// softmax; the P V products are spread over key groups as in attn.comp.
 // K slots of a head are contiguous: compressed first, then appended, so the
 // causal rule is attn.comp's with pos0 = n_comp + n_new0.
 // SPLIT=1 (decode): workgroup y handles keys [y * split_len, (y + 1) *
@@ -146,58 +146,25 @@ void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstr
 }
 #endif
 
-void main()
+// The thread's row and its running softmax state, shared by main and
+// attend_segment.
+uint d4n, kstride, r, lane, tpr, span, n_grp, grp, col, n_vis;
+bool pv_live;
+float m = NEG_BIG, l = 0.0;
+vec4 ov[MAX_COLS], ok[MAX_COLS];
+
+// Online softmax over keys [kb, ke) of one tier segment: their K rows start
+// at k_row0 + kb and, unless apx, their V rows at v_row0 + kb. apx is a
+// constant at each call, so each call site compiles to one kind of tile with
+// no branch on it: lavapipe runs both sides of even a uniform branch, masked.
+void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, bool apx)
 {
     const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
-    const uint d4n = pc.head_dim / 4u, kstride = d4n + 1u;
-    const uint group = pc.n_head / pc.n_kv_head;
-    const uint kh = gl_WorkGroupID.z;
-    const uint k_off = meta[kh * 8u], v_off = meta[kh * 8u + 1u], p_off = meta[kh * 8u + 2u];
-    const uint n_ret = meta[kh * 8u + 3u], n_apx = meta[kh * 8u + 4u], n_comp = n_ret + n_apx;
-    const uint pos0 = n_comp + pc.n_new0, n_kv = pos0 + pc.n_q;
-    const uint rows = pc.n_q * group;
-    const uint row0 = gl_WorkGroupID.x * pc.tile_q;
-    const uint tpr = wg / pc.tile_q;
-    const uint r = tid / tpr, lane = tid % tpr;
-    const uint R = row0 + r;
-    const bool row_live = R < rows;
-    const uint qi = R / group, h = kh * group + R % group;
-    const uint n_vis = row_live ? min(n_kv, pos0 + qi + 1u) : 0u;
-    const uint last_row = min(row0 + pc.tile_q, rows) - 1u;
-    const uint tile_vis = min(n_kv, pos0 + last_row / group + 1u);
-
-    for (uint e = tid; e < pc.tile_q * d4n; e += wg) {
-        uint rr = row0 + e / d4n, d4 = e % d4n;
-        vec4 val = vec4(0.0);
-        if (rr < rows) val = q4[((rr / group) * pc.n_head + kh * group + rr % group) * d4n + d4] * pc.scale;
-        sq[e] = val;
-    }
-
-    float m = NEG_BIG, l = 0.0;
-    vec4 ov[MAX_COLS], ok[MAX_COLS];
-    [[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
-        ov[c] = vec4(0.0);
-        ok[c] = vec4(0.0);
-    }
-
-#if SPLIT
-    const uint k_begin = gl_WorkGroupID.y * pc.split_len;
-    const uint k_end = min(tile_vis, k_begin + pc.split_len);
-#else
-    const uint k_begin = 0u;
-    const uint k_end = tile_vis;
-#endif
-    // Tiles never straddle the tier boundaries n_ret and n_comp, so what a
-    // tile holds is uniform across the workgroup and no per-key branch
-    // remains in the inner loops (a divergent branch there costs as much as
-    // both sides on SIMD-per-lane devices such as lavapipe).
-    for (uint k0 = k_begin; k0 < k_end;) {
-        const uint seg_end = k0 < n_ret ? n_ret : k0 < n_comp ? n_comp : k_end;
-        const uint nk = min(pc.tile_k, min(k_end, seg_end) - k0);
-        const bool apx_tile = k0 >= n_ret && k0 < n_comp;
+    for (uint k0 = kb; k0 < ke; k0 += pc.tile_k) {
+        const uint nk = min(pc.tile_k, ke - k0);
         for (uint e = tid; e < nk * d4n; e += wg) {
             uint c = e / d4n, d4 = e % d4n;
-            skv[c * kstride + d4] = load_k((k_off + k0 + c) * d4n + d4);
+            skv[c * kstride + d4] = load_k((k_row0 + k0 + c) * d4n + d4);
         }
         barrier();
         const uint nv = n_vis > k0 ? min(nk, n_vis - k0) : 0u;
@@ -208,20 +175,18 @@ void main()
         }
         barrier();
         // The value tile: stored values, or what stands for an approximated one.
-        if (!apx_tile) {
-            // Retained slots have V row t, appended ones V row t - n_apx.
-            const uint v_row0 = v_off + k0 - (k0 >= n_comp ? n_apx : 0u);
+        if (!apx) {
             for (uint e = tid; e < nk * d4n; e += wg) {
                 uint c = e / d4n, d4 = e % d4n;
-                skv[c * kstride + d4] = load_v((v_row0 + c) * d4n + d4);
+                skv[c * kstride + d4] = load_v((v_row0 + k0 + c) * d4n + d4);
             }
         } else {
 #if defined(FUSED)
-            unrope_tile_in_place(k_off + k0, p_off + k0, nk, d4n, kstride);
+            unrope_tile_in_place(k_row0 + k0, p_idx0 + k0, nk, d4n, kstride);
 #else
             for (uint e = tid; e < nk * d4n; e += wg) {
                 uint c = e / d4n, d4 = e % d4n;
-                skv[c * kstride + d4] = vhat4[(k_off + k0 + c) * d4n + d4];
+                skv[c * kstride + d4] = vhat4[(k_row0 + k0 + c) * d4n + d4];
             }
 #endif
         }
@@ -236,60 +201,128 @@ void main()
                 ov[j] *= alpha;
                 ok[j] *= alpha;
             }
+            for (uint c = grp; pv_live && c < nv; c += n_grp) {
+                const float p = exp(ss[r * pc.tile_k + c] - m_new);
+                l += p;
+                [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
+                    uint d4 = col + j * span;
+                    if (d4 < d4n) {
 #if defined(FUSED)
-            if (apx_tile) {
-                for (uint c = 0u; c < nv; c++) {
-                    const float p = exp(ss[r * pc.tile_k + c] - m_new);
-                    l += p;
-                    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-                        uint d4 = lane + j * tpr;
-                        if (d4 < d4n) ok[j] += p * skv[c * kstride + d4];
-                    }
-                }
-            } else
+                        // approximated: sum_apx p R^-1 K, mapped by W at the end
+                        if (apx) ok[j] += p * skv[c * kstride + d4];
+                        else
 #endif
-            {
-                for (uint c = 0u; c < nv; c++) {
-                    const float p = exp(ss[r * pc.tile_k + c] - m_new);
-                    l += p;
-                    [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-                        uint d4 = lane + j * tpr;
-                        if (d4 < d4n) ov[j] += p * skv[c * kstride + d4];
+                            ov[j] += p * skv[c * kstride + d4];
                     }
                 }
             }
             m = m_new;
         }
         barrier();
-        k0 += nk;
+    }
+}
+
+void main()
+{
+    const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
+    d4n = pc.head_dim / 4u;
+    kstride = d4n + 1u;
+    const uint group = pc.n_head / pc.n_kv_head;
+    const uint kh = gl_WorkGroupID.z;
+    const uint k_off = meta[kh * 8u], v_off = meta[kh * 8u + 1u], p_off = meta[kh * 8u + 2u];
+    const uint n_ret = meta[kh * 8u + 3u], n_apx = meta[kh * 8u + 4u], n_comp = n_ret + n_apx;
+    const uint pos0 = n_comp + pc.n_new0, n_kv = pos0 + pc.n_q;
+    const uint rows = pc.n_q * group;
+    const uint row0 = gl_WorkGroupID.x * pc.tile_q;
+    tpr = wg / pc.tile_q;
+    r = tid / tpr;
+    lane = tid % tpr;
+    // P V as attn.comp: thread (grp, col) of a row accumulates vec4 columns
+    // col, col + span over keys grp, grp + n_grp, ...; groups summed at the end.
+    span = min(tpr, d4n);
+    n_grp = tpr / span;
+    grp = lane / span;
+    col = lane % span;
+    pv_live = grp < n_grp;
+    const uint R = row0 + r;
+    const bool row_live = R < rows;
+    const uint qi = R / group, h = kh * group + R % group;
+    n_vis = row_live ? min(n_kv, pos0 + qi + 1u) : 0u;
+    const uint last_row = min(row0 + pc.tile_q, rows) - 1u;
+    const uint tile_vis = min(n_kv, pos0 + last_row / group + 1u);
+
+    for (uint e = tid; e < pc.tile_q * d4n; e += wg) {
+        uint rr = row0 + e / d4n, d4 = e % d4n;
+        vec4 val = vec4(0.0);
+        if (rr < rows) val = q4[((rr / group) * pc.n_head + kh * group + rr % group) * d4n + d4] * pc.scale;
+        sq[e] = val;
+    }
+    [[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
+        ov[c] = vec4(0.0);
+        ok[c] = vec4(0.0);
     }
 
 #if SPLIT
-    if (!row_live) return;
+    const uint k_begin = gl_WorkGroupID.y * pc.split_len;
+    const uint k_end = min(tile_vis, k_begin + pc.split_len);
+#else
+    const uint k_begin = 0u;
+    const uint k_end = tile_vis;
+#endif
+    // This workgroup's keys by tier: retained [0, n_ret) and appended
+    // [n_comp, ...) have V rows (appended ones n_apx rows earlier, as
+    // approximated slots have none), approximated [n_ret, n_comp) do not.
+    // Softmax order does not matter, so the two value-bearing segments go first.
+    barrier(); // the Q tile is complete before the first scores
+    attend_segment(k_begin, min(k_end, n_ret), k_off, v_off, p_off, false);
+    attend_segment(max(k_begin, n_comp), k_end, k_off, v_off - n_apx, p_off, false);
+    attend_segment(max(k_begin, n_ret), min(k_end, n_comp), k_off, v_off, p_off, true);
+
+    // Sum the key groups (one column per thread when there are several).
+    if (n_grp > 1u) {
+        const uint slot = (r * n_grp + grp) * span + col, half_slots = wg;
+        if (pv_live) {
+            skv[slot] = ov[0];
+            skv[half_slots + slot] = ok[0];
+            if (col == 0u) ss[r * n_grp + grp] = l;
+        }
+        barrier();
+        if (grp == 0u) {
+            for (uint g = 1u; g < n_grp; g++) {
+                uint o = (r * n_grp + g) * span + col;
+                ov[0] += skv[o];
+                ok[0] += skv[half_slots + o];
+                l += ss[r * n_grp + g];
+            }
+        }
+    }
+
+#if SPLIT
+    if (!row_live || grp != 0u) return;
     const uint prow = ((gl_WorkGroupID.y * pc.n_q + qi) * pc.n_head + h) * (2u * d4n + 1u);
     [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-        uint d4 = lane + j * tpr;
+        uint d4 = col + j * span;
         if (d4 < d4n) {
             part[prow + d4] = ov[j];
             part[prow + d4n + d4] = ok[j];
         }
     }
-    if (lane == 0u) part[prow + 2u * d4n] = vec4(m, l, 0.0, 0.0);
+    if (col == 0u) part[prow + 2u * d4n] = vec4(m, l, 0.0, 0.0);
 #else
     const float inv = l > 0.0 ? 1.0 / l : 0.0;
 #if defined(FUSED)
     // W_h (sum_apx p R^-1 K) / l: gather the row's vector in shared memory,
     // then each thread takes its output columns of the matvec.
     [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-        uint d4 = lane + j * tpr;
-        if (d4 < d4n) sq[r * d4n + d4] = ok[j] * inv;
+        uint d4 = col + j * span;
+        if (grp == 0u && d4 < d4n) sq[r * d4n + d4] = ok[j] * inv;
     }
     barrier();
 #endif
-    if (!row_live) return;
+    if (!row_live || grp != 0u) return;
     const uint orow = (qi * pc.n_head + h) * d4n;
     [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-        uint d4 = lane + j * tpr;
+        uint d4 = col + j * span;
         if (d4 >= d4n) continue;
         vec4 res = ov[j] * inv;
 #if defined(FUSED)
