@@ -300,19 +300,18 @@ static void profile_collect(vkv_gpu *gpu, bool on, double *ns)
     vkv_gpu_set_profiling(gpu, false);
 }
 
-static void print_decode_profile(const double *tiered, const double *plain, double steps)
+static void print_decode_profile(const double *const prof[3], double steps)
 {
-    double tt = 0, tp = 0;
-    for (int k = 0; k < VKV_KERNEL_COUNT; k++) {
-        tt += tiered[k];
-        tp += plain[k];
-    }
-    printf("\nGPU time per decode step, by kernel (us)   tiered      plain\n");
+    double total[3] = {0};
     for (int k = 0; k < VKV_KERNEL_COUNT; k++)
-        if (tiered[k] > 0 || plain[k] > 0)
-            printf("  %-38s %9.1f  %9.1f\n", vkv_kernel_name((vkv_kernel)k), 1e-3 * tiered[k] / steps,
-                   1e-3 * plain[k] / steps);
-    printf("  %-38s %9.1f  %9.1f\n", "total", 1e-3 * tt / steps, 1e-3 * tp / steps);
+        for (int c = 0; c < 3; c++) total[c] += prof[c][k];
+    printf("\nGPU time per decode step, by kernel (us)   tiered      plain  same-token plain\n");
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++)
+        if (prof[0][k] > 0 || prof[1][k] > 0 || prof[2][k] > 0)
+            printf("  %-38s %9.1f  %9.1f  %9.1f\n", vkv_kernel_name((vkv_kernel)k), 1e-3 * prof[0][k] / steps,
+                   1e-3 * prof[1][k] / steps, 1e-3 * prof[2][k] / steps);
+    printf("  %-38s %9.1f  %9.1f  %9.1f\n", "total", 1e-3 * total[0] / steps, 1e-3 * total[1] / steps,
+           1e-3 * total[2] / steps);
 }
 
 /* The two speed figures of VECTOR: the scoring + allocation + compaction
@@ -365,7 +364,7 @@ static int bench_vector(int argc, char **argv)
     vkv_instance *inst = NULL;
     vkv_gpu *gpu = NULL;
     vkv_model *m = NULL;
-    vkv_ctx *ctx = NULL, *plain = NULL;
+    vkv_ctx *ctx = NULL, *plain = NULL, *same_tokens = NULL;
     vkv_calib *calib = NULL;
     vkv_tokenizer *tok = NULL;
     vkv_kvzip_prompt kz = {0};
@@ -390,12 +389,19 @@ static int bench_vector(int argc, char **argv)
     }
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .kv_type = VKV_F16};
     vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
-    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx)) || (st = vkv_ctx_create(gpu, m, &pp, &plain))) goto fail;
+    /* VECTOR attends to more tokens than it holds full pairs for: the third
+     * cache holds as many tokens as the tiered one attends to (r + a). */
+    vkv_ctx_params tp = {.n_ctx = (uint32_t)(n + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
+    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx)) || (st = vkv_ctx_create(gpu, m, &pp, &plain)) ||
+        (vector && (st = vkv_ctx_create(gpu, m, &tp, &same_tokens))))
+        goto fail;
     if (!(ids = malloc(sizeof *ids * (size_t)(n + n_decode)))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     vkv_rng rng = vkv_rng_new(3);
     for (int64_t i = 0; i < n + n_decode; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
-    double prefill = 0, compress = 0, dec_tiered = 0, dec_plain = 0;
-    double prof_tiered[VKV_KERNEL_COUNT] = {0}, prof_plain[VKV_KERNEL_COUNT] = {0};
+    double prefill = 0, compress = 0, dec_tiered = 0, dec_plain = 0, dec_same_tokens = 0;
+    uint32_t attended = kept;
+    uint64_t tiered_rows = 0; /* K plus V rows of the compressed cache, all layers and KV heads */
+    double prof_tiered[VKV_KERNEL_COUNT] = {0}, prof_plain[VKV_KERNEL_COUNT] = {0}, prof_same[VKV_KERNEL_COUNT] = {0};
     for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
         vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)pc), .vector = vector, .pa = -1,
                                 .w = calib ? calib->w : NULL, .lean = true, .context_ids = ids,
@@ -408,6 +414,14 @@ static int bench_vector(int argc, char **argv)
         double t1 = now_s();
         if (!st) st = vkv_press_session_compress(s, &rep);
         double t2 = now_s();
+        if (!st) {
+            attended = 0;
+            tiered_rows = 0;
+            for (uint32_t i = 0; i < rep.n_layer * rep.n_kv_head; i++) {
+                if (rep.n_ret[i] + rep.n_apx[i] > attended) attended = rep.n_ret[i] + rep.n_apx[i];
+                tiered_rows += 2ull * rep.n_ret[i] + rep.n_apx[i];
+            }
+        }
         vkv_vector_report_free(&rep);
         vkv_press_session_free(s);
         if (st) goto fail;
@@ -422,6 +436,15 @@ static int bench_vector(int argc, char **argv)
         double t5 = now_s();
         profile_collect(gpu, profile && r >= 0, prof_plain);
         if (st) goto fail;
+        if (same_tokens) {
+            if ((st = vkv_ctx_reset(same_tokens)) || (st = vkv_ctx_eval(same_tokens, ids, attended, false, NULL))) goto fail;
+            double t6 = now_s();
+            profile_start(gpu, profile && r >= 0);
+            for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(same_tokens, &ids[n + i], 1, false, NULL);
+            profile_collect(gpu, profile && r >= 0, prof_same);
+            if (st) goto fail;
+            if (r >= 0) dec_same_tokens += now_s() - t6;
+        }
         if (r >= 0) {
             prefill += t1 - t0;
             compress += t2 - t1;
@@ -439,7 +462,21 @@ static int bench_vector(int argc, char **argv)
     printf("decode, compressed (tiered)    %9.2f tokens/s\n", n_decode * reps / dec_tiered);
     printf("decode, plain cache of %u      %9.2f tokens/s\n", kept, n_decode * reps / dec_plain);
     printf("decode ratio tiered / plain    %9.3f  (target >= 0.95)\n", dec_plain / dec_tiered);
-    if (profile) print_decode_profile(prof_tiered, prof_plain, (double)(n_decode * reps));
+    /* What a bandwidth-bound device pays: the cached rows each decode step
+     * reads (the tokens decoded since are left out: both caches have them). */
+    const uint64_t row_bytes = 2ull * m->hp.head_dim, plain_rows = 2ull * kept * m->hp.n_layer * m->hp.n_head_kv;
+    printf("KV bytes read per decode step  %9.2f MiB tiered, %.2f MiB plain (ratio %.3f)\n",
+           (double)(tiered_rows * row_bytes) / (1 << 20), (double)(plain_rows * row_bytes) / (1 << 20),
+           (double)tiered_rows / (double)plain_rows);
+    if (same_tokens) {
+        /* The tiered cache holds `kept` full pairs' bytes but attends to r + a
+         * keys; this isolates the cost of the fused path from that of the
+         * extra keys. */
+        printf("decode, plain cache of %u      %9.2f tokens/s  (as many tokens as the tiered cache attends to)\n",
+               attended, n_decode * reps / dec_same_tokens);
+        printf("decode ratio tiered / same-token plain %6.3f\n", dec_same_tokens / dec_tiered);
+    }
+    if (profile) print_decode_profile((const double *const[3]){prof_tiered, prof_plain, prof_same}, (double)(n_decode * reps));
     rc = 0;
     goto out;
 fail:
@@ -451,6 +488,7 @@ out:
     vkv_tokenizer_free(tok);
     vkv_ctx_free(ctx);
     vkv_ctx_free(plain);
+    vkv_ctx_free(same_tokens);
     vkv_model_free(gpu, m);
     vkv_gpu_destroy(gpu);
     vkv_instance_destroy(inst);

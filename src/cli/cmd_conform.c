@@ -1268,6 +1268,8 @@ static void run_suite(conform_ctx *c)
             RUN(case_tiered(c, t, 2, 1, 256, true, 129, 1, 128, 0, 1));        /* head dim 256, nearly all approximated */
             RUN(case_tiered(c, t, 4, 2, 48, false, 1200, 300, 400, 7, 1));     /* decode split over the keys */
             RUN(case_tiered(c, t, 8, 4, 8, true, 700, 600, 0, 1, 3));          /* split, baseline, 3 queries */
+            RUN(case_tiered(c, t, 8, 4, 8, false, 300, 40, 110, 0, 6));       /* stories260K question prefill */
+            RUN(case_tiered(c, t, 8, 4, 8, false, 300, 40, 110, 6, 1));       /* stories260K decode after it */
         }
     if (want(c, "argmax")) {
         RUN(case_argmax(c, 3, 32000, false));

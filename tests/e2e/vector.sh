@@ -2,7 +2,7 @@
 # VECTOR end to end on stories260K (real weights): p_c = 0 reproduces the
 # uncompressed logits bit for bit, p_a = 0 reproduces the eviction baseline bit
 # for bit, the fused and materialised attention paths agree, the tier dump is
-# consistent, and bad inputs give clear errors.
+# consistent, bench vector runs, and bad inputs give clear errors.
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -62,6 +62,18 @@ for L in d["layers"]:
         assert t.count("R") == h["n_retained"] and t.count("A") == h["n_approximated"] and t.count("E") == h["n_evicted"]
         assert h["n_retained"] * 2 + h["n_approximated"] == 2 * (n // 2)   # keys + values = 2 n_kept
 PY
+
+# bench vector runs all three decodes (tiered, same bytes, same tokens) and
+# its byte line shows the equation: the tiered cache reads exactly the rows
+# of the plain cache of n_kept tokens.
+if VKVECTOR_MODEL="$model" "$vkv" bench vector --context 320 --decode 2 --reps 1 --vector --calib "$tmp/s.vkcal" --profile \
+     > "$tmp/bench.log" 2>&1; then
+  grep -qE "KV bytes read per decode step .*\(ratio 1\.000\)" "$tmp/bench.log" && ok || bad "bench vector byte line: $(cat "$tmp/bench.log")"
+  grep -qE "decode ratio tiered / same-token plain +[0-9.]+" "$tmp/bench.log" && ok || bad "bench vector same-token line"
+  grep -qE "attn_tiered_(split_)?fused_f(16|32) +[0-9.]+ +0\.0" "$tmp/bench.log" && ok || bad "bench vector --profile lists no tiered kernel"
+else
+  bad "bench vector: $(tail -5 "$tmp/bench.log")"
+fi
 
 expect() {
   local want=$1 pattern=$2; shift 3
