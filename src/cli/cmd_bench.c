@@ -39,7 +39,8 @@ static const device_peak *find_peak(const char *name)
 
 /* The calibration's Gram accumulation (calib/gram.c) at one layer's shapes:
  * n_tok tokens of K and V rows [n_tok, n_kv * hd] f32, summed into the
- * per-head blocks K_h^T K_h and K_h^T V_h and the joint K^T V of the layer. */
+ * per-head blocks K_h^T V_h and the joint K^T V of the layer (K_h^T K_h
+ * and K^T K have the same shapes and cost). */
 static int bench_gram(vkv_gpu *gpu, uint32_t n_kv, uint32_t hd, uint32_t n_tok, int64_t reps, double best_matmul_gflops)
 {
     const uint32_t width = n_kv * hd;
@@ -100,7 +101,8 @@ static void bench_usage(void)
            "products at LLM shapes (4096x4096, 14336x4096, 4096x14336) for f16, q8_0, q4_0, q4_K\n"
            "weights and prints GPU time, GB/s, GFLOP/s and the ratio to the device's peak.\n"
            "Then times the calibration's Gram accumulation (f32, per-head and joint blocks of\n"
-           "Llama-3-8B's K/V: 8 KV heads x 128) over N tokens against the best matrix product.\n"
+           "Llama-3-8B's K/V: 8 KV heads x 128; 4 x 64 with --quick) over N tokens against the\n"
+           "fastest matrix product.\n"
            "  --quick   small shapes (1024x1024, 2048x1024), for slow devices such as lavapipe\n");
 }
 
@@ -361,18 +363,28 @@ static void profile_collect(vkv_gpu *gpu, bool on, double *ns)
     vkv_gpu_set_profiling(gpu, false);
 }
 
-static void print_decode_profile(const double *const prof[3], double steps)
+/* Columns: tiered, plain of the same bytes and, with VECTOR (n_cols 3),
+ * plain of the same tokens. */
+static void print_decode_profile(const double *const prof[3], int n_cols, double steps)
 {
     double total[3] = {0};
     for (int k = 0; k < VKV_KERNEL_COUNT; k++)
-        for (int c = 0; c < 3; c++) total[c] += prof[c][k];
-    printf("\nGPU time per decode step, by kernel (us)   tiered      plain  same-token plain\n");
-    for (int k = 0; k < VKV_KERNEL_COUNT; k++)
-        if (prof[0][k] > 0 || prof[1][k] > 0 || prof[2][k] > 0)
-            printf("  %-38s %9.1f  %9.1f  %9.1f\n", vkv_kernel_name((vkv_kernel)k), 1e-3 * prof[0][k] / steps,
-                   1e-3 * prof[1][k] / steps, 1e-3 * prof[2][k] / steps);
-    printf("  %-38s %9.1f  %9.1f  %9.1f\n", "total", 1e-3 * total[0] / steps, 1e-3 * total[1] / steps,
-           1e-3 * total[2] / steps);
+        for (int c = 0; c < n_cols; c++) total[c] += prof[c][k];
+    printf("\nGPU time per decode step, by kernel (us)   tiered      plain%s\n", n_cols == 3 ? "  same-token plain" : "");
+    for (int k = 0; k <= VKV_KERNEL_COUNT; k++) {
+        const double *row[3];
+        double tot[3];
+        for (int c = 0; c < n_cols; c++) {
+            tot[c] = total[c];
+            row[c] = k < VKV_KERNEL_COUNT ? &prof[c][k] : &tot[c];
+        }
+        bool any = false;
+        for (int c = 0; c < n_cols; c++) any |= *row[c] > 0;
+        if (!any && k < VKV_KERNEL_COUNT) continue;
+        printf("  %-38s", k < VKV_KERNEL_COUNT ? vkv_kernel_name((vkv_kernel)k) : "total");
+        for (int c = 0; c < n_cols; c++) printf(" %9.1f ", 1e-3 * *row[c] / steps);
+        printf("\n");
+    }
 }
 
 /* The two speed figures of VECTOR: the scoring + allocation + compaction
@@ -537,7 +549,8 @@ static int bench_vector(int argc, char **argv)
                attended, n_decode * reps / dec_same_tokens);
         printf("decode ratio tiered / same-token plain %6.3f\n", dec_same_tokens / dec_tiered);
     }
-    if (profile) print_decode_profile((const double *const[3]){prof_tiered, prof_plain, prof_same}, (double)(n_decode * reps));
+    if (profile) print_decode_profile((const double *const[3]){prof_tiered, prof_plain, prof_same}, same_tokens ? 3 : 2,
+                                      (double)(n_decode * reps));
     rc = 0;
     goto out;
 fail:

@@ -733,12 +733,13 @@ static vkv_status rec_tiered(conform_ctx *c, void *p)
     }
 }
 
-static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv, uint32_t hd, bool neox,
-                              uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q)
+static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv, uint32_t hd, uint32_t n_rot,
+                              bool neox, uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q)
 {
-    char shape[96];
-    snprintf(shape, sizeof shape, "%u/%u heads x %u, ctx %u -> R %u A %u, +%u new, %u q", n_head, n_kv, hd, n, n_ret,
-             n_apx, n_new0, n_q);
+    char shape[112], rot[32] = "";
+    if (n_rot != hd) snprintf(rot, sizeof rot, " (rot %u%s)", n_rot, neox ? " neox" : "");
+    snprintf(shape, sizeof shape, "%u/%u heads x %u%s, ctx %u -> R %u A %u, +%u new, %u q", n_head, n_kv, hd, rot, n,
+             n_ret, n_apx, n_new0, n_q);
     const char *tn = t == VKV_F16 ? "f16" : "f32";
     if (!reserve_results(c, 5)) return vkv_error(VKV_ERR_OOM, "out of host memory");
     conform_result *rc = new_result(c, "kv_compact", tn, shape), *ra = new_result(c, "kv_store_tiered", tn, shape);
@@ -747,7 +748,7 @@ static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint
     if (!rc || !ra || !rf || !rm || !rx) return vkv_error(VKV_ERR_OOM, "out of host memory");
     uint32_t n_app = n_new0 + n_q, n_ctx = n + 3;
     size_t es = t == VKV_F16 ? 2 : 4, rb = es * hd, plain = (size_t)n_kv * n_ctx;
-    tiered_args a = {.g = {t, n_kv, hd, hd, neox}, .n_ctx = n_ctx, .n = n, .n_head = n_head, .n_q = n_q,
+    tiered_args a = {.g = {t, n_kv, hd, n_rot, neox}, .n_ctx = n_ctx, .n = n, .n_head = n_head, .n_q = n_q,
                      .n_new0 = n_new0, .max_apx = n_apx, .max_comp = n_ret + n_apx};
     a.k_rows = (uint64_t)n_kv * (n_ret + n_apx + n_app);
     a.v_rows = (uint64_t)n_kv * (n_ret + n_app);
@@ -795,7 +796,7 @@ static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint
             vkv_kv_cache_store(t, vt, 1, (uint32_t)a.v_rows, hd, meta[h].v_off + n_ret + tt,
                                src_v + ((size_t)tt * n_kv + h) * hd, 1);
         }
-    vkv_rope_params rp = {neox ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, hd, hd, 10000.0f, 1.0f, NULL, false};
+    vkv_rope_params rp = {neox ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, hd, n_rot, 10000.0f, 1.0f, NULL, false};
     vkv_rope_inv_freq(&rp, inv_freq);
     vkv_tiered_attn_params tp = {n_q, n_head, n_kv, hd, n_new0, n, 1.0f / sqrtf((float)hd), t};
     vkv_ref_attention_tiered(&tp, &rp, inv_freq, meta, q, kt, vt, pos, w, ref);
@@ -807,7 +808,7 @@ static vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint
         (st = guarded_create(c, 4ull * n_app * n_kv * hd, src_k, &a.src_k)) ||
         (st = guarded_create(c, 4ull * n_app * n_kv * hd, src_v, &a.src_v)) ||
         (st = guarded_create(c, 4ull * n_q * n_head * hd, q, &a.q)) || (st = guarded_create(c, 4ull * n_kv * hd * hd, w, &a.w)) ||
-        (st = guarded_create(c, 4ull * (hd / 2), inv_freq, &a.f)) || (st = guarded_create(c, 4ull * a.k_rows * hd, NULL, &a.vhat)) ||
+        (st = guarded_create(c, 4ull * (n_rot / 2 ? n_rot / 2 : 1), inv_freq, &a.f)) || (st = guarded_create(c, 4ull * a.k_rows * hd, NULL, &a.vhat)) ||
         (st = guarded_create(c, 4ull * n_q * n_head * hd, NULL, &a.out)) ||
         (st = guarded_create(c, 4ull * n_kv * hd * hd, NULL, &a.wzero)) ||
         (st = vkv_buffer_fill(c->gpu, a.wzero.buf, c->guard_bytes, 4ull * n_kv * hd * hd, 0)))
@@ -1261,15 +1262,22 @@ static void run_suite(conform_ctx *c)
     if (want(c, "tiered") || want(c, "kv_compact"))
         for (int f16 = 0; f16 < 2; f16++) {
             vkv_dtype t = f16 ? VKV_F16 : VKV_F32;
-            RUN(case_tiered(c, t, 8, 4, 8, false, 37, 12, 10, 0, 1));          /* stories260K shape */
-            RUN(case_tiered(c, t, 8, 2, 64, true, 300, 100, 50, 5, 1));        /* decode after 5 generated */
-            RUN(case_tiered(c, t, 4, 4, 128, false, 600, 150, 300, 0, 23));   /* query-agnostic question prefill */
-            RUN(case_tiered(c, t, 4, 2, 64, true, 260, 130, 0, 3, 2));         /* p_a = 0: the eviction baseline */
-            RUN(case_tiered(c, t, 2, 1, 256, true, 129, 1, 128, 0, 1));        /* head dim 256, nearly all approximated */
-            RUN(case_tiered(c, t, 4, 2, 48, false, 1200, 300, 400, 7, 1));     /* decode split over the keys */
-            RUN(case_tiered(c, t, 8, 4, 8, true, 700, 600, 0, 1, 3));          /* split, baseline, 3 queries */
-            RUN(case_tiered(c, t, 8, 4, 8, false, 300, 40, 110, 0, 6));       /* stories260K question prefill */
-            RUN(case_tiered(c, t, 8, 4, 8, false, 300, 40, 110, 6, 1));       /* stories260K decode after it */
+            RUN(case_tiered(c, t, 8, 4, 8, 8, false, 37, 12, 10, 0, 1));          /* stories260K shape */
+            RUN(case_tiered(c, t, 8, 2, 64, 64, true, 300, 100, 50, 5, 1));        /* decode after 5 generated */
+            RUN(case_tiered(c, t, 4, 4, 128, 128, false, 600, 150, 300, 0, 23));   /* query-agnostic question prefill */
+            RUN(case_tiered(c, t, 4, 2, 64, 64, true, 260, 130, 0, 3, 2));         /* p_a = 0: the eviction baseline */
+            RUN(case_tiered(c, t, 2, 1, 256, 256, true, 129, 1, 128, 0, 1));        /* head dim 256, nearly all approximated */
+            RUN(case_tiered(c, t, 4, 2, 48, 48, false, 1200, 300, 400, 7, 1));     /* decode split over the keys */
+            RUN(case_tiered(c, t, 8, 4, 8, 8, true, 700, 600, 0, 1, 3));          /* split, baseline, 3 queries */
+            RUN(case_tiered(c, t, 8, 4, 8, 8, false, 300, 40, 110, 0, 6));       /* stories260K question prefill */
+            RUN(case_tiered(c, t, 8, 4, 8, 8, false, 300, 40, 110, 6, 1));       /* stories260K decode after it */
+            /* Partial rotation: the un-RoPE's fallbacks (interleaved n_rot % 4 != 0,
+             * NeoX n_rot % 8 != 0) and unrotated tail dims. */
+            RUN(case_tiered(c, t, 4, 2, 64, 20, true, 300, 60, 90, 2, 1));
+            RUN(case_tiered(c, t, 4, 2, 64, 32, true, 300, 60, 90, 0, 5));
+            RUN(case_tiered(c, t, 4, 2, 64, 32, false, 300, 60, 90, 2, 1));
+            RUN(case_tiered(c, t, 4, 2, 8, 2, false, 300, 60, 90, 0, 5));
+            RUN(case_tiered(c, t, 4, 2, 16, 6, false, 300, 60, 90, 1, 1));
         }
     if (want(c, "argmax")) {
         RUN(case_argmax(c, 3, 32000, false));

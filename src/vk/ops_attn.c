@@ -141,6 +141,8 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
 
     const uint32_t rows = p->n_q * group; /* (query, head) rows per KV head */
     const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_PREFILL_F32);
+    /* attn.comp sums its key groups through one vec4 of the K/V tile per thread. */
+    if (wg > ATTN_SKV_VEC4) return vkv_error(VKV_ERR_UNSUPPORTED, "attention: workgroup of %u exceeds the shared tile", wg);
     uint32_t tq, tk;
     attn_tiles(hd, rows, decode, wg, &tq, &tk);
     const uint64_t row_tiles = ((uint64_t)rows + tq - 1) / tq;

@@ -140,6 +140,8 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
      * within 512, tile_q * tile_k scores within 1024, and at most 2 output
      * vec4 columns per thread; no more rows than there are. */
     uint32_t wg = vkv_kernel_workgroup_size(gpu, kk), d4n = g->head_dim / 4;
+    /* attn_tiered.comp sums its key groups (two accumulators) through 2 vec4 of the K/V tile per thread. */
+    if (2 * wg > 1056) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup of %u exceeds the shared tile", op, wg);
     if (g->head_dim % 4) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u is not a multiple of 4", op, g->head_dim);
     uint32_t rows = a->n_q * (a->n_head / g->n_kv_head), tile_q = 32;
     while (tile_q > 1 && (tile_q * d4n > 512 || wg % tile_q || d4n > 2 * (wg / tile_q))) tile_q /= 2;
