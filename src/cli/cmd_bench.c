@@ -37,6 +37,54 @@ static const device_peak *find_peak(const char *name)
     return NULL;
 }
 
+/* GPU nanoseconds per dispatch of what `record` records: one warm-up
+ * submission, then reps dispatches in one submission (0 without timestamps). */
+static vkv_status time_dispatches(vkv_gpu *gpu, int64_t reps, vkv_status (*record)(vkv_gpu *, const void *),
+                                  const void *arg, double *ns)
+{
+    vkv_status st;
+    *ns = 0;
+    for (int round = 0; round < 2; round++) {
+        int64_t count = round ? reps : 1;
+        if ((st = vkv_cmd_begin(gpu))) return st;
+        for (int64_t r = 0; r < count; r++)
+            if ((st = record(gpu, arg))) {
+                vkv_cmd_submit(gpu);
+                return st;
+            }
+        if ((st = vkv_cmd_submit(gpu))) return st;
+        *ns = vkv_gpu_last_submit_ns(gpu) / (double)count;
+    }
+    return VKV_OK;
+}
+
+typedef struct matmul_call {
+    vkv_matmul_path path;
+    vkv_dtype type;
+    vkv_view w;
+    uint32_t m, k;
+    vkv_view x;
+    uint32_t n;
+    vkv_view y;
+} matmul_call;
+
+static vkv_status record_matmul(vkv_gpu *gpu, const void *arg)
+{
+    const matmul_call *c = arg;
+    return vkv_op_matmul(gpu, c->path, c->type, c->w, c->m, c->k, c->x, c->n, c->y);
+}
+
+typedef struct gram_call {
+    const vkv_gram_params *p;
+    vkv_view x, y, out;
+} gram_call;
+
+static vkv_status record_gram(vkv_gpu *gpu, const void *arg)
+{
+    const gram_call *c = arg;
+    return vkv_op_gram(gpu, c->p, c->x, c->y, c->out);
+}
+
 /* The calibration's Gram accumulation (calib/gram.c) at one layer's shapes:
  * n_tok tokens of K and V rows [n_tok, n_kv * hd] f32, summed into the
  * per-head blocks K_h^T V_h and the joint K^T V of the layer (K_h^T K_h
@@ -60,18 +108,9 @@ static int bench_gram(vkv_gpu *gpu, uint32_t n_kv, uint32_t hd, uint32_t n_tok, 
     };
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         const vkv_gram_params *p = &cases[c].p;
-        double best = 0;
-        for (int round = 0; round < 2; round++) { /* one warm-up, then reps dispatches in one submission */
-            int r_count = round ? (int)reps : 1;
-            if ((st = vkv_cmd_begin(gpu))) goto done;
-            for (int r = 0; r < r_count; r++)
-                if ((st = vkv_op_gram(gpu, p, vkv_view_of(k), vkv_view_of(v), vkv_view_of(out)))) {
-                    vkv_cmd_submit(gpu);
-                    goto done;
-                }
-            if ((st = vkv_cmd_submit(gpu))) goto done;
-            best = vkv_gpu_last_submit_ns(gpu) / r_count;
-        }
+        gram_call call = {p, vkv_view_of(k), vkv_view_of(v), vkv_view_of(out)};
+        double best;
+        if ((st = time_dispatches(gpu, reps, record_gram, &call, &best))) goto done;
         char shape[48];
         snprintf(shape, sizeof shape, "%ux%ux%u", p->n_blocks, p->m, p->n);
         if (best <= 0) {
@@ -194,19 +233,9 @@ static int bench_ops(int argc, char **argv)
             for (int p = 0; p < 3; p++) {
                 if (!vkv_matmul_path_supported(gpu, paths[p], t)) continue;
                 uint32_t n = paths[p] == VKV_MATMUL_MATVEC ? 1 : (uint32_t)batch;
-                /* One warm-up, then reps timed dispatches in one submission. */
-                double best = 0;
-                for (int round = 0; round < 2; round++) {
-                    if ((st = vkv_cmd_begin(gpu))) goto fail;
-                    int r_count = round ? (int)reps : 1;
-                    for (int r = 0; r < r_count; r++)
-                        if ((st = vkv_op_matmul(gpu, paths[p], t, vkv_view_of(w), m, k, vkv_view_of(x), n, vkv_view_of(y)))) {
-                            vkv_cmd_submit(gpu);
-                            goto fail;
-                        }
-                    if ((st = vkv_cmd_submit(gpu))) goto fail;
-                    best = vkv_gpu_last_submit_ns(gpu) / r_count;
-                }
+                matmul_call call = {paths[p], t, vkv_view_of(w), m, k, vkv_view_of(x), n, vkv_view_of(y)};
+                double best;
+                if ((st = time_dispatches(gpu, reps, record_matmul, &call, &best))) goto fail;
                 double sec = best * 1e-9;
                 double bytes = (double)wbytes + 4.0 * n * k + 4.0 * n * m;
                 double flops = 2.0 * m * k * n;
