@@ -124,6 +124,8 @@ void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstr
         for (uint e = tid; e < nk * half4; e += wg) {
             uint c = e / half4, d4 = e % half4;
             float p = float(pos[p_idx0 + c]);
+            // Four pairs at once: sincos_reduced's reduction, vectorised (writing
+            // the components of a vec4 one by one in a loop miscompiled on lavapipe).
             const uint f = 4u * d4;
             vec4 a = p * vec4(inv_freq[f], inv_freq[f + 1u], inv_freq[f + 2u], inv_freq[f + 3u]);
             vec4 kk = round(a * 0.15915494309189535);

@@ -379,17 +379,22 @@ out:
 
 /* --profile: GPU time per kernel of the two decodes (timestamps around every
  * dispatch, so the wall-clock figures of a profiled run are not comparable). */
-static void profile_start(vkv_gpu *gpu, bool on)
+/* n_decode single-token steps of ids on ctx; adds their wall time to
+ * *seconds and, when prof is not NULL, their GPU time per kernel to prof. */
+static vkv_status timed_decode(vkv_gpu *gpu, vkv_ctx *ctx, const int32_t *ids, int64_t n_decode, double *seconds,
+                               double *prof)
 {
-    vkv_gpu_set_profiling(gpu, on);
+    vkv_status st = VKV_OK;
+    vkv_gpu_set_profiling(gpu, prof != NULL);
     vkv_gpu_reset_profile(gpu);
-}
-
-static void profile_collect(vkv_gpu *gpu, bool on, double *ns)
-{
-    if (!on) return;
-    for (int k = 0; k < VKV_KERNEL_COUNT; k++) ns[k] += vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
-    vkv_gpu_set_profiling(gpu, false);
+    double t0 = now_s();
+    for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(ctx, &ids[i], 1, false, NULL);
+    *seconds += now_s() - t0;
+    if (prof) {
+        for (int k = 0; k < VKV_KERNEL_COUNT; k++) prof[k] += vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
+        vkv_gpu_set_profiling(gpu, false);
+    }
+    return st;
 }
 
 /* Columns: tiered, plain of the same bytes and, with VECTOR (n_cols 3),
@@ -527,31 +532,21 @@ static int bench_vector(int argc, char **argv)
         vkv_vector_report_free(&rep);
         vkv_press_session_free(s);
         if (st) goto fail;
-        profile_start(gpu, profile && r >= 0);
-        for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(ctx, &ids[n + i], 1, false, NULL);
-        double t3 = now_s();
-        profile_collect(gpu, profile && r >= 0, prof_tiered);
-        if (st || (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL))) goto fail;
-        double t4 = now_s();
-        profile_start(gpu, profile && r >= 0);
-        for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(plain, &ids[n + i], 1, false, NULL);
-        double t5 = now_s();
-        profile_collect(gpu, profile && r >= 0, prof_plain);
-        if (st) goto fail;
-        if (same_tokens) {
-            if ((st = vkv_ctx_reset(same_tokens)) || (st = vkv_ctx_eval(same_tokens, ids, attended, false, NULL))) goto fail;
-            double t6 = now_s();
-            profile_start(gpu, profile && r >= 0);
-            for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(same_tokens, &ids[n + i], 1, false, NULL);
-            profile_collect(gpu, profile && r >= 0, prof_same);
-            if (st) goto fail;
-            if (r >= 0) dec_same_tokens += now_s() - t6;
-        }
+        /* The warm-up run (r = -1) is timed into a scratch total. */
+        const bool timed = r >= 0, prof = profile && timed;
+        double warm = 0;
+        if ((st = timed_decode(gpu, ctx, &ids[n], n_decode, timed ? &dec_tiered : &warm, prof ? prof_tiered : NULL)) ||
+            (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL)) ||
+            (st = timed_decode(gpu, plain, &ids[n], n_decode, timed ? &dec_plain : &warm, prof ? prof_plain : NULL)))
+            goto fail;
+        if (same_tokens &&
+            ((st = vkv_ctx_reset(same_tokens)) || (st = vkv_ctx_eval(same_tokens, ids, attended, false, NULL)) ||
+             (st = timed_decode(gpu, same_tokens, &ids[n], n_decode, timed ? &dec_same_tokens : &warm,
+                                prof ? prof_same : NULL))))
+            goto fail;
         if (r >= 0) {
             prefill += t1 - t0;
             compress += t2 - t1;
-            dec_tiered += t3 - t2;
-            dec_plain += t5 - t4;
         }
     }
     const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
