@@ -151,16 +151,38 @@ float dequant1(uint row_off, uint i)
 
 // dequant32 for a row of K elements where K need not be a multiple of 32
 // (float types only; quantized rows are whole blocks): elements past K are 0.
+// Float rows are decoded without branches: a 16-bit row of odd length starts
+// 2 bytes into a word, so each pair of elements is funnel-shifted out of two
+// neighbouring words. Branch-free because CPU devices such as lavapipe run
+// both sides of a branch, even a uniform one; word indices are clamped to the
+// bound range, and what a clamped load returns is masked off.
 void dequant32_k(uint row_off, uint chunk, uint K, out float v[32])
 {
 #if defined(FLOAT_WEIGHTS)
-    if (chunk * 32u + 32u > K || (row_off & 3u) != 0u) {
-        [[unroll]] for (uint i = 0u; i < 32u; i++) {
-            uint e = chunk * 32u + i;
-            v[i] = e < K ? dequant1(row_off, e) : 0.0;
-        }
-        return;
+    const uint last_word = uint(w_words.length()) - 1u;
+    const uint e0 = chunk * 32u;
+#if defined(TYPE_F32)
+    const uint w0 = (row_off >> 2) + e0;
+    [[unroll]] for (uint i = 0u; i < 32u; i++)
+        v[i] = e0 + i < K ? uintBitsToFloat(w_words[min(w0 + i, last_word)]) : 0.0;
+#else
+    const uint w0 = (row_off >> 2) + chunk * 16u;
+    const bool odd = (row_off & 2u) != 0u;
+    uint lo = w_words[min(w0, last_word)];
+    [[unroll]] for (uint i = 0u; i < 16u; i++) {
+        const uint hi = w_words[min(w0 + i + 1u, last_word)];
+        const uint w = odd ? (lo >> 16) | (hi << 16) : lo;
+        lo = hi;
+#if defined(TYPE_F16)
+        const vec2 h = unpackHalf2x16(w);
+#else
+        const vec2 h = vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
+#endif
+        v[2u * i] = e0 + 2u * i < K ? h.x : 0.0;
+        v[2u * i + 1u] = e0 + 2u * i + 1u < K ? h.y : 0.0;
     }
 #endif
+#else
     dequant32(row_off, chunk, v);
+#endif
 }

@@ -5,6 +5,9 @@
 #include "vk/ops_internal.h"
 #include "vk/vk_internal.h"
 
+/* Weight rows per matvec workgroup; mirrors MATVEC_ROWS in shaders/matvec.comp. */
+#define MATVEC_ROWS 4u
+
 uint64_t vkv_ops_max_range(const vkv_gpu *gpu) { return gpu->caps->max_storage_buffer_range & ~(uint64_t)15; }
 uint64_t vkv_ops_align(const vkv_gpu *gpu) { return gpu->caps->min_storage_buffer_offset_alignment; }
 
@@ -179,7 +182,7 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
             if (path == VKV_MATMUL_MATVEC) {
                 vkv_kernel kk = kernel_for_type(gpu->caps->subgroup_arithmetic ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32, t);
                 uint32_t gx, gy;
-                vkv_ops_spread_groups(gpu, mm, &gx, &gy);
+                vkv_ops_spread_groups(gpu, (mm + MATVEC_ROWS - 1) / MATVEC_ROWS, &gx, &gy);
                 struct { uint32_t M, K, m_offset, groups_x; } pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
                 if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, gx, gy, 1))) return st;
             } else {
