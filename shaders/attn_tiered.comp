@@ -17,6 +17,10 @@
 // SPLIT=1 (decode): workgroup y handles keys [y * split_len, (y + 1) *
 // split_len) and writes its unnormalised (sum_v, sum_apx, m, l) per row for
 // attn_tiered_reduce, so long contexts spread over many workgroups.
+// NO_APX (with FUSED): for caches where no head holds approximated slots (the
+// eviction baseline): retained and appended slots are then contiguous in K
+// and in V, and one segment covers them. The general kernel handles such a
+// cache too, but lavapipe pays for each segment and accumulator it compiles.
 #extension GL_EXT_control_flow_attributes : require
 
 layout(local_size_x_id = 0) in; // 256
@@ -34,6 +38,9 @@ vec4 load_k(uint i) { return k_f4[i]; }
 vec4 load_v(uint i) { return v_f4[i]; }
 #else
 #error "define KV_F16 or KV_F32"
+#endif
+#if defined(NO_APX) && !defined(FUSED)
+#error "NO_APX binds W as FUSED does"
 #endif
 layout(binding = 3) readonly buffer Mbuf { uint meta[]; };      // [n_kv_head, 8]: k_off, v_off, p_off, n_ret, n_apx
 layout(binding = 4) readonly buffer Pbuf { int pos[]; };        // positions of the compressed slots
@@ -201,7 +208,9 @@ void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, boo
             l *= alpha;
             [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
                 ov[j] *= alpha;
+#if !defined(NO_APX)
                 ok[j] *= alpha;
+#endif
             }
             for (uint c = grp; pv_live && c < nv; c += n_grp) {
                 const float p = exp(ss[r * pc.tile_k + c] - m_new);
@@ -209,7 +218,7 @@ void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, boo
                 [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
                     uint d4 = col + j * span;
                     if (d4 < d4n) {
-#if defined(FUSED)
+#if defined(FUSED) && !defined(NO_APX)
                         // approximated: sum_apx p R^-1 K, mapped by W at the end
                         if (apx) ok[j] += p * skv[c * kstride + d4];
                         else
@@ -276,16 +285,22 @@ void main()
     // approximated slots have none), approximated [n_ret, n_comp) do not.
     // Softmax order does not matter, so the two value-bearing segments go first.
     barrier(); // the Q tile is complete before the first scores
+#if defined(NO_APX)
+    attend_segment(k_begin, k_end, k_off, v_off, p_off, false);
+#else
     attend_segment(k_begin, min(k_end, n_ret), k_off, v_off, p_off, false);
     attend_segment(max(k_begin, n_comp), k_end, k_off, v_off - n_apx, p_off, false);
     attend_segment(max(k_begin, n_ret), min(k_end, n_comp), k_off, v_off, p_off, true);
+#endif
 
     // Sum the key groups (one column per thread when there are several).
     if (n_grp > 1u) {
         const uint slot = (r * n_grp + grp) * span + col, half_slots = wg;
         if (pv_live) {
             skv[slot] = ov[0];
+#if !defined(NO_APX)
             skv[half_slots + slot] = ok[0];
+#endif
             if (col == 0u) ss[r * n_grp + grp] = l;
         }
         barrier();
@@ -293,7 +308,9 @@ void main()
             for (uint g = 1u; g < n_grp; g++) {
                 uint o = (r * n_grp + g) * span + col;
                 ov[0] += skv[o];
+#if !defined(NO_APX)
                 ok[0] += skv[half_slots + o];
+#endif
                 l += ss[r * n_grp + g];
             }
         }

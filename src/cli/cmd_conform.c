@@ -719,8 +719,11 @@ static vkv_status rec_tiered(conform_ctx *c, void *p)
                                                 a->vt.view, a->v_rows, a->meta.view, 0);
     }
     default: {
+        /* The fused run passes the true bound, so the baseline cases (no approximated slots) run the kernel
+         * without the approximated path; the materialised run a loose one, so they also run the general kernel. */
         vkv_tiered_attn ta = {a->n_q, a->n_head, a->n_new0, 1.0f / sqrtf((float)a->g.head_dim), a->stage == 2,
-                              a->max_comp, a->scratch.buf ? a->scratch.view : (vkv_view){0}, a->wzero.view};
+                              a->max_comp, a->scratch.buf ? a->scratch.view : (vkv_view){0}, a->wzero.view,
+                              a->stage == 2 ? a->max_apx : a->max_apx + 1};
         if (a->stage == 3) {
             vkv_status st = vkv_op_vector_materialize(c->gpu, &a->g, a->kt.view, a->k_rows, a->meta.view, a->pos.view,
                                                       a->p_entries, a->w.view, a->f.view, a->max_apx, a->vhat.view);

@@ -386,7 +386,7 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
             uint32_t n_new0 = c->n_past - c->n_ctx0;
             vkv_vector_geom g = {c->p.kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
             vkv_tiered_attn ta = {n, hp->n_head, n_new0, ap.scale, !c->materialized, T->max_comp,
-                                  c->tiered_scratch ? V(c->tiered_scratch) : (vkv_view){0}, V(c->w_zero)};
+                                  c->tiered_scratch ? V(c->tiered_scratch) : (vkv_view){0}, V(c->w_zero), T->max_apx};
             const vkv_buffer *w_or_vhat = c->materialized ? T->vhat : T->w ? T->w : c->w_zero;
             if ((st = vkv_op_kv_store_tiered(gpu, kv_f16, false, V(k_out), n, hp->n_head_kv, hp->head_dim, V(T->k),
                                              T->k_rows, V(T->meta), n_new0)) ||

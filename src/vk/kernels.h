@@ -61,6 +61,10 @@
     X(ATTN_TIERED_SPLIT_FUSED_F32, "attn_tiered_split_fused_f32", 8) \
     X(ATTN_TIERED_SPLIT_MAT_F16, "attn_tiered_split_mat_f16", 8) \
     X(ATTN_TIERED_SPLIT_MAT_F32, "attn_tiered_split_mat_f32", 8) \
+    X(ATTN_TIERED_NOAPX_F16, "attn_tiered_noapx_f16", 8)     \
+    X(ATTN_TIERED_NOAPX_F32, "attn_tiered_noapx_f32", 8)     \
+    X(ATTN_TIERED_SPLIT_NOAPX_F16, "attn_tiered_split_noapx_f16", 8) \
+    X(ATTN_TIERED_SPLIT_NOAPX_F32, "attn_tiered_split_noapx_f32", 8) \
     X(ATTN_TIERED_REDUCE, "attn_tiered_reduce", 4)           \
     X(VECTOR_POOL_SCORES, "vector_pool_scores", 3)           \
     X(VECTOR_ASSIGN_TIERS, "vector_assign_tiers", 3)                       \

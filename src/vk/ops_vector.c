@@ -133,8 +133,10 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
         (st = vkv_ops_check_single_range(gpu, rb * k_rows, op, "the tiered K")))
         return st;
     if (!a->n_q) return VKV_OK;
-    vkv_kernel kk = a->fused ? (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
-                             : (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_MAT_F16 : VKV_K_ATTN_TIERED_MAT_F32);
+    const bool f16 = g->kv_type == VKV_F16, no_apx = a->max_apx == 0;
+    vkv_kernel kk = no_apx     ? (f16 ? VKV_K_ATTN_TIERED_NOAPX_F16 : VKV_K_ATTN_TIERED_NOAPX_F32)
+                    : a->fused ? (f16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
+                               : (f16 ? VKV_K_ATTN_TIERED_MAT_F16 : VKV_K_ATTN_TIERED_MAT_F32);
     /* Tiles (the shared arrays of attn_tiered.comp): tile_k keys of
      * head_dim / 4 + 1 vec4 within 1056, tile_q rows of head_dim / 4 vec4
      * within 512, tile_q * tile_k scores within 1024, and at most 2 output
@@ -169,8 +171,9 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
         (st = vkv_ops_check_single_range(gpu, sb, op, "the split scratch")) ||
         (st = vkv_ops_check_view(gpu, wmap, wbytes, op, "W for the reduce")))
         return st;
-    vkv_kernel ks = a->fused ? (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_SPLIT_FUSED_F16 : VKV_K_ATTN_TIERED_SPLIT_FUSED_F32)
-                             : (g->kv_type == VKV_F16 ? VKV_K_ATTN_TIERED_SPLIT_MAT_F16 : VKV_K_ATTN_TIERED_SPLIT_MAT_F32);
+    vkv_kernel ks = no_apx     ? (f16 ? VKV_K_ATTN_TIERED_SPLIT_NOAPX_F16 : VKV_K_ATTN_TIERED_SPLIT_NOAPX_F32)
+                    : a->fused ? (f16 ? VKV_K_ATTN_TIERED_SPLIT_FUSED_F16 : VKV_K_ATTN_TIERED_SPLIT_FUSED_F32)
+                               : (f16 ? VKV_K_ATTN_TIERED_SPLIT_MAT_F16 : VKV_K_ATTN_TIERED_SPLIT_MAT_F32);
     b[7] = vkv_ops_bind(a->scratch, 0, sb);
     if ((st = vkv_cmd_dispatch(gpu, ks, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, splits, g->n_kv_head))) return st;
     struct { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split; } rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head,

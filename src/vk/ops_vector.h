@@ -49,6 +49,8 @@ typedef struct vkv_tiered_attn {
     uint32_t max_comp;   /* the largest n_ret + n_apx of any head (sizes the key splits) */
     vkv_view scratch;    /* split decode partials: vkv_tiered_attn_scratch_bytes(); buf may be NULL (no split) */
     vkv_view w;          /* split path, materialised: a zero map [n_kv_head, head_dim, head_dim] for the reduce */
+    uint32_t max_apx;    /* an upper bound on any head's n_apx; 0 promises none approximates, which selects a
+                          * kernel without the approximated path (the eviction baseline's caches) */
 } vkv_tiered_attn;
 
 /* Bytes of scratch the split decode path needs for n_q <= 4 queries and up

@@ -45,7 +45,7 @@ uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k)
     }
     if (k == VKV_K_RMS_NORM || k == VKV_K_SOFTMAX || k == VKV_K_ARGMAX) return 128;
     if (kernel_is(k, VKV_K_VECTOR_RESIDUAL_F16, VKV_K_VECTOR_MATERIALIZE_F32)) return 64;
-    if (kernel_is(k, VKV_K_ATTN_TIERED_FUSED_F16, VKV_K_ATTN_TIERED_SPLIT_MAT_F32)) return 256;
+    if (kernel_is(k, VKV_K_ATTN_TIERED_FUSED_F16, VKV_K_ATTN_TIERED_SPLIT_NOAPX_F32)) return 256;
     if (k == VKV_K_ATTN_TIERED_REDUCE) return 64;
     return 256;
 }
