@@ -1,6 +1,8 @@
 /* Vocabulary loading from GGUF metadata, the special-token partition, and the
  * tokenize entry point. Behaviour follows llama.cpp's llama-vocab.cpp so
  * that token ids match it exactly. */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -188,15 +190,23 @@ static vkv_status get_str_copy(const vkv_gguf *g, const char *key, char **out)
     return VKV_OK;
 }
 
-/* A special token id: an out-of-range value keeps the default, as llama.cpp
- * does after warning. */
+/* A special token id. One outside the vocabulary is not an error (llama.cpp
+ * loads such files too) but the model would silently lose its BOS or end of
+ * turn, so say so: the default id stays, or the token is absent. */
 static vkv_status read_special(const vkv_gguf *g, const char *key, int32_t n_vocab, int32_t *id)
 {
     if (!key_present(g, key)) return VKV_OK;
     int64_t v;
     vkv_status st = vkv_gguf_get_i64(g, key, &v);
     if (st) return st;
-    if (v >= 0 && v < n_vocab) *id = (int32_t)v;
+    if (v >= 0 && v < n_vocab) {
+        *id = (int32_t)v;
+        return VKV_OK;
+    }
+    fprintf(stderr, "vkvector: warning: %s = %" PRId64 " is outside the vocabulary (ids 0..%" PRId32 "): ", key, v,
+            n_vocab - 1);
+    if (*id != VKV_TOKEN_NULL) fprintf(stderr, "using the default id %" PRId32 " instead\n", *id);
+    else fprintf(stderr, "the vocabulary has no such token\n");
     return VKV_OK;
 }
 

@@ -46,7 +46,9 @@ typedef struct vkv_tokenizer vkv_tokenizer;
 
 /* Reads the vocabulary from the GGUF's metadata; everything is copied, so the
  * GGUF may be closed afterwards. VKV_ERR_FORMAT for missing or inconsistent
- * keys, VKV_ERR_UNSUPPORTED for an unknown model or pre-tokenizer name. */
+ * keys, VKV_ERR_UNSUPPORTED for an unknown model or pre-tokenizer name. A
+ * special-token id (bos, eos, eot, pad, ...) outside the vocabulary is only a
+ * warning on stderr: the token keeps its default id, or is absent. */
 vkv_status vkv_tokenizer_load(const vkv_gguf *g, vkv_tokenizer **out);
 void vkv_tokenizer_free(vkv_tokenizer *tok);
 
