@@ -1,7 +1,9 @@
 // Weight decoding for every storage type, reading a tensor bound as raw
-// 32-bit words so no 8/16-bit storage feature is needed. Exactly one of
-// TYPE_F32, TYPE_F16, TYPE_BF16, TYPE_Q8_0, TYPE_Q4_0, TYPE_Q4_K, TYPE_Q6_K
-// is defined by the build. The includer declares `uint w_words[]`.
+// 32-bit words so no 8/16-bit storage feature is needed. Exactly one
+// TYPE_* (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K,
+// q5_K, q6_K, iq4_nl, iq4_xs) is defined by the build. Block layouts are
+// ggml's, as src/core/dtype.h describes them; decoders follow its CPU
+// codecs. The includer declares `uint w_words[]`.
 //
 // Offsets are in bytes from the start of the bound range. Rows hold K
 // elements; row_off = row * ROW_BYTES(K).
@@ -26,9 +28,33 @@ int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 #elif defined(TYPE_Q4_0)
 #define BLOCK_ELEMS 32u
 #define BLOCK_BYTES 18u
+#elif defined(TYPE_Q4_1)
+#define BLOCK_ELEMS 32u
+#define BLOCK_BYTES 20u
+#elif defined(TYPE_Q5_0)
+#define BLOCK_ELEMS 32u
+#define BLOCK_BYTES 22u
+#elif defined(TYPE_Q5_1)
+#define BLOCK_ELEMS 32u
+#define BLOCK_BYTES 24u
+#elif defined(TYPE_IQ4_NL)
+#define BLOCK_ELEMS 32u
+#define BLOCK_BYTES 18u
+#elif defined(TYPE_Q2_K)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 84u
+#elif defined(TYPE_Q3_K)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 110u
 #elif defined(TYPE_Q4_K)
 #define BLOCK_ELEMS 256u
 #define BLOCK_BYTES 144u
+#elif defined(TYPE_Q5_K)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 176u
+#elif defined(TYPE_IQ4_XS)
+#define BLOCK_ELEMS 256u
+#define BLOCK_BYTES 136u
 #elif defined(TYPE_Q6_K)
 #define BLOCK_ELEMS 256u
 #define BLOCK_BYTES 210u
@@ -38,7 +64,7 @@ int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 
 uint row_bytes(uint k) { return k / BLOCK_ELEMS * BLOCK_BYTES; }
 
-#if defined(TYPE_Q4_K)
+#if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block at `off`.
 void q4k_scale_min(uint off, uint j, out float sc, out float mn)
 {
@@ -49,6 +75,39 @@ void q4k_scale_min(uint off, uint j, out float sc, out float mn)
     } else {
         sc = float((w_byte(s + j + 4u) & 0xfu) | ((w_byte(s + j - 4u) >> 6) << 4));
         mn = float((w_byte(s + j + 4u) >> 4) | ((w_byte(s + j) >> 6) << 4));
+    }
+}
+#endif
+
+#if defined(TYPE_IQ4_NL) || defined(TYPE_IQ4_XS)
+const float KVALUES_IQ4NL[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+                                          1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+
+// 32 iq4 indices (16 bytes at q, nibbles as q4_0) times d.
+void iq4_decode32(uint q, float d, out float v[32])
+{
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        uint p = w_u16(q + 2u * i);
+        v[2u * i] = d * KVALUES_IQ4NL[p & 0xfu];
+        v[2u * i + 16u] = d * KVALUES_IQ4NL[(p >> 4) & 0xfu];
+        v[2u * i + 1u] = d * KVALUES_IQ4NL[(p >> 8) & 0xfu];
+        v[2u * i + 17u] = d * KVALUES_IQ4NL[(p >> 12) & 0xfu];
+    }
+}
+#endif
+
+#if defined(TYPE_Q4_1) || defined(TYPE_Q5_0) || defined(TYPE_Q5_1)
+// The 32 unsigned 4- or 5-bit values of a q4_1/q5_0/q5_1 block: low nibbles
+// at qs (as q4_0), bit 4 of element j in bit j of the 32-bit qh.
+void q45_values(uint qs, uint qh, out float v[32])
+{
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        uint p = w_u16(qs + 2u * i);
+        uint j = 2u * i;
+        v[j] = float((p & 0xfu) | (((qh >> j) & 1u) << 4));
+        v[j + 16u] = float(((p >> 4) & 0xfu) | (((qh >> (j + 16u)) & 1u) << 4));
+        v[j + 1u] = float(((p >> 8) & 0xfu) | (((qh >> (j + 1u)) & 1u) << 4));
+        v[j + 17u] = float(((p >> 12) & 0xfu) | (((qh >> (j + 17u)) & 1u) << 4));
     }
 }
 #endif
@@ -91,19 +150,91 @@ void dequant32(uint row_off, uint chunk, out float v[32])
         v[2u * i + 1u] = d * (float((p >> 8) & 0xfu) - 8.0);
         v[2u * i + 17u] = d * (float((p >> 12) & 0xfu) - 8.0);
     }
-#elif defined(TYPE_Q4_K)
-    uint off = row_off + (chunk >> 3) * 144u;
+#elif defined(TYPE_Q4_1)
+    uint off = row_off + chunk * 20u;
+    float d = w_f16(off), m = w_f16(off + 2u);
+    q45_values(off + 4u, 0u, v);
+    [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = v[i] * d + m;
+#elif defined(TYPE_Q5_0)
+    uint off = row_off + chunk * 22u;
+    float d = w_f16(off);
+    q45_values(off + 6u, w_u16(off + 2u) | (w_u16(off + 4u) << 16), v);
+    [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = (v[i] - 16.0) * d;
+#elif defined(TYPE_Q5_1)
+    uint off = row_off + chunk * 24u;
+    float d = w_f16(off), m = w_f16(off + 2u);
+    q45_values(off + 8u, w_u16(off + 4u) | (w_u16(off + 6u) << 16), v);
+    [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = v[i] * d + m;
+#elif defined(TYPE_IQ4_NL)
+    uint off = row_off + chunk * 18u;
+    iq4_decode32(off + 2u, w_f16(off), v);
+#elif defined(TYPE_IQ4_XS)
+    uint off = row_off + (chunk >> 3) * 136u;
+    uint j = chunk & 7u;
+    uint ls = ((w_byte(off + 4u + (j >> 1)) >> (4u * (j & 1u))) & 0xfu) | (((w_u16(off + 2u) >> (2u * j)) & 3u) << 4);
+    iq4_decode32(off + 8u + 16u * j, w_f16(off) * float(int(ls) - 32), v);
+#elif defined(TYPE_Q2_K)
+    // Chunk j of a block: quarter s = j % 4 (2-bit field 2s) of the 32 qs
+    // bytes of half j / 4; sub-blocks 2j and 2j + 1 (scale bytes).
+    uint off = row_off + (chunk >> 3) * 84u;
+    uint j = chunk & 7u;
+    float d = w_f16(off + 80u), dmin = w_f16(off + 82u);
+    uint shift = (j & 3u) * 2u;
+    uint q = off + 16u + (j >> 2) * 32u;
+    uint sc0 = w_byte(off + 2u * j), sc1 = w_byte(off + 2u * j + 1u);
+    float a0 = d * float(sc0 & 0xfu), b0 = dmin * float(sc0 >> 4);
+    float a1 = d * float(sc1 & 0xfu), b1 = dmin * float(sc1 >> 4);
+    [[unroll]] for (uint i = 0u; i < 16u; i++) {
+        uint p = w_u16(q + 2u * i);
+        float a = i < 8u ? a0 : a1, b = i < 8u ? b0 : b1;
+        v[2u * i] = a * float((p >> shift) & 3u) - b;
+        v[2u * i + 1u] = a * float((p >> (8u + shift)) & 3u) - b;
+    }
+#elif defined(TYPE_Q3_K)
+    // As q2_K for the low 2 bits; bit 2 is bit j of hmask[l] (set: no -4).
+    uint off = row_off + (chunk >> 3) * 110u;
+    uint j = chunk & 7u;
+    float d = w_f16(off + 108u);
+    uint shift = (j & 3u) * 2u;
+    uint q = off + 32u + (j >> 2) * 32u;
+    float s2[2];
+    [[unroll]] for (uint t = 0u; t < 2u; t++) {
+        uint is = 2u * j + t;
+        uint lo = is < 8u ? w_byte(off + 96u + is) & 0xfu : w_byte(off + 96u + is - 8u) >> 4;
+        uint hi = (w_byte(off + 104u + (is & 3u)) >> (2u * (is >> 2))) & 3u;
+        s2[t] = d * float(int(lo | (hi << 4)) - 32);
+    }
+    [[unroll]] for (uint i = 0u; i < 16u; i++) {
+        uint p = w_u16(q + 2u * i), h = w_u16(off + 2u * i);
+        float s = i < 8u ? s2[0] : s2[1];
+        v[2u * i] = s * float(int((p >> shift) & 3u) - (((h >> j) & 1u) != 0u ? 0 : 4));
+        v[2u * i + 1u] = s * float(int((p >> (8u + shift)) & 3u) - (((h >> (8u + j)) & 1u) != 0u ? 0 : 4));
+    }
+#elif defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
+    // Sub-blocks 2p and 2p + 1 share 32 bytes of nibbles; q5_K adds bit 4
+    // of element 32j + l as bit j of qh[l].
+    uint off = row_off + (chunk >> 3) * BLOCK_BYTES;
     uint j = chunk & 7u;
     float d = w_f16(off), dmin = w_f16(off + 2u);
     float sc, mn;
     q4k_scale_min(off, j, sc, mn);
     float a = d * sc, b = dmin * mn;
-    uint q = off + 16u + (j >> 1) * 32u; // 32 bytes per pair of sub-blocks
+#if defined(TYPE_Q5_K)
+    uint q = off + 48u + (j >> 1) * 32u;
+#else
+    uint q = off + 16u + (j >> 1) * 32u;
+#endif
     uint shift = (j & 1u) * 4u;
     [[unroll]] for (uint i = 0u; i < 16u; i++) {
         uint p = w_u16(q + 2u * i);
-        v[2u * i] = a * float((p >> shift) & 0xfu) - b;
-        v[2u * i + 1u] = a * float((p >> (8u + shift)) & 0xfu) - b;
+#if defined(TYPE_Q5_K)
+        uint h = w_u16(off + 16u + 2u * i);
+        uint h0 = ((h >> j) & 1u) << 4, h1 = ((h >> (8u + j)) & 1u) << 4;
+#else
+        uint h0 = 0u, h1 = 0u;
+#endif
+        v[2u * i] = a * float(((p >> shift) & 0xfu) | h0) - b;
+        v[2u * i + 1u] = a * float(((p >> (8u + shift)) & 0xfu) | h1) - b;
     }
 #elif defined(TYPE_Q6_K)
     uint off = row_off + (chunk >> 3) * 210u;

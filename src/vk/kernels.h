@@ -6,41 +6,24 @@
 #include <stdint.h>
 
 /* X(enum suffix, spirv name, number of storage-buffer bindings) */
+/* One kernel per weight type, in the order of VKV_DTYPE_LIST
+ * (src/core/dtype.h): E##_F32 is the first, and vkv_dtype_index() finds the
+ * rest. */
+#define VKV_WEIGHT_KERNELS(X, E, nm, nb)                                                                  \
+    X(E##_F32, nm "_f32", nb) X(E##_F16, nm "_f16", nb) X(E##_BF16, nm "_bf16", nb)                     \
+    X(E##_Q8_0, nm "_q8_0", nb) X(E##_Q4_0, nm "_q4_0", nb) X(E##_Q4_1, nm "_q4_1", nb)                 \
+    X(E##_Q5_0, nm "_q5_0", nb) X(E##_Q5_1, nm "_q5_1", nb) X(E##_Q2_K, nm "_q2_K", nb)                 \
+    X(E##_Q3_K, nm "_q3_K", nb) X(E##_Q4_K, nm "_q4_K", nb) X(E##_Q5_K, nm "_q5_K", nb)                 \
+    X(E##_Q6_K, nm "_q6_K", nb) X(E##_IQ4_NL, nm "_iq4_nl", nb) X(E##_IQ4_XS, nm "_iq4_xs", nb)
+
+/* X(enum suffix, spirv name, number of storage-buffer bindings) */
 #define VKV_KERNEL_LIST(X)                                   \
-    X(GET_ROWS_F32, "get_rows_f32", 3)                       \
-    X(GET_ROWS_F16, "get_rows_f16", 3)                       \
-    X(GET_ROWS_BF16, "get_rows_bf16", 3)                     \
-    X(GET_ROWS_Q8_0, "get_rows_q8_0", 3)                     \
-    X(GET_ROWS_Q4_0, "get_rows_q4_0", 3)                     \
+    VKV_WEIGHT_KERNELS(X, GET_ROWS, "get_rows", 3)           \
     X(RMS_NORM, "rms_norm", 3)                               \
-    X(MATVEC_F32, "matvec_f32", 3)                           \
-    X(MATVEC_F16, "matvec_f16", 3)                           \
-    X(MATVEC_BF16, "matvec_bf16", 3)                         \
-    X(MATVEC_Q8_0, "matvec_q8_0", 3)                         \
-    X(MATVEC_Q4_0, "matvec_q4_0", 3)                         \
-    X(MATVEC_Q4_K, "matvec_q4_K", 3)                         \
-    X(MATVEC_Q6_K, "matvec_q6_K", 3)                         \
-    X(MATVEC_NOSG_F32, "matvec_nosg_f32", 3)                 \
-    X(MATVEC_NOSG_F16, "matvec_nosg_f16", 3)                 \
-    X(MATVEC_NOSG_BF16, "matvec_nosg_bf16", 3)               \
-    X(MATVEC_NOSG_Q8_0, "matvec_nosg_q8_0", 3)               \
-    X(MATVEC_NOSG_Q4_0, "matvec_nosg_q4_0", 3)               \
-    X(MATVEC_NOSG_Q4_K, "matvec_nosg_q4_K", 3)               \
-    X(MATVEC_NOSG_Q6_K, "matvec_nosg_q6_K", 3)               \
-    X(MATMUL_F32, "matmul_f32", 3)                           \
-    X(MATMUL_F16, "matmul_f16", 3)                           \
-    X(MATMUL_BF16, "matmul_bf16", 3)                         \
-    X(MATMUL_Q8_0, "matmul_q8_0", 3)                         \
-    X(MATMUL_Q4_0, "matmul_q4_0", 3)                         \
-    X(MATMUL_Q4_K, "matmul_q4_K", 3)                         \
-    X(MATMUL_Q6_K, "matmul_q6_K", 3)                         \
-    X(MATMUL_CM_F32, "matmul_cm_f32", 3)                     \
-    X(MATMUL_CM_F16, "matmul_cm_f16", 3)                     \
-    X(MATMUL_CM_BF16, "matmul_cm_bf16", 3)                   \
-    X(MATMUL_CM_Q8_0, "matmul_cm_q8_0", 3)                   \
-    X(MATMUL_CM_Q4_0, "matmul_cm_q4_0", 3)                   \
-    X(MATMUL_CM_Q4_K, "matmul_cm_q4_K", 3)                   \
-    X(MATMUL_CM_Q6_K, "matmul_cm_q6_K", 3)                   \
+    VKV_WEIGHT_KERNELS(X, MATVEC, "matvec", 3)               \
+    VKV_WEIGHT_KERNELS(X, MATVEC_NOSG, "matvec_nosg", 3)     \
+    VKV_WEIGHT_KERNELS(X, MATMUL, "matmul", 3)               \
+    VKV_WEIGHT_KERNELS(X, MATMUL_CM, "matmul_cm", 3)         \
     X(ROPE, "rope", 4)                                       \
     X(SOFTMAX, "softmax", 2)                                 \
     X(SILU_MUL, "silu_mul", 3)                               \

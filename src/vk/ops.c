@@ -70,24 +70,16 @@ static uint64_t rows_per_range(const vkv_gpu *gpu, uint64_t row_bytes)
 
 static vkv_kernel kernel_for_type(vkv_kernel base_f32, vkv_dtype t)
 {
-    /* Variants are listed in the order f32, f16, bf16, q8_0, q4_0, q4_K, q6_K. */
-    switch (t) {
-    case VKV_F32: return base_f32;
-    case VKV_F16: return base_f32 + 1;
-    case VKV_BF16: return base_f32 + 2;
-    case VKV_Q8_0: return base_f32 + 3;
-    case VKV_Q4_0: return base_f32 + 4;
-    case VKV_Q4_K: return base_f32 + 5;
-    case VKV_Q6_K: return base_f32 + 6;
-    }
-    return VKV_KERNEL_COUNT;
+    /* Variants follow VKV_DTYPE_LIST's order (VKV_WEIGHT_KERNELS). */
+    int i = vkv_dtype_index(t);
+    return i < 0 ? VKV_KERNEL_COUNT : (vkv_kernel)(base_f32 + i);
 }
 
 vkv_status vkv_op_get_rows(vkv_gpu *gpu, vkv_dtype t, vkv_view table, uint64_t n_table_rows, uint32_t n_cols,
                            vkv_view ids, uint32_t n_ids, vkv_view out)
 {
     const char *op = "get_rows";
-    vkv_kernel k = t == VKV_Q4_K || t == VKV_Q6_K ? VKV_KERNEL_COUNT : kernel_for_type(VKV_K_GET_ROWS_F32, t);
+    vkv_kernel k = kernel_for_type(VKV_K_GET_ROWS_F32, t);
     if (k == VKV_KERNEL_COUNT) return vkv_error(VKV_ERR_UNSUPPORTED, "get_rows: no kernel for type %u", t);
     uint64_t rb = vkv_dtype_row_bytes(t, n_cols);
     if (!rb) return vkv_error(VKV_ERR_ARG, "get_rows: %u columns is not a multiple of the block size", n_cols);

@@ -33,9 +33,9 @@ static bool kernel_is(vkv_kernel k, vkv_kernel first, vkv_kernel last) { return 
 
 uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k)
 {
-    if (kernel_is(k, VKV_K_MATMUL_F32, VKV_K_MATMUL_Q6_K)) return 256; /* 16 x 16 threads, 4 x 4 each */
-    if (kernel_is(k, VKV_K_MATMUL_CM_F32, VKV_K_MATMUL_CM_Q6_K)) return 128; /* 4 subgroups of 32 */
-    if (kernel_is(k, VKV_K_MATVEC_F32, VKV_K_MATVEC_NOSG_Q6_K)) {
+    if (kernel_is(k, VKV_K_MATMUL_F32, VKV_K_MATMUL_IQ4_XS)) return 256; /* 16 x 16 threads, 4 x 4 each */
+    if (kernel_is(k, VKV_K_MATMUL_CM_F32, VKV_K_MATMUL_CM_IQ4_XS)) return 128; /* 4 subgroups of 32 */
+    if (kernel_is(k, VKV_K_MATVEC_F32, VKV_K_MATVEC_NOSG_IQ4_XS)) {
         /* Enough threads to cover a 4096-wide row in one pass of 32-chunks,
          * at least two subgroups; power of two for the tree reduction. */
         uint32_t wg = gpu->caps->subgroup_size * 4;

@@ -5,7 +5,8 @@
  * NMSE <= 1e-5, the same argmax wherever the golden top-1/top-2 margin exceeds
  * 1e-3, and an identical greedy_32; f16 and quantized models: NMSE <= 1e-3 and
  * argmax agreement >= 90% of positions. Models added to golden.json later are
- * covered without code changes. */
+ * covered without code changes, and so are those of shapes.json (models at
+ * real widths in llama.cpp's quantization mixes). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,15 +151,36 @@ out:
     return ok;
 }
 
-int main(void)
+/* Runs every case of one golden file; counts into *pass / *fail. Returns
+ * -1 when the file cannot be read. */
+static int run_file(vkv_gpu *gpu, const char *file, int *pass, int *fail)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/golden/golden.json", shared_dir());
+    snprintf(path, sizeof path, "%s/golden/%s", shared_dir(), file);
     vkv_json_doc *doc;
     if (vkv_json_parse_file(path, &doc)) {
         fprintf(stderr, "test_golden: %s (set VKVECTOR_SHARED to the shared data folder)\n", vkv_last_error());
-        return 1;
+        return -1;
     }
+    const vkv_json *root = vkv_json_root(doc);
+    int before = *pass + *fail;
+    for (size_t i = 0; root && root->type == VKV_JSON_OBJECT && i < root->n_items; i++) {
+        const vkv_json *cases = vkv_json_get(root->items[i], "cases");
+        for (size_t j = 0; cases && j < cases->n_items; j++) {
+            if (run_case(gpu, root->keys[i], root->items[i], cases->items[j])) (*pass)++;
+            else (*fail)++;
+        }
+    }
+    vkv_json_free(doc);
+    if (*pass + *fail == before) {
+        printf("FAIL no cases in %s\n", path);
+        (*fail)++;
+    }
+    return 0;
+}
+
+int main(void)
+{
     vkv_instance *inst;
     vkv_gpu *gpu;
     vkv_status st = vkv_instance_create(true, false, &inst);
@@ -170,27 +192,19 @@ int main(void)
         fprintf(stderr, "test_golden: %s\n", vkv_last_error());
         return 1;
     }
-    const vkv_json *root = vkv_json_root(doc);
-    int pass = 0, fail = 0;
-    for (size_t i = 0; root && root->type == VKV_JSON_OBJECT && i < root->n_items; i++) {
-        const vkv_json *cases = vkv_json_get(root->items[i], "cases");
-        for (size_t j = 0; cases && j < cases->n_items; j++) {
-            if (run_case(gpu, root->keys[i], root->items[i], cases->items[j])) pass++;
-            else fail++;
-        }
-    }
+    /* golden.json: the small models of every architecture; shapes.json:
+     * real widths and llama.cpp's quantization mixes, one file per type. */
+    int pass = 0, fail = 0, unreadable = 0;
+    static const char *const files[] = {"golden.json", "shapes.json"};
+    for (size_t f = 0; f < sizeof files / sizeof *files; f++)
+        if (run_file(gpu, files[f], &pass, &fail)) unreadable++;
     uint32_t verr = vkv_instance_validation_errors(inst);
     vkv_gpu_destroy(gpu);
     vkv_instance_destroy(inst);
-    vkv_json_free(doc);
     if (verr) {
         printf("%u validation error(s)\n", verr);
         fail++;
     }
-    if (pass + fail == 0) {
-        printf("no cases in %s\n", path);
-        return 1;
-    }
     printf("golden: %d passed, %d failed\n", pass, fail);
-    return fail ? 1 : 0;
+    return fail || unreadable ? 1 : 0;
 }

@@ -30,8 +30,10 @@ static void dtype_table_matches_ggml_numbering(void **state)
 {
     (void)state;
     static const struct { uint32_t type; const char *name; uint32_t bs, bytes; } want[] = {
-        {0, "f32", 1, 4},     {1, "f16", 1, 2},      {2, "q4_0", 32, 18}, {8, "q8_0", 32, 34},
-        {12, "q4_K", 256, 144}, {14, "q6_K", 256, 210}, {30, "bf16", 1, 2},
+        {0, "f32", 1, 4},       {1, "f16", 1, 2},       {2, "q4_0", 32, 18},    {3, "q4_1", 32, 20},
+        {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},    {8, "q8_0", 32, 34},    {10, "q2_K", 256, 84},
+        {11, "q3_K", 256, 110}, {12, "q4_K", 256, 144}, {13, "q5_K", 256, 176}, {14, "q6_K", 256, 210},
+        {20, "iq4_nl", 32, 18}, {23, "iq4_xs", 256, 136}, {30, "bf16", 1, 2},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const vkv_dtype_info *info = vkv_dtype_get(want[i].type);
@@ -40,7 +42,7 @@ static void dtype_table_matches_ggml_numbering(void **state)
         assert_int_equal(info->block_size, want[i].bs);
         assert_int_equal(info->block_bytes, want[i].bytes);
     }
-    static const uint32_t unsupported[] = {3, 6, 7, 9, 10, 11, 13, 15, 16, 29, 31, 39, 1000, UINT32_MAX};
+    static const uint32_t unsupported[] = {4, 5, 9, 15, 16, 17, 18, 19, 21, 22, 24, 29, 31, 39, 1000, UINT32_MAX};
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
         assert_null(vkv_dtype_get(unsupported[i]));
 }
@@ -56,7 +58,9 @@ static void dtype_from_name_is_case_insensitive(void **state)
     assert_int_equal(vkv_dtype_from_name("q8_0"), VKV_Q8_0);
     assert_int_equal(vkv_dtype_from_name("f32"), VKV_F32);
     assert_int_equal(vkv_dtype_from_name("q4_0"), VKV_Q4_0);
-    assert_int_equal(vkv_dtype_from_name("q4_1"), -1);
+    assert_int_equal(vkv_dtype_from_name("q4_1"), VKV_Q4_1);
+    assert_int_equal(vkv_dtype_from_name("IQ4_XS"), VKV_IQ4_XS);
+    assert_int_equal(vkv_dtype_from_name("q8_1"), -1);
     assert_int_equal(vkv_dtype_from_name("q4_K_M"), -1); /* a file type, not a tensor type */
     assert_int_equal(vkv_dtype_from_name("f3"), -1);
     assert_int_equal(vkv_dtype_from_name(""), -1);
@@ -76,7 +80,9 @@ static void dtype_row_bytes_rejects_partial_blocks(void **state)
     assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_0, 33), 0);
     assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_K, 128), 0);
     assert_int_equal(vkv_dtype_row_bytes(VKV_Q4_K, 0), 0);
-    assert_int_equal(vkv_dtype_row_bytes((vkv_dtype)3, 32), 0);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_Q5_1, 576), 18 * 24);
+    assert_int_equal(vkv_dtype_row_bytes(VKV_IQ4_XS, 576), 0);
+    assert_int_equal(vkv_dtype_row_bytes((vkv_dtype)4, 32), 0);
 }
 
 /* ------------------------------------------------------------ decoders */
@@ -221,6 +227,125 @@ static void q6_K_dequantize_matches_hand_computed_block(void **state)
         assert_float_equal(y[i], -0.125f * (float)b.scales[i / 16] * (float)(q[i] - 32), 0);
 }
 
+/* ----------------------------------------------- the other ggml layouts */
+
+/* q5_0: bit 4 of element j is bit j of the little-endian u32 qh; element
+ * j + 16 takes the high nibble of qs[j]. Values q - 16, times d. */
+static void q5_0_and_q5_1_dequantize_match_hand_computed_blocks(void **state)
+{
+    (void)state;
+    uint8_t q[32];
+    for (int j = 0; j < 32; j++) q[j] = (uint8_t)((j * 7 + 3) % 32);
+    vkv_block_q5_0 b0;
+    vkv_block_q5_1 b1;
+    b0.d = b1.d = vkv_f32_to_fp16(0.5f);
+    b1.m = vkv_f32_to_fp16(-2.0f);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; j++) {
+        b0.qs[j] = b1.qs[j] = (uint8_t)((q[j] & 15) | (q[j + 16] & 15) << 4);
+        qh |= (uint32_t)(q[j] >> 4) << j | (uint32_t)(q[j + 16] >> 4) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++) b0.qh[k] = b1.qh[k] = (uint8_t)(qh >> (8 * k));
+    float y0[32], y1[32];
+    vkv_dequantize_row(VKV_Q5_0, &b0, y0, 32);
+    vkv_dequantize_row(VKV_Q5_1, &b1, y1, 32);
+    for (int j = 0; j < 32; j++) {
+        assert_float_equal(y0[j], 0.5f * (q[j] - 16), 0);
+        assert_float_equal(y1[j], 0.5f * q[j] - 2.0f, 0);
+    }
+}
+
+/* q2_K / q3_K: element 128h + 32s + l sits in bits 2s..2s+1 of
+ * qs[32h + l], in sub-block (scale) 8h + 2s + l/16; q3_K's third bit is
+ * bit 4h + s of hmask[l]. Packed here from that description. */
+static void q2_K_and_q3_K_dequantize_match_hand_computed_blocks(void **state)
+{
+    (void)state;
+    vkv_block_q2_K b2;
+    vkv_block_q3_K b3;
+    memset(&b2, 0, sizeof b2);
+    memset(&b3, 0, sizeof b3);
+    b2.d = b3.d = vkv_f32_to_fp16(0.25f);
+    b2.dmin = vkv_f32_to_fp16(0.125f);
+    int sc3[16];
+    for (int j = 0; j < 16; j++) {
+        b2.scales[j] = (uint8_t)(j | ((15 - j) << 4));
+        sc3[j] = (j * 13 + 5) % 64; /* 6-bit, stored with an offset of 32 */
+        if (j < 8) b3.scales[j] = (uint8_t)(sc3[j] & 15);
+        else b3.scales[j - 8] |= (uint8_t)((sc3[j] & 15) << 4);
+        b3.scales[8 + j % 4] |= (uint8_t)((sc3[j] >> 4) << (2 * (j / 4)));
+    }
+    int v[256];
+    for (int e = 0; e < 256; e++) {
+        v[e] = (e * 5 + e / 7) % 8; /* 3-bit */
+        const int h = e / 128, s = (e % 128) / 32, l = e % 32;
+        b2.qs[32 * h + l] |= (uint8_t)((v[e] & 3) << (2 * s));
+        b3.qs[32 * h + l] |= (uint8_t)((v[e] & 3) << (2 * s));
+        b3.hmask[l] |= (uint8_t)((v[e] >> 2) << (4 * h + s));
+    }
+    float y2[256], y3[256];
+    vkv_dequantize_row(VKV_Q2_K, &b2, y2, 256);
+    vkv_dequantize_row(VKV_Q3_K, &b3, y3, 256);
+    for (int e = 0; e < 256; e++) {
+        const int sb = 8 * (e / 128) + 2 * ((e % 128) / 32) + (e % 32) / 16;
+        assert_float_equal(y2[e], 0.25f * sb * (v[e] & 3) - 0.125f * (15 - sb), 1e-6);
+        assert_float_equal(y3[e], 0.25f * (sc3[sb] - 32) * (v[e] - 4), 1e-6);
+    }
+}
+
+/* q5_K: q4_K's scales and nibbles, plus bit j of qh[l] as bit 4 of element
+ * 32j + l. */
+static void q5_K_dequantize_matches_hand_computed_block(void **state)
+{
+    (void)state;
+    vkv_block_q5_K b;
+    memset(&b, 0, sizeof b);
+    b.d = vkv_f32_to_fp16(0.5f);
+    b.dmin = vkv_f32_to_fp16(0.25f);
+    memcpy(b.scales, q4_K_packed, 12);
+    uint8_t q[256];
+    for (int e = 0; e < 256; e++) {
+        q[e] = (uint8_t)((e * 11 + 7) % 32);
+        const int j = e / 32, l = e % 32;
+        b.qs[32 * (j / 2) + l] |= (uint8_t)((q[e] & 15) << (4 * (j % 2)));
+        b.qh[l] |= (uint8_t)((q[e] >> 4) << j);
+    }
+    float y[256];
+    vkv_dequantize_row(VKV_Q5_K, &b, y, 256);
+    for (int e = 0; e < 256; e++)
+        assert_float_equal(y[e], 0.5f * q4_K_sc[e / 32] * q[e] - 0.25f * q4_K_m[e / 32], 1e-6);
+}
+
+/* iq4_nl indexes a fixed 16-value table; iq4_xs adds 6-bit sub-block scales
+ * (low nibbles in scales_l, top 2 bits in scales_h) with an offset of 32. */
+static void iq4_dequantize_matches_hand_computed_blocks(void **state)
+{
+    (void)state;
+    static const int table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    vkv_block_iq4_nl bn;
+    vkv_block_iq4_xs bx;
+    memset(&bx, 0, sizeof bx);
+    bn.d = bx.d = vkv_f32_to_fp16(0.125f);
+    int ls[8];
+    for (int j = 0; j < 8; j++) {
+        ls[j] = (j * 19 + 9) % 64;
+        bx.scales_l[j / 2] |= (uint8_t)((ls[j] & 15) << (4 * (j % 2)));
+        bx.scales_h |= (uint16_t)((ls[j] >> 4) << (2 * j));
+    }
+    uint8_t idx[256];
+    for (int e = 0; e < 256; e++) {
+        idx[e] = (uint8_t)((e * 7 + e / 16) % 16);
+        const int j = e / 32, l = e % 32;
+        bx.qs[16 * j + l % 16] |= (uint8_t)(idx[e] << (4 * (l / 16)));
+        if (e < 32) bn.qs[l % 16] = (uint8_t)(l < 16 ? idx[e] : bn.qs[l % 16] | idx[e] << 4);
+    }
+    float yn[32], yx[256];
+    vkv_dequantize_row(VKV_IQ4_NL, &bn, yn, 32);
+    vkv_dequantize_row(VKV_IQ4_XS, &bx, yx, 256);
+    for (int e = 0; e < 32; e++) assert_float_equal(yn[e], 0.125f * table[idx[e]], 0);
+    for (int e = 0; e < 256; e++) assert_float_equal(yx[e], 0.125f * (ls[e / 32] - 32) * table[idx[e]], 1e-6);
+}
+
 static void f16_and_bf16_rows_decode_each_element(void **state)
 {
     (void)state;
@@ -336,7 +461,9 @@ static void quantize_dequantize_error_is_bounded_per_type(void **state)
     /* expected roughly: step/sqrt(12) relative to rms(x) = 1/sqrt(3) */
     static const struct { vkv_dtype t; double bound; } cases[] = {
         {VKV_F32, 0.0},   {VKV_F16, 1e-3},  {VKV_BF16, 5e-3}, {VKV_Q8_0, 0.01},
-        {VKV_Q4_0, 0.1},  {VKV_Q4_K, 0.1},  {VKV_Q6_K, 0.03},
+        {VKV_Q4_0, 0.1},  {VKV_Q4_K, 0.1},  {VKV_Q6_K, 0.03}, {VKV_Q4_1, 0.1},
+        {VKV_Q5_0, 0.05}, {VKV_Q5_1, 0.05}, {VKV_Q2_K, 0.35}, {VKV_Q3_K, 0.2},
+        {VKV_Q5_K, 0.05}, {VKV_IQ4_NL, 0.1}, {VKV_IQ4_XS, 0.1},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const double e = rel_rms_error(cases[c].t, x, 8192);
@@ -419,6 +546,10 @@ int main(void)
         cmocka_unit_test(q8_0_dequantize_matches_hand_computed_block),
         cmocka_unit_test(q4_K_dequantize_matches_hand_computed_block),
         cmocka_unit_test(q6_K_dequantize_matches_hand_computed_block),
+        cmocka_unit_test(q5_0_and_q5_1_dequantize_match_hand_computed_blocks),
+        cmocka_unit_test(q2_K_and_q3_K_dequantize_match_hand_computed_blocks),
+        cmocka_unit_test(q5_K_dequantize_matches_hand_computed_block),
+        cmocka_unit_test(iq4_dequantize_matches_hand_computed_blocks),
         cmocka_unit_test(f16_and_bf16_rows_decode_each_element),
         cmocka_unit_test(q4_0_quantize_uses_the_signed_max),
         cmocka_unit_test(q8_0_quantize_rounds_half_away_from_zero),

@@ -98,8 +98,9 @@ static void matmul_with_quantized_weight_matches_dequantize_then_dot(void **stat
     static uint8_t wq[M * K * 4];
     for (int i = 0; i < M * K; i++) wf[i] = rand_uniform();
     for (int i = 0; i < N * K; i++) x[i] = rand_uniform();
-    static const vkv_dtype types[] = {VKV_F32, VKV_F16, VKV_BF16, VKV_Q4_0,
-                                      VKV_Q8_0, VKV_Q4_K, VKV_Q6_K};
+#define VKV_DTYPE_ENTRY(t) VKV_##t,
+    static const vkv_dtype types[] = {VKV_DTYPE_LIST(VKV_DTYPE_ENTRY)};
+#undef VKV_DTYPE_ENTRY
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const size_t row_bytes = vkv_dtype_row_bytes(types[t], K);
         for (int r = 0; r < M; r++) {
