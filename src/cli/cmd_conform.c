@@ -1155,6 +1155,8 @@ static void run_suite(conform_ctx *c)
             /* SmolLM2-135M's width: not a multiple of 256 */
             if (small_blocks) RUN(case_get_rows(c, t, 49, 576, 3));
         }
+    /* Qwen3-0.6B's q8_0 embedding (165 MiB): bound in several ranges on lavapipe */
+    if (c->big && want(c, "get_rows")) RUN(case_get_rows(c, VKV_Q8_0, 151936, 1024, 9));
     if (want(c, "rms_norm")) {
         RUN(case_rms_norm(c, 1, 4096, true, ""));
         RUN(case_rms_norm(c, 7, 130, true, ""));
@@ -1192,8 +1194,12 @@ static void run_suite(conform_ctx *c)
             RUN(case_matmul(c, paths[p], float_types[i], mv ? 37 : 70, 172, mv ? 1 : 5));
             RUN(case_matmul(c, paths[p], float_types[i], mv ? 5 : 33, float_types[i] == VKV_F32 ? 45 : 171, mv ? 1 : 7));
         }
-        if (c->big) /* one weight over 128 MiB: bound in several ranges on lavapipe */
+        if (c->big) { /* weights over 128 MiB: bound in several ranges on lavapipe */
             RUN(case_matmul(c, paths[p], VKV_F32, 8500, 4096, paths[p] == VKV_MATMUL_MATVEC ? 1 : 3));
+            /* Qwen3-0.6B's tied q8_0 output matrix at decode (row ranges of
+             * a 1088-byte row; the tiled path splits as the f32 case does) */
+            if (paths[p] == VKV_MATMUL_MATVEC) RUN(case_matmul(c, paths[p], VKV_Q8_0, 151936, 1024, 1));
+        }
     }
     if (want(c, "rope")) {
         for (int inv = 0; inv < 2; inv++) {
