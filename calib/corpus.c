@@ -2,14 +2,17 @@
  *
  * Every file is read in blocks cut at line ends (so a large plain-text file
  * is never held whole), and reading stops as soon as there are tokens for
- * max_seq sequences. A JSONL line is one document (its "text" member); a
- * plain-text file is one document. Documents are joined with "\n\n". */
+ * max_seq sequences. A JSONL line is one document (its "text" member), of at
+ * most VKV_MAX_LINE_BYTES; a plain-text file is one document. Documents are
+ * joined with "\n\n". Only regular files are read (a device such as
+ * /dev/zero never ends, and the JSONL sniffing rewinds). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/calib.h"
+#include "core/file.h"
 #include "core/json.h"
 
 #define BLOCK_BYTES (256u * 1024u)
@@ -82,17 +85,21 @@ static bool is_jsonl(const char *path, FILE *f)
 static vkv_status read_jsonl(stream *s, const char *path, FILE *f)
 {
     char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
+    size_t cap = 0, len;
     uint64_t lineno = 0;
     vkv_status st = VKV_OK;
-    while (!stream_full(s) && (len = getline(&line, &cap, f)) >= 0) {
+    while (!stream_full(s)) {
+        if ((st = vkv_read_line(f, VKV_MAX_LINE_BYTES, &line, &cap, &len))) {
+            st = vkv_error_context(st, "%s line %llu", path, (unsigned long long)lineno + 1);
+            break;
+        }
+        if (!len) break;
         lineno++;
         size_t i = 0;
-        while (i < (size_t)len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
-        if (i == (size_t)len) continue;
+        while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
+        if (i == len) continue;
         vkv_json_doc *doc;
-        if ((st = vkv_json_parse(line, (size_t)len, &doc))) {
+        if ((st = vkv_json_parse(line, len, &doc))) {
             st = vkv_error_context(st, "%s line %llu", path, (unsigned long long)lineno);
             break;
         }
@@ -109,7 +116,6 @@ static vkv_status read_jsonl(stream *s, const char *path, FILE *f)
         }
         vkv_json_free(doc);
     }
-    if (!st && ferror(f)) st = vkv_error(VKV_ERR_IO, "error reading '%s': %s", path, strerror(errno));
     free(line);
     return st;
 }
@@ -155,9 +161,9 @@ vkv_status vkv_corpus_sequences(const vkv_corpus_params *p, int32_t **tokens, ui
     stream s = {.p = p, .want = (size_t)p->max_seq * body, .first_doc = true};
     vkv_status st = VKV_OK;
     for (uint32_t i = 0; i < p->n_paths && !st && !stream_full(&s); i++) {
-        FILE *f = fopen(p->paths[i], "rb");
+        FILE *f = vkv_open_regular(p->paths[i], "corpus file");
         if (!f) {
-            st = vkv_error(VKV_ERR_IO, "cannot open corpus file '%s': %s", p->paths[i], strerror(errno));
+            st = VKV_ERR_IO;
             break;
         }
         st = is_jsonl(p->paths[i], f) ? read_jsonl(&s, p->paths[i], f) : read_plain(&s, p->paths[i], f);

@@ -40,8 +40,9 @@ const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
  * path with .vkcal in place of .gguf. */
 void cli_default_calib_path(const char *model_path, char *out, size_t size);
 
-/* A whole file, NUL-terminated (malloc'ed); NULL on failure, with the reason
- * as the last error (vkv_read_file). */
+/* A whole regular file of at most VKV_MAX_DOC_BYTES, NUL-terminated
+ * (malloc'ed); NULL on failure, with the reason as the last error
+ * (vkv_read_file). */
 char *cli_read_file(const char *path, size_t *len);
 
 /* --device N / VKVECTOR_DEVICE, or -1 for automatic choice. */

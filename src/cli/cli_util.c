@@ -79,5 +79,5 @@ void cli_default_calib_path(const char *model_path, char *out, size_t size)
 char *cli_read_file(const char *path, size_t *len)
 {
     char *data;
-    return vkv_read_file(path, &data, len) ? NULL : data;
+    return vkv_read_file(path, VKV_MAX_DOC_BYTES, &data, len) ? NULL : data;
 }

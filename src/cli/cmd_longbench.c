@@ -126,7 +126,7 @@ static int scan_results(const char *path, const eval_opts *o, const eval_env *e,
     }
     jsonl_reader rd;
     if (!jsonl_open(&rd, path)) {
-        fprintf(stderr, "vkvector longbench: cannot read '%s': %s\n", path, strerror(errno));
+        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
         return 1;
     }
     vkv_json_doc *doc;
@@ -174,6 +174,10 @@ static int scan_results(const char *path, const eval_opts *o, const eval_env *e,
             }
         }
         vkv_json_free(doc);
+    }
+    if (!rc && rd.error) {
+        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
+        rc = 1;
     }
     jsonl_close(&rd);
     return rc;
@@ -573,7 +577,7 @@ int cmd_longbench(int argc, char **argv)
         snprintf(path, sizeof path, "%s/%s.jsonl", data_dir, tasks[t]);
         jsonl_reader rd;
         if (!jsonl_open(&rd, path)) {
-            fprintf(stderr, "vkvector longbench: cannot read '%s': %s\n", path, strerror(errno));
+            fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
             rc = 1;
             goto out;
         }
@@ -645,7 +649,13 @@ int cmd_longbench(int argc, char **argv)
                 n_new++;
             } else n_failed++;
         }
+        bool unreadable = rd.error; /* a read error or an over-long line: the rest of the task is unknown */
         jsonl_close(&rd);
+        if (unreadable) {
+            fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
+            rc = 1;
+            goto out;
+        }
     }
     fprintf(stderr, "\nvkvector longbench: %zu new results in %s", n_new, out_path);
     if (n_bad) fprintf(stderr, "; %zu malformed sample lines skipped", n_bad);

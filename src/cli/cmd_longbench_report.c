@@ -163,7 +163,7 @@ int cmd_longbench_report(int argc, char **argv)
     for (size_t fi = 0; fi < n_files; fi++) {
         jsonl_reader rd;
         if (!jsonl_open(&rd, files[fi])) {
-            fprintf(stderr, "vkvector longbench-report: cannot read '%s': %s\n", files[fi], strerror(errno));
+            fprintf(stderr, "vkvector longbench-report: %s\n", vkv_last_error());
             goto out;
         }
         char file_task[256], file_model[256];
@@ -253,7 +253,12 @@ int cmd_longbench_report(int argc, char **argv)
             string_list_free(classes);
             vkv_json_free(doc);
         }
+        bool unreadable = rd.error; /* the rest of the file cannot be read: no report from part of it */
         jsonl_close(&rd);
+        if (unreadable) {
+            fprintf(stderr, "vkvector longbench-report: %s\n", vkv_last_error());
+            goto out;
+        }
     }
     if (!rs.n) {
         fprintf(stderr, "vkvector longbench-report: no scorable lines in the files given\n");

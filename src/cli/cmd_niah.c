@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/eval_cli.h"
+#include "core/file.h"
 #include "core/json_write.h"
 #include "core/strbuf.h"
 #include "eval/generate.h"
@@ -126,7 +127,18 @@ static char *read_haystack(const char *dir, size_t *len)
         if (stat(path, &sb) || !S_ISREG(sb.st_mode)) continue;
         size_t fl;
         char *t = cli_read_file(path, &fl);
-        if (!t) continue;
+        if (!t) {
+            fprintf(stderr, "vkvector niah: %s; the file is skipped\n", vkv_last_error());
+            continue;
+        }
+        /* no context needs more haystack than one document's cap: the rest
+         * of the directory would only cost host memory */
+        if (b.n + 2 + fl > VKV_MAX_DOC_BYTES) {
+            fprintf(stderr, "vkvector niah: the haystack reaches %zu MiB at '%s': it and the files after it are "
+                            "not read\n", VKV_MAX_DOC_BYTES >> 20, path);
+            free(t);
+            break;
+        }
         if (b.n) vkv_strbuf_puts(&b, "\n\n");
         vkv_strbuf_put(&b, t, fl);
         free(t);

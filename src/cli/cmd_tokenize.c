@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "core/file.h"
 #include "model/gguf.h"
 #include "tok/tokenizer.h"
 
@@ -29,39 +30,11 @@ static void usage(FILE *f)
             "  -h, --help        this help\n");
 }
 
-/* Whole file (or stdin) into a malloc'ed buffer. */
+/* Whole file (or stdin) into a malloc'ed buffer, at most VKV_MAX_DOC_BYTES. */
 static vkv_status read_text(const char *path, char **out, size_t *len)
 {
-    bool is_stdin = !path || !strcmp(path, "-");
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f) return vkv_error(VKV_ERR_IO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    vkv_status st = VKV_OK;
-    while (buf) {
-        if (n == cap) {
-            char *p = realloc(buf, cap * 2);
-            if (!p) break;
-            buf = p;
-            cap *= 2;
-        }
-        size_t r = fread(buf + n, 1, cap - n, f);
-        n += r;
-        if (r == 0) break;
-    }
-    if (!buf || n == cap) {
-        st = vkv_error(VKV_ERR_OOM, "out of memory reading %s", is_stdin ? "standard input" : path);
-    } else if (ferror(f)) {
-        st = vkv_error(VKV_ERR_IO, "error reading %s", is_stdin ? "standard input" : path);
-    }
-    if (!is_stdin) fclose(f);
-    if (st) {
-        free(buf);
-        return st;
-    }
-    *out = buf;
-    *len = n;
-    return VKV_OK;
+    if (!path || !strcmp(path, "-")) return vkv_read_stream(stdin, "standard input", VKV_MAX_DOC_BYTES, out, len);
+    return vkv_read_file(path, VKV_MAX_DOC_BYTES, out, len);
 }
 
 int cmd_tokenize(int argc, char **argv)

@@ -3,13 +3,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
+
+#include "core/file.h"
 
 bool jsonl_open(jsonl_reader *r, const char *path)
 {
     memset(r, 0, sizeof *r);
     r->path = path;
-    r->f = fopen(path, "rb");
+    r->f = vkv_open_regular(path, NULL);
     return r->f != NULL;
 }
 
@@ -17,10 +18,13 @@ bool jsonl_next(jsonl_reader *r, vkv_json_doc **doc, vkv_status *st)
 {
     *doc = NULL;
     for (;;) {
-        ssize_t n = getline(&r->line, &r->cap, r->f);
-        if (n < 0) return false;
+        size_t len;
+        if ((r->error = vkv_read_line(r->f, VKV_MAX_LINE_BYTES, &r->line, &r->cap, &len))) {
+            vkv_error_context(r->error, "%s:%zu", r->path, r->line_no + 1);
+            return false;
+        }
+        if (!len) return false;
         r->line_no++;
-        size_t len = (size_t)n;
         while (len && (r->line[len - 1] == '\n' || r->line[len - 1] == '\r')) len--;
         size_t i = 0;
         while (i < len && (r->line[i] == ' ' || r->line[i] == '\t')) i++;

@@ -16,13 +16,19 @@ typedef struct jsonl_reader {
     char *line;
     size_t cap;
     size_t line_no;      /* of the line last returned (1-based) */
+    vkv_status error;    /* why jsonl_next last returned false: VKV_OK at the end of the file */
 } jsonl_reader;
 
+/* Opens a regular file (a device or FIFO is refused: it may never end);
+ * false with the reason as vkv_last_error(). */
 bool jsonl_open(jsonl_reader *r, const char *path);
 /* The next non-blank line, parsed into *doc (a JSON object): returns true
  * with *st = VKV_OK, or with *st = VKV_ERR_FORMAT and *doc NULL for a
- * malformed line (vkv_last_error() says why; r->line_no is its number);
- * false at the end of the file. */
+ * malformed line (vkv_last_error() says why; r->line_no is its number).
+ * False at the end of the file, or with r->error set (and the message in
+ * vkv_last_error()) when the file cannot be read on: a read error, or a line
+ * longer than VKV_MAX_LINE_BYTES, which is refused rather than read into
+ * memory. */
 bool jsonl_next(jsonl_reader *r, vkv_json_doc **doc, vkv_status *st);
 void jsonl_close(jsonl_reader *r);
 

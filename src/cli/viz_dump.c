@@ -778,7 +778,7 @@ vkv_status viz_dump_load(const char *path, viz_dump **out)
     *out = NULL;
     char *text;
     size_t len;
-    vkv_status st = vkv_read_file(path, &text, &len);
+    vkv_status st = vkv_read_file(path, VKV_MAX_DOC_BYTES, &text, &len);
     if (st) return st;
     st = viz_dump_parse(text, len, out);
     free(text);

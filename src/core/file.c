@@ -4,37 +4,143 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-vkv_status vkv_read_file(const char *path, char **data, size_t *len)
+/* "1 GiB", "64 MiB", else bytes: the caps in messages. */
+static void format_cap(size_t n, char *out, size_t size)
+{
+    if (n >= (1u << 30) && n % (1u << 30) == 0) snprintf(out, size, "%zu GiB", n >> 30);
+    else if (n >= (1u << 20) && n % (1u << 20) == 0) snprintf(out, size, "%zu MiB", n >> 20);
+    else snprintf(out, size, "%zu bytes", n);
+}
+
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+FILE *vkv_open_regular(const char *path, const char *what)
+{
+    const char *w = what ? what : "", *sp = what ? " " : "";
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        vkv_error(VKV_ERR_IO, "cannot open %s%s'%s': %s", w, sp, path, strerror(errno));
+        return NULL;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        vkv_error(VKV_ERR_IO, "cannot read %s%s'%s': it is %s, not a regular file", w, sp, path,
+                  file_kind(sb.st_mode));
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f) vkv_error(VKV_ERR_IO, "cannot open %s%s'%s': %s", w, sp, path, strerror(errno));
+    return f;
+}
+
+static vkv_status too_long(const char *name, size_t max_bytes)
+{
+    char c[32];
+    format_cap(max_bytes, c, sizeof c);
+    return vkv_error(VKV_ERR_IO, "refusing to read '%s': it holds more than %s, the limit for this input", name, c);
+}
+
+/* Reads at most max_bytes + 1 bytes, so that one too many tells a stream
+ * over the cap from one exactly at it. size_hint: the expected length (a
+ * regular file's size), 0 when unknown. */
+static vkv_status read_capped(FILE *f, const char *name, size_t max_bytes, size_t size_hint, char **data, size_t *len)
 {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return vkv_error(VKV_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
-        if (cap - n < 65536) {
-            char *nb = realloc(buf, cap = cap ? cap * 2 : 65536);
+        if (n > max_bytes) {
+            free(buf);
+            return too_long(name, max_bytes);
+        }
+        if (n == cap) {
+            size_t next = cap ? cap * 2 : (size_hint ? size_hint + 1 : 65536);
+            if (next > max_bytes + 1) next = max_bytes + 1;
+            char *nb = realloc(buf, next + 1); /* + 1: the terminating NUL */
             if (!nb) {
                 free(buf);
-                fclose(f);
-                return vkv_error(VKV_ERR_OOM, "out of memory reading '%s'", path);
+                return vkv_error(VKV_ERR_OOM, "out of host memory reading '%s'", name);
             }
             buf = nb;
+            cap = next;
         }
-        size_t r = fread(buf + n, 1, cap - n - 1, f);
+        size_t r = fread(buf + n, 1, cap - n, f);
         n += r;
         if (!r) break;
     }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
+    if (ferror(f)) {
         free(buf);
-        return vkv_error(VKV_ERR_IO, "error reading '%s'", path);
+        return vkv_error(VKV_ERR_IO, "error reading '%s'", name);
     }
     buf[n] = 0;
     *data = buf;
+    *len = n;
+    return VKV_OK;
+}
+
+vkv_status vkv_read_stream(FILE *f, const char *name, size_t max_bytes, char **data, size_t *len)
+{
+    return read_capped(f, name, max_bytes, 0, data, len);
+}
+
+vkv_status vkv_read_file(const char *path, size_t max_bytes, char **data, size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = vkv_open_regular(path, NULL);
+    if (!f) return VKV_ERR_IO;
+    struct stat sb;
+    size_t hint = fstat(fileno(f), &sb) == 0 && sb.st_size > 0 ? (size_t)sb.st_size : 0;
+    /* the size is only a hint (the file may change while read), but one
+     * already over the cap need not be read to be refused */
+    vkv_status st = hint > max_bytes ? too_long(path, max_bytes) : read_capped(f, path, max_bytes, hint, data, len);
+    fclose(f);
+    return st;
+}
+
+vkv_status vkv_read_line(FILE *f, size_t max_bytes, char **buf, size_t *cap, size_t *len)
+{
+    *len = 0;
+    size_t n = 0;
+    vkv_status st = VKV_OK;
+    flockfile(f);
+    for (;;) {
+        int c = getc_unlocked(f);
+        if (c == EOF) break;
+        if (c != '\n' && n >= max_bytes) {
+            char s[32];
+            format_cap(max_bytes, s, sizeof s);
+            st = vkv_error(VKV_ERR_FORMAT, "line longer than %s, the limit for one line of this input", s);
+            break;
+        }
+        if (n + 2 > *cap) { /* this byte and the NUL */
+            size_t next = *cap ? *cap * 2 : 4096;
+            if (next > max_bytes + 2) next = max_bytes + 2;
+            char *nb = realloc(*buf, next);
+            if (!nb) {
+                st = vkv_error(VKV_ERR_OOM, "out of host memory");
+                break;
+            }
+            *buf = nb;
+            *cap = next;
+        }
+        (*buf)[n++] = (char)c;
+        if (c == '\n') break;
+    }
+    if (!st && ferror(f)) st = vkv_error(VKV_ERR_IO, "read error: %s", strerror(errno));
+    funlockfile(f);
+    if (st) return st;
+    if (n) (*buf)[n] = 0;
     *len = n;
     return VKV_OK;
 }

@@ -243,7 +243,7 @@ vkv_status vkv_json_parse_file(const char *path, vkv_json_doc **out)
 {
     char *buf;
     size_t n;
-    vkv_status st = vkv_read_file(path, &buf, &n);
+    vkv_status st = vkv_read_file(path, VKV_MAX_DOC_BYTES, &buf, &n);
     if (st) return st;
     st = vkv_json_parse(buf, n, out);
     free(buf);

@@ -37,6 +37,39 @@ expect 2 "exactly one of --text and --eval-json" -- "$vkv" perplexity --text x -
 expect 1 "cannot open '/nonexistent.txt'" -- "$vkv" perplexity --text /nonexistent.txt
 expect 2 "--compression wants \(0, 1\)" -- "$vkv" bench vector --compression 0
 expect 2 "unknown press 'nope'" -- "$vkv" bench vector --press nope
+
+# Inputs read into memory (issue 13, item 1): a device, a FIFO, a file or a
+# line over its cap is refused at once, naming the file and the cap. Each
+# runs under a time and address-space limit, so a regression that reads
+# /dev/zero until the kernel steps in fails here instead of hanging CI.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+model=models/vkvector-shakespeare.gguf
+bounded() { (ulimit -v 8000000; exec timeout 120 "$@"); }
+device="cannot read '/dev/zero': it is a character device, not a regular file"
+expect 1 "$device" -- bounded "$vkv" viz --term /dev/zero
+expect 1 "$device" -- bounded "$vkv" viz /dev/zero -o "$tmp/report.html"
+expect 1 "$device" -- bounded "$vkv" longbench-report /dev/zero
+expect 1 "$device" -- bounded "$vkv" perplexity --text /dev/zero
+expect 1 "$device" -- bounded "$vkv" perplexity --eval-json /dev/zero
+expect 1 "$device" -- bounded "$vkv" eval-ppl --text /dev/zero --context 10 --continuation 5 --press keydiff --compression 0.5
+expect 1 "$device" -- bounded "$vkv" tokenize -m "$model" --file /dev/zero
+expect 1 "cannot read corpus file '/dev/zero': it is a character device" -- bounded "$vkv" calib -m "$model" --corpus /dev/zero --byte-tokens
+mkfifo "$tmp/fifo"
+expect 1 "cannot read '$tmp/fifo': it is a FIFO" -- bounded "$vkv" viz --term "$tmp/fifo"
+expect 1 "cannot read '$tmp/fifo': it is a FIFO" -- bounded "$vkv" longbench-report "$tmp/fifo"
+# a regular file over the 1 GiB document cap (sparse: no disk used) is
+# refused from its size, unread
+truncate -s $(((1 << 30) + 1)) "$tmp/huge.json"
+expect 1 "refusing to read '$tmp/huge.json': it holds more than 1 GiB" -- bounded "$vkv" viz --term "$tmp/huge.json"
+# a JSONL line over the 64 MiB line cap, after a good line
+{ printf '{"text": "one"}\n'; head -c $(((64 << 20) + 1)) /dev/zero | tr '\0' x; } > "$tmp/long.jsonl"
+expect 1 "long.jsonl:2: line longer than 64 MiB" -- bounded "$vkv" longbench-report "$tmp/long.jsonl"
+expect 1 "long.jsonl line 2: line longer than 64 MiB" -- bounded "$vkv" calib -m "$model" --corpus "$tmp/long.jsonl" --byte-tokens --seq-len 16 --tokens 1000000
+# standard input, asked for with "-", is read, up to the same cap
+expect 0 "" -- bounded bash -c 'printf "hello" | "$0" tokenize -m "$1" --file -' "$vkv" "$model"
+expect 1 "refusing to read 'standard input': it holds more than 1 GiB" -- bounded bash -c 'head -c $(((1 << 30) + 1)) /dev/zero | "$0" tokenize -m "$1" --file -' "$vkv" "$model"
+
 # No driver at all: point the loader at a driver manifest that does not exist.
 expect 1 "no Vulkan (driver|device) found" -- env -u VKVECTOR_SKIP_WITHOUT_DEVICE VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" devices
 expect 77 "no Vulkan (driver|device) found" -- env VKVECTOR_SKIP_WITHOUT_DEVICE=1 VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" conform
