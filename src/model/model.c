@@ -26,6 +26,38 @@ static vkv_status get_f32_arch(const vkv_gguf *g, const char *arch, const char *
     return vkv_gguf_get_f32_opt(g, key, out);
 }
 
+/* Bounds on the hyper-parameters, far above any published model (the widest
+ * have embeddings of 16,384, 128 query heads, feed-forward widths of 53,248,
+ * vocabularies of 262,144 and contexts of 10M tokens) yet low enough that
+ * every width derived from them (heads x head width) fits in 32 bits with
+ * room to spare. A value past them is a damaged or crafted file: refusing it
+ * here, naming the key, beats a wrapped width or an allocation failure later. */
+#define MAX_WIDTH (1u << 20)       /* embedding, feed-forward, head width, q/k/v widths */
+#define MAX_HEADS (1u << 14)
+#define MAX_VOCAB (1u << 24)
+#define MAX_CTX (1u << 26)
+/* Tensors each block needs at least (norms, q/k/v/output, gate/up/down), so
+ * a block count can be checked against the tensors present. */
+#define BLOCK_MIN_TENSORS 9u
+
+/* A count or width read from arch.suffix: zero or above max is a format
+ * error naming the key. */
+static vkv_status check_count(const char *arch, const char *suffix, uint64_t v, uint64_t max)
+{
+    if (v >= 1 && v <= max) return VKV_OK;
+    return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.%s' is %llu: %s %llu", arch, suffix, (unsigned long long)v,
+                     v ? "more than the limit of" : "must be at least", (unsigned long long)(v ? max : 1));
+}
+
+/* A float hyper-parameter: NaN, an infinity or a value <= 0 (each one here
+ * is a scale, a base or a divisor) would make every output silently garbage. */
+static vkv_status check_positive(const char *arch, const char *suffix, float v)
+{
+    if (isfinite(v) && v > 0) return VKV_OK;
+    return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.%s' is %g: it must be a finite number above 0", arch, suffix,
+                     (double)v);
+}
+
 vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
 {
     memset(hp, 0, sizeof *hp);
@@ -49,6 +81,25 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         return st;
     hp->n_head_kv = hp->n_head;
     if ((st = get_u32_arch(g, a, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
+    if ((st = check_count(a, "context_length", hp->n_ctx_train, MAX_CTX)) ||
+        (st = check_count(a, "embedding_length", hp->n_embd, MAX_WIDTH)) ||
+        (st = check_count(a, "feed_forward_length", hp->n_ff, MAX_WIDTH)) ||
+        (st = check_count(a, "attention.head_count", hp->n_head, MAX_HEADS)) ||
+        (st = check_count(a, "attention.head_count_kv", hp->n_head_kv, MAX_HEADS)))
+        return st;
+    /* Every block is allocated up front: the count must fit the tensors
+     * present (a 100 KB file claiming 10^9 blocks is damaged, not big). */
+    uint64_t n_tensors = (uint64_t)vkv_gguf_n_tensors(g);
+    if (hp->n_layer > n_tensors / BLOCK_MIN_TENSORS)
+        return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.block_count' is %u, but the file holds %llu tensors, "
+                                         "enough for at most %llu blocks of %u tensors",
+                         a, hp->n_layer, (unsigned long long)n_tensors,
+                         (unsigned long long)(n_tensors / BLOCK_MIN_TENSORS), BLOCK_MIN_TENSORS);
+    char last_block[64];
+    snprintf(last_block, sizeof last_block, "blk.%u.attn_norm.weight", hp->n_layer ? hp->n_layer - 1 : 0);
+    if (hp->n_layer && !vkv_gguf_find_tensor(g, last_block))
+        return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.block_count' is %u, but the file has no tensor '%s' "
+                                         "(the last block's)", a, hp->n_layer, last_block);
     if (!hp->n_embd || !hp->n_layer || !hp->n_ff || !hp->n_head || !hp->n_head_kv || hp->n_head % hp->n_head_kv)
         return vkv_error(VKV_ERR_FORMAT, "inconsistent hyper-parameters: embedding %u, layers %u, ff %u, heads %u, "
                                          "kv heads %u (heads must be a multiple of kv heads)",
@@ -59,6 +110,15 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
     if ((st = get_u32_arch(g, a, "attention.value_length", &hp->head_dim_v, false))) return st;
     hp->n_rot = hp->head_dim;
     if ((st = get_u32_arch(g, a, "rope.dimension_count", &hp->n_rot, false))) return st;
+    /* The widths are products of two keys: computed in 64 bits, where
+     * 2^31 + 1 heads cannot wrap to a small width that passes. kv widths
+     * are at most this (kv heads divide heads). */
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
+    if (hp->head_dim && (st = check_count(a, "attention.key_length", hp->head_dim, MAX_WIDTH))) return st;
+    if (q_dim > MAX_WIDTH)
+        return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.attention.head_count' (%u) x '%s.attention.key_length' "
+                                         "(%u) is a query width of %llu, more than the limit of %u",
+                         a, hp->n_head, a, hp->head_dim, (unsigned long long)q_dim, MAX_WIDTH);
     if (!hp->head_dim || hp->head_dim_v != hp->head_dim || hp->n_rot > hp->head_dim || hp->n_rot % 2 || hp->head_dim % 2)
         return vkv_error(VKV_ERR_UNSUPPORTED, "unsupported head layout: key length %u, value length %u, rotated %u",
                          hp->head_dim, hp->head_dim_v, hp->n_rot);
@@ -69,12 +129,16 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         (st = get_f32_arch(g, a, "rope.freq_base", &hp->rope_base)) ||
         (st = get_f32_arch(g, a, "rope.scaling.factor", &scale_linear)))
         return st;
+    if ((st = check_positive(a, "attention.layer_norm_rms_epsilon", hp->rms_eps)) ||
+        (st = check_positive(a, "rope.freq_base", hp->rope_base)) ||
+        (st = check_positive(a, "rope.scaling.factor", scale_linear)))
+        return st;
     hp->rope_freq_scale = 1.0f;
     char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     vkv_gguf_str stype = {0};
     if (vkv_gguf_find_key(g, key) >= 0 && (st = vkv_gguf_get_str(g, key, &stype))) return st;
-    if (stype.len == 6 && !memcmp(stype.data, "linear", 6) && scale_linear > 0) hp->rope_freq_scale = 1.0f / scale_linear;
+    if (stype.len == 6 && !memcmp(stype.data, "linear", 6)) hp->rope_freq_scale = 1.0f / scale_linear;
     else if (stype.len == 6 && !memcmp(stype.data, "llama3", 6)) {
         hp->llama3_scaling = true;
         hp->llama3_factor = scale_linear;
@@ -83,21 +147,33 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         hp->llama3_original_ctx = 8192;
         if ((st = get_f32_arch(g, a, "rope.scaling.low_freq_factor", &hp->llama3_low_freq_factor)) ||
             (st = get_f32_arch(g, a, "rope.scaling.high_freq_factor", &hp->llama3_high_freq_factor)) ||
-            (st = get_u32_arch(g, a, "rope.scaling.original_context_length", &hp->llama3_original_ctx, false)))
+            (st = get_u32_arch(g, a, "rope.scaling.original_context_length", &hp->llama3_original_ctx, false)) ||
+            (st = check_positive(a, "rope.scaling.low_freq_factor", hp->llama3_low_freq_factor)) ||
+            (st = check_positive(a, "rope.scaling.high_freq_factor", hp->llama3_high_freq_factor)) ||
+            (st = check_count(a, "rope.scaling.original_context_length", hp->llama3_original_ctx, MAX_CTX)))
             return st;
+        /* the blend between them divides by their difference */
+        if (!(hp->llama3_high_freq_factor > hp->llama3_low_freq_factor))
+            return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.rope.scaling.high_freq_factor' (%g) must be above "
+                                             "'%s.rope.scaling.low_freq_factor' (%g)",
+                             a, (double)hp->llama3_high_freq_factor, a, (double)hp->llama3_low_freq_factor);
     } else if (stype.len && !(stype.len == 4 && !memcmp(stype.data, "none", 4)))
         return vkv_error(VKV_ERR_UNSUPPORTED, "unsupported rope scaling type '%.*s'", (int)stype.len, stype.data);
-    if (!(hp->rms_eps > 0) || !(hp->rope_base > 0))
-        return vkv_error(VKV_ERR_FORMAT, "bad rms epsilon %g or rope base %g", hp->rms_eps, hp->rope_base);
     hp->rope_mode = hp->arch == VKV_ARCH_LLAMA ? VKV_ROPE_INTERLEAVED : VKV_ROPE_NEOX;
     hp->has_qkv_bias = hp->arch == VKV_ARCH_QWEN2;
     hp->has_qk_norm = hp->arch == VKV_ARCH_QWEN3;
 
     /* Vocabulary size: metadata, else the token list, else the embedding. */
     if ((st = get_u32_arch(g, a, "vocab_size", &hp->n_vocab, false))) return st;
+    if (hp->n_vocab && (st = check_count(a, "vocab_size", hp->n_vocab, MAX_VOCAB))) return st;
     const vkv_gguf_tensor *emb = vkv_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return vkv_error(VKV_ERR_FORMAT, "model is missing tensor 'token_embd.weight'");
-    if (!hp->n_vocab) hp->n_vocab = (uint32_t)emb->ne[1];
+    if (!hp->n_vocab) {
+        if (emb->ne[1] > MAX_VOCAB) /* checked before narrowing to 32 bits */
+            return vkv_error(VKV_ERR_FORMAT, "tensor 'token_embd.weight' has %llu rows, a vocabulary over the limit "
+                                             "of %u", (unsigned long long)emb->ne[1], MAX_VOCAB);
+        hp->n_vocab = (uint32_t)emb->ne[1];
+    }
     hp->tied_output = vkv_gguf_find_tensor(g, "output.weight") == NULL;
     return VKV_OK;
 }
@@ -161,6 +237,7 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
     if (st) goto error;
     if ((st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
     vkv_hparams *hp = &m->hp;
+    /* at most MAX_WIDTH each (vkv_hparams_from_gguf): 32 bits hold them */
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     uint32_t v_dim = hp->n_head_kv * hp->head_dim_v, o_in = hp->n_head * hp->head_dim_v;
 
@@ -183,6 +260,12 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
         }
         if (!(m->rope_factors = malloc(4ull * n_pairs))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
         vkv_dequantize_row((vkv_dtype)rf->type, rf->data, m->rope_factors, n_pairs);
+        for (uint32_t i = 0; i < n_pairs; i++) /* each divides a frequency */
+            if (!isfinite(m->rope_factors[i]) || !(m->rope_factors[i] > 0)) {
+                st = vkv_error(VKV_ERR_FORMAT, "tensor 'rope_freqs.weight' holds %g at %u: every factor must be a "
+                                               "finite number above 0", (double)m->rope_factors[i], i);
+                goto error;
+            }
     } else if (hp->llama3_scaling) {
         if (!(m->rope_factors = malloc(4ull * n_pairs))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
         vkv_rope_llama3_factors(hp->n_rot, hp->rope_base, hp->llama3_factor, hp->llama3_low_freq_factor,

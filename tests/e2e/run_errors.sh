@@ -56,11 +56,59 @@ arch = data.replace(b'\x05\x00\x00\x00\x00\x00\x00\x00llama', b'\x05\x00\x00\x00
 open(sys.argv[2] + '/gemma.gguf', 'wb').write(arch)
 open(sys.argv[2] + '/no-norm.gguf', 'wb').write(data.replace(b'output_norm.weight', b'output_xorm.weight', 1))
 PY
+# Hyper-parameters the GGUF reader accepts but no model can have: each
+# metadata value rewritten in place (same type, same size).
+python3 - "$src" "$tmp" <<'PY'
+import struct, sys
+data = open(sys.argv[1], 'rb').read()
+SIZES = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+def value_offsets():
+    """key -> (type, offset of its value), walking the metadata of a v3 file"""
+    n_kv = struct.unpack_from('<Q', data, 16)[0]
+    o, out = 24, {}
+    def skip_str(o):
+        return o + 8 + struct.unpack_from('<Q', data, o)[0]
+    for _ in range(n_kv):
+        end = skip_str(o)
+        key = data[o + 8:end].decode()
+        t = struct.unpack_from('<I', data, end)[0]
+        o = end + 4
+        out[key] = (t, o)
+        if t == 8:
+            o = skip_str(o)
+        elif t == 9:
+            et, n = struct.unpack_from('<IQ', data, o)
+            o += 12
+            for _ in range(n):
+                o = skip_str(o) if et == 8 else o + SIZES[et]
+        else:
+            o += SIZES[t]
+    return out
+offs = value_offsets()
+def write(name, **values):
+    d = bytearray(data)
+    for key, v in values.items():
+        t, o = offs['llama.' + key.replace('__', '.')]
+        struct.pack_into('<I' if t == 4 else '<f', d, o, v)
+    open(sys.argv[2] + '/' + name, 'wb').write(bytes(d))
+write('blocks-1e9.gguf', block_count=10**9)
+write('heads-2e31.gguf', attention__head_count=2**31 + 1, attention__head_count_kv=2**31 + 1)
+write('eps-inf.gguf', attention__layer_norm_rms_epsilon=float('inf'))
+write('rope-nan.gguf', rope__freq_base=float('nan'))
+write('rope-negative.gguf', rope__freq_base=-10000.0)
+PY
 
 expect 1 "truncated|runs past the end|past the end" -- "$vkv" run -m "$tmp/truncated.gguf" --ids 1 -n 1
 expect 1 "malformed|truncated|past the end" -- "$vkv" run -m "$tmp/header-only.gguf" --ids 1 -n 1
 expect 1 "unsupported architecture 'gemma'" -- "$vkv" run -m "$tmp/gemma.gguf" --ids 1 -n 1
 expect 1 "missing tensor 'output_norm.weight'" -- "$vkv" run -m "$tmp/no-norm.gguf" --ids 1 -n 1
+# a format error naming the key and its value, not a wrapped width, an
+# allocation failure or silently garbage output
+expect 1 "'llama.block_count' is 1000000000, but the file holds [0-9]+ tensors" -- "$vkv" run -m "$tmp/blocks-1e9.gguf" --ids 1 -n 1
+expect 1 "'llama.attention.head_count' is 2147483649" -- "$vkv" run -m "$tmp/heads-2e31.gguf" --ids 1 -n 1
+expect 1 "'llama.attention.layer_norm_rms_epsilon' is inf" -- "$vkv" run -m "$tmp/eps-inf.gguf" --ids 1 -n 1
+expect 1 "'llama.rope.freq_base' is -?nan" -- "$vkv" run -m "$tmp/rope-nan.gguf" --ids 1 -n 1
+expect 1 "'llama.rope.freq_base' is -10000" -- "$vkv" run -m "$tmp/rope-negative.gguf" --ids 1 -n 1
 expect 1 "cannot open|No such file" -- "$vkv" run -m "$tmp/does-not-exist.gguf" --ids 1 -n 1
 expect 2 "longer than the 4-token context" -- "$vkv" run -m "$src" --ids 1,2,3,4,5,6 --ctx 4
 expect 2 "outside the vocabulary" -- "$vkv" run -m "$src" --ids 1,99999

@@ -16,6 +16,7 @@
 
 #include "core/dtype.h"
 #include "model/gguf.h"
+#include "model/model.h"
 
 /* ------------------------------------------------ hand-made file builder */
 
@@ -120,6 +121,17 @@ static void tb_tensor_file(tbuf *b, const tinfo *ts, size_t n, size_t data_bytes
 }
 
 /* ------------------------------------------------------ writer fixtures */
+
+/* The writer's file serialised to memory (*data: free() it after closing the
+ * handle) and opened; the writer is freed. */
+static vkv_gguf *open_written(vkv_gguf_writer *w, void **data, size_t *size)
+{
+    assert_int_equal(vkv_gguf_writer_to_memory(w, data, size), VKV_OK);
+    vkv_gguf_writer_free(w);
+    vkv_gguf *g;
+    assert_int_equal(vkv_gguf_open_memory(*data, *size, &g), VKV_OK);
+    return g;
+}
 
 static const char *const k_strs[] = { "hello", "", "wörld", "<0x0A>", "▁the" };
 static const uint8_t k_u8[] = { 0, 1, 255 };
@@ -303,11 +315,7 @@ static void gguf_roundtrip_preserves_every_value_type(void **state)
     vkv_gguf_writer *w = make_writer(0);
     void *data;
     size_t size;
-    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
-    vkv_gguf_writer_free(w);
-
-    vkv_gguf *g;
-    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    vkv_gguf *g = open_written(w, &data, &size);
     assert_int_equal(vkv_gguf_alignment(g), 32);
     assert_int_equal(vkv_gguf_find_key(g, "general.alignment"), -1); /* default: not written */
     check_values(g);
@@ -401,10 +409,7 @@ static void gguf_writer_replaces_a_key_set_twice(void **state)
     assert_int_equal(vkv_gguf_set_str(w, "a", "now a string"), VKV_OK);
     void *data;
     size_t size;
-    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
-    vkv_gguf_writer_free(w);
-    vkv_gguf *g;
-    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    vkv_gguf *g = open_written(w, &data, &size);
     assert_int_equal(vkv_gguf_n_kv(g), 2);
     vkv_gguf_str s;
     assert_int_equal(vkv_gguf_get_str(g, "a", &s), VKV_OK);
@@ -451,11 +456,7 @@ static void gguf_open_keeps_tensor_of_unknown_type(void **state)
     assert_int_equal(vkv_gguf_add_tensor(w, "plain", VKV_F32, 1, ne, NULL, 28), VKV_OK); /* zero-filled */
     void *data;
     size_t size;
-    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
-    vkv_gguf_writer_free(w);
-
-    vkv_gguf *g;
-    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    vkv_gguf *g = open_written(w, &data, &size);
     const vkv_gguf_tensor *t = vkv_gguf_find_tensor(g, "exotic");
     assert_non_null(t);
     assert_int_equal(t->type, 1000);
@@ -546,10 +547,7 @@ static void gguf_getters_name_the_missing_key(void **state)
     vkv_gguf_writer *w = make_writer(0);
     void *data;
     size_t size;
-    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
-    vkv_gguf_writer_free(w);
-    vkv_gguf *g;
-    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    vkv_gguf *g = open_written(w, &data, &size);
 
     uint32_t u32 = 77;
     float f = 2.5f;
@@ -585,10 +583,7 @@ static void gguf_arr_str_rejects_out_of_range_index(void **state)
     vkv_gguf_writer *w = make_writer(0);
     void *data;
     size_t size;
-    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
-    vkv_gguf_writer_free(w);
-    vkv_gguf *g;
-    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    vkv_gguf *g = open_written(w, &data, &size);
     vkv_gguf_str s;
     assert_int_equal(vkv_gguf_arr_str(g, "tokenizer.ggml.tokens", N_ELEMS(k_strs), &s), VKV_ERR_ARG);
     assert_non_null(strstr(vkv_last_error(), "tokenizer.ggml.tokens"));
@@ -1102,10 +1097,7 @@ static void gguf_open_survives_random_corruption(void **state)
     vkv_gguf_writer *w = make_writer(0);
     void *data;
     size_t size;
-    assert_int_equal(vkv_gguf_writer_to_memory(w, &data, &size), VKV_OK);
-    vkv_gguf_writer_free(w);
-    vkv_gguf *g;
-    assert_int_equal(vkv_gguf_open_memory(data, size, &g), VKV_OK);
+    vkv_gguf *g = open_written(w, &data, &size);
     size_t header_end = (size_t)((const uint8_t *)vkv_gguf_tensor_at(g, 0)->data - (const uint8_t *)data);
     vkv_gguf_close(g);
 
@@ -1391,6 +1383,160 @@ static void gguf_open_reads_every_vocab(void **state)
     if (n_read == 0) skip();
 }
 
+/* ---------------------------- hyper-parameters that the reader accepts but
+ * the model cannot use (model.c): each a format error naming the key. */
+
+/* A llama file vkv_hparams_from_gguf accepts: width 8, two heads of 4, feed-
+ * forward 16, vocabulary 4, and n_blocks blocks of the nine tensors each needs
+ * (their values are never read, so every tensor is 8 zeros). */
+static vkv_gguf_writer *hp_writer(uint32_t n_blocks)
+{
+    static const char *const block_tensors[] = { "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down" };
+    static const float zeros[8 * 4];
+    const uint64_t ne_emb[] = { 8, 4 }, ne_vec[] = { 8 };
+    vkv_gguf_writer *w = vkv_gguf_writer_new(0);
+    assert_non_null(w);
+    assert_int_equal(vkv_gguf_set_str(w, "general.architecture", "llama"), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.embedding_length", 8), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.block_count", n_blocks), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.feed_forward_length", 16), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.head_count", 2), VKV_OK);
+    assert_int_equal(vkv_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f), VKV_OK);
+    assert_int_equal(vkv_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f), VKV_OK);
+    assert_int_equal(vkv_gguf_add_tensor(w, "token_embd.weight", VKV_F32, 2, ne_emb, zeros, sizeof zeros), VKV_OK);
+    assert_int_equal(vkv_gguf_add_tensor(w, "output_norm.weight", VKV_F32, 1, ne_vec, zeros, 32), VKV_OK);
+    for (uint32_t b = 0; b < n_blocks; b++)
+        for (size_t i = 0; i < N_ELEMS(block_tensors); i++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.%s.weight", b, block_tensors[i]);
+            assert_int_equal(vkv_gguf_add_tensor(w, name, VKV_F32, 1, ne_vec, zeros, 32), VKV_OK);
+        }
+    return w;
+}
+
+/* vkv_hparams_from_gguf on the writer's file (then freed) gives `want`, and
+ * on failure a message containing both needles (NULL: none). */
+static void expect_hparams(vkv_gguf_writer *w, vkv_status want, const char *needle, const char *needle2)
+{
+    void *data;
+    size_t size;
+    vkv_gguf *g = open_written(w, &data, &size);
+    vkv_hparams hp;
+    vkv_clear_error();
+    vkv_status s = vkv_hparams_from_gguf(g, &hp);
+    const char *msg = vkv_last_error();
+    if (s != want || (needle && !strstr(msg, needle)) || (needle2 && !strstr(msg, needle2)))
+        fail_msg("expected %s with '%s' and '%s', got %s: %s", vkv_status_name(want), needle ? needle : "",
+                 needle2 ? needle2 : "", vkv_status_name(s), msg);
+    vkv_gguf_close(g);
+    free(data);
+}
+
+static void hparams_accept_the_fixture(void **state)
+{
+    (void)state;
+    /* the rejections below fail on the value they change, not on the rest */
+    expect_hparams(hp_writer(1), VKV_OK, NULL, NULL);
+    expect_hparams(hp_writer(3), VKV_OK, NULL, NULL);
+}
+
+static void hparams_reject_a_query_width_that_wraps_32_bits(void **state)
+{
+    (void)state;
+    /* 2^31 + 1 heads of 2: 2^32 + 2 wraps to a query width of 2 in 32 bits */
+    vkv_gguf_writer *w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.head_count", 2147483649u), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.head_count_kv", 2147483649u), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.key_length", 2), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.value_length", 2), VKV_OK);
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.attention.head_count' is 2147483649", NULL);
+    /* each key within its own bound, the product 2^12 x 2^20 = 2^32 wraps to 0 */
+    w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.head_count", 4096), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.key_length", 1u << 20), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.value_length", 1u << 20), VKV_OK);
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.attention.key_length'", "query width of 4294967296");
+    w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.attention.key_length", 0x80000000u), VKV_OK);
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.attention.key_length' is 2147483648", NULL);
+}
+
+static void hparams_reject_widths_and_counts_out_of_range(void **state)
+{
+    (void)state;
+    static const struct { const char *key; uint32_t v; const char *needle; } cases[] = {
+        { "llama.embedding_length", 0x80000001u, "'llama.embedding_length' is 2147483649" },
+        { "llama.embedding_length", 0, "'llama.embedding_length' is 0" },
+        { "llama.feed_forward_length", UINT32_MAX, "'llama.feed_forward_length' is 4294967295" },
+        { "llama.attention.head_count_kv", 1u << 20, "'llama.attention.head_count_kv' is 1048576" },
+        { "llama.context_length", UINT32_MAX, "'llama.context_length' is 4294967295" },
+        { "llama.vocab_size", UINT32_MAX, "'llama.vocab_size' is 4294967295" },
+    };
+    for (size_t i = 0; i < N_ELEMS(cases); i++) {
+        vkv_gguf_writer *w = hp_writer(1);
+        assert_int_equal(vkv_gguf_set_u32(w, cases[i].key, cases[i].v), VKV_OK);
+        expect_hparams(w, VKV_ERR_FORMAT, cases[i].needle, NULL);
+    }
+}
+
+static void hparams_reject_a_block_count_beyond_the_tensors(void **state)
+{
+    (void)state;
+    /* 10^9 blocks in a file of 11 tensors: refused before anything is
+     * allocated per block */
+    vkv_gguf_writer *w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.block_count", 1000000000u), VKV_OK);
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.block_count' is 1000000000", "holds 11 tensors");
+    /* enough tensors for three blocks, but the third block is not there */
+    w = hp_writer(2);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.block_count", 3), VKV_OK);
+    const uint64_t ne[] = { 1 };
+    static const float zero;
+    for (int i = 0; i < 9; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "extra.%d", i);
+        assert_int_equal(vkv_gguf_add_tensor(w, name, VKV_F32, 1, ne, &zero, 4), VKV_OK);
+    }
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.block_count' is 3", "no tensor 'blk.2.attn_norm.weight'");
+}
+
+static void hparams_reject_non_finite_or_non_positive_floats(void **state)
+{
+    (void)state;
+    static const char *const keys[] = { "llama.attention.layer_norm_rms_epsilon", "llama.rope.freq_base",
+                                        "llama.rope.scaling.factor" };
+    const float bad[] = { INFINITY, -INFINITY, NAN, 0.0f, -1.0f };
+    const char *const shown[] = { "is inf", "is -inf", "nan", "is 0", "is -1" };
+    for (size_t k = 0; k < N_ELEMS(keys); k++)
+        for (size_t v = 0; v < N_ELEMS(bad); v++) {
+            vkv_gguf_writer *w = hp_writer(1);
+            assert_int_equal(vkv_gguf_set_f32(w, keys[k], bad[v]), VKV_OK);
+            char needle[96];
+            snprintf(needle, sizeof needle, "'%s'", keys[k]);
+            expect_hparams(w, VKV_ERR_FORMAT, needle, shown[v]);
+        }
+    /* Llama-3 scaling: its factors divide, and the blend divides by their difference */
+    static const char *const l3_keys[] = { "llama.rope.scaling.low_freq_factor", "llama.rope.scaling.high_freq_factor" };
+    for (size_t k = 0; k < N_ELEMS(l3_keys); k++) {
+        vkv_gguf_writer *w = hp_writer(1);
+        assert_int_equal(vkv_gguf_set_str(w, "llama.rope.scaling.type", "llama3"), VKV_OK);
+        assert_int_equal(vkv_gguf_set_f32(w, l3_keys[k], NAN), VKV_OK);
+        char needle[96];
+        snprintf(needle, sizeof needle, "'%s'", l3_keys[k]);
+        expect_hparams(w, VKV_ERR_FORMAT, needle, "nan");
+    }
+    vkv_gguf_writer *w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_str(w, "llama.rope.scaling.type", "llama3"), VKV_OK);
+    assert_int_equal(vkv_gguf_set_f32(w, "llama.rope.scaling.low_freq_factor", 4.0f), VKV_OK);
+    assert_int_equal(vkv_gguf_set_f32(w, "llama.rope.scaling.high_freq_factor", 4.0f), VKV_OK);
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.rope.scaling.high_freq_factor' (4) must be above", NULL);
+    w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_str(w, "llama.rope.scaling.type", "llama3"), VKV_OK);
+    assert_int_equal(vkv_gguf_set_u32(w, "llama.rope.scaling.original_context_length", 0), VKV_OK);
+    expect_hparams(w, VKV_ERR_FORMAT, "'llama.rope.scaling.original_context_length' is 0", NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1434,6 +1580,11 @@ int main(void)
         cmocka_unit_test(gguf_open_reads_stories260k),
         cmocka_unit_test(gguf_open_reads_every_vocab),
         cmocka_unit_test(gguf_writer_reproduces_shared_models_byte_for_byte),
+        cmocka_unit_test(hparams_accept_the_fixture),
+        cmocka_unit_test(hparams_reject_a_query_width_that_wraps_32_bits),
+        cmocka_unit_test(hparams_reject_widths_and_counts_out_of_range),
+        cmocka_unit_test(hparams_reject_a_block_count_beyond_the_tensors),
+        cmocka_unit_test(hparams_reject_non_finite_or_non_positive_floats),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
