@@ -15,8 +15,12 @@ u32 element type + u64 count + elements.  ne[0] is the contiguous dimension:
 a row-major array of shape (rows, cols) is written as ne = (cols, rows), so a
 torch Linear weight [out, in] has ne = (in, out).
 
-Only F32 tensors (ggml type 0) are written; the reader also understands F16.
+add_tensor_f32 writes F32 tensors; add_tensor_raw writes a tensor of any ggml
+type from its encoded bytes (blocks as ggml lays them out), produced while the
+file is written so that large models need not be held in memory.  The reader
+decodes F32, F16 and BF16 and returns the other types as raw block bytes.
 """
+import mmap
 import struct
 
 ALIGNMENT = 32
@@ -31,6 +35,39 @@ _SCALAR_FMT = {
 
 GGML_TYPE_F32 = 0
 GGML_TYPE_F16 = 1
+GGML_TYPE_BF16 = 30
+
+# ggml tensor types: name -> (type id, elements per block, bytes per block)
+GGML_TYPES = {
+    "f32": (0, 1, 4), "f16": (1, 1, 2), "bf16": (30, 1, 2),
+    "q4_0": (2, 32, 18), "q4_1": (3, 32, 20), "q5_0": (6, 32, 22), "q5_1": (7, 32, 24), "q8_0": (8, 32, 34),
+    "q2_K": (10, 256, 84), "q3_K": (11, 256, 110), "q4_K": (12, 256, 144), "q5_K": (13, 256, 176),
+    "q6_K": (14, 256, 210), "iq4_nl": (20, 32, 18), "iq4_xs": (23, 256, 136),
+}
+GGML_TYPE_NAMES = {v[0]: k for k, v in GGML_TYPES.items()}
+
+
+def type_info(ggml_type):
+    """(name, elements per block, bytes per block) of a type id or name."""
+    if isinstance(ggml_type, str):
+        tid, blck, size = GGML_TYPES[ggml_type]
+        return ggml_type, blck, size
+    name = GGML_TYPE_NAMES.get(ggml_type)
+    if name is None:
+        raise ValueError("unknown ggml type %r" % (ggml_type,))
+    return (name,) + GGML_TYPES[name][1:]
+
+
+def tensor_nbytes(ne, ggml_type):
+    """Bytes of a tensor of shape ne (ne[0] contiguous) in a ggml type; ne[0]
+    must be a whole number of blocks."""
+    _, blck, size = type_info(ggml_type)
+    if ne[0] % blck:
+        raise ValueError("row of %d elements is not a multiple of the %d-element block" % (ne[0], blck))
+    n = ne[0] // blck * size
+    for x in ne[1:]:
+        n *= x
+    return n
 
 
 class Val:
@@ -71,7 +108,7 @@ class GGUFWriter:
     def __init__(self, path):
         self.path = path
         self.kv = []        # (key, Val)
-        self.tensors = []   # (name, ne tuple, bytes)
+        self.tensors = []   # (name, ne tuple, ggml type id, nbytes, bytes or chunk producer)
 
     # metadata helpers
     def add(self, key, vtype, value, elem=None):
@@ -85,15 +122,31 @@ class GGUFWriter:
     def add_bool(self, key, v): self.add(key, T_BOOL, bool(v))
     def add_str(self, key, v): self.add(key, T_STRING, v)
     def add_arr(self, key, elem, values): self.add(key, T_ARRAY, list(values), elem)
+    def add_val(self, key, val): self.add(key, val.vtype, val.value, val.elem)
+
+    def _add_tensor(self, name, ne, ggml_type, nbytes, data):
+        if any(t[0] == name for t in self.tensors):
+            raise ValueError("duplicate tensor " + name)
+        self.tensors.append((name, tuple(int(x) for x in ne), ggml_type, nbytes, data))
 
     def add_tensor_f32(self, name, array):
         """array: a C-contiguous numpy float32 array in row-major order (shape
         (d_{n-1}, ..., d_0)); written with ne = reversed(shape)."""
         import numpy as np
         a = np.ascontiguousarray(array, dtype="<f4")
-        if any(t[0] == name for t in self.tensors):
-            raise ValueError("duplicate tensor " + name)
-        self.tensors.append((name, tuple(reversed(a.shape)), a.tobytes()))
+        self._add_tensor(name, tuple(reversed(a.shape)), GGML_TYPE_F32, a.nbytes, a.tobytes())
+
+    def add_tensor_raw(self, name, ne, ggml_type, data):
+        """A tensor of shape ne (ne[0] contiguous) in any ggml type (id or name)
+        from its encoded bytes: a bytes-like object, or a callable returning an
+        iterable of bytes-like chunks, called while the file is written.  The
+        total must be exactly the type's size for ne."""
+        tid = GGML_TYPES[ggml_type][0] if isinstance(ggml_type, str) else int(ggml_type)
+        nbytes = tensor_nbytes(ne, tid)
+        if not callable(data) and memoryview(data).nbytes != nbytes:
+            raise ValueError("tensor %s: %d bytes given, its type and shape need %d"
+                             % (name, memoryview(data).nbytes, nbytes))
+        self._add_tensor(name, ne, tid, nbytes, data)
 
     def write(self):
         head = [b"GGUF", struct.pack("<IQQ", 3, len(self.tensors), len(self.kv))]
@@ -102,19 +155,24 @@ class GGUFWriter:
             head.append(struct.pack("<I", v.vtype))
             head.append(_pack_value(v.vtype, v.value, v.elem))
         offset = 0
-        for name, ne, data in self.tensors:
+        for name, ne, tid, nbytes, _ in self.tensors:
             head.append(_pack_str(name))
             head.append(struct.pack("<I", len(ne)))
             head.append(struct.pack("<%dQ" % len(ne), *ne))
-            head.append(struct.pack("<IQ", GGML_TYPE_F32, offset))
-            offset += len(data) + _pad(len(data))
+            head.append(struct.pack("<IQ", tid, offset))
+            offset += nbytes + _pad(nbytes)
         header = b"".join(head)
         with open(self.path, "wb") as f:
             f.write(header)
             f.write(b"\0" * _pad(len(header)))
-            for _, _, data in self.tensors:
-                f.write(data)
-                f.write(b"\0" * _pad(len(data)))
+            for name, _, _, nbytes, data in self.tensors:
+                written = 0
+                for chunk in (data() if callable(data) else (data,)):
+                    f.write(chunk)
+                    written += memoryview(chunk).nbytes
+                if written != nbytes:
+                    raise ValueError("tensor %s: %d bytes produced, %d expected" % (name, written, nbytes))
+                f.write(b"\0" * _pad(nbytes))
 
 
 # ---------------------------------------------------------------- reader
@@ -137,23 +195,36 @@ class _Buf:
         return s.decode("utf-8")
 
     def value(self, vtype):
+        return self.typed_value(vtype).value
+
+    def typed_value(self, vtype):
         if vtype == T_STRING:
-            return self.str()
+            return Val(vtype, self.str())
         if vtype == T_ARRAY:
             elem, n = self.take("<IQ")
             if elem == T_STRING:
-                return [self.str() for _ in range(n)]
+                return Val(vtype, [self.str() for _ in range(n)], elem)
             fmt = _SCALAR_FMT[elem]
-            return list(self.take("<%d%s" % (n, fmt[1])))
-        return self.take(_SCALAR_FMT[vtype])[0]
+            return Val(vtype, list(self.take("<%d%s" % (n, fmt[1]))), elem)
+        return Val(vtype, self.take(_SCALAR_FMT[vtype])[0])
 
 
-def read_gguf(path, load_tensors=True):
+def _rows(ne):
+    n = 1
+    for x in ne[1:]:
+        n *= x
+    return n
+
+
+def read_gguf(path, load_tensors=True, typed=False):
     """Parses a GGUF file. Returns (metadata dict, tensors dict name -> numpy array
     of shape reversed(ne)) (tensors are None when load_tensors is False), plus
-    a third dict name -> (ne, ggml_type, absolute file offset)."""
+    a third dict name -> (ne, ggml_type, absolute file offset).
+    F32, F16 and BF16 tensors are decoded to float32; other types are returned
+    as their raw bytes, a uint8 array of shape reversed(ne[1:]) + (row bytes,).
+    typed=True gives metadata values as Val objects (type kept, for copying)."""
     with open(path, "rb") as f:
-        data = f.read()
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     b = _Buf(data)
     if b.take("<4s")[0] != b"GGUF":
         raise ValueError("not a GGUF file")
@@ -167,7 +238,7 @@ def read_gguf(path, load_tensors=True):
         (vt,) = b.take("<I")
         if key in meta:
             raise ValueError("duplicate key " + key)
-        meta[key] = b.value(vt)
+        meta[key] = b.typed_value(vt) if typed else b.value(vt)
     info = {}
     for _ in range(n_t):
         name = b.str()
@@ -176,6 +247,7 @@ def read_gguf(path, load_tensors=True):
         gtype, off = b.take("<IQ")
         info[name] = (tuple(ne), gtype, off)
     align = meta.get("general.alignment", ALIGNMENT)
+    align = align.value if isinstance(align, Val) else align
     base = b.o + _pad(b.o, align)
     tensors = None
     if load_tensors:
@@ -184,12 +256,19 @@ def read_gguf(path, load_tensors=True):
         for name, (ne, gtype, off) in info.items():
             if off % align:
                 raise ValueError("tensor %s misaligned" % name)
-            n = 1
-            for x in ne:
-                n *= x
-            dt = {GGML_TYPE_F32: "<f4", GGML_TYPE_F16: "<f2"}[gtype]
             start = base + off
-            arr = np.frombuffer(data, dtype=dt, count=n, offset=start)
-            tensors[name] = arr.reshape(tuple(reversed(ne))).astype(np.float32)
+            nbytes = tensor_nbytes(ne, gtype)
+            if start + nbytes > len(data):
+                raise ValueError("tensor %s runs past the end of the file" % name)
+            if gtype in (GGML_TYPE_F32, GGML_TYPE_F16):
+                dt = {GGML_TYPE_F32: "<f4", GGML_TYPE_F16: "<f2"}[gtype]
+                arr = np.frombuffer(data, dtype=dt, count=nbytes // np.dtype(dt).itemsize, offset=start)
+                tensors[name] = arr.reshape(tuple(reversed(ne))).astype(np.float32)
+            elif gtype == GGML_TYPE_BF16:
+                arr = np.frombuffer(data, dtype="<u2", count=nbytes // 2, offset=start)
+                tensors[name] = (arr.astype(np.uint32) << 16).view(np.float32).reshape(tuple(reversed(ne)))
+            else:
+                raw = np.frombuffer(data, dtype=np.uint8, count=nbytes, offset=start)
+                tensors[name] = raw.reshape(tuple(reversed(ne[1:])) + (nbytes // max(1, _rows(ne)),))
             info[name] = (ne, gtype, start)
     return meta, tensors, info

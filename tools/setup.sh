@@ -12,7 +12,7 @@ mode=${1:---run}
 case "$mode" in --run|--test|--install) ;; *) echo "usage: bash tools/setup.sh [--run|--test|--install]" >&2; exit 2;; esac
 
 packages=(
-  build-essential pkg-config meson ninja-build python3
+  build-essential pkg-config meson ninja-build python3 python3-numpy
   libvulkan-dev libvulkan1 libvulkan-volk-dev mesa-vulkan-drivers vulkan-validationlayers
   glslang-tools libcmocka-dev libpcre2-dev
 )
