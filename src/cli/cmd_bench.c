@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/load_report.h"
 #include "core/rng.h"
 #include "calib/calib.h"
 #include "infer/forward.h"
@@ -324,9 +325,11 @@ static int bench_model(int argc, char **argv)
     float *logits = NULL;
     vkv_status st;
     int rc = 1;
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
-        (st = vkv_model_load(gpu, path, &m)))
+    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)))
         goto fail;
+    double t_load = now_s();
+    if ((st = vkv_model_load(gpu, path, &m))) goto fail;
+    t_load = now_s() - t_load;
     uint32_t n_ctx = (uint32_t)(n_pp + n_tg + 1);
     vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = n_pp ? (uint32_t)n_pp : 1, .kv_type = kv_type};
     if ((st = vkv_ctx_create(gpu, m, &cp, &ctx))) goto fail;
@@ -363,6 +366,12 @@ static int bench_model(int argc, char **argv)
                params / 1e6, vkv_gpu_caps(gpu)->name, test == 0 ? "pp" : "tg", (long long)n, mean, sd);
         fflush(stdout);
     }
+    /* The warm-up runs built every pipeline: the timed runs paid none. */
+    printf("\n");
+    cli_print_load_report(stdout, t_load, m->weight_bytes, gpu);
+    vkv_mem_stats ms = vkv_gpu_mem_stats(gpu);
+    printf("device memory: peak in use %.2f MiB, allocated %.2f MiB\n", ms.device_peak_used / 1048576.0,
+           ms.device_bytes_allocated / 1048576.0);
     rc = 0;
     goto out;
 fail:

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "cli/load_report.h"
 #include "infer/forward.h"
 #include "calib/calib.h"
 #include "cli/tier_dump.h"
@@ -57,6 +58,10 @@ static double now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
+
+/* Seconds spent building pipelines so far: taken out of the prompt and
+ * generation times, which would otherwise count the driver's compilation. */
+static double pipeline_seconds(const vkv_gpu *gpu) { return vkv_gpu_pipeline_stats(gpu).seconds; }
 
 /* "1,2,3" -> ids; false (with a message) on anything else. */
 static bool parse_ids(const char *s, int32_t **ids, size_t *n)
@@ -243,9 +248,11 @@ int cmd_run(int argc, char **argv)
     vkv_kvzip_prompt kvzip = {0}; /* KVzip's reconstruction prompt */
     uint32_t press_room = 0;      /* slots the press uses past the compressed tokens */
 
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
-        (st = vkv_model_load(gpu, model_path, &model)))
+    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)))
         goto fail;
+    double t_load = now_s();
+    if ((st = vkv_model_load(gpu, model_path, &model))) goto fail;
+    t_load = now_s() - t_load;
     const vkv_hparams *hp = &model->hp;
     if (ids_arg) {
         if (!parse_ids(ids_arg, &ids, &n_ids)) { rc = 2; goto out; }
@@ -337,6 +344,19 @@ int cmd_run(int argc, char **argv)
         rc = 2;
         goto out;
     }
+    /* Refuse a context the device cannot hold before allocating any of it. */
+    vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &cp);
+    uint64_t heap = vkv_gpu_mem_stats(gpu).device_heap_bytes, need = model->weight_bytes + plan.kv_bytes + plan.scratch_bytes;
+    if (need > heap) {
+        uint64_t per_token = plan.kv_bytes / plan.n_ctx, room = heap > need - plan.kv_bytes ? heap - (need - plan.kv_bytes) : 0;
+        st = vkv_error(VKV_ERR_OOM, "a %u-token context does not fit device '%s': weights %.2f MiB + KV cache %.2f MiB + "
+                                    "scratch %.2f MiB = %.2f MiB, over its %.2f MiB memory heap; lower --ctx (about %llu "
+                                    "tokens fit)",
+                       plan.n_ctx, vkv_gpu_caps(gpu)->name, model->weight_bytes / 1048576.0, plan.kv_bytes / 1048576.0,
+                       plan.scratch_bytes / 1048576.0, need / 1048576.0, heap / 1048576.0,
+                       (unsigned long long)(per_token ? room / per_token : 0));
+        goto fail;
+    }
     if ((st = vkv_ctx_create(gpu, model, &cp, &ctx)) || (st = vkv_sampler_create(&sp, (int32_t)hp->n_vocab, &smp))) goto fail;
     if (!(logits = malloc(sizeof *logits * hp->n_vocab * (dump_path ? n_ids : 1)))) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
@@ -354,7 +374,7 @@ int cmd_run(int argc, char **argv)
     }
     if (!n_context_ids) n_context_ids = n_ids;
 
-    double t0 = now_s();
+    double t0 = now_s(), pipe0 = pipeline_seconds(gpu);
     if (press) {
         /* Prefill what is compressed, compress, then the rest of the prompt. */
         uint32_t n_compress = (uint32_t)(query_aware ? n_ids : n_context_ids);
@@ -372,9 +392,9 @@ int cmd_run(int argc, char **argv)
             (st = vkv_press_session_create(ctx, model, &vp, n_compress, &session)) ||
             (st = vkv_ctx_eval(ctx, ids, n_compress, dump_path != NULL, logits)))
             goto fail;
-        double tc0 = now_s();
+        double tc0 = now_s(), pipe_c0 = pipeline_seconds(gpu);
         if ((st = vkv_press_session_compress(session, &report))) goto fail;
-        double t_compress = now_s() - tc0;
+        double t_compress = now_s() - tc0 - (pipeline_seconds(gpu) - pipe_c0);
         if (n_compress < n_ids &&
             (st = vkv_ctx_eval(ctx, ids + n_compress, (uint32_t)(n_ids - n_compress), dump_path != NULL,
                                dump_path ? logits + (size_t)n_compress * hp->n_vocab : logits)))
@@ -395,7 +415,7 @@ int cmd_run(int argc, char **argv)
                                dump_path ? logits + n_context_ids * hp->n_vocab : logits)))
             goto fail;
     }
-    double t_prompt = now_s() - t0;
+    double t_prompt = now_s() - t0 - (pipeline_seconds(gpu) - pipe0);
     if (dump) {
         size_t n = (size_t)n_ids * hp->n_vocab;
         if (fwrite(logits, sizeof *logits, n, dump) != n || fclose(dump) != 0) {
@@ -411,7 +431,7 @@ int cmd_run(int argc, char **argv)
 
     if (!print_ids && prompt && !chat) { fputs(prompt, stdout); fflush(stdout); }
     int64_t n_gen = 0;
-    double t1 = now_s();
+    double t1 = now_s(), pipe1 = pipeline_seconds(gpu);
     const char *stop = NULL;
     while (n_gen < n_predict) {
         int32_t id = vkv_sampler_sample(smp, logits);
@@ -430,7 +450,7 @@ int cmd_run(int argc, char **argv)
         if (vkv_ctx_n_past(ctx) >= vkv_ctx_n_ctx(ctx)) { stop = "context full"; break; }
         if ((st = vkv_ctx_eval(ctx, &id, 1, false, logits))) goto fail;
     }
-    double t_gen = now_s() - t1;
+    double t_gen = now_s() - t1 - (pipeline_seconds(gpu) - pipe1);
     if (tok && !print_ids) {
         const char *rest;
         size_t len;
@@ -441,7 +461,9 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     vkv_mem_stats ms = vkv_gpu_mem_stats(gpu);
     fprintf(stderr, "\n--- %s on %s\n", model_path, vkv_gpu_caps(gpu)->name);
-    fprintf(stderr, "prompt:     %zu tokens in %.3f s = %.1f tokens/s\n", n_ids, t_prompt, n_ids / t_prompt);
+    cli_print_load_report(stderr, t_load, model->weight_bytes, gpu);
+    fprintf(stderr, "prompt:     %zu tokens in %.3f s = %.1f tokens/s (prefill; pipeline building not included)\n", n_ids,
+            t_prompt, n_ids / t_prompt);
     /* The first generated token comes from the prompt's logits. */
     if (n_gen > 1) fprintf(stderr, "generation: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)n_gen, t_gen, (n_gen - 1) / t_gen);
     else fprintf(stderr, "generation: %lld tokens\n", (long long)n_gen);
@@ -449,8 +471,11 @@ int cmd_run(int argc, char **argv)
     fprintf(stderr, "KV cache:   %.2f MiB (%s, %u slots x %u layers x %u KV heads x %u dims x K,V)\n",
             vkv_ctx_kv_bytes(ctx) / 1048576.0, kv_type == VKV_F16 ? "f16" : "f32", vkv_ctx_n_ctx(ctx), hp->n_layer,
             hp->n_head_kv, hp->head_dim);
-    fprintf(stderr, "device memory: weights %.2f MiB, peak in use %.2f MiB, allocated %.2f MiB\n",
-            model->weight_bytes / 1048576.0, ms.device_peak_used / 1048576.0, ms.device_bytes_allocated / 1048576.0);
+    fprintf(stderr, "device memory: weights %.2f MiB + KV cache %.2f MiB + scratch %.2f MiB = %.2f MiB of the %.2f MiB "
+                    "heap; peak in use %.2f MiB, allocated %.2f MiB\n",
+            model->weight_bytes / 1048576.0, plan.kv_bytes / 1048576.0, plan.scratch_bytes / 1048576.0,
+            (model->weight_bytes + plan.kv_bytes + plan.scratch_bytes) / 1048576.0, ms.device_heap_bytes / 1048576.0,
+            ms.device_peak_used / 1048576.0, ms.device_bytes_allocated / 1048576.0);
     rc = 0;
     goto out;
 fail:

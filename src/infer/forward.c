@@ -92,6 +92,69 @@ static vkv_status make(vkv_gpu *gpu, uint64_t bytes, vkv_mem_kind kind, const ch
     return vkv_buffer_create(gpu, bytes ? bytes : 16, kind, what, b);
 }
 
+/* vkv_ctx_params with their defaults applied. */
+static vkv_ctx_params resolve_params(const vkv_hparams *hp, const vkv_ctx_params *params)
+{
+    vkv_ctx_params p = *params;
+    if (!p.n_ctx) p.n_ctx = hp->n_ctx_train;
+    if (!p.n_batch) p.n_batch = 512;
+    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    if (p.kv_type != VKV_F16 && p.kv_type != VKV_F32) p.kv_type = VKV_F16;
+    return p;
+}
+
+/* The context's buffers besides the KV cache, in one list for
+ * vkv_ctx_create and vkv_ctx_plan_memory. */
+typedef struct ctx_buffer {
+    vkv_buffer **dst;
+    uint64_t bytes;
+    vkv_mem_kind kind;
+    const char *what;
+} ctx_buffer;
+#define CTX_N_BUFFERS 17
+
+static void ctx_buffers(vkv_ctx *c, const vkv_hparams *hp, ctx_buffer out[CTX_N_BUFFERS])
+{
+    uint64_t B = c->p.n_batch;
+    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim, kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    vkv_attn_params ap = {.n_q = VKV_ATTN_DECODE_MAX_Q, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
+                          .n_ctx_max = c->p.n_ctx, .n_kv = c->p.n_ctx, .kv_type = c->p.kv_type};
+    const ctx_buffer list[CTX_N_BUFFERS] = {
+        {&c->ids, 4 * B, VKV_MEM_HOST, "token ids"},
+        {&c->pos, 4 * B, VKV_MEM_HOST, "positions"},
+        {&c->x, 4 * B * hp->n_embd, VKV_MEM_DEVICE, "activations"},
+        {&c->xn, 4 * B * hp->n_embd, VKV_MEM_DEVICE, "activations"},
+        {&c->q, 4 * B * q_dim, VKV_MEM_DEVICE, "queries"},
+        {&c->q2, 4 * B * q_dim, VKV_MEM_DEVICE, "queries"},
+        {&c->k, 4 * B * kv_dim, VKV_MEM_DEVICE, "keys"},
+        {&c->k2, 4 * B * kv_dim, VKV_MEM_DEVICE, "keys"},
+        {&c->v, 4 * B * kv_dim, VKV_MEM_DEVICE, "values"},
+        {&c->attn, 4 * B * q_dim, VKV_MEM_DEVICE, "attention output"},
+        {&c->proj, 4 * B * hp->n_embd, VKV_MEM_DEVICE, "activations"},
+        {&c->gate, 4 * B * hp->n_ff, VKV_MEM_DEVICE, "feed-forward activations"},
+        {&c->up, 4 * B * hp->n_ff, VKV_MEM_DEVICE, "feed-forward activations"},
+        {&c->scratch, vkv_attn_scratch_bytes(&ap), VKV_MEM_DEVICE, "attention scratch"},
+        {&c->out_rows, 4 * B * hp->n_embd, VKV_MEM_DEVICE, "output rows"},
+        {&c->logits, 4 * B * hp->n_vocab, VKV_MEM_DEVICE, "logits"},
+        {&c->logits_host, 4 * B * hp->n_vocab, VKV_MEM_HOST, "logits readback"},
+    };
+    memcpy(out, list, sizeof list);
+}
+
+/* Bytes a buffer of `bytes` takes (make() and the allocator's padding). */
+static uint64_t padded(uint64_t bytes) { return bytes ? (bytes + 15) & ~15ull : 16; }
+
+vkv_ctx_memory vkv_ctx_plan_memory(const vkv_hparams *hp, const vkv_ctx_params *params)
+{
+    vkv_ctx c = {.p = resolve_params(hp, params)};
+    vkv_ctx_memory m = {.n_ctx = c.p.n_ctx};
+    m.kv_bytes = 2 * hp->n_layer * padded(vkv_kv_cache_bytes(c.p.kv_type, hp->n_head_kv, c.p.n_ctx, hp->head_dim));
+    ctx_buffer b[CTX_N_BUFFERS];
+    ctx_buffers(&c, hp, b);
+    for (int i = 0; i < CTX_N_BUFFERS; i++) *(b[i].kind == VKV_MEM_DEVICE ? &m.scratch_bytes : &m.host_bytes) += padded(b[i].bytes);
+    return m;
+}
+
 vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params *params, vkv_ctx **out)
 {
     *out = NULL;
@@ -100,14 +163,8 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
     if (!c) return vkv_error(VKV_ERR_OOM, "out of host memory");
     c->gpu = gpu;
     c->m = m;
-    c->p = *params;
-    if (!c->p.n_ctx) c->p.n_ctx = hp->n_ctx_train;
-    if (!c->p.n_batch) c->p.n_batch = 512;
-    if (c->p.n_batch > c->p.n_ctx) c->p.n_batch = c->p.n_ctx;
-    if (c->p.kv_type != VKV_F16 && c->p.kv_type != VKV_F32) c->p.kv_type = VKV_F16;
+    c->p = resolve_params(hp, params);
     vkv_status st = VKV_OK;
-    uint32_t B = c->p.n_batch;
-    uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim, kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
     if (!(c->k_cache = calloc(hp->n_layer, sizeof *c->k_cache)) || !(c->v_cache = calloc(hp->n_layer, sizeof *c->v_cache)) ||
         !(c->tiers = calloc(hp->n_layer, sizeof *c->tiers))) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
@@ -118,26 +175,10 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
         if ((st = make(gpu, cache_bytes, VKV_MEM_DEVICE, "the K cache", &c->k_cache[l])) ||
             (st = make(gpu, cache_bytes, VKV_MEM_DEVICE, "the V cache", &c->v_cache[l])))
             goto error;
-    vkv_attn_params ap = {.n_q = VKV_ATTN_DECODE_MAX_Q, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
-                          .n_ctx_max = c->p.n_ctx, .n_kv = c->p.n_ctx, .kv_type = c->p.kv_type};
-    if ((st = make(gpu, 4ull * B, VKV_MEM_HOST, "token ids", &c->ids)) ||
-        (st = make(gpu, 4ull * B, VKV_MEM_HOST, "positions", &c->pos)) ||
-        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "activations", &c->x)) ||
-        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "activations", &c->xn)) ||
-        (st = make(gpu, 4ull * B * q_dim, VKV_MEM_DEVICE, "queries", &c->q)) ||
-        (st = make(gpu, 4ull * B * q_dim, VKV_MEM_DEVICE, "queries", &c->q2)) ||
-        (st = make(gpu, 4ull * B * kv_dim, VKV_MEM_DEVICE, "keys", &c->k)) ||
-        (st = make(gpu, 4ull * B * kv_dim, VKV_MEM_DEVICE, "keys", &c->k2)) ||
-        (st = make(gpu, 4ull * B * kv_dim, VKV_MEM_DEVICE, "values", &c->v)) ||
-        (st = make(gpu, 4ull * B * q_dim, VKV_MEM_DEVICE, "attention output", &c->attn)) ||
-        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "activations", &c->proj)) ||
-        (st = make(gpu, 4ull * B * hp->n_ff, VKV_MEM_DEVICE, "feed-forward activations", &c->gate)) ||
-        (st = make(gpu, 4ull * B * hp->n_ff, VKV_MEM_DEVICE, "feed-forward activations", &c->up)) ||
-        (st = make(gpu, vkv_attn_scratch_bytes(&ap), VKV_MEM_DEVICE, "attention scratch", &c->scratch)) ||
-        (st = make(gpu, 4ull * B * hp->n_embd, VKV_MEM_DEVICE, "output rows", &c->out_rows)) ||
-        (st = make(gpu, 4ull * B * hp->n_vocab, VKV_MEM_DEVICE, "logits", &c->logits)) ||
-        (st = make(gpu, 4ull * B * hp->n_vocab, VKV_MEM_HOST, "logits readback", &c->logits_host)))
-        goto error;
+    ctx_buffer bufs[CTX_N_BUFFERS];
+    ctx_buffers(c, hp, bufs);
+    for (int i = 0; i < CTX_N_BUFFERS; i++)
+        if ((st = make(gpu, bufs[i].bytes, bufs[i].kind, bufs[i].what, bufs[i].dst))) goto error;
     *out = c;
     return VKV_OK;
 error:

@@ -20,6 +20,18 @@ typedef struct vkv_ctx_params {
 typedef struct vkv_ctx vkv_ctx;
 
 vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params *p, vkv_ctx **out);
+
+/* The device memory vkv_ctx_create would take, before anything is allocated
+ * (run refuses a context that cannot fit): the KV cache, and the rest of the
+ * context (activations, logits, attention scratch); host-visible buffers
+ * apart. A press session allocates more at compression. */
+typedef struct vkv_ctx_memory {
+    uint32_t n_ctx;         /* the context length, defaults applied */
+    uint64_t kv_bytes;      /* device: K and V caches of every layer */
+    uint64_t scratch_bytes; /* device: activations, logits, attention scratch */
+    uint64_t host_bytes;    /* host-visible: token ids, positions, logits readback */
+} vkv_ctx_memory;
+vkv_ctx_memory vkv_ctx_plan_memory(const vkv_hparams *hp, const vkv_ctx_params *p);
 void vkv_ctx_free(vkv_ctx *c);
 
 /* Appends n tokens at positions n_past.. and runs the model over them in

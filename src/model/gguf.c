@@ -660,6 +660,18 @@ void vkv_gguf_close(vkv_gguf *g)
     free(g);
 }
 
+void vkv_gguf_release(const vkv_gguf *g, const void *data, uint64_t size)
+{
+    uintptr_t base = (uintptr_t)g->map, lo = (uintptr_t)data, hi = lo + size;
+    if (!g->map || !size || lo < base || hi < lo || hi > base + g->size) return;
+    /* Whole pages, rounded outwards: the mapping is private and read-only, so
+     * a neighbour's dropped page is read back from the file, never lost. */
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    lo &= ~(page - 1);
+    hi = (hi + page - 1) & ~(page - 1);
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
 uint32_t vkv_gguf_version(const vkv_gguf *g) { return g->version; }
 uint64_t vkv_gguf_alignment(const vkv_gguf *g) { return g->alignment; }
 int64_t vkv_gguf_n_kv(const vkv_gguf *g) { return (int64_t)g->n_kv; }

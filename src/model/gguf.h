@@ -90,6 +90,11 @@ vkv_status vkv_gguf_arr_str(const vkv_gguf *g, const char *key, uint64_t i, vkv_
 int64_t vkv_gguf_n_tensors(const vkv_gguf *g);
 const vkv_gguf_tensor *vkv_gguf_tensor_at(const vkv_gguf *g, int64_t i);
 const vkv_gguf_tensor *vkv_gguf_find_tensor(const vkv_gguf *g, const char *name); /* NULL if absent */
+/* Drops the pages of [data, data + size) of a file opened with vkv_gguf_open
+ * from the process's memory once they are copied elsewhere (weights on the
+ * device), so they stop counting toward its resident size; touching them
+ * again reads the file again. No effect on a caller's buffer. */
+void vkv_gguf_release(const vkv_gguf *g, const void *data, uint64_t size);
 
 /* Writer: collects metadata and tensors in memory order, then writes a GGUF v3
  * file with the given alignment (32 if 0). Copies everything it is given. */

@@ -203,9 +203,17 @@ static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, ui
     w->cols = cols;
     if (matrix) {
         w->type = (vkv_dtype)t->type;
-        if ((st = vkv_buffer_create(gpu, t->nbytes, VKV_MEM_DEVICE, name, &w->buf)) ||
-            (st = vkv_buffer_upload(gpu, w->buf, 0, t->data, t->nbytes)))
-            return st;
+        if ((st = vkv_buffer_create(gpu, t->nbytes, VKV_MEM_DEVICE, name, &w->buf))) return st;
+        /* In slices released once on the device: the mapped file then holds
+         * at most one slice in host memory, however large the model. */
+        const uint64_t slice = 64ull << 20;
+        for (uint64_t off = 0; off < t->nbytes; off += slice) {
+            const uint8_t *src = (const uint8_t *)t->data + off;
+            uint64_t n = t->nbytes - off < slice ? t->nbytes - off : slice;
+            st = vkv_buffer_upload(gpu, w->buf, off, src, n);
+            vkv_gguf_release(m->gguf, src, n);
+            if (st) return st;
+        }
         m->weight_bytes += t->nbytes;
         return VKV_OK;
     }
@@ -213,6 +221,7 @@ static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, ui
     float *tmp = malloc(4ull * cols);
     if (!tmp) return vkv_error(VKV_ERR_OOM, "out of host memory");
     vkv_dequantize_row((vkv_dtype)t->type, t->data, tmp, cols);
+    vkv_gguf_release(m->gguf, t->data, t->nbytes);
     st = vkv_buffer_create(gpu, 4ull * cols, VKV_MEM_DEVICE, name, &w->buf);
     if (!st) st = vkv_buffer_upload(gpu, w->buf, 0, tmp, 4ull * cols);
     free(tmp);

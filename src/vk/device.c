@@ -457,6 +457,7 @@ vkv_status vkv_gpu_create(vkv_instance *inst, int index, vkv_gpu **out)
     VK_CHECK(vkCreateDevice(gpu->phys, &dci, NULL, &gpu->device), what);
     volkLoadDevice(gpu->device);
     vkGetDeviceQueue(gpu->device, gpu->queue_family, 0, &gpu->queue);
+    vkv_pipeline_cache_open(gpu);
 
     if ((st = vkv_memory_init(gpu)) != VKV_OK) goto error;
     if ((st = vkv_cmd_init(gpu)) != VKV_OK) goto error;
@@ -472,6 +473,7 @@ void vkv_gpu_destroy(vkv_gpu *gpu)
     if (!gpu) return;
     if (gpu->device) {
         vkDeviceWaitIdle(gpu->device);
+        vkv_pipeline_cache_close(gpu);
         vkv_cmd_destroy(gpu);
         vkv_pipelines_destroy(gpu);
         vkv_memory_destroy(gpu);

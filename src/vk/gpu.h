@@ -125,6 +125,7 @@ typedef struct vkv_mem_stats {
     uint64_t device_peak_used;
     uint64_t host_bytes_allocated;
     uint32_t n_blocks;
+    uint64_t device_heap_bytes;      /* size of the heap device-kind buffers come from */
 } vkv_mem_stats;
 vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu);
 
@@ -162,6 +163,20 @@ double vkv_gpu_last_submit_ns(const vkv_gpu *gpu);
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k);
 uint64_t vkv_gpu_kernel_calls(const vkv_gpu *gpu, vkv_kernel k);
 void vkv_gpu_reset_profile(vkv_gpu *gpu);
+
+/* ---- pipelines ----
+ * Built on first use, through a VkPipelineCache kept on disk per device
+ * (README.md, "Device choice"); the time includes the driver's compilation
+ * even where it is deferred to the first dispatch. */
+typedef struct vkv_pipeline_stats {
+    uint32_t n_created;          /* pipelines built on this device so far */
+    uint32_t n_from_cache;       /* of which the driver reported a pipeline-cache hit */
+    bool hits_reported;          /* the driver reports hits (pipeline creation feedback) */
+    double seconds;              /* host time building them */
+    uint64_t cache_bytes_loaded; /* pipeline-cache data read from the cache file (0: none) */
+    const char *cache_path;      /* the cache file, NULL when the cache is not kept on disk */
+} vkv_pipeline_stats;
+vkv_pipeline_stats vkv_gpu_pipeline_stats(const vkv_gpu *gpu);
 
 /* Name of a VkResult, e.g. "VK_ERROR_OUT_OF_DEVICE_MEMORY". */
 const char *vkv_vk_result_name(VkResult r);

@@ -34,6 +34,7 @@ vkv_status vkv_memory_init(vkv_gpu *gpu)
 
     /* Blocks are a fraction of the heap so a small heap is not exhausted by one. */
     uint64_t heap = mp->memoryHeaps[mp->memoryTypes[gpu->mem_type_device].heapIndex].size;
+    gpu->stats.device_heap_bytes = heap;
     gpu->block_size = DEFAULT_BLOCK_BYTES;
     if (gpu->block_size > heap / 4) gpu->block_size = heap / 4;
     if (gpu->caps->max_memory_allocation && gpu->block_size > gpu->caps->max_memory_allocation)
@@ -215,7 +216,7 @@ void *vkv_buffer_map(const vkv_buffer *b) { return b->kind == VKV_MEM_HOST ? b->
 vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu) { return gpu->stats; }
 
 /* Records and runs one command buffer of copies/fills synchronously. */
-static vkv_status xfer_begin(vkv_gpu *gpu)
+vkv_status vkv_xfer_begin(vkv_gpu *gpu)
 {
     vkv_status st = VKV_OK;
     VkCommandBufferBeginInfo bi = {
@@ -237,7 +238,7 @@ error:
     return st;
 }
 
-static vkv_status xfer_end(vkv_gpu *gpu, const char *what)
+vkv_status vkv_xfer_end(vkv_gpu *gpu, const char *what)
 {
     vkv_status st = VKV_OK;
     VkMemoryBarrier mb = {
@@ -277,10 +278,10 @@ vkv_status vkv_buffer_upload(vkv_gpu *gpu, vkv_buffer *dst, uint64_t offset, con
     for (uint64_t done = 0; done < size; done += chunk) {
         uint64_t n = size - done < chunk ? size - done : chunk;
         memcpy(gpu->staging->mapped, (const char *)src + done, n);
-        if ((st = xfer_begin(gpu))) return st;
+        if ((st = vkv_xfer_begin(gpu))) return st;
         VkBufferCopy region = {0, offset + done, n};
         vkCmdCopyBuffer(gpu->xfer_cmd, gpu->staging->buffer, dst->buffer, 1, &region);
-        if ((st = xfer_end(gpu, "uploading to the device"))) return st;
+        if ((st = vkv_xfer_end(gpu, "uploading to the device"))) return st;
     }
     return VKV_OK;
 }
@@ -296,10 +297,10 @@ vkv_status vkv_buffer_download(vkv_gpu *gpu, const vkv_buffer *src, uint64_t off
     uint64_t chunk = gpu->staging->size;
     for (uint64_t done = 0; done < size; done += chunk) {
         uint64_t n = size - done < chunk ? size - done : chunk;
-        if ((st = xfer_begin(gpu))) return st;
+        if ((st = vkv_xfer_begin(gpu))) return st;
         VkBufferCopy region = {offset + done, 0, n};
         vkCmdCopyBuffer(gpu->xfer_cmd, src->buffer, gpu->staging->buffer, 1, &region);
-        if ((st = xfer_end(gpu, "downloading from the device"))) return st;
+        if ((st = vkv_xfer_end(gpu, "downloading from the device"))) return st;
         memcpy((char *)dst + done, gpu->staging->mapped, n);
     }
     return VKV_OK;
@@ -310,7 +311,7 @@ vkv_status vkv_buffer_fill(vkv_gpu *gpu, vkv_buffer *dst, uint64_t offset, uint6
     vkv_status st = check_range(dst, offset, size, "fill");
     if (st) return st;
     if ((offset | size) & 3) return vkv_error(VKV_ERR_ARG, "fill offset and size must be multiples of 4");
-    if ((st = xfer_begin(gpu))) return st;
+    if ((st = vkv_xfer_begin(gpu))) return st;
     vkCmdFillBuffer(gpu->xfer_cmd, dst->buffer, offset, size, word);
-    return xfer_end(gpu, "filling a buffer");
+    return vkv_xfer_end(gpu, "filling a buffer");
 }

@@ -50,12 +50,9 @@ uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k)
     return 256;
 }
 
-vkv_status vkv_pipeline_get(vkv_gpu *gpu, vkv_kernel k, const vkv_pipeline **out)
+static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
 {
     vkv_status st = VKV_OK;
-    vkv_pipeline *p = &gpu->pipelines[k];
-    *out = p;
-    if (p->pipeline) return VKV_OK;
     const char *name = kernel_info[k].name;
     const vkv_spirv *spv = vkv_spirv_find(name);
     if (!spv) return vkv_error(VKV_ERR_UNSUPPORTED, "no embedded SPIR-V for kernel '%s'", name);
@@ -109,9 +106,19 @@ vkv_status vkv_pipeline_get(vkv_gpu *gpu, vkv_kernel k, const vkv_pipeline **out
         },
         .layout = p->layout,
     };
-    VK_CHECK(vkCreateComputePipelines(gpu->device, VK_NULL_HANDLE, 1, &cpci, NULL, &p->pipeline), what);
-    return VKV_OK;
+    return vkv_pipeline_compile(gpu, &cpci, p, nb, what);
 error:
+    return st;
+}
+
+vkv_status vkv_pipeline_get(vkv_gpu *gpu, vkv_kernel k, const vkv_pipeline **out)
+{
+    vkv_pipeline *p = &gpu->pipelines[k];
+    *out = p;
+    if (p->pipeline) return VKV_OK;
+    double t0 = vkv_pipeline_clock();
+    vkv_status st = pipeline_build(gpu, k, p);
+    gpu->pipeline_stats.seconds += vkv_pipeline_clock() - t0;
     return st;
 }
 

@@ -77,6 +77,10 @@ struct vkv_gpu {
     /* pipelines, built on first use */
     vkv_pipeline pipelines[VKV_KERNEL_COUNT];
     VkShaderModule modules[VKV_KERNEL_COUNT];
+    VkPipelineCache pipeline_cache; /* VK_NULL_HANDLE when it could not be created */
+    char *pipeline_cache_path;      /* NULL: the cache is not kept on disk */
+    uint64_t pipeline_spirv_hash, pipeline_cache_loaded_hash;
+    vkv_pipeline_stats pipeline_stats;
 
     /* fallback when VK_KHR_push_descriptor is missing: one pool reset per submit */
     VkDescriptorPool desc_pool;
@@ -103,8 +107,20 @@ struct vkv_gpu {
 
 vkv_status vkv_memory_init(vkv_gpu *gpu);
 void vkv_memory_destroy(vkv_gpu *gpu);
+/* Records into the transfer command buffer, then submits it and waits. */
+vkv_status vkv_xfer_begin(vkv_gpu *gpu);
+vkv_status vkv_xfer_end(vkv_gpu *gpu, const char *what);
 vkv_status vkv_pipeline_get(vkv_gpu *gpu, vkv_kernel k, const vkv_pipeline **out);
 void vkv_pipelines_destroy(vkv_gpu *gpu);
+/* pipeline_cache.c: reads the device's cache file (never fails: a bad file is
+ * ignored with a warning), and writes it back when pipelines were added. */
+void vkv_pipeline_cache_open(vkv_gpu *gpu);
+void vkv_pipeline_cache_close(vkv_gpu *gpu);
+/* Creates p->pipeline through the cache, counts it, and dispatches it once
+ * with no workgroups so a driver that compiles at first use does it now. */
+vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, vkv_pipeline *p, uint32_t n_bindings,
+                                const char *what);
+double vkv_pipeline_clock(void); /* seconds, monotonic */
 vkv_status vkv_cmd_init(vkv_gpu *gpu);
 void vkv_cmd_destroy(vkv_gpu *gpu);
 /* Workgroup size (spec constant 0) the kernel is built with on this device. */
