@@ -56,6 +56,18 @@ const vkv_dtype_info *vkv_dtype_get(uint32_t type)
     return NULL;
 }
 
+const char *vkv_ggml_type_name(uint32_t type)
+{
+    /* ggml's numbering; the gaps are types ggml has since removed */
+    static const char *const names[] = {
+        "f32",     "f16",   "q4_0",   "q4_1",   NULL,    NULL,   "q5_0",   "q5_1",  "q8_0",    "q8_1",
+        "q2_K",    "q3_K",  "q4_K",   "q5_K",   "q6_K",  "q8_K", "iq2_xxs", "iq2_xs", "iq3_xxs", "iq1_s",
+        "iq4_nl",  "iq3_s", "iq2_s",  "iq4_xs", "i8",    "i16",  "i32",    "i64",   "f64",     "iq1_m",
+        "bf16",    NULL,    NULL,     NULL,     "tq1_0", "tq2_0", NULL,    NULL,    NULL,      "mxfp4",
+    };
+    return type < sizeof names / sizeof *names && names[type] ? names[type] : "unknown";
+}
+
 static bool name_equal_nocase(const char *a, const char *b)
 {
     for (; *a && *b; a++, b++)

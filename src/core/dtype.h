@@ -100,6 +100,9 @@ typedef struct vkv_dtype_info {
 
 /* NULL for a type number this runtime does not support. */
 const vkv_dtype_info *vkv_dtype_get(uint32_t type);
+/* ggml's name of any type number it has used ("iq2_xxs", "mxfp4", ...), so
+ * that an unsupported tensor type can be named; "unknown" for the rest. */
+const char *vkv_ggml_type_name(uint32_t type);
 /* The position of t in VKV_DTYPE_LIST (kernel variants are listed in that
  * order); -1 for a type this runtime does not support. */
 int vkv_dtype_index(vkv_dtype t);

@@ -197,7 +197,10 @@ static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, ui
                          (unsigned long long)t->ne[3], cols, (unsigned long long)want1);
     const vkv_dtype_info *info = vkv_dtype_get(t->type);
     if (!info || !t->data)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "tensor '%s' has type %u, which this runtime does not support", name, t->type);
+        return vkv_error(VKV_ERR_UNSUPPORTED,
+                         "tensor '%s' has type %u (%s), which this runtime does not support (it reads f32, f16, "
+                         "bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K to q6_K, iq4_nl and iq4_xs)",
+                         name, t->type, vkv_ggml_type_name(t->type));
     vkv_status st;
     w->rows = matrix ? rows : 1;
     w->cols = cols;

@@ -50,11 +50,19 @@ head -c 300000 "$src" > "$tmp/truncated.gguf"
 head -c 100 "$src" > "$tmp/header-only.gguf"
 # Same-length byte edits: another architecture name, a renamed tensor.
 python3 - "$src" "$tmp" <<'PY'
-import sys
+import struct, sys
 data = open(sys.argv[1], 'rb').read()
 arch = data.replace(b'\x05\x00\x00\x00\x00\x00\x00\x00llama', b'\x05\x00\x00\x00\x00\x00\x00\x00gemma', 1)
 open(sys.argv[2] + '/gemma.gguf', 'wb').write(arch)
 open(sys.argv[2] + '/no-norm.gguf', 'wb').write(data.replace(b'output_norm.weight', b'output_xorm.weight', 1))
+# A matrix in a type this runtime does not read (16, iq2_xxs): its tensor
+# info's type field (after the name, n_dims and ne[]) rewritten.
+name = b'blk.0.attn_q.weight'
+info = bytearray(data)
+o = info.index(struct.pack('<Q', len(name)) + name) + 8 + len(name)
+n_dims = struct.unpack_from('<I', info, o)[0]
+struct.pack_into('<I', info, o + 4 + 8 * n_dims, 16)
+open(sys.argv[2] + '/iq2_xxs.gguf', 'wb').write(bytes(info))
 PY
 # Hyper-parameters the GGUF reader accepts but no model can have: each
 # metadata value rewritten in place (same type, same size).
@@ -102,6 +110,7 @@ expect 1 "truncated|runs past the end|past the end" -- "$vkv" run -m "$tmp/trunc
 expect 1 "malformed|truncated|past the end" -- "$vkv" run -m "$tmp/header-only.gguf" --ids 1 -n 1
 expect 1 "unsupported architecture 'gemma'" -- "$vkv" run -m "$tmp/gemma.gguf" --ids 1 -n 1
 expect 1 "missing tensor 'output_norm.weight'" -- "$vkv" run -m "$tmp/no-norm.gguf" --ids 1 -n 1
+expect 1 "tensor 'blk.0.attn_q.weight' has type 16 \\(iq2_xxs\\), which this runtime does not support" -- "$vkv" run -m "$tmp/iq2_xxs.gguf" --ids 1 -n 1
 # a format error naming the key and its value, not a wrapped width, an
 # allocation failure or silently garbage output
 expect 1 "'llama.block_count' is 1000000000, but the file holds [0-9]+ tensors" -- "$vkv" run -m "$tmp/blocks-1e9.gguf" --ids 1 -n 1
