@@ -6,6 +6,7 @@
     /usr/bin/python3 tools/gen_model.py --preset qwen3-8b --layers 2 --vocab 8192 --type q5_K -o small.gguf
     /usr/bin/python3 tools/gen_model.py --preset llama-3.2-1b --layers 2 --type q4_K \\
         --vocab-from ggml-vocab-llama-bpe.gguf -o llama-1b-2L.gguf     # then `vkvector run -p TEXT`
+    /usr/bin/python3 tools/gen_model.py --preset qwen3-0.6b --layers 1 --type q4_K --dequantized -o twin.gguf
     /usr/bin/python3 tools/gen_model.py --self-test
     /usr/bin/python3 tools/gen_model.py --list
 
@@ -51,8 +52,14 @@ such a width is q8_0 directly); a 32-element type on a row that is not a multipl
 f16. SmolLM2-135M (width 576) therefore holds mostly q5_0 / q5_1 / iq4_nl / q8_0 in a k-quant
 mix, with k-quants kept for ffn_down (row 1536 = 6 x 256).
 
+--dequantized (with --type or --mix) writes the same file with every matrix stored as f32
+holding exactly the values its blocks decode to: the same weights quantized the same way, then
+decoded by this file's dequantizers. A runtime that decodes blocks exactly must give the same
+logits on both files up to f32 rounding (tests/e2e/real_shapes.sh).
+
 --self-test quantizes random data into every type and checks the relative RMS error of the
-round trip against a bound per type, then decodes llama.cpp's own quantized files in
+round trip against a bound per type, checks that a --dequantized file holds exactly the decode
+of its quantized twin, then decodes llama.cpp's own quantized files in
 ../shared/models (VKVECTOR_SHARED overrides ../shared; skipped when absent): the one-type
 `shape-*-pure-*` files of each width were quantized from the same f16 weights, so every
 type's decode must agree with the most precise decode of the same width, within that type's
@@ -60,8 +67,11 @@ error, and this file's quantizer, fed the most precise decode, must land within 
 llama.cpp's error for each type. That validates the dequantizers on llama.cpp's blocks.
 """
 import argparse
+import contextlib
+import io
 import os
 import sys
+import tempfile
 import time
 import zlib
 
@@ -634,8 +644,9 @@ def _rng(seed, name):
     return np.random.default_rng([seed, zlib.crc32(name.encode())])
 
 
-def _matrix_chunks(seed, name, rows, cols, std, tname, chunk_elems=1 << 22):
-    """Producer of the encoded bytes of a random (rows, cols) matrix, a few rows at a time."""
+def _matrix_chunks(seed, name, rows, cols, std, tname, decoded=False, chunk_elems=1 << 22):
+    """Producer of the encoded bytes of a random (rows, cols) matrix, a few rows at a time;
+    decoded: the f32 bytes of what that encoding decodes to."""
     def produce():
         rng = _rng(seed, name)
         step = max(1, chunk_elems // cols)
@@ -643,7 +654,8 @@ def _matrix_chunks(seed, name, rows, cols, std, tname, chunk_elems=1 << 22):
             n = min(step, rows - r)
             x = rng.standard_normal((n, cols), dtype=F32)
             x *= F32(std)
-            yield quantize(tname, x)
+            q = quantize(tname, x)
+            yield quantize("f32", dequantize(tname, q, cols)) if decoded else q
     return produce
 
 
@@ -737,7 +749,9 @@ def build(args):
 
     w = gw.GGUFWriter(args.out)
     w.add_str("general.architecture", a)
-    w.add_str("general.name", "%s random weights (tools/gen_model.py, seed %d)" % (args.preset, args.seed))
+    kind = args.type or args.mix
+    w.add_str("general.name", "%s random weights (tools/gen_model.py, seed %d%s)"
+              % (args.preset, args.seed, ", %s decoded to f32" % kind if args.dequantized else ""))
     w.add_u32("general.alignment", gw.ALIGNMENT)
     w.add_u32(a + ".context_length", p["ctx"])
     w.add_u32(a + ".embedding_length", p["n_embd"])
@@ -751,9 +765,8 @@ def build(args):
     w.add_u32(a + ".attention.value_length", p["head_dim"])
     w.add_u32(a + ".rope.dimension_count", p["head_dim"])
     w.add_u32(a + ".vocab_size", n_vocab)
-    kind = args.type or args.mix
-    w.add_u32("general.file_type", FTYPE[kind])
-    if kind not in ("f32", "f16", "bf16"):
+    w.add_u32("general.file_type", FTYPE["f32" if args.dequantized else kind])
+    if not args.dequantized and kind not in ("f32", "f16", "bf16"):
         w.add_u32("general.quantization_version", 2)
     for k, v in tok.items():
         w.add_val(k, v)
@@ -774,16 +787,18 @@ def build(args):
             want, t = type_of(role, layer, cols)
             if t != want:
                 fallbacks[(want, t, cols)] = fallbacks.get((want, t, cols), 0) + 1
-            w.add_tensor_raw(name, (cols, rows), t, _matrix_chunks(args.seed, name, rows, cols, cols ** -0.5, t))
+            w.add_tensor_raw(name, (cols, rows), "f32" if args.dequantized else t,
+                             _matrix_chunks(args.seed, name, rows, cols, cols ** -0.5, t, args.dequantized))
         counts[t] = counts.get(t, 0) + 1
         n_params += rows * cols
-        n_bytes += gw.tensor_nbytes((cols, rows), t)
+        n_bytes += gw.tensor_nbytes((cols, rows), "f32" if args.dequantized else t)
     for (want, t, cols), n in sorted(fallbacks.items()):
         print("gen_model: fallback %s -> %s for %d tensors with rows of %d (not a multiple of %d)"
               % (want, t, n, cols, gw.type_info(want)[1]))
-    print("gen_model: %s, %d layers, vocabulary %d, %s: %.3f G parameters, %.1f MiB; tensors: %s"
+    print("gen_model: %s, %d layers, vocabulary %d, %s%s: %.3f G parameters, %.1f MiB; tensors: %s"
           % (args.preset, n_layer, n_vocab, ("type " + args.type) if args.type else ("mix " + args.mix),
-             n_params / 1e9, n_bytes / 2**20, ", ".join("%d %s" % (n, t) for t, n in sorted(counts.items()))))
+             " decoded to f32" if args.dequantized else "", n_params / 1e9, n_bytes / 2**20,
+             ", ".join("%d %s" % (n, t) for t, n in sorted(counts.items()))))
     t0 = time.time()
     w.write()
     print("gen_model: wrote %s in %.1f s" % (args.out, time.time() - t0))
@@ -821,6 +836,26 @@ def _self_test_roundtrip():
         print("  %-7s %4d bytes/row  relative RMS error %.5f (bound %.5f)  %s"
               % (t, raw.shape[1], err, ERROR_BOUND[t], "ok" if good else "FAIL"))
         ok &= good
+    return ok
+
+
+def _self_test_dequantized():
+    """A --dequantized file holds, bit for bit, the decode of its quantized twin."""
+    ok = True
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in (["--mix", "q4_K_M"], ["--type", "iq4_xs"], ["--type", "bf16"]):
+            base = ["--preset", "smollm2-135m", "--layers", "1", "--vocab", "300"] + kind
+            quant, twin = os.path.join(tmp, "q.gguf"), os.path.join(tmp, "f32.gguf")
+            with contextlib.redirect_stdout(io.StringIO()):
+                main(base + ["-o", quant])
+                main(base + ["--dequantized", "-o", twin])
+            q, f = _decode_file(quant), _decode_file(twin)
+            types = sorted({t for t, _ in q.values()})
+            good = q.keys() == f.keys() and all(
+                f[n][0] == "f32" and np.array_equal(f[n][1], y) for n, (_, y) in q.items())
+            print("  %s %-7s (%s): %d matrices decoded identically from the f32 twin  %s"
+                  % (kind[0], kind[1], " ".join(types), len(q), "ok" if good else "FAIL"))
+            ok &= good
     return ok
 
 
@@ -899,6 +934,8 @@ def self_test():
     t0 = time.time()
     print("gen_model self-test: round trip of N(0, 1) data, 64 x 1024")
     ok = _self_test_roundtrip()
+    print("gen_model self-test: --dequantized files")
+    ok &= _self_test_dequantized()
     print("gen_model self-test: llama.cpp's quantized files")
     ok &= _self_test_llama_cpp(_shared_dir())
     print("gen_model self-test: %s in %.1f s" % ("passed" if ok else "FAILED", time.time() - t0))
@@ -917,6 +954,8 @@ def main(argv=None):
                     "the vocabulary size follows it (padded to the model's when shorter)")
     ap.add_argument("--type", type=lambda s: _canon(s, ALL_TYPES), help="every matrix in this type: " + " ".join(ALL_TYPES))
     ap.add_argument("--mix", type=lambda s: _canon(s, MIXES), help="a llama-quantize mix: " + " ".join(MIXES))
+    ap.add_argument("--dequantized", action="store_true", help="store every matrix as f32 holding exactly what "
+                    "the --type / --mix file's blocks decode to (the same weights)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--list", action="store_true", help="print the presets")
     ap.add_argument("--self-test", action="store_true", help="check the quantizers and dequantizers, then exit")
