@@ -1,10 +1,12 @@
 #include "core/file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* "1 GiB", "64 MiB", else bytes: the caps in messages. */
 static void format_cap(size_t n, char *out, size_t size)
@@ -27,18 +29,30 @@ static const char *file_kind(mode_t mode)
 FILE *vkv_open_regular(const char *path, const char *what)
 {
     const char *w = what ? what : "", *sp = what ? " " : "";
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
+    /* Opened without blocking and checked on the descriptor: a FIFO put in
+     * the path's place can neither block the open nor pass the check. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         vkv_error(VKV_ERR_IO, "cannot open %s%s'%s': %s", w, sp, path, strerror(errno));
+        return NULL;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        vkv_error(VKV_ERR_IO, "cannot stat %s%s'%s': %s", w, sp, path, strerror(errno));
+        close(fd);
         return NULL;
     }
     if (!S_ISREG(sb.st_mode)) {
         vkv_error(VKV_ERR_IO, "cannot read %s%s'%s': it is %s, not a regular file", w, sp, path,
                   file_kind(sb.st_mode));
+        close(fd);
         return NULL;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) vkv_error(VKV_ERR_IO, "cannot open %s%s'%s': %s", w, sp, path, strerror(errno));
+    FILE *f = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        vkv_error(VKV_ERR_IO, "cannot open %s%s'%s': %s", w, sp, path, strerror(errno));
+        close(fd);
+    }
     return f;
 }
 

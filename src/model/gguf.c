@@ -621,7 +621,8 @@ vkv_status vkv_gguf_open(const char *path, vkv_gguf **out)
 {
     if (!path || !out) return vkv_error(VKV_ERR_ARG, "gguf: open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* Non-blocking so that a FIFO is refused below instead of hanging the open. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return vkv_error(VKV_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

@@ -129,6 +129,7 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         (st = get_f32_arch(g, a, "rope.freq_base", &hp->rope_base)) ||
         (st = get_f32_arch(g, a, "rope.scaling.factor", &scale_linear)))
         return st;
+    if (scale_linear == 0.0f) scale_linear = 1.0f; /* a factor of 0 means no scaling, as llama.cpp reads it */
     if ((st = check_positive(a, "attention.layer_norm_rms_epsilon", hp->rms_eps)) ||
         (st = check_positive(a, "rope.freq_base", hp->rope_base)) ||
         (st = check_positive(a, "rope.scaling.factor", scale_linear)))

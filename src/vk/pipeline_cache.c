@@ -261,7 +261,10 @@ void vkv_pipeline_cache_close(vkv_gpu *gpu)
         vkGetPipelineCacheData(gpu->device, gpu->pipeline_cache, &n, NULL) == VK_SUCCESS && n &&
         (data = malloc(n)) && vkGetPipelineCacheData(gpu->device, gpu->pipeline_cache, &n, data) == VK_SUCCESS) {
         uint64_t hash = fnv1a(FNV_OFFSET, data, n);
-        if (n != s->cache_bytes_loaded || hash != gpu->pipeline_cache_loaded_hash) {
+        if (n + sizeof(cache_file_header) > MAX_CACHE_FILE_BYTES)
+            fprintf(stderr, "vkvector: warning: the pipeline cache (%zu bytes) is over the %zu-byte limit of its file; "
+                            "not saved\n", n, MAX_CACHE_FILE_BYTES);
+        else if (n != s->cache_bytes_loaded || hash != gpu->pipeline_cache_loaded_hash) {
             VkPhysicalDeviceProperties props;
             vkGetPhysicalDeviceProperties(gpu->phys, &props);
             cache_file_header h;

@@ -119,6 +119,9 @@ expect 1 "'llama.attention.layer_norm_rms_epsilon' is inf" -- "$vkv" run -m "$tm
 expect 1 "'llama.rope.freq_base' is -?nan" -- "$vkv" run -m "$tmp/rope-nan.gguf" --ids 1 -n 1
 expect 1 "'llama.rope.freq_base' is -10000" -- "$vkv" run -m "$tmp/rope-negative.gguf" --ids 1 -n 1
 expect 1 "cannot open|No such file" -- "$vkv" run -m "$tmp/does-not-exist.gguf" --ids 1 -n 1
+# a FIFO as the model is refused at once, not waited on (timeout: a hang fails)
+mkfifo "$tmp/model.fifo"
+expect 1 "not a regular file" -- timeout 60 "$vkv" run -m "$tmp/model.fifo" --ids 1 -n 1
 expect 2 "longer than the 4-token context" -- "$vkv" run -m "$src" --ids 1,2,3,4,5,6 --ctx 4
 expect 2 "outside the vocabulary" -- "$vkv" run -m "$src" --ids 1,99999
 expect 2 "--ids wants" -- "$vkv" run -m "$src" --ids 1,x

@@ -1510,6 +1510,7 @@ static void hparams_reject_non_finite_or_non_positive_floats(void **state)
     const char *const shown[] = { "is inf", "is -inf", "nan", "is 0", "is -1" };
     for (size_t k = 0; k < N_ELEMS(keys); k++)
         for (size_t v = 0; v < N_ELEMS(bad); v++) {
+            if (bad[v] == 0.0f && strstr(keys[k], "scaling")) continue; /* 0: no scaling (below) */
             vkv_gguf_writer *w = hp_writer(1);
             assert_int_equal(vkv_gguf_set_f32(w, keys[k], bad[v]), VKV_OK);
             char needle[96];
@@ -1526,7 +1527,19 @@ static void hparams_reject_non_finite_or_non_positive_floats(void **state)
         snprintf(needle, sizeof needle, "'%s'", l3_keys[k]);
         expect_hparams(w, VKV_ERR_FORMAT, needle, "nan");
     }
+    /* A scaling factor of 0 is llama.cpp's "no scaling", not an error. */
     vkv_gguf_writer *w = hp_writer(1);
+    assert_int_equal(vkv_gguf_set_str(w, "llama.rope.scaling.type", "linear"), VKV_OK);
+    assert_int_equal(vkv_gguf_set_f32(w, "llama.rope.scaling.factor", 0.0f), VKV_OK);
+    void *data;
+    size_t size;
+    vkv_gguf *g = open_written(w, &data, &size);
+    vkv_hparams hp;
+    assert_int_equal(vkv_hparams_from_gguf(g, &hp), VKV_OK);
+    assert_float_equal(hp.rope_freq_scale, 1.0f, 0);
+    vkv_gguf_close(g);
+    free(data);
+    w = hp_writer(1);
     assert_int_equal(vkv_gguf_set_str(w, "llama.rope.scaling.type", "llama3"), VKV_OK);
     assert_int_equal(vkv_gguf_set_f32(w, "llama.rope.scaling.low_freq_factor", 4.0f), VKV_OK);
     assert_int_equal(vkv_gguf_set_f32(w, "llama.rope.scaling.high_freq_factor", 4.0f), VKV_OK);
