@@ -1,4 +1,4 @@
-/* Offline OLS calibration for VECTOR (DESIGN §2): per (layer, KV head) a linear
+/* Offline OLS calibration for VECTOR (docs/ARCHITECTURE.md §4): per (layer, KV head) a linear
  * map W [d_v, d_k] with v̂ = W k from the pre-RoPE keys k (after the QK-norm of
  * qwen3) to the values v, fitted on a text corpus run through the model.
  *

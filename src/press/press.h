@@ -1,5 +1,5 @@
 /* Importance scorers ("presses", as kvpress calls them) and the VECTOR
- * three-way allocation. DESIGN.md §2-§3 give the formulas; this header is the
+ * three-way allocation. docs/ARCHITECTURE.md §2 gives the counting rules; this header is the
  * contract between the forward pass, the scorers and the allocation.
  *
  * Flow (query-agnostic: the context alone is prefilled; query-aware: the

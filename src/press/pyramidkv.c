@@ -4,7 +4,7 @@
  *   C = w + n (1 - p_c);  min = (C - w) / beta;  max = 2 (C - w) - min;
  *   if max >= n - w: max = n - w, min = 2 (C - w) - max;
  *   if not (n >= max >= min >= w): every layer keeps round(n (1 - p_c))
- *     (kvpress "falls back to SnapKV"; DESIGN.md omits this guard);
+ *     (kvpress "falls back to SnapKV"; docs/ARCHITECTURE.md §3);
  *   else layer l keeps round(max - l (max - min) / (L - 1)).
  * round() is Python's: half to even (rint in the default rounding mode).
  * The budgets are symmetric about C - w = n (1 - p_c), so their mean over the

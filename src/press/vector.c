@@ -40,7 +40,7 @@ struct vkv_press_session {
 
 float vkv_vector_default_pa(float p_c)
 {
-    /* DESIGN's min(p_c/2, (1 - p_c - eps)/2) with eps -> 0: exactly 0.125,
+    /* min(p_c/2, (1 - p_c)/2) (docs/ARCHITECTURE.md §2): exactly 0.125,
      * 0.25, 0.125, 0.05 at p_c = 0.25, 0.5, 0.75, 0.9, so that floor(p_a n)
      * is n/4 at p_c = 0.5 rather than one less; the tiers stay non-empty
      * anyway because a <= n_kept and a <= n - n_kept. */

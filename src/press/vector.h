@@ -1,7 +1,7 @@
 /* VECTOR's three-way allocation on top of a scorer, and its driver: capture
  * what the scorer needs during the context's prefill, then per layer score,
  * pick the pool, rank it by OLS residual, assign tiers and compact the cache
- * (DESIGN.md §2). With the approximation off (or p_a = 0) this is the plain
+ * (docs/ARCHITECTURE.md §2). With the approximation off (or p_a = 0) this is the plain
  * kvpress eviction baseline, through the very same code. */
 #ifndef VKV_PRESS_VECTOR_H
 #define VKV_PRESS_VECTOR_H

@@ -1,4 +1,4 @@
-/* VECTOR's integer tier counts and the byte equation (DESIGN.md §2). */
+/* VECTOR's integer tier counts and the byte equation (docs/ARCHITECTURE.md §2). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
