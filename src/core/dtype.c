@@ -139,24 +139,30 @@ static void dequantize_q8_0(const vkv_block_q8_0 *b, float *y, uint64_t nb)
     }
 }
 
-/* Each 64 elements share 32 bytes of qs: low nibbles are sub-block 2k,
- * high nibbles sub-block 2k+1. */
+/* One q4_K or q5_K block: each 64 elements share 32 bytes of qs, low
+ * nibbles for sub-block 2k, high nibbles for 2k+1; q5_K adds bit 4 of
+ * element 32j + l as bit j of qh[l] (qh NULL for q4_K). */
+static void dequantize_k4_block(uint16_t d16, uint16_t dmin16, const uint8_t scales[12], const uint8_t *q,
+                                const uint8_t *qh, float *y)
+{
+    const float d = vkv_fp16_to_f32(d16), dmin = vkv_fp16_to_f32(dmin16);
+    for (int j = 0; j < VKV_QK_K / 64; j++, q += 32) {
+        uint8_t sc, m;
+        q4_K_scale_min(2 * j, scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        q4_K_scale_min(2 * j + 1, scales, &sc, &m);
+        const float d2 = d * sc, m2 = dmin * m;
+        for (int l = 0; l < 32; l++)
+            *y++ = d1 * (float)((q[l] & 0xF) + (qh && (qh[l] >> (2 * j)) & 1 ? 16 : 0)) - m1;
+        for (int l = 0; l < 32; l++)
+            *y++ = d2 * (float)((q[l] >> 4) + (qh && (qh[l] >> (2 * j + 1)) & 1 ? 16 : 0)) - m2;
+    }
+}
+
 static void dequantize_q4_K(const vkv_block_q4_K *b, float *y, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++) {
-        const float d = vkv_fp16_to_f32(b[i].d);
-        const float dmin = vkv_fp16_to_f32(b[i].dmin);
-        const uint8_t *q = b[i].qs;
-        for (int j = 0; j < VKV_QK_K / 64; j++, q += 32) {
-            uint8_t sc, m;
-            q4_K_scale_min(2 * j, b[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = dmin * m;
-            q4_K_scale_min(2 * j + 1, b[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = dmin * m;
-            for (int l = 0; l < 32; l++) *y++ = d1 * (float)(q[l] & 0xF) - m1;
-            for (int l = 0; l < 32; l++) *y++ = d2 * (float)(q[l] >> 4) - m2;
-        }
-    }
+    for (uint64_t i = 0; i < nb; i++, y += VKV_QK_K)
+        dequantize_k4_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, NULL, y);
 }
 
 /* Each 128-element half uses 64 bytes of ql and 32 of qh. Element l (< 32)
@@ -279,25 +285,10 @@ static void dequantize_q3_K(const vkv_block_q3_K *b, float *y, uint64_t nb)
     }
 }
 
-/* As q4_K, with bit 4 of element 32j + l in bit j of qh[l]. */
 static void dequantize_q5_K(const vkv_block_q5_K *b, float *y, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++) {
-        const float d = vkv_fp16_to_f32(b[i].d);
-        const float dmin = vkv_fp16_to_f32(b[i].dmin);
-        const uint8_t *ql = b[i].qs, *qh = b[i].qh;
-        for (int j = 0; j < VKV_QK_K / 64; j++, ql += 32) {
-            uint8_t sc, m;
-            q4_K_scale_min(2 * j, b[i].scales, &sc, &m);
-            const float d1 = d * sc, m1 = dmin * m;
-            q4_K_scale_min(2 * j + 1, b[i].scales, &sc, &m);
-            const float d2 = d * sc, m2 = dmin * m;
-            for (int l = 0; l < 32; l++)
-                *y++ = d1 * (float)((ql[l] & 0xF) + ((qh[l] >> (2 * j)) & 1 ? 16 : 0)) - m1;
-            for (int l = 0; l < 32; l++)
-                *y++ = d2 * (float)((ql[l] >> 4) + ((qh[l] >> (2 * j + 1)) & 1 ? 16 : 0)) - m2;
-        }
-    }
+    for (uint64_t i = 0; i < nb; i++, y += VKV_QK_K)
+        dequantize_k4_block(b[i].d, b[i].dmin, b[i].scales, b[i].qs, b[i].qh, y);
 }
 
 /* 32 elements of iq4 indices (nibbles as q4_0) scaled by d. */
