@@ -210,6 +210,9 @@ vkv_status vkv_calib_read(const char *path, vkv_calib **out);
 vkv_status vkv_calib_check_model(const vkv_calib *c, const char *calib_path, const vkv_model *m);
 /* Reads and checks: the loader VECTOR uses. */
 vkv_status vkv_calib_load(const char *path, const vkv_model *m, vkv_calib **out);
+/* Where a model's calibration lives unless told otherwise: the model's path
+ * with .vkcal in place of .gguf (truncated to size). */
+void vkv_calib_default_path(const char *model_path, char *out, size_t size);
 
 /* The report as a table (layer x head) and as JSON. */
 void vkv_calib_print_report(const vkv_calib *c, FILE *f);

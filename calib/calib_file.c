@@ -274,6 +274,14 @@ vkv_status vkv_calib_check_model(const vkv_calib *c, const char *calib_path, con
                      calib_path, name, want, m->path, have, m->path);
 }
 
+void vkv_calib_default_path(const char *model_path, char *out, size_t size)
+{
+    snprintf(out, size, "%s", model_path);
+    char *dot = strrchr(out, '.');
+    if (dot && !strcmp(dot, ".gguf")) *dot = 0;
+    strncat(out, ".vkcal", size - strlen(out) - 1);
+}
+
 vkv_status vkv_calib_load(const char *path, const vkv_model *m, vkv_calib **out)
 {
     *out = NULL;

@@ -19,7 +19,7 @@
 #include "cli/strset.h"
 #include "core/json.h"
 #include "core/json_write.h"
-#include "eval/generate.h"
+#include "session/session.h"
 #include "eval/metrics.h"
 #include "eval/prompt.h"
 
@@ -61,7 +61,7 @@ static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env 
 {
     const char *model = json_get_str(r, "model");
     const vkv_json *press = vkv_json_get(r, "press");
-    if (!model || strcmp(model, e->model_name)) return false;
+    if (!model || strcmp(model, e->s->model_name)) return false;
     if (o->press_name ? !(press && press->type == VKV_JSON_STRING && !strcmp(press->string, o->press_name))
                       : !(press && press->type == VKV_JSON_NULL))
         return false;
@@ -248,8 +248,8 @@ typedef struct lb_run {
 
 /* The prompt's token ids and split for one sample. */
 typedef struct lb_prompt {
-    int32_t *ids;
-    size_t n, n_split, n_orig;
+    vkv_prompt tokens;
+    size_t n_orig;
     bool truncated, chat;
     size_t max_len;
 } lb_prompt;
@@ -263,7 +263,7 @@ static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const
     size_t len, split;
     vkv_status st = vkv_lb_format(tmpl, s->context, s->input, &text, &len, &split);
     if (st) return st;
-    p->chat = e->chat != VKV_CHAT_UNKNOWN && !task->no_chat;
+    p->chat = e->s->chat != VKV_CHAT_UNKNOWN && !task->no_chat;
     int64_t budget = (int64_t)e->n_ctx - max_gen - 1 - (p->chat ? (int64_t)run->chat_overhead : 0);
     int64_t max_len = run->max_length && run->max_length < budget ? run->max_length : budget;
     for (int attempt = 0; attempt < 8; attempt++) {
@@ -272,35 +272,26 @@ static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const
                            e->n_ctx, max_gen);
             break;
         }
-        char *t = NULL, *c = NULL;
-        size_t tl, ts, cl, cs;
-        st = vkv_lb_truncate_middle(e->tok, text, len, split, (size_t)max_len, &t, &tl, &ts, &p->n_orig, &p->truncated);
-        if (!st && p->chat) st = vkv_eval_chat_wrap(e->chat, t, tl, ts, &c, &cl, &cs);
-        if (!st) {
-            free(p->ids);
-            p->ids = NULL;
-            st = p->chat ? vkv_eval_tokenize_split(e->tok, c, cl, cs, true, &p->ids, &p->n, &p->n_split)
-                         : vkv_eval_tokenize_split(e->tok, t, tl, ts, false, &p->ids, &p->n, &p->n_split);
-        }
+        char *t = NULL;
+        size_t tl, ts;
+        st = vkv_lb_truncate_middle(e->s->tok, text, len, split, (size_t)max_len, &t, &tl, &ts, &p->n_orig, &p->truncated);
+        vkv_prompt_free(&p->tokens);
+        if (!st) st = vkv_session_tokenize(e->s, t, tl, ts, p->chat, VKV_SPLIT_WHOLE, &p->tokens);
         free(t);
-        free(c);
-        if (st) break;
         /* Re-tokenizing the cut text can give a few more tokens; KVzip needs
          * room for its reconstruction pass. */
-        uint64_t n_first = run->o->query_aware ? p->n : p->n_split;
-        uint64_t extra = e->have_kvzip ? vkv_kvzip_max_pass_tokens(p->chat ? &e->kvzip : &e->kvzip_plain,
-                                                                   (uint32_t)n_first) : 0;
-        uint64_t need = p->n + max_gen + 1 + extra;
+        uint32_t extra = 0;
+        vkv_compression c = eval_compression(run->o, e, p->chat);
+        if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)(run->o->query_aware ? p->tokens.n : p->tokens.n_context), &extra);
+        if (st) break;
+        uint64_t need = p->tokens.n + max_gen + 1 + extra;
         p->max_len = (size_t)max_len;
         if (need <= e->n_ctx) break;
         max_len -= (int64_t)(need - e->n_ctx);
         if (attempt == 7) st = vkv_error(VKV_ERR_ARG, "could not fit the prompt into the %u-token context", e->n_ctx);
     }
     free(text);
-    if (st) {
-        free(p->ids);
-        p->ids = NULL;
-    }
+    if (st) vkv_prompt_free(&p->tokens);
     return st;
 }
 
@@ -316,20 +307,19 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         fprintf(stderr, "vkvector longbench: %s: %s\n", where, vkv_last_error());
         return st == VKV_ERR_ARG || st == VKV_ERR_FORMAT ? 0 : 1;
     }
-    vkv_gen_params gp = eval_gen_params(run->o, e, p.chat);
-    gp.max_new = max_gen;
-    gp.strip_spm_space = true;
+    vkv_compression comp = eval_compression(run->o, e, p.chat);
+    vkv_gen_params gp = {.max_new = max_gen, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
     if (!strcmp(task->name, "samsum")) {
         /* pred.py: eos_token_id=[eos, encode("\n")[-1]], min_length=context+1 */
         int32_t *nl = NULL;
         size_t nn = 0;
-        if (!vkv_tokenize(e->tok, "\n", 1, false, false, &nl, &nn) && nn) gp.stop_id = nl[nn - 1];
+        if (!vkv_tokenize(e->s->tok, "\n", 1, false, false, &nl, &nn) && nn) gp.stop_id = nl[nn - 1];
         free(nl);
         gp.min_one = true;
     }
     vkv_gen_result g;
-    st = vkv_generate(e->ctx, e->model, e->tok, p.ids, p.n, p.n_split, &gp, &g);
-    free(p.ids);
+    st = vkv_session_generate(e->s, &comp, &p.tokens, &gp, &g);
+    vkv_prompt_free(&p.tokens);
     if (st) {
         fprintf(stderr, "vkvector longbench: %s: %s: %s\n", where, vkv_status_name(st), vkv_last_error());
         return st == VKV_ERR_ARG ? 0 : cli_fail("longbench", st);
@@ -559,11 +549,11 @@ int cmd_longbench(int argc, char **argv)
         }
     }
     lb_run run = {&o, &e, out, out_path, max_length, max_new, quiet, 0};
-    if (e.chat != VKV_CHAT_UNKNOWN && (st = vkv_eval_chat_overhead(e.tok, e.chat, &run.chat_overhead))) goto fail;
-    fprintf(stderr, "vkvector longbench: %s, %s%s, %u-token context%s%s; %zu results already in %s\n", e.model_name,
+    if (e.s->chat != VKV_CHAT_UNKNOWN && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &run.chat_overhead))) goto fail;
+    fprintf(stderr, "vkvector longbench: %s, %s%s, %u-token context%s%s; %zu results already in %s\n", e.s->model_name,
             o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx,
-            e.chat != VKV_CHAT_UNKNOWN ? ", chat template " : "",
-            e.chat != VKV_CHAT_UNKNOWN ? vkv_chat_template_name(e.chat) : "", n_done, out_path);
+            e.s->chat != VKV_CHAT_UNKNOWN ? ", chat template " : "",
+            e.s->chat != VKV_CHAT_UNKNOWN ? vkv_chat_template_name(e.s->chat) : "", n_done, out_path);
     if (o.press_name)
         fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o.compression, o.query_aware ? "query-aware" : "query-agnostic");
 

@@ -18,7 +18,7 @@
 #include "core/file.h"
 #include "core/json_write.h"
 #include "core/strbuf.h"
-#include "eval/generate.h"
+#include "session/session.h"
 #include "eval/metrics.h"
 #include "eval/prompt.h"
 
@@ -260,7 +260,7 @@ static bool write_json(const niah *g)
     vkv_json_key(&w, "context");
     vkv_json_uint(&w, g->e->n_ctx);
     vkv_json_key(&w, "chat_template");
-    if (g->e->chat != VKV_CHAT_UNKNOWN) vkv_json_str(&w, vkv_chat_template_name(g->e->chat));
+    if (g->e->s->chat != VKV_CHAT_UNKNOWN) vkv_json_str(&w, vkv_chat_template_name(g->e->s->chat));
     else vkv_json_null(&w);
     vkv_json_key(&w, "metric");
     vkv_json_str(&w, "rouge-l f (rouge package, as LongBench), 0..1");
@@ -368,7 +368,7 @@ static bool write_html(const niah *g)
             n_sum++;
         }
     char title[1024];
-    snprintf(title, sizeof title, "Needle in a haystack: %s, %s%s", g->e->model_name,
+    snprintf(title, sizeof title, "Needle in a haystack: %s, %s%s", g->e->s->model_name,
              g->o->press_name ? g->o->press_name : "full cache", g->o->vector ? " + VECTOR" : "");
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>");
     html_text(f, title);
@@ -524,15 +524,15 @@ int cmd_niah(int argc, char **argv)
     if ((st = eval_env_open("niah", &o, want < 1 << 24 ? (uint32_t)want : 0, &e))) goto fail;
 
     /* Token budget: the prompt without the haystack, the needle, the answer. */
-    bool chat = e.chat != VKV_CHAT_UNKNOWN;
+    bool chat = e.s->chat != VKV_CHAT_UNKNOWN;
     vkv_strbuf_puts(&q, g.question);
     vkv_strbuf_puts(&q, ASK_SUFFIX);
     if (!chat) vkv_strbuf_puts(&q, "\nAnswer:");
     if (q.oom) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     size_t n_fixed, n_q, n_needle, n_chat = 0;
-    if ((st = count_tokens(e.tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(e.tok, q.p, &n_q)) ||
-        (st = count_tokens(e.tok, g.needle, &n_needle)) ||
-        (chat && (st = vkv_eval_chat_overhead(e.tok, e.chat, &n_chat))))
+    if ((st = count_tokens(e.s->tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(e.s->tok, q.p, &n_q)) ||
+        (st = count_tokens(e.s->tok, g.needle, &n_needle)) ||
+        (chat && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &n_chat))))
         goto fail;
     size_t overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
     size_t cap = e.n_ctx > g.n_predict + overhead + n_needle + 16 ? e.n_ctx - g.n_predict - 1 : 0;
@@ -584,12 +584,11 @@ int cmd_niah(int argc, char **argv)
             goto fail;
         }
     }
-    fprintf(stderr, "vkvector niah: %s, %s%s, %u-token context, %zu lengths x %zu depths x %zu runs\n", e.model_name,
+    fprintf(stderr, "vkvector niah: %s, %s%s, %u-token context, %zu lengths x %zu depths x %zu runs\n", e.s->model_name,
             o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx, nl, nd, g.runs);
 
-    vkv_gen_params gp = eval_gen_params(&o, &e, chat);
-    gp.max_new = (uint32_t)g.n_predict;
-    gp.strip_spm_space = true;
+    vkv_compression comp = eval_compression(&o, &e, chat);
+    vkv_gen_params gp = {.max_new = (uint32_t)g.n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
     for (size_t r = 0; r < g.runs; r++) {
         /* this run's haystack, tokenized once: token end offsets */
         size_t offset = (size_t)(((double)r / g.runs + (double)(g.seed % 1000003) / 1000003.0) * hay_len) % hay_len;
@@ -602,12 +601,12 @@ int cmd_niah(int argc, char **argv)
             st = vkv_error(VKV_ERR_OOM, "out of host memory");
             goto fail;
         }
-        if ((st = vkv_tokenize(e.tok, text, text_len, false, false, &ids, &n_ids))) goto fail;
+        if ((st = vkv_tokenize(e.s->tok, text, text_len, false, false, &ids, &n_ids))) goto fail;
         if (!(ends = malloc((n_ids + 1) * sizeof *ends))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
         if (!n_ids) { st = vkv_error(VKV_ERR_FORMAT, "the haystack gives no tokens"); goto fail; }
         /* where each token ends in the text; proportional when the pieces do
          * not spell the text (vocabularies of byte pieces) */
-        if (!vkv_eval_token_ends(e.tok, text, text_len, ids, n_ids, false, false, ends))
+        if (!vkv_eval_token_ends(e.s->tok, text, text_len, ids, n_ids, false, false, ends))
             for (size_t i = 0; i < n_ids; i++) ends[i] = (size_t)((double)(i + 1) * text_len / n_ids);
         for (size_t li = 0; li < nl; li++) {
             for (size_t di = 0; di < nd; di++) {
@@ -633,24 +632,16 @@ int cmd_niah(int argc, char **argv)
                     st = vkv_error(VKV_ERR_OOM, "out of host memory");
                     goto fail;
                 }
-                char *prompt = u.p, *wrapped = NULL;
-                size_t plen = u.n, wlen, wsplit;
-                int32_t *pids = NULL;
-                size_t pn = 0, psplit = 0;
-                if (chat && (st = vkv_eval_chat_wrap(e.chat, prompt, plen, split, &wrapped, &wlen, &wsplit))) {
-                    free(prompt);
-                    goto fail;
-                }
-                st = chat ? vkv_eval_tokenize_split(e.tok, wrapped, wlen, wsplit, true, &pids, &pn, &psplit)
-                          : vkv_eval_tokenize_split(e.tok, prompt, plen, split, false, &pids, &pn, &psplit);
-                free(prompt);
-                free(wrapped);
+                vkv_prompt pr;
+                st = vkv_session_tokenize(e.s, u.p, u.n, split, chat, VKV_SPLIT_WHOLE, &pr);
+                free(u.p);
                 if (st) goto fail;
+                size_t pn = pr.n;
                 vkv_gen_result res;
                 if (pn + g.n_predict + 1 > e.n_ctx) {
                     st = vkv_error(VKV_ERR_ARG, "the prompt is %zu tokens: no room for the answer", pn);
-                } else st = vkv_generate(e.ctx, e.model, e.tok, pids, pn, psplit, &gp, &res);
-                free(pids);
+                } else st = vkv_session_generate(e.s, &comp, &pr, &gp, &res);
+                vkv_prompt_free(&pr);
                 if (st) {
                     fprintf(stderr, "vkvector niah: length %g, depth %g, run %zu: %s: %s\n", c->length, c->depth, r,
                             vkv_status_name(st), vkv_last_error());

@@ -135,84 +135,37 @@ double eval_effective_pa(const eval_opts *o)
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e)
 {
     memset(e, 0, sizeof *e);
-    e->chat = VKV_CHAT_UNKNOWN;
-    vkv_status st;
-    const char *base = strrchr(o->model_path, '/');
-    snprintf(e->model_name, sizeof e->model_name, "%s", base ? base + 1 : o->model_path);
-    char *dot = strrchr(e->model_name, '.');
-    if (dot && !strcmp(dot, ".gguf")) *dot = 0;
     if (o->press_name && !(e->press = vkv_press_find(o->press_name)))
         return vkv_error(VKV_ERR_ARG, "%s", vkv_last_error());
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &e->inst)) ||
-        (st = vkv_gpu_create(e->inst, o->device, &e->gpu)) || (st = vkv_model_load(e->gpu, o->model_path, &e->model)) ||
-        (st = vkv_tokenizer_load(e->model->gguf, &e->tok)))
-        return st;
-    if (!strcmp(o->chat, "auto")) {
-        if (vkv_tokenizer_chat_template_source(e->tok)) {
-            if (vkv_tokenizer_chat_template(e->tok, &e->chat))
-                fprintf(stderr, "vkvector %s: the model's chat template is not one vkvector knows (llama3, chatml); "
-                                "prompts go without a template (--chat-template NAME chooses one)\n", cmd);
-        }
-    } else if (strcmp(o->chat, "none")) e->chat = vkv_chat_template_detect(o->chat);
-    if (o->vector) {
-        char def[1100];
-        const char *path = o->calib_path;
-        if (!path) {
-            cli_default_calib_path(o->model_path, def, sizeof def);
-            path = def;
-        }
-        if ((st = vkv_calib_load(path, e->model, &e->calib))) return st;
-    }
-    if (e->press && e->press->repeat_pass) {
-        if ((st = vkv_kvzip_prompt_make(e->tok, e->chat != VKV_CHAT_UNKNOWN, &e->kvzip))) return st;
-        if ((st = vkv_kvzip_prompt_make(e->tok, false, &e->kvzip_plain))) {
-            vkv_kvzip_prompt_free(&e->kvzip);
-            return st;
-        }
-        e->have_kvzip = true;
-    }
-    const vkv_hparams *hp = &e->model->hp;
+    vkv_session_params sp = {.model_path = o->model_path, .device = o->device, .load_calib = o->vector,
+                             .calib_path = o->calib_path, .chat = o->chat, .cmd = cmd};
+    vkv_status st = vkv_session_open(&sp, &e->s);
+    if (st) return st;
+    const vkv_hparams *hp = &e->s->model->hp;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(o->n_ctx ? o->n_ctx : hp->n_ctx_train),
                          .n_batch = (uint32_t)(o->n_batch ? o->n_batch : 512), .kv_type = o->kv_type};
     if (!cp.n_ctx) cp.n_ctx = 4096;
     if (!o->n_ctx && want_ctx && want_ctx < cp.n_ctx) cp.n_ctx = want_ctx;
     e->n_ctx = cp.n_ctx;
-    return vkv_ctx_create(e->gpu, e->model, &cp, &e->ctx);
+    return vkv_session_reserve(e->s, &cp);
 }
 
 void eval_env_close(eval_env *e)
 {
-    vkv_ctx_free(e->ctx);
-    if (e->have_kvzip) {
-        vkv_kvzip_prompt_free(&e->kvzip);
-        vkv_kvzip_prompt_free(&e->kvzip_plain);
-    }
-    vkv_calib_free(e->calib);
-    vkv_tokenizer_free(e->tok);
-    if (e->gpu) vkv_model_free(e->gpu, e->model);
-    vkv_gpu_destroy(e->gpu);
-    vkv_instance_destroy(e->inst);
+    vkv_session_close(e->s);
     memset(e, 0, sizeof *e);
 }
 
-vkv_gen_params eval_gen_params(const eval_opts *o, const eval_env *e, bool chat)
+vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat)
 {
-    vkv_gen_params p = {0};
-    p.press = e->press;
-    p.compression = o->compression < 0 ? 0 : (float)o->compression;
-    p.vector = o->vector;
-    p.pa = (float)o->pa;
-    p.w = e->calib ? e->calib->w : NULL;
-    p.query_aware = o->query_aware;
-    p.kvzip = !e->have_kvzip ? NULL : chat && e->chat != VKV_CHAT_UNKNOWN ? &e->kvzip : &e->kvzip_plain;
-    p.stop_id = VKV_TOKEN_NULL;
-    return p;
+    return (vkv_compression){.press = e->press, .p_c = o->compression < 0 ? 0 : o->compression, .vector = o->vector,
+                             .p_a = o->pa, .query_aware = o->query_aware, .plain_prompt = !chat};
 }
 
 void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env *e)
 {
     vkv_json_key(w, "model");
-    vkv_json_str(w, e->model_name);
+    vkv_json_str(w, e->s->model_name);
     vkv_json_key(w, "press");
     if (o->press_name) vkv_json_str(w, o->press_name);
     else vkv_json_null(w);

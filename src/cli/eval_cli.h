@@ -8,11 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "calib/calib.h"
-#include "eval/generate.h"
-#include "infer/forward.h"
-#include "press/vector.h"
-#include "tok/tokenizer.h"
+#include "session/session.h"
 
 typedef struct eval_opts {
     const char *model_path;
@@ -37,28 +33,18 @@ bool eval_opts_check(const char *cmd, const eval_opts *o);
 void eval_print_common_usage(FILE *f);
 
 typedef struct eval_env {
-    vkv_instance *inst;
-    vkv_gpu *gpu;
-    vkv_model *model;
-    vkv_tokenizer *tok;
-    vkv_calib *calib;
-    vkv_ctx *ctx;
-    const vkv_press_ops *press;
-    vkv_kvzip_prompt kvzip;      /* KVzip's reconstruction prompt for prompts in the chat template ... */
-    vkv_kvzip_prompt kvzip_plain; /* ... and for plain prompts (LongBench's few-shot and code tasks) */
-    bool have_kvzip;
-    vkv_chat_template chat;      /* VKV_CHAT_UNKNOWN: no template */
-    char model_name[256];        /* file name without .gguf */
+    vkv_session *s;              /* device, model, tokenizer, calibration, context */
+    const vkv_press_ops *press;  /* NULL: the full cache */
     uint32_t n_ctx;              /* the context's slots */
 } eval_env;
 
-/* Loads everything. The context's slots: --ctx, else the model's training
+/* Opens the session. The context's slots: --ctx, else the model's training
  * context, or at most want_ctx when that is not 0. */
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e);
 void eval_env_close(eval_env *e);
-/* The generation parameters of the options (decoding fields zero) for a
- * prompt in the chat template (chat) or plain. */
-vkv_gen_params eval_gen_params(const eval_opts *o, const eval_env *e, bool chat);
+/* The compression of the options for a prompt in the chat template (chat)
+ * or plain. */
+vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat);
 /* p_a the run uses (VECTOR), NAN without VECTOR. */
 double eval_effective_pa(const eval_opts *o);
 /* Appends the JSON members of the run settings: model, press, compression,

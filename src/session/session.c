@@ -1,0 +1,385 @@
+/* The session (see session.h). */
+#include "session/session.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "eval/prompt.h"
+
+/* KVzip's reconstruction prompt differs for prompts in the chat template and
+ * plain ones (LongBench's few-shot and code tasks). */
+struct vkv_session_kvzip {
+    vkv_kvzip_prompt chat, plain;
+    bool have_chat, have_plain;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static vkv_status oom(void) { return vkv_error(VKV_ERR_OOM, "out of host memory"); }
+
+vkv_stopwatch vkv_session_stopwatch(const vkv_session *s)
+{
+    return (vkv_stopwatch){now_s(), vkv_gpu_pipeline_stats(s->gpu).seconds};
+}
+
+double vkv_stopwatch_seconds(const vkv_session *s, vkv_stopwatch w)
+{
+    return now_s() - w.t0 - (vkv_gpu_pipeline_stats(s->gpu).seconds - w.pipeline0);
+}
+
+static vkv_status choose_chat_template(vkv_session *s, const vkv_session_params *p)
+{
+    s->chat = VKV_CHAT_UNKNOWN;
+    if (!p->chat || !strcmp(p->chat, "none") || !s->tok) return VKV_OK;
+    if (!strcmp(p->chat, "model")) return vkv_tokenizer_chat_template(s->tok, &s->chat);
+    if (strcmp(p->chat, "auto")) {
+        s->chat = vkv_chat_template_detect(p->chat);
+        return VKV_OK;
+    }
+    if (vkv_tokenizer_chat_template_source(s->tok) && vkv_tokenizer_chat_template(s->tok, &s->chat))
+        fprintf(stderr, "vkvector %s: the model's chat template is not one vkvector knows (llama3, chatml); prompts go "
+                        "without a template (--chat-template NAME chooses one)\n", p->cmd ? p->cmd : "");
+    return VKV_OK;
+}
+
+vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
+{
+    *out = NULL;
+    vkv_session *s = calloc(1, sizeof *s);
+    if (!s || !(s->kvzip = calloc(1, sizeof *s->kvzip))) {
+        free(s);
+        return oom();
+    }
+    s->model_path = p->model_path;
+    const char *base = strrchr(p->model_path, '/');
+    snprintf(s->model_name, sizeof s->model_name, "%s", base ? base + 1 : p->model_path);
+    char *dot = strrchr(s->model_name, '.');
+    if (dot && !strcmp(dot, ".gguf")) *dot = 0;
+    vkv_status st;
+    if ((st = vkv_instance_create(vkv_validation_requested(), false, &s->inst)) ||
+        (st = vkv_gpu_create(s->inst, p->device, &s->gpu)))
+        goto fail;
+    double t0 = now_s();
+    if ((st = vkv_model_load(s->gpu, p->model_path, &s->model))) goto fail;
+    s->load_seconds = now_s() - t0;
+    if (!p->no_tokenizer && (st = vkv_tokenizer_load(s->model->gguf, &s->tok))) goto fail;
+    if ((st = choose_chat_template(s, p))) goto fail;
+    if (p->load_calib) {
+        char def[1100];
+        const char *path = p->calib_path;
+        if (!path) {
+            vkv_calib_default_path(p->model_path, def, sizeof def);
+            path = def;
+        }
+        if ((st = vkv_calib_load(path, s->model, &s->calib))) goto fail;
+    }
+    *out = s;
+    return VKV_OK;
+fail:
+    vkv_session_close(s);
+    return st;
+}
+
+void vkv_session_close(vkv_session *s)
+{
+    if (!s) return;
+    if (s->kvzip->have_chat) vkv_kvzip_prompt_free(&s->kvzip->chat);
+    if (s->kvzip->have_plain) vkv_kvzip_prompt_free(&s->kvzip->plain);
+    free(s->kvzip);
+    vkv_ctx_free(s->ctx);
+    vkv_calib_free(s->calib);
+    vkv_tokenizer_free(s->tok);
+    if (s->gpu) vkv_model_free(s->gpu, s->model);
+    vkv_gpu_destroy(s->gpu);
+    vkv_instance_destroy(s->inst);
+    free(s);
+}
+
+vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
+{
+    vkv_ctx_free(s->ctx);
+    s->ctx = NULL;
+    vkv_ctx_memory plan = vkv_ctx_plan_memory(&s->model->hp, cp);
+    uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
+    uint64_t others = s->model->weight_bytes + plan.scratch_bytes, need = others + plan.kv_bytes;
+    if (need > heap) {
+        uint64_t per_token = plan.kv_bytes / plan.n_ctx, room = heap > others ? heap - others : 0;
+        return vkv_error(VKV_ERR_OOM, "a %u-token context does not fit device '%s': weights %.2f MiB + KV cache %.2f "
+                                      "MiB + scratch %.2f MiB = %.2f MiB, over its %.2f MiB memory heap; lower --ctx "
+                                      "(about %llu tokens fit)",
+                         plan.n_ctx, vkv_gpu_caps(s->gpu)->name, s->model->weight_bytes / 1048576.0,
+                         plan.kv_bytes / 1048576.0, plan.scratch_bytes / 1048576.0, need / 1048576.0,
+                         heap / 1048576.0, (unsigned long long)(per_token ? room / per_token : 0));
+    }
+    return vkv_ctx_create(s->gpu, s->model, cp, &s->ctx);
+}
+
+void vkv_prompt_free(vkv_prompt *p)
+{
+    if (!p) return;
+    free(p->ids);
+    memset(p, 0, sizeof *p);
+}
+
+/* Context with BOS, then "\n\n" + question without: the question is
+ * separated from the context by a blank line. */
+static vkv_status tokenize_apart(const vkv_tokenizer *tok, const char *text, size_t len, size_t split, bool special,
+                                 vkv_prompt *out)
+{
+    int32_t *head = NULL, *tail = NULL;
+    size_t n_head = 0, n_tail = 0;
+    vkv_status st = vkv_tokenize(tok, text, split, true, special, &head, &n_head);
+    if (!st && split < len) {
+        size_t tl = len - split + 2;
+        char *tail_text = malloc(tl + 1);
+        if (!tail_text) st = oom();
+        else {
+            memcpy(tail_text, "\n\n", 2);
+            memcpy(tail_text + 2, text + split, len - split);
+            tail_text[tl] = 0;
+            st = vkv_tokenize(tok, tail_text, tl, false, special, &tail, &n_tail);
+            free(tail_text);
+        }
+    }
+    if (!st && !(out->ids = malloc(sizeof *out->ids * (n_head + n_tail + 1)))) st = oom();
+    if (!st) {
+        memcpy(out->ids, head, sizeof *head * n_head);
+        if (n_tail) memcpy(out->ids + n_head, tail, sizeof *tail * n_tail);
+        out->n = n_head + n_tail;
+        out->n_context = n_head;
+    }
+    free(head);
+    free(tail);
+    return st;
+}
+
+vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t len, size_t split, bool chat,
+                                vkv_split_mode mode, vkv_prompt *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s->tok) return vkv_error(VKV_ERR_ARG, "text prompts need the model's tokenizer");
+    if (split > len) return vkv_error(VKV_ERR_ARG, "the question starts past the end of the prompt");
+    char *wrapped = NULL;
+    if (chat) {
+        if (s->chat == VKV_CHAT_UNKNOWN) return vkv_error(VKV_ERR_ARG, "the prompt wants a chat template; the session has none");
+        size_t wl, ws;
+        vkv_status st = vkv_eval_chat_wrap(s->chat, text, len, split, &wrapped, &wl, &ws);
+        if (st) return st;
+        /* Run's prompt without a question is all context, the template's
+         * tail (the assistant header) included. */
+        split = split == len && mode == VKV_SPLIT_APART ? wl : ws;
+        text = wrapped;
+        len = wl;
+    }
+    vkv_status st = mode == VKV_SPLIT_APART
+                        ? tokenize_apart(s->tok, text, len, split, chat, out)
+                        : vkv_eval_tokenize_split(s->tok, text, len, split, chat, &out->ids, &out->n, &out->n_context);
+    free(wrapped);
+    if (st) vkv_prompt_free(out);
+    return st;
+}
+
+/* The reconstruction prompt of KVzip for chat or plain prompts, made once. */
+static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt **out)
+{
+    vkv_session_kvzip *k = s->kvzip;
+    bool *have = chat ? &k->have_chat : &k->have_plain;
+    vkv_kvzip_prompt *p = chat ? &k->chat : &k->plain;
+    if (!s->tok) return vkv_error(VKV_ERR_ARG, "KVzip needs the model's tokenizer for its reconstruction prompt");
+    if (!*have) {
+        vkv_status st = vkv_kvzip_prompt_make(s->tok, chat, p);
+        if (st) return st;
+        *have = true;
+    }
+    *out = p;
+    return VKV_OK;
+}
+
+/* The press driver's parameters for compression c of the given context. */
+static vkv_status vector_params(vkv_session *s, const vkv_compression *c, const int32_t *ids, vkv_vector_params *vp)
+{
+    *vp = (vkv_vector_params){.press = c->press, .pp = vkv_press_params_default(c->p_c), .vector = c->vector,
+                              .pa = c->p_a, .keep_details = c->keep_details, .context_ids = ids};
+    if (c->vector) {
+        if (!s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
+        vp->w = s->calib->w;
+    }
+    /* At p_c = 0 nothing is scored and KVzip does not repeat the context. */
+    if (c->press->repeat_pass && c->p_c > 0) {
+        bool chat = !c->plain_prompt && s->chat != VKV_CHAT_UNKNOWN;
+        return kvzip_prompt(s, chat, &vp->kvzip);
+    }
+    return VKV_OK;
+}
+
+vkv_status vkv_session_press_room(vkv_session *s, const vkv_compression *c, uint32_t n_first, uint32_t *room)
+{
+    *room = 0;
+    if (!c || !c->press) return VKV_OK;
+    vkv_vector_params vp;
+    vkv_status st = vector_params(s, c, NULL, &vp);
+    if (!st) *room = vkv_press_session_extra_tokens(&vp, n_first);
+    return st;
+}
+
+void vkv_prefill_free(vkv_prefill *p)
+{
+    if (!p) return;
+    vkv_vector_report_free(&p->report);
+    memset(p, 0, sizeof *p);
+}
+
+/* Evaluates ids [from, to) as one chunk, with the logits the caller wants. */
+static vkv_status eval_chunk(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
+                             vkv_logits_want want, float *logits)
+{
+    if (from >= to) return VKV_OK;
+    size_t nv = s->model->hp.n_vocab;
+    bool all = want == VKV_LOGITS_ALL || want == VKV_LOGITS_REST;
+    float *dst = want == VKV_LOGITS_ALL    ? logits + from * nv
+                 : want == VKV_LOGITS_REST ? (from < n_first ? NULL : logits + (from - n_first) * nv)
+                 : want == VKV_LOGITS_LAST ? logits
+                                           : NULL;
+    return vkv_ctx_eval(s->ctx, pr->ids + from, (uint32_t)(to - from), all && dst, dst);
+}
+
+vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *pr, vkv_logits_want want,
+                               float *logits, vkv_prefill *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s->ctx) return vkv_error(VKV_ERR_ARG, "the session has no context yet (vkv_session_reserve)");
+    if (!pr->n) return vkv_error(VKV_ERR_ARG, "the prompt is empty");
+    if (pr->n > vkv_ctx_n_ctx(s->ctx))
+        return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
+                         vkv_ctx_n_ctx(s->ctx));
+    bool press = c && c->press;
+    size_t n_context = pr->n_context && pr->n_context <= pr->n ? pr->n_context : pr->n;
+    size_t n_first = press && c->query_aware ? pr->n : n_context;
+    out->n_first = (uint32_t)n_first;
+    vkv_status st;
+    vkv_press_session *ps = NULL;
+    if ((st = vkv_ctx_reset(s->ctx))) return st;
+    vkv_stopwatch sw = vkv_session_stopwatch(s);
+    if (press) {
+        vkv_vector_params vp;
+        if ((st = vector_params(s, c, pr->ids, &vp))) return st;
+        uint32_t extra = vkv_press_session_extra_tokens(&vp, (uint32_t)n_first);
+        if ((uint64_t)n_first + extra > vkv_ctx_n_ctx(s->ctx))
+            return vkv_error(VKV_ERR_ARG, "%s needs %zu + %u cache slots during compression; the context has %u",
+                             c->press->name, n_first, extra, vkv_ctx_n_ctx(s->ctx));
+        if ((st = vkv_ctx_set_materialized(s->ctx, c->materialized)) ||
+            (st = vkv_press_session_create(s->ctx, s->model, &vp, (uint32_t)n_first, &ps)) ||
+            (st = eval_chunk(s, pr, 0, n_first, n_first, want, logits)))
+            goto out;
+        out->prefill_s = vkv_stopwatch_seconds(s, sw);
+        vkv_stopwatch swc = vkv_session_stopwatch(s);
+        if ((st = vkv_press_session_compress(ps, &out->report))) goto out;
+        out->compress_s = vkv_stopwatch_seconds(s, swc);
+        out->compressed = true;
+    } else if ((st = eval_chunk(s, pr, 0, n_first, n_first, want, logits))) {
+        goto out;
+    }
+    /* The rest of the prompt over the (compressed) cache. */
+    out->memory = vkv_ctx_kv_memory(s->ctx);
+    vkv_stopwatch swr = vkv_session_stopwatch(s);
+    if ((st = eval_chunk(s, pr, n_first, pr->n, n_first, want, logits))) goto out;
+    out->prefill_s = press ? out->prefill_s + vkv_stopwatch_seconds(s, swr) : vkv_stopwatch_seconds(s, sw);
+out:
+    vkv_press_session_free(ps);
+    if (st) vkv_prefill_free(out);
+    return st;
+}
+
+bool vkv_session_full(const vkv_session *s) { return vkv_ctx_n_past(s->ctx) >= vkv_ctx_n_ctx(s->ctx); }
+
+vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits)
+{
+    if (vkv_session_full(s)) return vkv_error(VKV_ERR_ARG, "the %u-token context is full", vkv_ctx_n_ctx(s->ctx));
+    return vkv_ctx_eval(s->ctx, &id, 1, false, logits);
+}
+
+/* argmax; ties go to the lowest id (the sampler's greedy rule). */
+static int32_t argmax(const float *logits, int32_t n, const vkv_tokenizer *tok, int32_t stop_id, bool forbid_stop)
+{
+    int32_t best = -1;
+    for (int32_t i = 0; i < n; i++) {
+        if (forbid_stop && (i == stop_id || vkv_tokenizer_is_eog(tok, i))) continue;
+        if (best < 0 || logits[i] > logits[best] || (isnan(logits[best]) && !isnan(logits[i]))) best = i;
+    }
+    return best < 0 ? 0 : best;
+}
+
+void vkv_gen_result_free(vkv_gen_result *r)
+{
+    if (!r) return;
+    free(r->text);
+    r->text = NULL;
+}
+
+/* decode(skip_special_tokens=True): end-of-generation tokens are dropped. */
+static vkv_status detokenize_skipping_eog(const vkv_tokenizer *tok, int32_t *gen, uint32_t n_gen, bool strip_spm_space,
+                                          vkv_gen_result *out)
+{
+    size_t k = 0;
+    for (uint32_t i = 0; i < n_gen; i++)
+        if (!vkv_tokenizer_is_eog(tok, gen[i])) gen[k++] = gen[i];
+    vkv_status st = vkv_detokenize(tok, gen, k, false, &out->text, &out->len);
+    if (!st && strip_spm_space && vkv_tokenizer_type(tok) == VKV_VOCAB_SPM && out->len && out->text[0] == ' ') {
+        memmove(out->text, out->text + 1, out->len);
+        out->len--;
+    }
+    return st;
+}
+
+vkv_status vkv_session_generate(vkv_session *s, const vkv_compression *c, const vkv_prompt *pr,
+                                const vkv_gen_params *g, vkv_gen_result *out)
+{
+    memset(out, 0, sizeof *out);
+    out->n_prompt = (uint32_t)pr->n;
+    if (s->ctx && (uint64_t)pr->n + 1 > vkv_ctx_n_ctx(s->ctx))
+        return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
+                         vkv_ctx_n_ctx(s->ctx));
+    const vkv_hparams *hp = &s->model->hp;
+    float *logits = malloc(sizeof *logits * hp->n_vocab);
+    int32_t *gen = malloc(sizeof *gen * (g->max_new + 1));
+    vkv_prefill pf = {0};
+    vkv_status st = !logits || !gen ? oom() : vkv_session_prefill(s, c, pr, VKV_LOGITS_LAST, logits, &pf);
+    if (st) goto out;
+    out->prefill_s = pf.prefill_s;
+    out->compress_s = pf.compress_s;
+    out->n_compressed = pf.compressed ? pf.n_first : 0;
+    out->pa = pf.compressed && c->vector ? pf.report.pa : 0;
+    out->kv_bytes = pf.compressed ? pf.memory.k_retained + pf.memory.v_retained + pf.memory.k_approximated
+                                  : pf.memory.uncompressed_context;
+    out->kv_bytes_full = pf.memory.uncompressed_context;
+
+    vkv_stopwatch sw = vkv_session_stopwatch(s);
+    out->stop = "max tokens";
+    uint32_t n_gen = 0;
+    while (n_gen < g->max_new) {
+        int32_t id = argmax(logits, (int32_t)hp->n_vocab, s->tok, g->stop_id, g->min_one && n_gen == 0);
+        gen[n_gen++] = id;
+        if (vkv_tokenizer_is_eog(s->tok, id)) { out->stop = "eog"; break; }
+        if (id == g->stop_id) { out->stop = "stop token"; break; }
+        if (n_gen == g->max_new) break;
+        if (vkv_session_full(s)) { out->stop = "context full"; break; }
+        if ((st = vkv_session_step(s, id, logits))) goto out;
+    }
+    out->gen_s = vkv_stopwatch_seconds(s, sw);
+    out->n_gen = n_gen;
+    st = detokenize_skipping_eog(s->tok, gen, n_gen, g->strip_spm_space, out);
+out:
+    vkv_prefill_free(&pf);
+    free(logits);
+    free(gen);
+    if (st) vkv_gen_result_free(out);
+    return st;
+}

@@ -1,0 +1,167 @@
+/* A session: the device, the model, its tokenizer, the calibration and one
+ * inference context, opened once, and the one sequence every command runs on
+ * them (docs/ARCHITECTURE.md §1):
+ *
+ *   split the prompt into context and question (vkv_session_tokenize),
+ *   prefill the part that is compressed, compress it, evaluate the rest
+ *   (vkv_session_prefill), then decode (vkv_session_step, vkv_session_generate)
+ *   or score the logits.
+ *
+ * The CLI's subcommands are option handling plus a few of these calls. */
+#ifndef VKV_SESSION_H
+#define VKV_SESSION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "calib/calib.h"
+#include "infer/forward.h"
+#include "press/vector.h"
+#include "tok/tokenizer.h"
+
+typedef struct vkv_session_params {
+    const char *model_path;
+    int device;               /* -1: VKVECTOR_DEVICE's choice or the best device */
+    bool no_tokenizer;        /* skip the vocabulary (token ids in and out only) */
+    bool load_calib;          /* load VECTOR's calibration at open */
+    const char *calib_path;   /* NULL: the model's path with .vkcal for .gguf */
+    /* The chat template of chat prompts: NULL or "none" (no template), "auto"
+     * (the model's own, none with a warning when vkvector does not know it),
+     * or a name vkv_chat_template_detect knows ("llama3", "chatml"). */
+    const char *chat;
+    const char *cmd;          /* the subcommand, for warnings */
+} vkv_session_params;
+
+typedef struct vkv_session_kvzip vkv_session_kvzip;
+
+/* Read-only for callers; vkv_session_close frees everything. */
+typedef struct vkv_session {
+    vkv_instance *inst;
+    vkv_gpu *gpu;
+    vkv_model *model;
+    vkv_tokenizer *tok;       /* NULL with no_tokenizer */
+    vkv_calib *calib;         /* NULL unless load_calib */
+    vkv_ctx *ctx;             /* NULL until vkv_session_reserve */
+    vkv_chat_template chat;   /* VKV_CHAT_UNKNOWN: prompts go without a template */
+    char model_name[256];     /* the model file's name without .gguf */
+    const char *model_path;
+    double load_seconds;      /* reading and uploading the weights */
+    vkv_session_kvzip *kvzip; /* KVzip's reconstruction prompts, made when first needed */
+} vkv_session;
+
+vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out);
+void vkv_session_close(vkv_session *s);
+
+/* Creates the inference context (replacing any earlier one) after checking
+ * that the weights, its KV cache and its scratch fit the device's heap: a
+ * context that does not fit is refused before anything is allocated, with
+ * the number of tokens that would. */
+vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp);
+
+/* The compression one prefill applies. */
+typedef struct vkv_compression {
+    const vkv_press_ops *press; /* NULL: the full cache */
+    double p_c;                 /* compression ratio */
+    bool vector;                /* VECTOR's approximated tier (needs the calibration) */
+    double p_a;                 /* approximation ratio; < 0: the default */
+    bool query_aware;           /* compress the question with the context */
+    bool materialized;          /* attention rebuilds every approximated value (reference path) */
+    bool keep_details;          /* per-token scores, residuals and tiers in the report (tier dump) */
+    bool plain_prompt;          /* KVzip: the prompt is not in the chat template */
+} vkv_compression;
+
+/* Token ids of a prompt and where its context ends. */
+typedef struct vkv_prompt {
+    int32_t *ids;              /* [n] malloc'ed */
+    size_t n;
+    size_t n_context;          /* ids [0, n_context) are the context: what query-agnostic compression sees */
+} vkv_prompt;
+void vkv_prompt_free(vkv_prompt *p);
+
+/* How the question is tokenized after the context. */
+typedef enum vkv_split_mode {
+    /* Context and "\n\n" + question tokenized apart (BOS before the context):
+     * the split is a token boundary by construction (run, kvpress). */
+    VKV_SPLIT_APART,
+    /* The whole text tokenized at once; the question starts at the first
+     * token that ends after the split byte (LongBench's prompts, tokenized
+     * as the reference tokenizes them). */
+    VKV_SPLIT_WHOLE,
+} vkv_split_mode;
+
+/* The one prompt-split function: text[0, split) is the context, text[split,
+ * len) the question (split == len: no question). chat: as the single user
+ * message of the session's chat template, generation prompt after it (the
+ * split moves with the text). */
+vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t len, size_t split, bool chat,
+                                vkv_split_mode mode, vkv_prompt *out);
+
+/* Cache slots compression uses past the n_first tokens it compresses (KVzip's
+ * reconstruction passes; 0 for the other scorers and without a press). */
+vkv_status vkv_session_press_room(vkv_session *s, const vkv_compression *c, uint32_t n_first, uint32_t *room);
+
+typedef enum vkv_logits_want {
+    VKV_LOGITS_NONE,
+    VKV_LOGITS_LAST,           /* [n_vocab]: the last prompt token's */
+    VKV_LOGITS_ALL,            /* [n, n_vocab]: every prompt position */
+    VKV_LOGITS_REST,           /* [n - n_first, n_vocab]: the positions evaluated after compression */
+} vkv_logits_want;
+
+/* What a prefill did. */
+typedef struct vkv_prefill {
+    uint32_t n_first;          /* tokens prefilled before compression (the context, or all when query-aware) */
+    bool compressed;
+    double prefill_s;          /* both prefill chunks, pipeline building excluded */
+    double compress_s;         /* scoring, allocation and compaction, pipeline building excluded */
+    vkv_vector_report report;  /* compressed only */
+    vkv_kv_memory memory;      /* the cache after the prefill */
+} vkv_prefill;
+void vkv_prefill_free(vkv_prefill *p);
+
+/* Resets the context and evaluates the prompt: the context (the whole prompt
+ * when query-aware) as one chunk, compression when c has a press, then the
+ * rest as a second chunk. Without a press the same two chunks are evaluated,
+ * so p_c = 0 gives the uncompressed logits bit for bit. */
+vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *prompt,
+                               vkv_logits_want want, float *logits, vkv_prefill *out);
+
+/* Appends one generated token; logits: [n_vocab] of its successor. VKV_ERR_ARG
+ * when the context is full (vkv_session_full says so beforehand). */
+vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits);
+bool vkv_session_full(const vkv_session *s);
+
+/* Wall-clock timing with the driver's pipeline building taken out (it would
+ * otherwise count the first use of every kernel). */
+typedef struct vkv_stopwatch {
+    double t0, pipeline0;
+} vkv_stopwatch;
+vkv_stopwatch vkv_session_stopwatch(const vkv_session *s);
+double vkv_stopwatch_seconds(const vkv_session *s, vkv_stopwatch w);
+
+/* Greedy generation after a prefill (LongBench, needle in a haystack). */
+typedef struct vkv_gen_params {
+    uint32_t max_new;          /* tokens to generate at most */
+    int32_t stop_id;           /* another token that ends generation (kept in the text); VKV_TOKEN_NULL = none */
+    bool min_one;              /* the first token may not end generation (LongBench's min_length for samsum) */
+    bool strip_spm_space;      /* drop the leading space of a SentencePiece first piece (as HF's decode does) */
+} vkv_gen_params;
+
+typedef struct vkv_gen_result {
+    char *text;                /* generated text, special tokens skipped (malloc'ed, NUL-terminated) */
+    size_t len;
+    uint32_t n_prompt, n_compressed; /* prompt tokens; tokens compression saw (0 without a press) */
+    uint32_t n_gen;            /* tokens generated (the stop token included) */
+    const char *stop;          /* "eog", "stop token", "max tokens" or "context full" */
+    double pa;                 /* p_a used (VECTOR), else 0 */
+    double prefill_s, compress_s, gen_s;
+    uint64_t kv_bytes;         /* K/V bytes the compressed context holds (retained K+V, approximated K) */
+    uint64_t kv_bytes_full;    /* the same context uncompressed */
+} vkv_gen_result;
+
+/* Prefills the prompt with compression c, then decodes greedily. */
+vkv_status vkv_session_generate(vkv_session *s, const vkv_compression *c, const vkv_prompt *prompt,
+                                const vkv_gen_params *g, vkv_gen_result *out);
+void vkv_gen_result_free(vkv_gen_result *r);
+
+#endif
