@@ -12,11 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib.h"
 #include "cli/cli.h"
-#include "press/kvzip.h"
-#include "press/vector.h"
-#include "tok/tokenizer.h"
+#include "session/session.h"
 
 static void usage(void)
 {
@@ -62,232 +59,249 @@ static void log_softmax(const float *l, uint32_t n, double *out)
     for (uint32_t i = 0; i < n; i++) out[i] = l[i] - lz;
 }
 
-typedef struct window_result {
-    double nll_ref, nll, kl;
-} window_result;
-
-int cmd_eval_ppl(int argc, char **argv)
-{
-    const char *model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL;
-    const char *text_path = NULL, *press_list = NULL, *calib_path = NULL;
+typedef struct eppl_opts {
+    const char *model_path, *text_path, *press_list, *calib_path;
     double ratios[16];
-    int n_ratios = 0;
-    int64_t n_context = 0, n_cont = 0, n_windows = 4, start_byte = 0;
-    double pa = -1;
-    bool vector_only = false, both = false, query_aware = false, markdown = false;
-    vkv_dtype kv_type = VKV_F16;
-    int device = cli_device_index_from_env();
+    int n_ratios;
+    int64_t n_context, n_cont, n_windows, start_byte;
+    double pa;
+    bool vector_only, both, query_aware, markdown;
+    vkv_dtype kv_type;
+    int device;
+    const vkv_press_ops *presses[16];
+    int n_presses;
+} eppl_opts;
+
+/* Returns -1 when the options are good, else the exit status (0 after --help). */
+static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
+{
+    *o = (eppl_opts){.model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL,
+                     .n_windows = 4, .pa = -1, .kv_type = VKV_F16, .device = cli_device_index_from_env()};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
 #define VALUE() do { if (!(v = cli_flag_value("eval-ppl", argc, argv, &i))) return 2; } while (0)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); model_path = v; }
-        else if (!strcmp(a, "--text")) { VALUE(); text_path = v; }
-        else if (!strcmp(a, "--press")) { VALUE(); press_list = v; }
-        else if (!strcmp(a, "--calib")) { VALUE(); calib_path = v; }
+        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); o->model_path = v; }
+        else if (!strcmp(a, "--text")) { VALUE(); o->text_path = v; }
+        else if (!strcmp(a, "--press")) { VALUE(); o->press_list = v; }
+        else if (!strcmp(a, "--calib")) { VALUE(); o->calib_path = v; }
         else if (!strcmp(a, "--compression")) {
             VALUE();
-            if ((n_ratios = parse_list(v, 0, 1, ratios, 16)) <= 0)
+            if ((o->n_ratios = parse_list(v, 0, 1, o->ratios, 16)) <= 0)
                 return cli_usage_error("eval-ppl", "--compression wants ratios in [0, 1), comma-separated, got '%s'", v);
         } else if (!strcmp(a, "--context")) {
             VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 22, &n_context)) return cli_usage_error("eval-ppl", "--context wants a positive integer, got '%s'", v);
+            if (!cli_parse_i64(v, 1, 1 << 22, &o->n_context)) return cli_usage_error("eval-ppl", "--context wants a positive integer, got '%s'", v);
         } else if (!strcmp(a, "--continuation")) {
             VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 22, &n_cont)) return cli_usage_error("eval-ppl", "--continuation wants a positive integer, got '%s'", v);
+            if (!cli_parse_i64(v, 1, 1 << 22, &o->n_cont)) return cli_usage_error("eval-ppl", "--continuation wants a positive integer, got '%s'", v);
         } else if (!strcmp(a, "--windows")) {
             VALUE();
-            if (!cli_parse_i64(v, 1, 100000, &n_windows)) return cli_usage_error("eval-ppl", "--windows wants a positive integer, got '%s'", v);
+            if (!cli_parse_i64(v, 1, 100000, &o->n_windows)) return cli_usage_error("eval-ppl", "--windows wants a positive integer, got '%s'", v);
         } else if (!strcmp(a, "--start-byte")) {
             VALUE();
-            if (!cli_parse_i64(v, 0, INT64_MAX, &start_byte)) return cli_usage_error("eval-ppl", "--start-byte wants a byte offset, got '%s'", v);
+            if (!cli_parse_i64(v, 0, INT64_MAX, &o->start_byte)) return cli_usage_error("eval-ppl", "--start-byte wants a byte offset, got '%s'", v);
         } else if (!strcmp(a, "--pa")) {
             VALUE();
-            if (!cli_parse_f64(v, 0, 1, &pa)) return cli_usage_error("eval-ppl", "--pa wants a ratio in [0, 1], got '%s'", v);
-        } else if (!strcmp(a, "--vector")) vector_only = true;
-        else if (!strcmp(a, "--both")) both = true;
-        else if (!strcmp(a, "--query-aware")) query_aware = true;
-        else if (!strcmp(a, "--markdown")) markdown = true;
+            if (!cli_parse_f64(v, 0, 1, &o->pa)) return cli_usage_error("eval-ppl", "--pa wants a ratio in [0, 1], got '%s'", v);
+        } else if (!strcmp(a, "--vector")) o->vector_only = true;
+        else if (!strcmp(a, "--both")) o->both = true;
+        else if (!strcmp(a, "--query-aware")) o->query_aware = true;
+        else if (!strcmp(a, "--markdown")) o->markdown = true;
         else if (!strcmp(a, "--kv-type")) {
             VALUE();
-            if (!strcmp(v, "f16")) kv_type = VKV_F16;
-            else if (!strcmp(v, "f32")) kv_type = VKV_F32;
+            if (!strcmp(v, "f16")) o->kv_type = VKV_F16;
+            else if (!strcmp(v, "f32")) o->kv_type = VKV_F32;
             else return cli_usage_error("eval-ppl", "--kv-type wants f16 or f32, got '%s'", v);
         } else if (!strcmp(a, "--device")) {
             VALUE();
             if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("eval-ppl", "--device wants a device index, got '%s'", v);
-            device = (int)iv;
+            o->device = (int)iv;
         } else return cli_usage_error("eval-ppl", "unknown option '%s'", a);
 #undef VALUE
     }
-    if (!text_path || !press_list || !n_ratios || !n_context || !n_cont)
+    return -1;
+}
+
+/* The rules between options; -1 when they hold, else 2 (printed). */
+static int check_eppl_options(eppl_opts *o)
+{
+    if (!o->text_path || !o->press_list || !o->n_ratios || !o->n_context || !o->n_cont)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
-    const vkv_press_ops *presses[16];
-    int n_presses = 0;
-    {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", press_list);
-        for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (n_presses == 16 || !(presses[n_presses] = vkv_press_find(t)))
-                return cli_usage_error("eval-ppl", "%s", vkv_last_error());
-            n_presses++;
-        }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", o->press_list);
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (o->n_presses == 16 || !(o->presses[o->n_presses] = vkv_press_find(t)))
+            return cli_usage_error("eval-ppl", "%s", vkv_last_error());
+        o->n_presses++;
     }
-    for (int r = 0; r < n_ratios; r++)
-        if (pa >= 0 && (vector_only || both) && pa > 1 - ratios[r])
-            return cli_usage_error("eval-ppl", "--pa %g is too large for compression %g (at most %g)", pa, ratios[r], 1 - ratios[r]);
+    for (int r = 0; r < o->n_ratios; r++)
+        if (o->pa >= 0 && (o->vector_only || o->both) && o->pa > 1 - o->ratios[r])
+            return cli_usage_error("eval-ppl", "--pa %g is too large for compression %g (at most %g)", o->pa,
+                                   o->ratios[r], 1 - o->ratios[r]);
+    return -1;
+}
 
-    int rc = 1;
-    vkv_status st;
-    vkv_instance *inst = NULL;
-    vkv_gpu *gpu = NULL;
-    vkv_model *m = NULL;
-    vkv_tokenizer *tok = NULL;
-    vkv_ctx *ctx = NULL;
-    vkv_calib *calib = NULL;
-    vkv_kvzip_prompt kz = {0};
-    char *text = NULL;
-    int32_t *all = NULL;
-    size_t n_all = 0;
-    float *ref_logits = NULL, *logits = NULL;
-    double *lp_ref = NULL, *lp = NULL;
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
-        (st = vkv_model_load(gpu, model_path, &m)) || (st = vkv_tokenizer_load(m->gguf, &tok)))
-        goto fail;
-    if (vector_only || both) {
-        char def[1100];
-        if (!calib_path) {
-            cli_default_calib_path(model_path, def, sizeof def);
-            calib_path = def;
-        }
-        if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
-    }
+/* The text's tokens and the windows cut from them. */
+typedef struct eppl_data {
+    int32_t *all;              /* [n_all] the text's tokens */
+    size_t n_all;
+    uint32_t per, total;       /* tokens per window from the text; + BOS */
+    uint32_t c0;               /* position of the first continuation token */
+    int32_t bos;
+    float *ref;                /* [n_windows, n_cont, n_vocab] uncompressed logits of the scored predictions */
+    float *logits;             /* [total, n_vocab] */
+    double *lp_ref, *lp;       /* [n_vocab] log-probabilities */
+    int32_t *win;              /* [total] */
+} eppl_data;
+
+static void eppl_data_free(eppl_data *d)
+{
+    free(d->all);
+    free(d->ref);
+    free(d->logits);
+    free(d->lp_ref);
+    free(d->lp);
+    free(d->win);
+}
+
+static vkv_status tokenize_text(const vkv_session *s, const eppl_opts *o, eppl_data *d)
+{
     size_t tl;
-    if (!(text = cli_read_file(text_path, &tl))) {
-        st = VKV_ERR_IO; /* the reader recorded which file and why */
-        goto fail;
-    }
-    if ((size_t)start_byte > tl) {
-        st = vkv_error(VKV_ERR_ARG, "--start-byte %lld is past the end of '%s' (%zu bytes)", (long long)start_byte, text_path, tl);
-        goto fail;
-    }
-    if ((st = vkv_tokenize(tok, text + start_byte, tl - (size_t)start_byte, false, false, &all, &n_all))) goto fail;
-    uint32_t per = (uint32_t)(n_context + n_cont + 1), total = per + 1; /* + BOS */
-    if ((uint64_t)n_all < (uint64_t)per * n_windows) {
-        st = vkv_error(VKV_ERR_ARG, "the text has %zu tokens, fewer than %lld windows of %u", n_all, (long long)n_windows, per);
-        goto fail;
-    }
-    uint32_t nv = m->hp.n_vocab;
-    /* KVzip's reconstruction passes need room after the context. */
-    uint32_t room = 0;
-    for (int pi = 0; pi < n_presses; pi++)
-        if (presses[pi]->repeat_pass && !kz.first) {
-            if ((st = vkv_kvzip_prompt_make(tok, false, &kz))) goto fail;
-            room = vkv_kvzip_max_pass_tokens(&kz, (uint32_t)n_context + 2);
-        }
-    vkv_ctx_params cp = {.n_ctx = total + room, .n_batch = 512, .kv_type = kv_type};
-    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx))) goto fail;
-    ref_logits = malloc(sizeof *ref_logits * (size_t)total * nv);
-    logits = malloc(sizeof *logits * (size_t)total * nv);
-    lp_ref = malloc(sizeof *lp_ref * nv);
-    lp = malloc(sizeof *lp * nv);
-    int32_t *win = malloc(sizeof *win * total);
-    if (!ref_logits || !logits || !lp_ref || !lp || !win) { free(win); st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
-    int32_t bos = vkv_tokenizer_bos(tok);
-
-    printf(markdown ? "| press | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
-                    : "%-13s %5s %-8s %6s %10s %12s %10s %11s\n",
-           "press", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
-    /* The uncompressed reference of every window, computed once. */
-    double *ref_nll = calloc((size_t)n_windows, sizeof *ref_nll);
-    float *ref_all = malloc(sizeof *ref_all * (size_t)n_windows * n_cont * nv);
-    if (!ref_nll || !ref_all) { free(win); free(ref_nll); free(ref_all); st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
-    uint32_t c0 = (uint32_t)n_context + 1; /* position of the first continuation token */
-    for (int64_t w = 0; w < n_windows; w++) {
-        win[0] = bos >= 0 ? bos : all[(size_t)w * per];
-        memcpy(win + 1, all + (size_t)w * per, sizeof *win * per);
-        if ((st = vkv_ctx_reset(ctx)) || (st = vkv_ctx_eval(ctx, win, total, true, ref_logits))) {
-            free(win); free(ref_nll); free(ref_all);
-            goto fail;
-        }
-        /* predictions at positions c0 .. c0+M-1 (tokens c0+1 ..) */
-        memcpy(ref_all + (size_t)w * n_cont * nv, ref_logits + (size_t)c0 * nv, sizeof *ref_all * n_cont * nv);
-    }
-    for (int pi = 0; pi < n_presses; pi++)
-        for (int ri = 0; ri < n_ratios; ri++)
-            for (int method = both ? 0 : vector_only ? 1 : 0; method <= (both || vector_only ? 1 : 0); method++) {
-                double nll = 0, nll_ref = 0, kl = 0, ms = 0;
-                float used_pa = 0;
-                for (int64_t w = 0; w < n_windows; w++) {
-                    win[0] = bos >= 0 ? bos : all[(size_t)w * per];
-                    memcpy(win + 1, all + (size_t)w * per, sizeof *win * per);
-                    vkv_vector_params vp = {.press = presses[pi], .pp = vkv_press_params_default((float)ratios[ri]),
-                                            .vector = method == 1, .pa = (float)pa, .w = calib ? calib->w : NULL,
-                                            .context_ids = win, .kvzip = presses[pi]->repeat_pass ? &kz : NULL};
-                    vkv_press_session *s = NULL;
-                    vkv_vector_report rep = {0};
-                    uint32_t n_comp = query_aware ? c0 + 1 : c0; /* aware: one continuation token in the prefill */
-                    if ((st = vkv_ctx_reset(ctx)) || (st = vkv_press_session_create(ctx, m, &vp, n_comp, &s)) ||
-                        (st = vkv_ctx_eval(ctx, win, n_comp, false, NULL)) || (st = vkv_press_session_compress(s, &rep))) {
-                        vkv_press_session_free(s);
-                        free(win); free(ref_nll); free(ref_all);
-                        goto fail;
-                    }
-                    ms += rep.seconds * 1e3;
-                    used_pa = rep.pa;
-                    vkv_vector_report_free(&rep);
-                    vkv_press_session_free(s);
-                    /* continuation tokens c0 .. (or c0+1 .. when aware); logits of each */
-                    uint32_t from = n_comp;
-                    if ((st = vkv_ctx_eval(ctx, win + from, total - from, true, logits))) {
-                        free(win); free(ref_nll); free(ref_all);
-                        goto fail;
-                    }
-                    for (int64_t t = (query_aware ? 1 : 0); t < n_cont; t++) {
-                        /* prediction made at position c0 + t: compressed logits row (c0 + t - from) */
-                        const float *lr = ref_all + ((size_t)w * n_cont + t) * nv;
-                        const float *lc = logits + (size_t)(c0 + t - from) * nv;
-                        int32_t next = win[c0 + t + 1];
-                        log_softmax(lr, nv, lp_ref);
-                        log_softmax(lc, nv, lp);
-                        nll_ref -= lp_ref[next];
-                        nll -= lp[next];
-                        double k = 0;
-                        for (uint32_t i = 0; i < nv; i++) k += exp(lp_ref[i]) * (lp_ref[i] - lp[i]);
-                        kl += k;
-                    }
-                }
-                double cnt = (double)n_windows * (n_cont - (query_aware ? 1 : 0));
-                const char *meth = method ? "VECTOR" : "baseline";
-                if (markdown)
-                    printf("| %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", presses[pi]->name, ratios[ri], meth,
-                           used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / n_windows);
-                else
-                    printf("%-13s %5.2f %-8s %6.3f %10.3f %12.3f %10.5f %11.1f\n", presses[pi]->name, ratios[ri], meth, used_pa,
-                           exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / n_windows);
-                fflush(stdout);
-            }
-    free(win);
-    free(ref_nll);
-    free(ref_all);
-    rc = 0;
-    goto out;
-fail:
-    rc = cli_fail("eval-ppl", st);
-out:
+    char *text = cli_read_file(o->text_path, &tl);
+    if (!text) return VKV_ERR_IO; /* the reader recorded which file and why */
+    vkv_status st = VKV_OK;
+    if ((size_t)o->start_byte > tl)
+        st = vkv_error(VKV_ERR_ARG, "--start-byte %lld is past the end of '%s' (%zu bytes)", (long long)o->start_byte,
+                       o->text_path, tl);
+    else st = vkv_tokenize(s->tok, text + o->start_byte, tl - (size_t)o->start_byte, false, false, &d->all, &d->n_all);
     free(text);
-    free(all);
-    free(ref_logits);
-    free(logits);
-    free(lp_ref);
-    free(lp);
-    vkv_calib_free(calib);
-    vkv_kvzip_prompt_free(&kz);
-    vkv_ctx_free(ctx);
-    vkv_tokenizer_free(tok);
-    vkv_model_free(gpu, m);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    if (st) return st;
+    d->per = (uint32_t)(o->n_context + o->n_cont + 1);
+    d->total = d->per + 1;
+    d->c0 = (uint32_t)o->n_context + 1;
+    d->bos = vkv_tokenizer_bos(s->tok);
+    if ((uint64_t)d->n_all < (uint64_t)d->per * o->n_windows)
+        return vkv_error(VKV_ERR_ARG, "the text has %zu tokens, fewer than %lld windows of %u", d->n_all,
+                         (long long)o->n_windows, d->per);
+    size_t nv = s->model->hp.n_vocab;
+    d->ref = malloc(sizeof *d->ref * (size_t)o->n_windows * o->n_cont * nv);
+    d->logits = malloc(sizeof *d->logits * d->total * nv);
+    d->lp_ref = malloc(sizeof *d->lp_ref * nv);
+    d->lp = malloc(sizeof *d->lp * nv);
+    d->win = malloc(sizeof *d->win * d->total);
+    if (!d->ref || !d->logits || !d->lp_ref || !d->lp || !d->win) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    return VKV_OK;
+}
+
+/* Window w as a prompt: [BOS] + per tokens; the context is its first n_first. */
+static vkv_prompt window_prompt(eppl_data *d, int64_t w, uint32_t n_first)
+{
+    d->win[0] = d->bos >= 0 ? d->bos : d->all[(size_t)w * d->per];
+    memcpy(d->win + 1, d->all + (size_t)w * d->per, sizeof *d->win * d->per);
+    return (vkv_prompt){.ids = d->win, .n = d->total, .n_context = n_first};
+}
+
+/* The uncompressed reference of every window, computed once: the logits of
+ * the predictions at positions c0 .. c0+M-1. */
+static vkv_status reference_pass(vkv_session *s, const eppl_opts *o, eppl_data *d)
+{
+    size_t nv = s->model->hp.n_vocab;
+    for (int64_t w = 0; w < o->n_windows; w++) {
+        vkv_prompt pr = window_prompt(d, w, d->total);
+        vkv_prefill pf;
+        vkv_status st = vkv_session_prefill(s, NULL, &pr, VKV_LOGITS_ALL, d->logits, &pf);
+        if (st) return st;
+        memcpy(d->ref + (size_t)w * o->n_cont * nv, d->logits + (size_t)d->c0 * nv, sizeof *d->ref * o->n_cont * nv);
+    }
+    return VKV_OK;
+}
+
+/* One row of the table: press, ratio and method over every window. */
+static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press, double ratio,
+                            bool vector)
+{
+    uint32_t nv = s->model->hp.n_vocab;
+    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = o->pa, .plain_prompt = true};
+    /* query-aware: one continuation token inside the compressed prefill */
+    uint32_t n_comp = o->query_aware ? d->c0 + 1 : d->c0;
+    double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0;
+    for (int64_t w = 0; w < o->n_windows; w++) {
+        vkv_prompt pr = window_prompt(d, w, n_comp);
+        vkv_prefill pf;
+        /* logits of the continuation tokens evaluated after compression */
+        vkv_status st = vkv_session_prefill(s, &c, &pr, VKV_LOGITS_REST, d->logits, &pf);
+        if (st) return st;
+        ms += pf.report.seconds * 1e3;
+        used_pa = pf.report.pa;
+        vkv_prefill_free(&pf);
+        for (int64_t t = (o->query_aware ? 1 : 0); t < o->n_cont; t++) {
+            /* prediction made at position c0 + t: compressed logits row (c0 + t - n_comp) */
+            const float *lr = d->ref + ((size_t)w * o->n_cont + t) * nv;
+            const float *lc = d->logits + (size_t)(d->c0 + t - n_comp) * nv;
+            int32_t next = d->win[d->c0 + t + 1];
+            log_softmax(lr, nv, d->lp_ref);
+            log_softmax(lc, nv, d->lp);
+            nll_ref -= d->lp_ref[next];
+            nll -= d->lp[next];
+            double k = 0;
+            for (uint32_t i = 0; i < nv; i++) k += exp(d->lp_ref[i]) * (d->lp_ref[i] - d->lp[i]);
+            kl += k;
+        }
+    }
+    double cnt = (double)o->n_windows * (o->n_cont - (o->query_aware ? 1 : 0));
+    const char *meth = vector ? "VECTOR" : "baseline";
+    if (o->markdown)
+        printf("| %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, ratio, meth, used_pa,
+               exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
+    else
+        printf("%-13s %5.2f %-8s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, ratio, meth, used_pa,
+               exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
+    fflush(stdout);
+    return VKV_OK;
+}
+
+/* The context: a window, plus what KVzip's reconstruction passes need. */
+static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl_data *d)
+{
+    uint32_t room = 0;
+    for (int pi = 0; pi < o->n_presses; pi++)
+        for (int ri = 0; ri < o->n_ratios; ri++) {
+            vkv_compression c = {.press = o->presses[pi], .p_c = o->ratios[ri], .plain_prompt = true};
+            uint32_t r;
+            vkv_status st = vkv_session_press_room(s, &c, (uint32_t)o->n_context + 2, &r);
+            if (st) return st;
+            if (r > room) room = r;
+        }
+    vkv_ctx_params cp = {.n_ctx = d->total + room, .n_batch = 512, .kv_type = o->kv_type};
+    return vkv_session_reserve(s, &cp);
+}
+
+int cmd_eval_ppl(int argc, char **argv)
+{
+    eppl_opts o;
+    int rc = parse_eppl_options(argc, argv, &o);
+    if (rc >= 0 || (rc = check_eppl_options(&o)) >= 0) return rc;
+    vkv_session_params sp = {.model_path = o.model_path, .device = o.device, .load_calib = o.vector_only || o.both,
+                             .calib_path = o.calib_path, .cmd = "eval-ppl"};
+    vkv_session *s = NULL;
+    eppl_data d = {0};
+    vkv_status st;
+    if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d)) || (st = reserve_windows(s, &o, &d)))
+        goto out;
+    printf(o.markdown ? "| press | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
+                      : "%-13s %5s %-8s %6s %10s %12s %10s %11s\n",
+           "press", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
+    if ((st = reference_pass(s, &o, &d))) goto out;
+    int m0 = o.both ? 0 : o.vector_only ? 1 : 0, m1 = o.both || o.vector_only ? 1 : 0;
+    for (int pi = 0; pi < o.n_presses && !st; pi++)
+        for (int ri = 0; ri < o.n_ratios && !st; ri++)
+            for (int method = m0; method <= m1 && !st; method++)
+                st = grid_cell(s, &o, &d, o.presses[pi], o.ratios[ri], method == 1);
+out:
+    rc = st ? cli_fail("eval-ppl", st) : 0;
+    eppl_data_free(&d);
+    vkv_session_close(s);
     return rc;
 }
