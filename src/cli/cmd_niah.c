@@ -222,8 +222,24 @@ typedef struct niah {
     dlist lengths, depths;
     size_t runs, n_predict;
     uint64_t seed;
+    bool quiet;
     cell *cells;               /* [n_lengths * n_depths], length-major */
+    /* set once the session is open */
+    bool chat;                 /* prompts in the model's chat template */
+    vkv_strbuf ask;            /* the question as asked after the haystack */
+    size_t overhead, n_needle; /* tokens of the prompt without the haystack; of the needle */
+    vkv_compression comp;
+    vkv_gen_params gen;
 } niah;
+
+/* One run's haystack text and where each of its tokens ends. */
+typedef struct haystack_run {
+    char *text;
+    size_t len;
+    int32_t *ids;              /* [n_ids] */
+    size_t *ends;              /* [n_ids] byte offsets */
+    size_t n_ids;
+} haystack_run;
 
 static double cell_mean(const cell *c)
 {
@@ -449,226 +465,278 @@ static vkv_status count_tokens(const vkv_tokenizer *tok, const char *text, size_
     return st;
 }
 
-int cmd_niah(int argc, char **argv)
+/* Returns -1 when the options are good, else the exit status (0 after --help). */
+static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
 {
-    eval_opts o;
-    eval_opts_init(&o);
-    niah g = {0};
-    g.o = &o;
-    g.needle = DEFAULT_NEEDLE;
-    g.question = DEFAULT_QUESTION;
-    g.runs = 1;
-    g.n_predict = 64;
+    eval_opts_init(o);
+    *g = (niah){.o = o, .needle = DEFAULT_NEEDLE, .question = DEFAULT_QUESTION, .runs = 1, .n_predict = 64};
     const char *lengths = "3000:30000:3000", *depths = "0:100:11";
-    bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
         int64_t iv;
-        int r = eval_parse_common("niah", argc, argv, &i, &o);
+        int r = eval_parse_common("niah", argc, argv, &i, o);
         if (r < 0) return 2;
         if (r > 0) continue;
 #define VALUE() do { if (!(v = cli_flag_value("niah", argc, argv, &i))) return 2; } while (0)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { niah_usage(); return 0; }
-        else if (!strcmp(a, "--haystack")) { VALUE(); g.haystack_dir = v; }
+        else if (!strcmp(a, "--haystack")) { VALUE(); g->haystack_dir = v; }
         else if (!strcmp(a, "--lengths")) { VALUE(); lengths = v; }
         else if (!strcmp(a, "--depths")) { VALUE(); depths = v; }
         else if (!strcmp(a, "--runs")) {
             VALUE();
             if (!cli_parse_i64(v, 1, 1000, &iv)) return cli_usage_error("niah", "--runs wants 1..1000, got '%s'", v);
-            g.runs = (size_t)iv;
+            g->runs = (size_t)iv;
         } else if (!strcmp(a, "--seed")) {
             VALUE();
             if (!cli_parse_i64(v, 0, INT64_MAX, &iv)) return cli_usage_error("niah", "--seed wants a non-negative integer, got '%s'", v);
-            g.seed = (uint64_t)iv;
-        } else if (!strcmp(a, "--needle")) { VALUE(); g.needle = v; }
-        else if (!strcmp(a, "--question")) { VALUE(); g.question = v; }
+            g->seed = (uint64_t)iv;
+        } else if (!strcmp(a, "--needle")) { VALUE(); g->needle = v; }
+        else if (!strcmp(a, "--question")) { VALUE(); g->question = v; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             VALUE();
             if (!cli_parse_i64(v, 1, 1 << 16, &iv)) return cli_usage_error("niah", "--n-predict wants 1..65536, got '%s'", v);
-            g.n_predict = (size_t)iv;
-        } else if (!strcmp(a, "--out")) { VALUE(); g.out_path = v; }
-        else if (!strcmp(a, "--html")) { VALUE(); g.html_path = v; }
-        else if (!strcmp(a, "--quiet")) quiet = true;
+            g->n_predict = (size_t)iv;
+        } else if (!strcmp(a, "--out")) { VALUE(); g->out_path = v; }
+        else if (!strcmp(a, "--html")) { VALUE(); g->html_path = v; }
+        else if (!strcmp(a, "--quiet")) g->quiet = true;
         else return cli_usage_error("niah", "unknown option '%s'", a);
 #undef VALUE
     }
-    if (!g.out_path) return cli_usage_error("niah", "give the grid's JSON file with --out FILE");
-    if (!parse_spec(lengths, true, 1, 1e8, &g.lengths))
+    if (!g->out_path) return cli_usage_error("niah", "give the grid's JSON file with --out FILE");
+    if (!parse_spec(lengths, true, 1, 1e8, &g->lengths))
         return cli_usage_error("niah", "--lengths wants START:STOP:STEP or a list of token counts, got '%s'", lengths);
-    if (!parse_spec(depths, false, 0, 100, &g.depths))
+    if (!parse_spec(depths, false, 0, 100, &g->depths))
         return cli_usage_error("niah", "--depths wants START:STOP:COUNT or a list of percentages in [0, 100], got '%s'",
                                depths);
-    if (!*g.needle || !*g.question) return cli_usage_error("niah", "the needle and the question must not be empty");
-    if (!eval_opts_check("niah", &o)) return 2;
+    if (!*g->needle || !*g->question) return cli_usage_error("niah", "the needle and the question must not be empty");
+    if (!eval_opts_check("niah", o)) return 2;
+    return -1;
+}
+
+/* Token budget: the prompt without the haystack, the needle, the answer. */
+static vkv_status measure_prompt(niah *g)
+{
+    const vkv_session *s = g->e->s;
+    g->chat = s->chat != VKV_CHAT_UNKNOWN;
+    vkv_strbuf_puts(&g->ask, g->question);
+    vkv_strbuf_puts(&g->ask, ASK_SUFFIX);
+    if (!g->chat) vkv_strbuf_puts(&g->ask, "\nAnswer:");
+    if (g->ask.oom) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t n_fixed, n_q, n_chat = 0;
+    vkv_status st;
+    if ((st = count_tokens(s->tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(s->tok, g->ask.p, &n_q)) ||
+        (st = count_tokens(s->tok, g->needle, &g->n_needle)) ||
+        (g->chat && (st = vkv_eval_chat_overhead(s->tok, s->chat, &n_chat))))
+        return st;
+    g->overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
+    g->comp = eval_compression(g->o, g->e, g->chat);
+    g->gen = (vkv_gen_params){.max_new = (uint32_t)g->n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
+    return VKV_OK;
+}
+
+/* Lengths over the context are capped (once), too short ones dropped; false
+ * (printed) when none is left. */
+static bool plan_lengths(niah *g)
+{
+    uint32_t n_ctx = g->e->n_ctx;
+    size_t least = g->overhead + g->n_needle + 16;
+    size_t cap = n_ctx > g->n_predict + least ? n_ctx - g->n_predict - 1 : 0;
+    if (!cap) {
+        fprintf(stderr, "vkvector niah: the %u-token context has no room for a haystack\n", n_ctx);
+        return false;
+    }
+    size_t k = 0;
+    bool capped = false;
+    for (size_t i = 0; i < g->lengths.n; i++) {
+        double L = floor(g->lengths.v[i]);
+        if (L > cap) {
+            L = (double)cap;
+            capped = true;
+        }
+        if (L < least) {
+            fprintf(stderr, "vkvector niah: length %g is too short for the prompt and the needle (%zu tokens); skipped\n",
+                    L, g->overhead + g->n_needle);
+            continue;
+        }
+        bool dup = false;
+        for (size_t j = 0; j < k; j++) dup |= g->lengths.v[j] == L;
+        if (!dup) g->lengths.v[k++] = L;
+    }
+    g->lengths.n = k;
+    if (capped)
+        fprintf(stderr, "vkvector niah: lengths over %zu tokens do not fit the model's %u-token context with a "
+                        "%zu-token answer: capped at %zu\n", cap, n_ctx, g->n_predict, cap);
+    if (!g->lengths.n) fprintf(stderr, "vkvector niah: no length left to run\n");
+    return g->lengths.n > 0;
+}
+
+static vkv_status alloc_cells(niah *g)
+{
+    size_t nd = g->depths.n, n = g->lengths.n * nd;
+    if (!(g->cells = calloc(n, sizeof *g->cells))) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    for (size_t i = 0; i < n; i++) {
+        cell *c = &g->cells[i];
+        c->length = g->lengths.v[i / nd];
+        c->depth = g->depths.v[i % nd];
+        c->scores = calloc(g->runs, sizeof *c->scores);
+        c->needle_depth = calloc(g->runs, sizeof *c->needle_depth);
+        c->prompt_tokens = calloc(g->runs, sizeof *c->prompt_tokens);
+        c->answers = calloc(g->runs, sizeof *c->answers);
+        if (!c->scores || !c->needle_depth || !c->prompt_tokens || !c->answers)
+            return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    return VKV_OK;
+}
+
+static void free_cells(niah *g)
+{
+    if (g->cells)
+        for (size_t i = 0; i < g->lengths.n * g->depths.n; i++) {
+            free(g->cells[i].scores);
+            free(g->cells[i].needle_depth);
+            free(g->cells[i].prompt_tokens);
+            if (g->cells[i].answers)
+                for (size_t r = 0; r < g->runs; r++) free(g->cells[i].answers[r]);
+            free(g->cells[i].answers);
+        }
+    free(g->cells);
+    g->cells = NULL;
+}
+
+static void haystack_run_free(haystack_run *h)
+{
+    free(h->text);
+    free(h->ids);
+    free(h->ends);
+    memset(h, 0, sizeof *h);
+}
+
+/* Run r's haystack, from its own offset into the essays, tokenized once. */
+static vkv_status haystack_for_run(const niah *g, const char *hay, size_t hay_len, size_t r, double max_len,
+                                   haystack_run *h)
+{
+    const vkv_tokenizer *tok = g->e->s->tok;
+    haystack_run_free(h);
+    size_t offset = (size_t)(((double)r / g->runs + (double)(g->seed % 1000003) / 1000003.0) * hay_len) % hay_len;
+    if (!(h->text = run_text(hay, hay_len, offset, (size_t)(max_len * 12) + 4096, &h->len)))
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_status st = vkv_tokenize(tok, h->text, h->len, false, false, &h->ids, &h->n_ids);
+    if (st) return st;
+    if (!(h->ends = malloc((h->n_ids + 1) * sizeof *h->ends))) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    if (!h->n_ids) return vkv_error(VKV_ERR_FORMAT, "the haystack gives no tokens");
+    /* where each token ends in the text; proportional when the pieces do
+     * not spell the text (vocabularies of byte pieces) */
+    if (!vkv_eval_token_ends(tok, h->text, h->len, h->ids, h->n_ids, false, false, h->ends))
+        for (size_t i = 0; i < h->n_ids; i++) h->ends[i] = (size_t)((double)(i + 1) * h->len / h->n_ids);
+    return VKV_OK;
+}
+
+/* One cell of one run: the needle at the cell's depth in a haystack of the
+ * cell's length, the question, the answer scored. */
+static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
+{
+    const char *text = h->text;
+    size_t hay_tokens = (size_t)c->length - g->overhead - g->n_needle;
+    if (hay_tokens > h->n_ids) hay_tokens = h->n_ids;
+    size_t cut = sentence_end_before(text, h->len, h->ends[hay_tokens - 1]);
+    if (!cut) cut = h->ends[hay_tokens - 1];
+    size_t target = c->depth >= 100 ? cut : h->ends[(size_t)(hay_tokens * c->depth / 100.0)];
+    size_t ins = c->depth >= 100 ? cut : c->depth <= 0 ? 0 : sentence_end_near(text, cut, target);
+    vkv_strbuf u = {0};
+    vkv_strbuf_puts(&u, INTRO);
+    vkv_strbuf_put(&u, text, ins);
+    if (ins && !is_ws(text[ins - 1])) vkv_strbuf_puts(&u, " ");
+    vkv_strbuf_puts(&u, g->needle);
+    if (ins < cut && !is_ws(text[ins])) vkv_strbuf_puts(&u, " ");
+    vkv_strbuf_put(&u, text + ins, cut - ins);
+    vkv_strbuf_puts(&u, OUTRO);
+    size_t split = u.n;
+    vkv_strbuf_puts(&u, g->ask.p);
+    if (u.oom) {
+        free(u.p);
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    vkv_prompt pr;
+    vkv_status st = vkv_session_tokenize(g->e->s, u.p, u.n, split, g->chat, VKV_SPLIT_WHOLE, &pr);
+    free(u.p);
+    if (st) return st;
+    size_t pn = pr.n;
+    vkv_gen_result res;
+    if (pn + g->n_predict + 1 > g->e->n_ctx) st = vkv_error(VKV_ERR_ARG, "the prompt is %zu tokens: no room for the answer", pn);
+    else st = vkv_session_generate(g->e->s, &g->comp, &pr, &g->gen, &res);
+    vkv_prompt_free(&pr);
+    if (st) {
+        fprintf(stderr, "vkvector niah: length %g, depth %g, run %zu: %s: %s\n", c->length, c->depth, r,
+                vkv_status_name(st), vkv_last_error());
+        return st == VKV_ERR_ARG ? VKV_OK : st;
+    }
+    double score = vkv_metric_rouge_l(res.text, g->needle);
+    c->scores[c->n_done] = score;
+    c->prompt_tokens[c->n_done] = pn;
+    c->needle_depth[c->n_done] = cut ? 100.0 * (double)ins / (double)cut : 0;
+    c->answers[c->n_done] = res.text;
+    res.text = NULL;
+    c->n_done++;
+    if (!g->quiet)
+        fprintf(stderr, "length %6g  depth %5.1f%%  run %zu: %5zu tokens, score %.3f  %.2f s + %.2f s | %s\n", c->length,
+                c->depth, r, pn, score, res.prefill_s + res.compress_s, res.gen_s, c->answers[c->n_done - 1]);
+    vkv_gen_result_free(&res);
+    return VKV_OK;
+}
+
+/* Every run over the grid; the JSON is rewritten after each length. Returns
+ * 0, or the exit status. */
+static int run_grid(niah *g, const char *hay, size_t hay_len, vkv_status *st)
+{
+    double max_len = 0;
+    for (size_t i = 0; i < g->lengths.n; i++) max_len = g->lengths.v[i] > max_len ? g->lengths.v[i] : max_len;
+    size_t nl = g->lengths.n, nd = g->depths.n;
+    haystack_run h = {0};
+    int rc = 0;
+    for (size_t r = 0; r < g->runs && !rc; r++) {
+        if ((*st = haystack_for_run(g, hay, hay_len, r, max_len, &h))) rc = 1;
+        for (size_t li = 0; li < nl && !rc; li++) {
+            for (size_t di = 0; di < nd && !rc; di++)
+                if ((*st = run_cell(g, &h, &g->cells[li * nd + di], r))) rc = 1;
+            if (!rc && !write_json(g)) rc = 1;
+        }
+    }
+    haystack_run_free(&h);
+    return rc;
+}
+
+int cmd_niah(int argc, char **argv)
+{
+    eval_opts o;
+    niah g;
+    int rc = parse_niah_options(argc, argv, &o, &g);
+    if (rc >= 0) return rc;
     char hbuf[1100];
     if (!g.haystack_dir) {
         const char *shared = getenv("VKVECTOR_SHARED");
         snprintf(hbuf, sizeof hbuf, "%s/data/paul_graham_essays", shared ? shared : "../shared");
         g.haystack_dir = hbuf;
     }
-
-    int rc = 1;
-    vkv_status st;
     eval_env e = {0};
     g.e = &e;
-    size_t hay_len = 0, text_len = 0;
-    char *hay = read_haystack(g.haystack_dir, &hay_len), *text = NULL;
-    size_t *ends = NULL;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    vkv_strbuf q = {0};
+    size_t hay_len = 0;
+    char *hay = read_haystack(g.haystack_dir, &hay_len);
     if (!hay) return 1;
     double want = 0;
     for (size_t i = 0; i < g.lengths.n; i++) want = g.lengths.v[i] > want ? g.lengths.v[i] : want;
     want += (double)g.n_predict + 1;
-    if ((st = eval_env_open("niah", &o, want < 1 << 24 ? (uint32_t)want : 0, &e))) goto fail;
-
-    /* Token budget: the prompt without the haystack, the needle, the answer. */
-    bool chat = e.s->chat != VKV_CHAT_UNKNOWN;
-    vkv_strbuf_puts(&q, g.question);
-    vkv_strbuf_puts(&q, ASK_SUFFIX);
-    if (!chat) vkv_strbuf_puts(&q, "\nAnswer:");
-    if (q.oom) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
-    size_t n_fixed, n_q, n_needle, n_chat = 0;
-    if ((st = count_tokens(e.s->tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(e.s->tok, q.p, &n_q)) ||
-        (st = count_tokens(e.s->tok, g.needle, &n_needle)) ||
-        (chat && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &n_chat))))
-        goto fail;
-    size_t overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
-    size_t cap = e.n_ctx > g.n_predict + overhead + n_needle + 16 ? e.n_ctx - g.n_predict - 1 : 0;
-    if (!cap) {
-        fprintf(stderr, "vkvector niah: the %u-token context has no room for a haystack\n", e.n_ctx);
-        goto out;
-    }
-    /* lengths over the context are capped (once) */
-    size_t k = 0;
-    bool capped = false;
-    for (size_t i = 0; i < g.lengths.n; i++) {
-        double L = floor(g.lengths.v[i]);
-        if (L > cap) {
-            L = (double)cap;
-            capped = true;
-        }
-        if (L < overhead + n_needle + 16) {
-            fprintf(stderr, "vkvector niah: length %g is too short for the prompt and the needle (%zu tokens); skipped\n",
-                    L, overhead + n_needle);
-            continue;
-        }
-        bool dup = false;
-        for (size_t j = 0; j < k; j++) dup |= g.lengths.v[j] == L;
-        if (!dup) g.lengths.v[k++] = L;
-    }
-    g.lengths.n = k;
-    if (capped)
-        fprintf(stderr, "vkvector niah: lengths over %zu tokens do not fit the model's %u-token context with a "
-                        "%zu-token answer: capped at %zu\n", cap, e.n_ctx, g.n_predict, cap);
-    if (!g.lengths.n) {
-        fprintf(stderr, "vkvector niah: no length left to run\n");
-        goto out;
-    }
-    double max_len = 0;
-    for (size_t i = 0; i < g.lengths.n; i++) max_len = g.lengths.v[i] > max_len ? g.lengths.v[i] : max_len;
-
-    size_t nl = g.lengths.n, nd = g.depths.n;
-    if (!(g.cells = calloc(nl * nd, sizeof *g.cells))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
-    for (size_t i = 0; i < nl * nd; i++) {
-        cell *c = &g.cells[i];
-        c->length = g.lengths.v[i / nd];
-        c->depth = g.depths.v[i % nd];
-        c->scores = calloc(g.runs, sizeof *c->scores);
-        c->needle_depth = calloc(g.runs, sizeof *c->needle_depth);
-        c->prompt_tokens = calloc(g.runs, sizeof *c->prompt_tokens);
-        c->answers = calloc(g.runs, sizeof *c->answers);
-        if (!c->scores || !c->needle_depth || !c->prompt_tokens || !c->answers) {
-            st = vkv_error(VKV_ERR_OOM, "out of host memory");
-            goto fail;
-        }
-    }
+    rc = 1;
+    vkv_status st;
+    if ((st = eval_env_open("niah", &o, want < 1 << 24 ? (uint32_t)want : 0, &e)) || (st = measure_prompt(&g))) goto out;
+    if (!plan_lengths(&g)) goto out;
+    if ((st = alloc_cells(&g))) goto out;
     fprintf(stderr, "vkvector niah: %s, %s%s, %u-token context, %zu lengths x %zu depths x %zu runs\n", e.s->model_name,
-            o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx, nl, nd, g.runs);
-
-    vkv_compression comp = eval_compression(&o, &e, chat);
-    vkv_gen_params gp = {.max_new = (uint32_t)g.n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
-    for (size_t r = 0; r < g.runs; r++) {
-        /* this run's haystack, tokenized once: token end offsets */
-        size_t offset = (size_t)(((double)r / g.runs + (double)(g.seed % 1000003) / 1000003.0) * hay_len) % hay_len;
-        free(text);
-        free(ids);
-        free(ends);
-        ids = NULL;
-        ends = NULL;
-        if (!(text = run_text(hay, hay_len, offset, (size_t)(max_len * 12) + 4096, &text_len))) {
-            st = vkv_error(VKV_ERR_OOM, "out of host memory");
-            goto fail;
-        }
-        if ((st = vkv_tokenize(e.s->tok, text, text_len, false, false, &ids, &n_ids))) goto fail;
-        if (!(ends = malloc((n_ids + 1) * sizeof *ends))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
-        if (!n_ids) { st = vkv_error(VKV_ERR_FORMAT, "the haystack gives no tokens"); goto fail; }
-        /* where each token ends in the text; proportional when the pieces do
-         * not spell the text (vocabularies of byte pieces) */
-        if (!vkv_eval_token_ends(e.s->tok, text, text_len, ids, n_ids, false, false, ends))
-            for (size_t i = 0; i < n_ids; i++) ends[i] = (size_t)((double)(i + 1) * text_len / n_ids);
-        for (size_t li = 0; li < nl; li++) {
-            for (size_t di = 0; di < nd; di++) {
-                cell *c = &g.cells[li * nd + di];
-                size_t hay_tokens = (size_t)c->length - overhead - n_needle;
-                if (hay_tokens > n_ids) hay_tokens = n_ids;
-                size_t cut = sentence_end_before(text, text_len, ends[hay_tokens - 1]);
-                if (!cut) cut = ends[hay_tokens - 1];
-                size_t target = c->depth >= 100 ? cut : ends[(size_t)(hay_tokens * c->depth / 100.0)];
-                size_t ins = c->depth >= 100 ? cut : c->depth <= 0 ? 0 : sentence_end_near(text, cut, target);
-                vkv_strbuf u = {0};
-                vkv_strbuf_puts(&u, INTRO);
-                vkv_strbuf_put(&u, text, ins);
-                if (ins && !is_ws(text[ins - 1])) vkv_strbuf_puts(&u, " ");
-                vkv_strbuf_puts(&u, g.needle);
-                if (ins < cut && !is_ws(text[ins])) vkv_strbuf_puts(&u, " ");
-                vkv_strbuf_put(&u, text + ins, cut - ins);
-                vkv_strbuf_puts(&u, OUTRO);
-                size_t split = u.n;
-                vkv_strbuf_puts(&u, q.p);
-                if (u.oom) {
-                    free(u.p);
-                    st = vkv_error(VKV_ERR_OOM, "out of host memory");
-                    goto fail;
-                }
-                vkv_prompt pr;
-                st = vkv_session_tokenize(e.s, u.p, u.n, split, chat, VKV_SPLIT_WHOLE, &pr);
-                free(u.p);
-                if (st) goto fail;
-                size_t pn = pr.n;
-                vkv_gen_result res;
-                if (pn + g.n_predict + 1 > e.n_ctx) {
-                    st = vkv_error(VKV_ERR_ARG, "the prompt is %zu tokens: no room for the answer", pn);
-                } else st = vkv_session_generate(e.s, &comp, &pr, &gp, &res);
-                vkv_prompt_free(&pr);
-                if (st) {
-                    fprintf(stderr, "vkvector niah: length %g, depth %g, run %zu: %s: %s\n", c->length, c->depth, r,
-                            vkv_status_name(st), vkv_last_error());
-                    if (st != VKV_ERR_ARG) goto fail;
-                    continue;
-                }
-                double s = vkv_metric_rouge_l(res.text, g.needle);
-                c->scores[c->n_done] = s;
-                c->prompt_tokens[c->n_done] = pn;
-                c->needle_depth[c->n_done] = cut ? 100.0 * (double)ins / (double)cut : 0;
-                c->answers[c->n_done] = res.text;
-                res.text = NULL;
-                c->n_done++;
-                if (!quiet)
-                    fprintf(stderr, "length %6g  depth %5.1f%%  run %zu: %5zu tokens, score %.3f  %.2f s + %.2f s | %s\n",
-                            c->length, c->depth, r, pn, s, res.prefill_s + res.compress_s, res.gen_s,
-                            c->answers[c->n_done - 1]);
-                vkv_gen_result_free(&res);
-            }
-            if (!write_json(&g)) goto out;
-        }
-    }
-    if (!write_json(&g)) goto out;
-    if (g.html_path && !write_html(&g)) goto out;
+            o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx, g.lengths.n, g.depths.n,
+            g.runs);
+    if (run_grid(&g, hay, hay_len, &st) || !write_json(&g) || (g.html_path && !write_html(&g))) goto out;
     double sum = 0;
     size_t n_sum = 0;
-    for (size_t i = 0; i < nl * nd; i++)
+    for (size_t i = 0; i < g.lengths.n * g.depths.n; i++)
         if (g.cells[i].n_done) {
             sum += cell_mean(&g.cells[i]);
             n_sum++;
@@ -676,24 +744,10 @@ int cmd_niah(int argc, char **argv)
     printf("mean ROUGE-L F over %zu cells: %.4f\n", n_sum, n_sum ? sum / n_sum : 0.0);
     printf("grid: %s%s%s\n", g.out_path, g.html_path ? ", heatmap: " : "", g.html_path ? g.html_path : "");
     rc = 0;
-    goto out;
-fail:
-    rc = cli_fail("niah", st);
 out:
-    if (g.cells)
-        for (size_t i = 0; i < g.lengths.n * g.depths.n; i++) {
-            free(g.cells[i].scores);
-            free(g.cells[i].needle_depth);
-            free(g.cells[i].prompt_tokens);
-            if (g.cells[i].answers)
-                for (size_t r = 0; r < g.runs; r++) free(g.cells[i].answers[r]);
-            free(g.cells[i].answers);
-        }
-    free(g.cells);
-    free(q.p);
-    free(text);
-    free(ids);
-    free(ends);
+    if (st) rc = cli_fail("niah", st);
+    free_cells(&g);
+    free(g.ask.p);
     free(hay);
     eval_env_close(&e);
     return rc;
