@@ -105,6 +105,14 @@ static double rescore(const vkv_json *r, const vkv_lb_task *task)
     return s;
 }
 
+/* A JSONL reader on path; false (printed) when it cannot be opened. */
+static bool open_jsonl(jsonl_reader *rd, const char *path)
+{
+    if (jsonl_open(rd, path)) return true;
+    fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
+    return false;
+}
+
 /* Reads what an earlier run wrote: the keys ("dataset\n_id") done with these
  * settings, their scores; refuses a file of other settings. *needs_newline:
  * the file ends inside a line (a crash mid-write). */
@@ -125,10 +133,7 @@ static int scan_results(const char *path, const eval_opts *o, const eval_env *e,
         fclose(f);
     }
     jsonl_reader rd;
-    if (!jsonl_open(&rd, path)) {
-        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
-        return 1;
-    }
+    if (!open_jsonl(&rd, path)) return 1;
     vkv_json_doc *doc;
     vkv_status st;
     int rc = 0;
@@ -236,6 +241,18 @@ static void write_string_list(vkv_json_writer *w, char **l, size_t n)
     vkv_json_end_array(w);
 }
 
+/* The command's options. */
+typedef struct lb_opts {
+    eval_opts common;
+    const char *data_dir, *out_path, *tasks_arg, *prompts_dir;
+    int64_t limit, shard_i, shard_n, max_length, max_new;
+    bool strict, quiet;
+    const char *tasks[64];     /* task names: the --tasks list or all of them */
+    size_t n_tasks;
+    char *tasks_copy;          /* the names point into it */
+    char prompts_buf[1100];
+} lb_opts;
+
 typedef struct lb_run {
     const eval_opts *o;
     eval_env *e;
@@ -244,6 +261,10 @@ typedef struct lb_run {
     int64_t max_length, max_new;
     bool quiet;
     size_t chat_overhead;
+    /* progress */
+    strset done;               /* "task\nid" of the results already in the file */
+    task_acc acc[VKV_LB_N_TASKS];
+    size_t n_new, n_bad, n_failed;
 } lb_run;
 
 /* The prompt's token ids and split for one sample. */
@@ -424,246 +445,265 @@ static bool parse_shard(const char *s, int64_t *i, int64_t *n)
     return cli_parse_i64(a, 0, 1 << 20, i) && cli_parse_i64(slash + 1, 1, 1 << 20, n) && *i < *n;
 }
 
-int cmd_longbench(int argc, char **argv)
+/* The --tasks list, each one known; all tasks without it. -1, or 2 (printed). */
+static int select_tasks(lb_opts *l)
 {
-    eval_opts o;
-    eval_opts_init(&o);
-    const char *data_dir = NULL, *out_path = NULL, *tasks_arg = NULL, *prompts_dir = NULL;
-    int64_t limit = -1, shard_i = 0, shard_n = 1, max_length = 0, max_new = 0;
-    bool strict = false, quiet = false;
+    if (!l->tasks_arg) {
+        for (int t = 0; t < VKV_LB_N_TASKS; t++) l->tasks[l->n_tasks++] = vkv_lb_tasks[t].name;
+        return -1;
+    }
+    if (!(l->tasks_copy = strdup(l->tasks_arg))) return cli_usage_error("longbench", "out of host memory");
+    for (char *save = NULL, *t = strtok_r(l->tasks_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!*t) continue;
+        if (l->n_tasks == 64) return cli_usage_error("longbench", "too many tasks");
+        if (!vkv_longbench_task(t))
+            return cli_usage_error("longbench", "unknown task '%s' (the 16 English LongBench tasks, or their "
+                                                "LongBench-E versions '<task>_e')", t);
+        l->tasks[l->n_tasks++] = t;
+    }
+    return l->n_tasks ? -1 : cli_usage_error("longbench", "--tasks is empty");
+}
+
+/* Returns -1 when the options are good, else the exit status (0 after --help). */
+static int parse_longbench_options(int argc, char **argv, lb_opts *l)
+{
+    memset(l, 0, sizeof *l);
+    eval_opts *o = &l->common;
+    eval_opts_init(o);
+    l->limit = -1;
+    l->shard_n = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v;
-        int r = eval_parse_common("longbench", argc, argv, &i, &o);
+        int r = eval_parse_common("longbench", argc, argv, &i, o);
         if (r < 0) return 2;
         if (r > 0) continue;
 #define VALUE() do { if (!(v = cli_flag_value("longbench", argc, argv, &i))) return 2; } while (0)
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { longbench_usage(); return 0; }
-        else if (!strcmp(a, "--data")) { VALUE(); data_dir = v; }
-        else if (!strcmp(a, "--out")) { VALUE(); out_path = v; }
-        else if (!strcmp(a, "--tasks")) { VALUE(); tasks_arg = v; }
-        else if (!strcmp(a, "--prompts")) { VALUE(); prompts_dir = v; }
+        else if (!strcmp(a, "--data")) { VALUE(); l->data_dir = v; }
+        else if (!strcmp(a, "--out")) { VALUE(); l->out_path = v; }
+        else if (!strcmp(a, "--tasks")) { VALUE(); l->tasks_arg = v; }
+        else if (!strcmp(a, "--prompts")) { VALUE(); l->prompts_dir = v; }
         else if (!strcmp(a, "--limit")) {
             VALUE();
-            if (!cli_parse_i64(v, 1, INT64_MAX, &limit)) return cli_usage_error("longbench", "--limit wants a positive integer, got '%s'", v);
+            if (!cli_parse_i64(v, 1, INT64_MAX, &l->limit)) return cli_usage_error("longbench", "--limit wants a positive integer, got '%s'", v);
         } else if (!strcmp(a, "--shard")) {
             VALUE();
-            if (!parse_shard(v, &shard_i, &shard_n)) return cli_usage_error("longbench", "--shard wants I/N with 0 <= I < N, got '%s'", v);
+            if (!parse_shard(v, &l->shard_i, &l->shard_n)) return cli_usage_error("longbench", "--shard wants I/N with 0 <= I < N, got '%s'", v);
         } else if (!strcmp(a, "--max-length")) {
             VALUE();
-            if (!cli_parse_i64(v, 16, 1 << 24, &max_length)) return cli_usage_error("longbench", "--max-length wants an integer >= 16, got '%s'", v);
+            if (!cli_parse_i64(v, 16, 1 << 24, &l->max_length)) return cli_usage_error("longbench", "--max-length wants an integer >= 16, got '%s'", v);
         } else if (!strcmp(a, "--max-new-tokens")) {
             VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 20, &max_new)) return cli_usage_error("longbench", "--max-new-tokens wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--strict")) strict = true;
-        else if (!strcmp(a, "--quiet")) quiet = true;
+            if (!cli_parse_i64(v, 1, 1 << 20, &l->max_new)) return cli_usage_error("longbench", "--max-new-tokens wants a positive integer, got '%s'", v);
+        } else if (!strcmp(a, "--strict")) l->strict = true;
+        else if (!strcmp(a, "--quiet")) l->quiet = true;
         else return cli_usage_error("longbench", "unknown option '%s'", a);
 #undef VALUE
     }
-    if (!data_dir) return cli_usage_error("longbench", "give the LongBench data directory with --data DIR");
-    if (!out_path) return cli_usage_error("longbench", "give the results file with --out FILE");
-    if (!eval_opts_check("longbench", &o)) return 2;
-    char pbuf[1100];
-    if (!prompts_dir && !(prompts_dir = prompts_dir_default(pbuf, sizeof pbuf)))
+    if (!l->data_dir) return cli_usage_error("longbench", "give the LongBench data directory with --data DIR");
+    if (!l->out_path) return cli_usage_error("longbench", "give the results file with --out FILE");
+    if (!eval_opts_check("longbench", o)) return 2;
+    if (!l->prompts_dir && !(l->prompts_dir = prompts_dir_default(l->prompts_buf, sizeof l->prompts_buf)))
         return cli_usage_error("longbench", "give the directory of dataset2prompt.json and dataset2maxlen.json with "
                                             "--prompts DIR (LongBench's config/)");
+    return select_tasks(l);
+}
 
-    /* tasks: the list, each known and with a data file */
-    const char *tasks[64];
-    size_t n_tasks = 0;
-    char *tasks_copy = tasks_arg ? strdup(tasks_arg) : NULL;
-    if (tasks_arg) {
-        for (char *save = NULL, *t = strtok_r(tasks_copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            if (!*t) continue;
-            if (n_tasks == 64) { free(tasks_copy); return cli_usage_error("longbench", "too many tasks"); }
-            if (!vkv_longbench_task(t)) {
-                int rc = cli_usage_error("longbench", "unknown task '%s' (the 16 English LongBench tasks, or their "
-                                                      "LongBench-E versions '<task>_e')", t);
-                free(tasks_copy);
-                return rc;
-            }
-            tasks[n_tasks++] = t;
-        }
-        if (!n_tasks) { free(tasks_copy); return cli_usage_error("longbench", "--tasks is empty"); }
-    } else
-        for (int t = 0; t < VKV_LB_N_TASKS; t++) tasks[n_tasks++] = vkv_lb_tasks[t].name;
-
-    int rc = 1;
-    vkv_status st;
-    eval_env e = {0};
-    vkv_json_doc *prompts = NULL, *maxlens = NULL;
-    FILE *out = NULL;
-    strset done = {0};
-    task_acc acc[VKV_LB_N_TASKS] = {0};
+/* Keeps the tasks that have a data file (all must with --tasks) and a
+ * prompt and generation length in LongBench's config. 0, or 1 (printed). */
+static int tasks_with_data(lb_opts *l, const vkv_json_doc *prompts, const vkv_json_doc *maxlens)
+{
     char path[2048];
-    snprintf(path, sizeof path, "%s/dataset2prompt.json", prompts_dir);
-    if ((st = vkv_json_parse_file(path, &prompts))) goto fail;
-    snprintf(path, sizeof path, "%s/dataset2maxlen.json", prompts_dir);
-    if ((st = vkv_json_parse_file(path, &maxlens))) goto fail;
-
-    /* which tasks have data */
     size_t n_run = 0;
-    for (size_t t = 0; t < n_tasks; t++) {
-        snprintf(path, sizeof path, "%s/%s.jsonl", data_dir, tasks[t]);
+    for (size_t t = 0; t < l->n_tasks; t++) {
+        snprintf(path, sizeof path, "%s/%s.jsonl", l->data_dir, l->tasks[t]);
         if (access(path, R_OK) != 0) {
-            if (tasks_arg) {
-                fprintf(stderr, "vkvector longbench: cannot read '%s': %s\n", path, strerror(errno));
-                rc = 1;
-                goto out;
-            }
-            continue;
+            if (!l->tasks_arg) continue;
+            fprintf(stderr, "vkvector longbench: cannot read '%s': %s\n", path, strerror(errno));
+            return 1;
         }
-        const vkv_lb_task *task = vkv_longbench_task(tasks[t]);
+        const vkv_lb_task *task = vkv_longbench_task(l->tasks[t]);
         const vkv_json *pt = vkv_json_get(vkv_json_root(prompts), task->name);
         const vkv_json *ml = vkv_json_get(vkv_json_root(maxlens), task->name);
         if (!pt || pt->type != VKV_JSON_STRING || !ml || ml->type != VKV_JSON_NUMBER || ml->number < 1) {
-            fprintf(stderr, "vkvector longbench: %s has no prompt or generation length for '%s'\n", prompts_dir,
+            fprintf(stderr, "vkvector longbench: %s has no prompt or generation length for '%s'\n", l->prompts_dir,
                     task->name);
-            rc = 1;
-            goto out;
+            return 1;
         }
-        tasks[n_run++] = tasks[t];
+        l->tasks[n_run++] = l->tasks[t];
     }
-    if (!n_run) {
-        fprintf(stderr, "vkvector longbench: no LongBench task files (<task>.jsonl) in '%s'\n", data_dir);
-        rc = 1;
-        goto out;
-    }
+    l->n_tasks = n_run;
+    if (!n_run) fprintf(stderr, "vkvector longbench: no LongBench task files (<task>.jsonl) in '%s'\n", l->data_dir);
+    return n_run ? 0 : 1;
+}
 
-    if ((st = eval_env_open("longbench", &o, 0, &e))) goto fail;
+/* Opens the results file for appending after reading what it holds. 0, or 1 (printed). */
+static int open_results(lb_run *run, size_t *n_done)
+{
     bool needs_newline;
-    size_t n_done;
-    if ((rc = scan_results(out_path, &o, &e, &done, acc, &needs_newline, &n_done))) goto out;
-    if (!(out = fopen(out_path, "ab"))) {
-        fprintf(stderr, "vkvector longbench: cannot write '%s': %s\n", out_path, strerror(errno));
-        rc = 1;
-        goto out;
+    int rc = scan_results(run->out_path, run->o, run->e, &run->done, run->acc, &needs_newline, n_done);
+    if (rc) return rc;
+    if (!(run->out = fopen(run->out_path, "ab"))) {
+        fprintf(stderr, "vkvector longbench: cannot write '%s': %s\n", run->out_path, strerror(errno));
+        return 1;
     }
     if (needs_newline) {
         /* The last line was cut by a crash: end it, so it stays one bad line. */
         fprintf(stderr, "vkvector longbench: %s ends inside a line (an interrupted write); it is kept and skipped\n",
-                out_path);
-        if (fputc('\n', out) == EOF || fflush(out) || fsync(fileno(out))) {
-            fprintf(stderr, "vkvector longbench: error writing '%s': %s\n", out_path, strerror(errno));
-            rc = 1;
-            goto out;
+                run->out_path);
+        if (fputc('\n', run->out) == EOF || fflush(run->out) || fsync(fileno(run->out))) {
+            fprintf(stderr, "vkvector longbench: error writing '%s': %s\n", run->out_path, strerror(errno));
+            return 1;
         }
     }
-    lb_run run = {&o, &e, out, out_path, max_length, max_new, quiet, 0};
-    if (e.s->chat != VKV_CHAT_UNKNOWN && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &run.chat_overhead))) goto fail;
-    fprintf(stderr, "vkvector longbench: %s, %s%s, %u-token context%s%s; %zu results already in %s\n", e.s->model_name,
-            o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx,
-            e.s->chat != VKV_CHAT_UNKNOWN ? ", chat template " : "",
-            e.s->chat != VKV_CHAT_UNKNOWN ? vkv_chat_template_name(e.s->chat) : "", n_done, out_path);
-    if (o.press_name)
-        fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o.compression, o.query_aware ? "query-aware" : "query-agnostic");
+    return 0;
+}
 
-    size_t n_new = 0, n_bad = 0, n_failed = 0;
-    for (size_t t = 0; t < n_run; t++) {
-        const vkv_lb_task *task = vkv_longbench_task(tasks[t]);
-        int ti = vkv_longbench_task_index(tasks[t]);
-        const char *tmpl = vkv_json_get(vkv_json_root(prompts), task->name)->string;
-        double ml = vkv_json_get(vkv_json_root(maxlens), task->name)->number;
-        uint32_t max_gen = (uint32_t)(max_new && max_new < ml ? max_new : ml);
-        snprintf(path, sizeof path, "%s/%s.jsonl", data_dir, tasks[t]);
-        jsonl_reader rd;
-        if (!jsonl_open(&rd, path)) {
-            fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
-            rc = 1;
-            goto out;
-        }
-        vkv_json_doc *doc;
-        size_t k = 0; /* sample index: non-blank lines, malformed ones included */
-        while (jsonl_next(&rd, &doc, &st)) {
-            size_t idx = k++;
-            if (limit > 0 && idx >= (size_t)limit) {
-                vkv_json_free(doc);
-                break;
-            }
-            if (idx % (size_t)shard_n != (size_t)shard_i) {
-                vkv_json_free(doc);
-                continue;
-            }
-            lb_sample s;
-            const char *why = NULL;
-            if (st || !parse_sample(vkv_json_root(doc), &s, &why)) {
-                fprintf(stderr, "vkvector longbench: %s:%zu: malformed sample %s (%s)\n", path, rd.line_no,
-                        strict ? "" : "skipped", st ? vkv_last_error() : why);
-                vkv_json_free(doc);
-                n_bad++;
-                if (strict) {
-                    jsonl_close(&rd);
-                    rc = 1;
-                    goto out;
-                }
-                continue;
-            }
-            char idbuf[64];
-            const char *id = s.id;
-            if (!id) {
-                snprintf(idbuf, sizeof idbuf, "#%zu", idx);
-                id = idbuf;
-            }
-            size_t kl = strlen(tasks[t]) + strlen(id) + 2;
-            char *key = malloc(kl);
-            if (!key) {
-                sample_free(&s);
-                vkv_json_free(doc);
-                jsonl_close(&rd);
-                st = vkv_error(VKV_ERR_OOM, "out of host memory");
-                goto fail;
-            }
-            snprintf(key, kl, "%s\n%s", tasks[t], id);
-            if (strset_has(&done, key)) {
-                free(key);
-                sample_free(&s);
-                vkv_json_free(doc);
-                continue;
-            }
-            char where[512];
-            snprintf(where, sizeof where, "%s #%zu (%s)", tasks[t], idx, id);
-            double score = 0;
-            bool written = false;
-            int r = run_sample(&run, task, tasks[t], tmpl, max_gen, &s, id, &score, &written, where);
-            if (written) strset_add(&done, key, NULL); /* a repeated _id in the data runs once */
-            free(key);
-            sample_free(&s);
-            vkv_json_free(doc);
-            if (r) {
-                jsonl_close(&rd);
-                rc = r;
-                goto out;
-            }
-            if (written) {
-                acc[ti].sum += score;
-                acc[ti].n++;
-                n_new++;
-            } else n_failed++;
-        }
-        bool unreadable = rd.error; /* a read error or an over-long line: the rest of the task is unknown */
-        jsonl_close(&rd);
-        if (unreadable) {
-            fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
-            rc = 1;
-            goto out;
-        }
+/* One line of a task's data: skipped when malformed, outside the shard or
+ * already done, else run. 0, or the exit status. */
+static int run_line(lb_run *run, const lb_opts *l, const char *task_name, const char *tmpl, uint32_t max_gen,
+                    size_t idx, const vkv_json_doc *doc, vkv_status read_st, const char *path, size_t line_no)
+{
+    const vkv_lb_task *task = vkv_longbench_task(task_name);
+    if (idx % (size_t)l->shard_n != (size_t)l->shard_i) return 0;
+    lb_sample s;
+    const char *why = NULL;
+    if (read_st || !parse_sample(vkv_json_root(doc), &s, &why)) {
+        fprintf(stderr, "vkvector longbench: %s:%zu: malformed sample %s (%s)\n", path, line_no,
+                l->strict ? "" : "skipped", read_st ? vkv_last_error() : why);
+        run->n_bad++;
+        return l->strict ? 1 : 0;
     }
-    fprintf(stderr, "\nvkvector longbench: %zu new results in %s", n_new, out_path);
-    if (n_bad) fprintf(stderr, "; %zu malformed sample lines skipped", n_bad);
-    if (n_failed) fprintf(stderr, "; %zu samples failed (reasons above; a rerun retries them)", n_failed);
+    char idbuf[64];
+    const char *id = s.id;
+    if (!id) {
+        snprintf(idbuf, sizeof idbuf, "#%zu", idx);
+        id = idbuf;
+    }
+    size_t kl = strlen(task_name) + strlen(id) + 2;
+    char *key = malloc(kl);
+    if (!key) {
+        sample_free(&s);
+        return cli_fail("longbench", vkv_error(VKV_ERR_OOM, "out of host memory"));
+    }
+    snprintf(key, kl, "%s\n%s", task_name, id);
+    int r = 0;
+    if (!strset_has(&run->done, key)) {
+        char where[512];
+        snprintf(where, sizeof where, "%s #%zu (%s)", task_name, idx, id);
+        double score = 0;
+        bool written = false;
+        r = run_sample(run, task, task_name, tmpl, max_gen, &s, id, &score, &written, where);
+        if (written) {
+            strset_add(&run->done, key, NULL); /* a repeated _id in the data runs once */
+            int ti = vkv_longbench_task_index(task_name);
+            run->acc[ti].sum += score;
+            run->acc[ti].n++;
+            run->n_new++;
+        } else if (!r) run->n_failed++;
+    }
+    free(key);
+    sample_free(&s);
+    return r;
+}
+
+/* Every sample of one task. 0, or the exit status. */
+static int run_task(lb_run *run, const lb_opts *l, const char *task_name, const vkv_json_doc *prompts,
+                    const vkv_json_doc *maxlens)
+{
+    const vkv_lb_task *task = vkv_longbench_task(task_name);
+    const char *tmpl = vkv_json_get(vkv_json_root(prompts), task->name)->string;
+    double ml = vkv_json_get(vkv_json_root(maxlens), task->name)->number;
+    uint32_t max_gen = (uint32_t)(l->max_new && l->max_new < ml ? l->max_new : ml);
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s.jsonl", l->data_dir, task_name);
+    jsonl_reader rd;
+    if (!open_jsonl(&rd, path)) return 1;
+    vkv_json_doc *doc;
+    vkv_status st;
+    int rc = 0;
+    size_t k = 0; /* sample index: non-blank lines, malformed ones included */
+    while (!rc && jsonl_next(&rd, &doc, &st)) {
+        size_t idx = k++;
+        if (l->limit > 0 && idx >= (size_t)l->limit) {
+            vkv_json_free(doc);
+            break;
+        }
+        rc = run_line(run, l, task_name, tmpl, max_gen, idx, doc, st, path, rd.line_no);
+        vkv_json_free(doc);
+    }
+    bool unreadable = rd.error; /* a read error or an over-long line: the rest of the task is unknown */
+    jsonl_close(&rd);
+    if (!rc && unreadable) {
+        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
+        rc = 1;
+    }
+    return rc;
+}
+
+static void print_summary(const lb_run *run)
+{
+    fprintf(stderr, "\nvkvector longbench: %zu new results in %s", run->n_new, run->out_path);
+    if (run->n_bad) fprintf(stderr, "; %zu malformed sample lines skipped", run->n_bad);
+    if (run->n_failed) fprintf(stderr, "; %zu samples failed (reasons above; a rerun retries them)", run->n_failed);
     fprintf(stderr, "\n");
     printf("task,samples,score\n");
     for (int t = 0; t < VKV_LB_N_TASKS; t++)
-        if (acc[t].n) printf("%s,%zu,%.2f\n", vkv_lb_tasks[t].name, acc[t].n, 100.0 * acc[t].sum / acc[t].n);
+        if (run->acc[t].n)
+            printf("%s,%zu,%.2f\n", vkv_lb_tasks[t].name, run->acc[t].n, 100.0 * run->acc[t].sum / run->acc[t].n);
+}
+
+static void print_banner(const lb_run *run, const eval_opts *o, size_t n_done)
+{
+    const vkv_session *s = run->e->s;
+    bool chat = s->chat != VKV_CHAT_UNKNOWN;
+    fprintf(stderr, "vkvector longbench: %s, %s%s, %u-token context%s%s; %zu results already in %s\n", s->model_name,
+            o->press_name ? o->press_name : "full cache", o->vector ? " + VECTOR" : "", run->e->n_ctx,
+            chat ? ", chat template " : "", chat ? vkv_chat_template_name(s->chat) : "", n_done, run->out_path);
+    if (o->press_name)
+        fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->compression, o->query_aware ? "query-aware" : "query-agnostic");
+}
+
+int cmd_longbench(int argc, char **argv)
+{
+    lb_opts l;
+    int rc = parse_longbench_options(argc, argv, &l);
+    if (rc >= 0) {
+        free(l.tasks_copy);
+        return rc;
+    }
+    const eval_opts *o = &l.common;
+    eval_env e = {0};
+    lb_run run = {.o = o, .e = &e, .out_path = l.out_path, .max_length = l.max_length, .max_new = l.max_new,
+                  .quiet = l.quiet};
+    vkv_json_doc *prompts = NULL, *maxlens = NULL;
+    char path[2048];
+    vkv_status st = VKV_OK;
+    size_t n_done;
+    rc = 1;
+    snprintf(path, sizeof path, "%s/dataset2prompt.json", l.prompts_dir);
+    if ((st = vkv_json_parse_file(path, &prompts))) goto out;
+    snprintf(path, sizeof path, "%s/dataset2maxlen.json", l.prompts_dir);
+    if ((st = vkv_json_parse_file(path, &maxlens))) goto out;
+    if (tasks_with_data(&l, prompts, maxlens)) goto out;
+    if ((st = eval_env_open("longbench", o, 0, &e))) goto out;
+    int opened = open_results(&run, &n_done);
+    if (opened) {
+        rc = opened;
+        goto out;
+    }
+    if (e.s->chat != VKV_CHAT_UNKNOWN && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &run.chat_overhead))) goto out;
+    print_banner(&run, o, n_done);
     rc = 0;
-    goto out;
-fail:
-    rc = cli_fail("longbench", st);
+    for (size_t t = 0; t < l.n_tasks && !rc; t++) rc = run_task(&run, &l, l.tasks[t], prompts, maxlens);
+    if (!rc) print_summary(&run);
 out:
-    if (out) fclose(out);
-    strset_free(&done);
+    if (st) rc = cli_fail("longbench", st);
+    if (run.out) fclose(run.out);
+    strset_free(&run.done);
     vkv_json_free(prompts);
     vkv_json_free(maxlens);
     eval_env_close(&e);
-    free(tasks_copy);
+    free(l.tasks_copy);
     return rc;
 }
