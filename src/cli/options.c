@@ -1,0 +1,331 @@
+/* The option tables' parser and --help printer (cli/options.h). */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+
+/* Entries a table may hold: the parser's "given already" marks live on the
+ * stack. The largest table (vkvector run) has about 40. */
+#define CLI_MAX_OPTS 256
+
+/* Help text starts at this column, unless every option's left part is
+ * shorter; a longer left part puts its help on the next line. */
+#define HELP_COLUMN_MAX 24
+
+void cli_model_opts_init(cli_model_opts *mo)
+{
+    const char *env = getenv("VKVECTOR_MODEL");
+    *mo = (cli_model_opts){.model_path = env ? env : VKV_DEFAULT_MODEL, .device = cli_device_index_from_env(),
+                           .n_ctx = 0, .n_batch = 512, .kv_type = 0};
+}
+
+vkv_dtype cli_kv_dtype(int kv_type) { return kv_type == 1 ? VKV_F32 : VKV_F16; }
+
+void cli_press_opts_init(cli_press_opts *po)
+{
+    *po = (cli_press_opts){.press = NULL, .compression = -1, .vector = false, .pa = -1, .calib = NULL,
+                           .query_aware = false, .materialized = false};
+}
+
+/* The i-th of the '|'-separated words of list (as a pointer and length);
+ * false past the last. */
+static bool list_word(const char *list, size_t i, const char **word, size_t *len)
+{
+    const char *p = list;
+    for (; i > 0; i--) {
+        p = strchr(p, '|');
+        if (!p) return false;
+        p++;
+    }
+    const char *bar = strchr(p, '|');
+    *word = p;
+    *len = bar ? (size_t)(bar - p) : strlen(p);
+    return true;
+}
+
+static bool list_has(const char *list, const char *s, size_t len, size_t *index)
+{
+    const char *w;
+    size_t wl;
+    for (size_t i = 0; list_word(list, i, &w, &wl); i++)
+        if (wl == len && !memcmp(w, s, len)) {
+            if (index) *index = i;
+            return true;
+        }
+    return false;
+}
+
+/* "a|b|c" -> "a, b or c" */
+static void choices_text(const char *choices, char *out, size_t size)
+{
+    const char *w;
+    size_t wl, n = 0, used = 0;
+    while (list_word(choices, n, &w, &wl)) n++;
+    out[0] = 0;
+    for (size_t i = 0; i < n && list_word(choices, i, &w, &wl); i++) {
+        const char *sep = i == 0 ? "" : i + 1 == n ? " or " : ", ";
+        int k = snprintf(out + used, size - used, "%s%.*s", sep, (int)wl, w);
+        if (k < 0 || (size_t)k >= size - used) return;
+        used += (size_t)k;
+    }
+}
+
+/* The integer range of an I64/I32/U64 entry, exclusive ends made inclusive
+ * and saturated to the destination type. */
+typedef struct int_range {
+    long double lo, hi; /* exact for every bound of the three types */
+    long double type_max;
+} int_range;
+
+static int_range integer_range(const cli_opt *o)
+{
+    int_range r;
+    long double type_min = o->type == CLI_I32 ? INT32_MIN : o->type == CLI_U64 ? 0 : (long double)INT64_MIN;
+    r.type_max = o->type == CLI_I32 ? INT32_MAX : o->type == CLI_U64 ? (long double)UINT64_MAX : (long double)INT64_MAX;
+    r.lo = ceill(o->min);
+    if ((o->flags & CLI_MIN_EXCLUSIVE) && r.lo == o->min) r.lo += 1;
+    r.hi = floorl(o->max);
+    if ((o->flags & CLI_MAX_EXCLUSIVE) && r.hi == o->max) r.hi -= 1;
+    if (r.lo < type_min) r.lo = type_min;
+    if (r.hi > r.type_max) r.hi = r.type_max;
+    return r;
+}
+
+static void range_text(const cli_opt *o, char *out, size_t size)
+{
+    if (o->type == CLI_F64 || o->type == CLI_F32) {
+        const char *open = (o->flags & CLI_MIN_EXCLUSIVE) ? "(" : "[";
+        const char *close = (o->flags & CLI_MAX_EXCLUSIVE) ? ")" : "]";
+        if (isinf(o->max)) snprintf(out, size, "a number %s %g", *open == '(' ? ">" : ">=", o->min);
+        else snprintf(out, size, "a number in %s%g, %g%s", open, o->min, o->max, close);
+        return;
+    }
+    int_range r = integer_range(o);
+    if (r.hi >= r.type_max) snprintf(out, size, "an integer >= %.0Lf", r.lo);
+    else snprintf(out, size, "an integer in %.0Lf..%.0Lf", r.lo, r.hi);
+}
+
+/* The whole of s as a decimal integer in [r.lo, r.hi]. */
+static bool parse_integer(const char *s, const int_range *r, bool is_unsigned, long double *out)
+{
+    if (!*s || isspace((unsigned char)*s)) return false;
+    char *end;
+    errno = 0;
+    long double v;
+    if (is_unsigned) {
+        if (!isdigit((unsigned char)*s)) return false; /* strtoull would take "-1" as 2^64 - 1 */
+        v = (long double)strtoull(s, &end, 10);
+    } else {
+        v = (long double)strtoll(s, &end, 10);
+    }
+    if (errno || *end || v < r->lo || v > r->hi) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_real(const cli_opt *o, const char *s, double *out)
+{
+    double v;
+    if (!cli_parse_f64(s, o->min, o->max, &v)) return false;
+    if ((o->flags & CLI_MIN_EXCLUSIVE) && v == o->min) return false;
+    if ((o->flags & CLI_MAX_EXCLUSIVE) && v == o->max) return false;
+    *out = v;
+    return true;
+}
+
+/* Stores value into the entry's destination; false (message printed) when
+ * it is not one the entry accepts. name: the option as typed. */
+static bool store_value(const char *cmd, const cli_opt *o, const char *name, const char *value)
+{
+    char what[160];
+    switch (o->type) {
+    case CLI_STR:
+        *(const char **)o->dest = value;
+        return true;
+    case CLI_ENUM: {
+        size_t index;
+        if (list_has(o->choices, value, strlen(value), &index)) {
+            *(int *)o->dest = (int)index;
+            return true;
+        }
+        choices_text(o->choices, what, sizeof what);
+        break;
+    }
+    case CLI_F64:
+    case CLI_F32: {
+        double v;
+        if (parse_real(o, value, &v)) {
+            if (o->type == CLI_F64) *(double *)o->dest = v;
+            else *(float *)o->dest = (float)v;
+            return true;
+        }
+        range_text(o, what, sizeof what);
+        break;
+    }
+    case CLI_I64:
+    case CLI_I32:
+    case CLI_U64: {
+        int_range r = integer_range(o);
+        long double v;
+        if (parse_integer(value, &r, o->type == CLI_U64, &v)) {
+            if (o->type == CLI_I64) *(int64_t *)o->dest = (int64_t)v;
+            else if (o->type == CLI_I32) *(int32_t *)o->dest = (int32_t)v;
+            else *(uint64_t *)o->dest = (uint64_t)v;
+            return true;
+        }
+        range_text(o, what, sizeof what);
+        break;
+    }
+    default:
+        snprintf(what, sizeof what, "no value");
+        break;
+    }
+    cli_usage_error(cmd, "%s wants %s, got '%s'", name, what, value);
+    return false;
+}
+
+/* "FILE..." -> "file": the word a list's "needs at least one ..." uses. */
+static void metavar_word(const char *metavar, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *p = metavar ? metavar : "value"; *p && *p != '.' && n + 1 < size; p++)
+        out[n++] = (char)tolower((unsigned char)*p);
+    out[n] = 0;
+}
+
+/* CLI_STR_LIST: value (from "--opt=value") and the arguments after argv[*i]
+ * up to the next option. */
+static bool store_list(const char *cmd, const cli_opt *o, const char *name, const char *value, int argc, char **argv,
+                       int *i)
+{
+    cli_str_list *list = o->dest;
+    size_t before = list->n;
+    for (;;) {
+        if (!value && *i + 1 < argc && argv[*i + 1][0] != '-') value = argv[++*i];
+        if (!value) break;
+        if (list->n == list->cap) {
+            cli_usage_error(cmd, "%s: more than %zu values", name, list->cap);
+            return false;
+        }
+        list->items[list->n++] = value;
+        value = NULL;
+    }
+    if (list->n == before) {
+        char word[32];
+        metavar_word(o->metavar, word, sizeof word);
+        cli_usage_error(cmd, "%s needs at least one %s", name, word);
+        return false;
+    }
+    return true;
+}
+
+static const cli_opt *find_option(const cli_opt *opts, size_t n_opts, const char *name, size_t len)
+{
+    for (size_t k = 0; k < n_opts; k++)
+        if (opts[k].type != CLI_SECTION && list_has(opts[k].names, name, len, NULL)) return &opts[k];
+    return NULL;
+}
+
+int cli_parse(const char *cmd, const char *usage_line, const cli_opt *opts, size_t n_opts, int argc, char **argv)
+{
+    bool seen[CLI_MAX_OPTS] = {0};
+    if (n_opts > CLI_MAX_OPTS) {
+        cli_usage_error(cmd, "internal error: %zu options, more than the parser's %d", n_opts, CLI_MAX_OPTS);
+        return CLI_USAGE_ERROR;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *value = NULL;
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            cli_print_usage(stdout, usage_line, opts, n_opts);
+            return CLI_HELP;
+        }
+        size_t len = strlen(arg);
+        const char *eq = strncmp(arg, "--", 2) ? NULL : strchr(arg, '=');
+        if (eq) { /* "--name=value" */
+            len = (size_t)(eq - arg);
+            value = eq + 1;
+        }
+        const cli_opt *o = find_option(opts, n_opts, arg, len);
+        if (!o) {
+            cli_usage_error(cmd, "unknown option '%s'", arg);
+            return CLI_USAGE_ERROR;
+        }
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)len, arg);
+        if (seen[o - opts] && !(o->flags & CLI_SEEN_TWICE_OK)) {
+            cli_usage_error(cmd, "%s is given more than once", name);
+            return CLI_USAGE_ERROR;
+        }
+        seen[o - opts] = true;
+        if (o->given) *o->given = true;
+        if (o->type == CLI_FLAG) {
+            if (value) {
+                cli_usage_error(cmd, "%s takes no value, got '%s'", name, value);
+                return CLI_USAGE_ERROR;
+            }
+            *(bool *)o->dest = true;
+            continue;
+        }
+        if (o->type == CLI_STR_LIST) {
+            if (!store_list(cmd, o, name, value, argc, argv, &i)) return CLI_USAGE_ERROR;
+            continue;
+        }
+        if (!value && i + 1 < argc) value = argv[++i];
+        if (!value) {
+            cli_usage_error(cmd, "%s needs a value", name);
+            return CLI_USAGE_ERROR;
+        }
+        if (!store_value(cmd, o, name, value)) return CLI_USAGE_ERROR;
+    }
+    return CLI_OK;
+}
+
+/* "  -m, --model FILE" of an entry; its length. */
+static size_t left_part(const cli_opt *o, char *out, size_t size)
+{
+    size_t used = (size_t)snprintf(out, size, "  ");
+    const char *w;
+    size_t wl;
+    for (size_t i = 0; list_word(o->names, i, &w, &wl) && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%.*s", i ? ", " : "", (int)wl, w);
+    const char *meta = o->metavar ? o->metavar : o->type == CLI_ENUM ? o->choices : NULL;
+    if (meta && o->type != CLI_FLAG && used < size) used += (size_t)snprintf(out + used, size - used, " %s", meta);
+    return used < size ? used : size - 1;
+}
+
+static void print_entry(FILE *f, const char *left, size_t left_len, const char *help, size_t column)
+{
+    fputs(left, f);
+    if (left_len + 2 > column) fprintf(f, "\n%*s", (int)column, "");
+    else fprintf(f, "%*s", (int)(column - left_len), "");
+    for (const char *p = help ? help : ""; *p; p++) {
+        fputc(*p, f);
+        if (*p == '\n' && p[1]) fprintf(f, "%*s", (int)column, "");
+    }
+    fputc('\n', f);
+}
+
+void cli_print_usage(FILE *f, const char *usage_line, const cli_opt *opts, size_t n_opts)
+{
+    char left[160];
+    size_t widest = strlen("  -h, --help");
+    for (size_t k = 0; k < n_opts; k++) {
+        size_t n = opts[k].type == CLI_SECTION ? 0 : left_part(&opts[k], left, sizeof left);
+        if (n <= HELP_COLUMN_MAX - 2 && n > widest) widest = n;
+    }
+    size_t column = widest + 2;
+    fprintf(f, "usage: %s\n\n", usage_line);
+    for (size_t k = 0; k < n_opts; k++) {
+        if (opts[k].type == CLI_SECTION) {
+            fprintf(f, "\n%s\n", opts[k].names);
+            continue;
+        }
+        size_t n = left_part(&opts[k], left, sizeof left);
+        print_entry(f, left, n, opts[k].help, column);
+    }
+    print_entry(f, "  -h, --help", strlen("  -h, --help"), "this help", column);
+}

@@ -1,0 +1,166 @@
+/* The subcommands' options as tables: one entry per option (its names, value
+ * type, range, destination and help line), one parser that applies the same
+ * rules to every command, and --help generated from the same table.
+ *
+ *     int64_t n = 128;
+ *     bool chat = false;
+ *     const cli_opt opts[] = {
+ *         {.type = CLI_I64, .names = "-n|--n-predict", .metavar = "N", .dest = &n, .min = 0, .max = 1 << 24,
+ *          .help = "tokens to generate (default 128)"},
+ *         {.type = CLI_FLAG, .names = "--chat", .dest = &chat, .help = "wrap the prompt in the chat template"},
+ *     };
+ *     int rc = cli_parse("run", "vkvector run [options]", opts, CLI_N(opts), argc, argv);
+ *     if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+ *
+ * The rules: an option is its names exactly ("-m" or "--model"; a long name
+ * also takes "--model=FILE"); the value is the next argument, whatever it
+ * starts with ("--temp -1" is a bad temperature, not a missing value); a
+ * number must be whole and in range; an option given twice is an error
+ * unless its entry has CLI_SEEN_TWICE_OK (then the last one wins); anything
+ * else is an unknown option. -h and --help are always there. */
+#ifndef VKV_CLI_OPTIONS_H
+#define VKV_CLI_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/dtype.h"
+#include "infer/sampler.h"
+
+typedef enum cli_opt_type {
+    CLI_SECTION,  /* a heading line in --help (names = the heading text); parses nothing */
+    CLI_FLAG,     /* bool: true when given */
+    CLI_STR,      /* const char *: the argument itself (points into argv) */
+    CLI_I64,      /* int64_t */
+    CLI_I32,      /* int32_t */
+    CLI_U64,      /* uint64_t */
+    CLI_F64,      /* double */
+    CLI_F32,      /* float: parsed and range-checked as a double, then rounded to float */
+    CLI_ENUM,     /* int: the index of the value in choices ("f16|f32": f16 = 0, f32 = 1) */
+    CLI_STR_LIST, /* cli_str_list: every argument after the option up to the next one starting with '-' */
+} cli_opt_type;
+
+/* Entry flags. */
+#define CLI_MIN_EXCLUSIVE 1u  /* the value must be > min (an integer: >= min + 1) */
+#define CLI_MAX_EXCLUSIVE 2u  /* the value must be < max */
+#define CLI_SEEN_TWICE_OK 4u  /* may be given more than once: the last value wins (a list collects all) */
+
+typedef struct cli_opt {
+    cli_opt_type type;     /* CLI_SECTION: a heading line in --help (names = the heading text) */
+    const char *names;     /* "-m|--model" */
+    const char *metavar;   /* "FILE", "N"; NULL for flags (ENUM: NULL shows the choices) */
+    void *dest;            /* bool*, const char**, int64_t*, int32_t*, uint64_t*, double*, float*, int* (ENUM: index
+                              into choices), cli_str_list* */
+    double min, max;       /* numeric range, inclusive (I64/I32/U64/F64/F32) */
+    unsigned flags;        /* CLI_MIN_EXCLUSIVE, CLI_MAX_EXCLUSIVE, CLI_SEEN_TWICE_OK */
+    const char *choices;   /* CLI_ENUM: "f16|f32" */
+    const char *help;      /* one line; a "\n" starts another, indented to the help column */
+    bool *given;           /* optional: set true when the option appears */
+} cli_opt;
+
+/* CLI_STR_LIST's destination: the caller's array of cap pointers (argc of
+ * them always suffice); the parser appends to items[0..n). */
+typedef struct cli_str_list {
+    const char **items;
+    size_t n, cap;
+} cli_str_list;
+
+enum { CLI_OK = 0, CLI_HELP = 1, CLI_USAGE_ERROR = 2 };
+
+/* Parses argv[1..argc). Returns CLI_OK (0), CLI_HELP (printed usage for
+ * -h/--help on stdout; the command returns 0) or CLI_USAGE_ERROR (message
+ * printed on stderr as "vkvector CMD: ..."; the command returns 2). Error
+ * messages name the option as it was typed and the accepted range or
+ * choices, e.g. "--ctx wants an integer in 1..16777216, got 'x'". */
+int cli_parse(const char *cmd, const char *usage_line, const cli_opt *opts, size_t n_opts, int argc, char **argv);
+/* "usage: " + usage_line (which may go on with more lines, e.g. a paragraph
+ * about the command), then every entry: names, metavar and help in two
+ * columns, CLI_SECTION entries as headings, and -h, --help last. */
+void cli_print_usage(FILE *f, const char *usage_line, const cli_opt *opts, size_t n_opts);
+
+#define CLI_N(arr) (sizeof(arr) / sizeof((arr)[0]))
+
+/* --- Shared groups: each macro expands to table entries writing into its
+ * struct (pass the struct itself, not a pointer). --- */
+
+/* Single entries the groups are made of, for commands that take only some. */
+#define CLI_MODEL_PATH_OPTION(path_dest)                                                                       \
+    {.type = CLI_STR, .names = "-m|--model", .metavar = "FILE", .dest = &(path_dest),                          \
+     .help = "GGUF model (default: " VKV_DEFAULT_MODEL ")"}
+#define CLI_DEVICE_OPTION(int32_dest)                                                                          \
+    {.type = CLI_I32, .names = "--device", .metavar = "N", .dest = &(int32_dest), .min = 0, .max = 1024,       \
+     .help = "Vulkan device (default: VKVECTOR_DEVICE or the best one)"}
+#define CLI_KV_TYPE_OPTION(int_dest)                                                                           \
+    {.type = CLI_ENUM, .names = "--kv-type", .dest = &(int_dest), .choices = "f16|f32",                        \
+     .help = "KV cache storage (default f16)"}
+
+typedef struct cli_model_opts {
+    const char *model_path; /* VKVECTOR_MODEL, else VKV_DEFAULT_MODEL */
+    int32_t device;         /* -1: VKVECTOR_DEVICE or the best device */
+    int64_t n_ctx, n_batch; /* 0: the model's context (at most 4096); 512 */
+    int kv_type;            /* 0 f16, 1 f32: cli_kv_dtype() */
+} cli_model_opts;
+
+void cli_model_opts_init(cli_model_opts *mo);
+/* The KV cache type a --kv-type index names. */
+vkv_dtype cli_kv_dtype(int kv_type);
+
+#define CLI_MODEL_OPTIONS(mo)                                                                                  \
+    CLI_MODEL_PATH_OPTION((mo).model_path), CLI_DEVICE_OPTION((mo).device),                                   \
+    {.type = CLI_I64, .names = "--ctx", .metavar = "N", .dest = &(mo).n_ctx, .min = 1, .max = 1 << 24,         \
+     .help = "context length (default: the model's, at most 4096)"},                                          \
+    {.type = CLI_I64, .names = "--batch", .metavar = "N", .dest = &(mo).n_batch, .min = 1, .max = 65536,       \
+     .help = "prefill chunk in tokens (default 512)"},                                                        \
+    CLI_KV_TYPE_OPTION((mo).kv_type)
+
+/* vkv_sampler_params (infer/sampler.h); start from vkv_sampler_defaults(). */
+#define CLI_SAMPLING_OPTIONS(sp)                                                                               \
+    {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &(sp).seed, .min = 0, .max = (double)UINT64_MAX, \
+     .help = "sampling seed (default 42)"},                                                                   \
+    {.type = CLI_F32, .names = "--temp", .metavar = "T", .dest = &(sp).temperature, .min = 0, .max = 100,     \
+     .help = "temperature (default 0.8; 0 = greedy)"},                                                        \
+    {.type = CLI_I32, .names = "--top-k", .metavar = "K", .dest = &(sp).top_k, .min = 0, .max = INT32_MAX,    \
+     .help = "(default 40; 0 = off)"},                                                                        \
+    {.type = CLI_F32, .names = "--top-p", .metavar = "P", .dest = &(sp).top_p, .min = 0, .max = 1,            \
+     .flags = CLI_MIN_EXCLUSIVE, .help = "(default 0.95; 1 = off)"},                                          \
+    {.type = CLI_F32, .names = "--min-p", .metavar = "P", .dest = &(sp).min_p, .min = 0, .max = 1,            \
+     .help = "(default 0.05; 0 = off)"},                                                                      \
+    {.type = CLI_F32, .names = "--repeat-penalty", .metavar = "R", .dest = &(sp).repeat_penalty, .min = 0,    \
+     .max = 100, .flags = CLI_MIN_EXCLUSIVE, .help = "(default 1.0 = off)"},                                  \
+    {.type = CLI_I32, .names = "--repeat-last-n", .metavar = "N", .dest = &(sp).repeat_last_n, .min = 0,      \
+     .max = 1 << 20, .help = "tokens the penalty looks back over (default 64)"}
+
+/* The press and VECTOR options, parsed only: the rules between them
+ * (--compression with --press, p_a <= 1 - p_c, ...) are checked by the
+ * compression parameters' one validation function, not here. */
+typedef struct cli_press_opts {
+    const char *press;      /* NULL: no compression */
+    double compression;     /* -1 until given */
+    bool vector;
+    double pa;              /* -1 = default */
+    const char *calib;      /* NULL: MODEL.vkcal beside the model */
+    bool query_aware, materialized;
+} cli_press_opts;
+
+void cli_press_opts_init(cli_press_opts *po);
+
+#define CLI_PRESS_OPTIONS(po)                                                                                  \
+    {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press,                              \
+     .help = "importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova,\n"                    \
+             "observed, expected, kvzip"},                                                                    \
+    {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &(po).compression, .min = 0, .max = 1, \
+     .flags = CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c in [0, 1)"},                                  \
+    {.type = CLI_FLAG, .names = "--query-aware", .dest = &(po).query_aware,                                    \
+     .help = "compress context and question together (the question is in the scored prefill)"},              \
+    {.type = CLI_FLAG, .names = "--vector", .dest = &(po).vector,                                              \
+     .help = "VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)"},                       \
+    {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &(po).calib,                              \
+     .help = "calibration (default: MODEL.vkcal beside the model)"},                                          \
+    {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &(po).pa, .min = 0, .max = 1,                   \
+     .help = "approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline)"},               \
+    {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
+     .help = "attention rebuilds every approximated value (reference path; default: fused)"}
+
+#endif

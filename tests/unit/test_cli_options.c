@@ -1,0 +1,374 @@
+/* The CLI's option tables (src/cli/options.c): every value type, ranges and
+ * their exclusive ends, the error messages, --help, and the shared groups. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "cli/options.h"
+
+#define MAX_ARGS 32
+
+/* What one cli_parse call returned and printed. */
+typedef struct parse_result {
+    int rc;
+    char out[8192], err[4096];
+} parse_result;
+
+/* What was written to tmp, NUL-terminated; closes tmp. */
+static void read_back(FILE *tmp, char *buf, size_t size)
+{
+    rewind(tmp);
+    size_t n = fread(buf, 1, size - 1, tmp);
+    buf[n] = 0;
+    fclose(tmp);
+}
+
+/* Runs cli_parse on "cmd" + the NULL-terminated arguments, with stdout and
+ * stderr captured. */
+static parse_result parse(const cli_opt *opts, size_t n_opts, ...)
+{
+    char *argv[MAX_ARGS] = {"cmd"};
+    int argc = 1;
+    va_list ap;
+    va_start(ap, n_opts);
+    for (char *a; (a = va_arg(ap, char *)) && argc < MAX_ARGS;) argv[argc++] = a;
+    va_end(ap);
+
+    parse_result r;
+    FILE *out = tmpfile(), *err = tmpfile();
+    assert_non_null(out);
+    assert_non_null(err);
+    fflush(stdout);
+    fflush(stderr);
+    int saved_out = dup(1), saved_err = dup(2);
+    dup2(fileno(out), 1);
+    dup2(fileno(err), 2);
+    r.rc = cli_parse("test", "vkvector test [options]", opts, n_opts, argc, argv);
+    fflush(stdout);
+    fflush(stderr);
+    dup2(saved_out, 1);
+    dup2(saved_err, 2);
+    close(saved_out);
+    close(saved_err);
+    read_back(out, r.out, sizeof r.out);
+    read_back(err, r.err, sizeof r.err);
+    return r;
+}
+
+
+/* The rejected value's message, e.g. "--n wants an integer in 1..10, got '11'". */
+static void assert_error(const parse_result *r, const char *message)
+{
+    assert_int_equal(r->rc, CLI_USAGE_ERROR);
+    if (!strstr(r->err, message)) fail_msg("stderr '%s' lacks '%s'", r->err, message);
+    assert_non_null(strstr(r->err, "vkvector test: "));
+}
+
+#define N_ALL_TYPES 10
+/* Parses with a table array, or with the test's all-types table. */
+#define PARSE(table, ...) parse(table, CLI_N(table), __VA_ARGS__, (char *)NULL)
+#define PARSE_ALL(...) parse(fx->opts, N_ALL_TYPES, __VA_ARGS__, (char *)NULL)
+#define EXPECT_ERROR_IN(table, message, ...)                                                                   \
+    do {                                                                                                       \
+        parse_result r_ = PARSE(table, __VA_ARGS__);                                                           \
+        assert_error(&r_, message);                                                                            \
+    } while (0)
+#define EXPECT_ERROR(message, ...)                                                                             \
+    do {                                                                                                       \
+        parse_result r_ = PARSE_ALL(__VA_ARGS__);                                                              \
+        assert_error(&r_, message);                                                                            \
+    } while (0)
+
+/* The column of p in its line of text. */
+static size_t line_column(const char *text, const char *p)
+{
+    const char *line = p;
+    while (line > text && line[-1] != '\n') line--;
+    return (size_t)(p - line);
+}
+
+typedef struct all_types {
+    bool flag, flag_given, count_given;
+    const char *str;
+    int64_t i64;
+    int32_t i32;
+    uint64_t u64;
+    double f64;
+    float f32;
+    int choice;
+    const char *items[MAX_ARGS];
+    cli_str_list list;
+} all_types;
+
+typedef struct fixture {
+    all_types v;
+    cli_opt opts[N_ALL_TYPES];
+} fixture;
+
+static void all_types_table(all_types *v, cli_opt opts[N_ALL_TYPES])
+{
+    *v = (all_types){.list = {v->items, 0, MAX_ARGS}};
+    const cli_opt table[N_ALL_TYPES] = {
+        {.type = CLI_SECTION, .names = "A heading:"},
+        {.type = CLI_FLAG, .names = "-f|--flag", .dest = &v->flag, .given = &v->flag_given, .help = "a flag"},
+        {.type = CLI_STR, .names = "-s|--str", .metavar = "TEXT", .dest = &v->str, .help = "a string"},
+        {.type = CLI_I64, .names = "--count", .metavar = "N", .dest = &v->i64, .min = 1, .max = 10,
+         .given = &v->count_given, .help = "an int64\nsecond line"},
+        {.type = CLI_I32, .names = "--i32", .metavar = "N", .dest = &v->i32, .min = -5, .max = 5, .help = "an int32"},
+        {.type = CLI_U64, .names = "--u64", .metavar = "N", .dest = &v->u64, .min = 0, .max = (double)UINT64_MAX,
+         .help = "a uint64"},
+        {.type = CLI_F64, .names = "--ratio", .metavar = "P", .dest = &v->f64, .min = 0, .max = 1,
+         .flags = CLI_MIN_EXCLUSIVE | CLI_MAX_EXCLUSIVE, .help = "a double in (0, 1)"},
+        {.type = CLI_F32, .names = "--temp", .metavar = "T", .dest = &v->f32, .min = 0, .max = 100, .help = "a float"},
+        {.type = CLI_ENUM, .names = "--mode", .dest = &v->choice, .choices = "on|off|auto", .help = "an enum"},
+        {.type = CLI_STR_LIST, .names = "--files", .metavar = "FILE...", .dest = &v->list,
+         .flags = CLI_SEEN_TWICE_OK, .help = "a list"},
+    };
+    memcpy(opts, table, sizeof table);
+}
+
+/* Each test starts from a fresh all-types table. */
+static int fresh_table(void **state)
+{
+    fixture *fx = malloc(sizeof *fx);
+    if (!fx) return -1;
+    all_types_table(&fx->v, fx->opts);
+    *state = fx;
+    return 0;
+}
+
+static int free_table(void **state)
+{
+    free(*state);
+    return 0;
+}
+
+static void every_type_parses(void **state)
+{
+    fixture *fx = *state;
+    all_types *const v = &fx->v;
+    parse_result r = PARSE_ALL("-f", "--str", "hello", "--count", "10", "--i32", "-5", "--u64", "18446744073709551615",
+                               "--ratio", "0.25", "--temp", "0.8", "--mode", "auto", "--files", "a", "b", "--files", "c");
+    assert_int_equal(r.rc, CLI_OK);
+    assert_string_equal(r.err, "");
+    assert_true(v->flag);
+    assert_true(v->flag_given);
+    assert_string_equal(v->str, "hello");
+    assert_int_equal(v->i64, 10);
+    assert_true(v->count_given);
+    assert_int_equal(v->i32, -5);
+    assert_true(v->u64 == UINT64_MAX);
+    assert_true(v->f64 == 0.25);
+    assert_true(v->f32 == (float)0.8); /* rounded from the double, as strtod then a cast */
+    assert_int_equal(v->choice, 2);
+    assert_int_equal(v->list.n, 3);
+    assert_string_equal(v->items[0], "a");
+    assert_string_equal(v->items[2], "c");
+}
+
+static void untouched_without_the_option(void **state)
+{
+    fixture *fx = *state;
+    all_types *const v = &fx->v;
+    v->i64 = 7;
+    assert_int_equal(PARSE_ALL("--str", "x").rc, CLI_OK);
+    assert_int_equal(v->i64, 7);
+    assert_false(v->count_given);
+    assert_false(v->flag);
+    assert_int_equal(parse(fx->opts, N_ALL_TYPES, (char *)NULL).rc, CLI_OK);
+}
+
+static void ranges_and_exclusive_ends(void **state)
+{
+    fixture *fx = *state;
+    assert_int_equal(PARSE_ALL("--count", "1").rc, CLI_OK);
+    EXPECT_ERROR("--count wants an integer in 1..10, got '11'", "--count", "11");
+    EXPECT_ERROR("--count wants an integer in 1..10, got '0'", "--count", "0");
+    EXPECT_ERROR("--i32 wants an integer in -5..5, got '6'", "--i32", "6");
+    EXPECT_ERROR("--ratio wants a number in (0, 1), got '0'", "--ratio", "0");
+    EXPECT_ERROR("--ratio wants a number in (0, 1), got '1'", "--ratio", "1");
+    assert_int_equal(PARSE_ALL("--ratio", "1e-9").rc, CLI_OK);
+    EXPECT_ERROR("--temp wants a number in [0, 100], got '100.5'", "--temp", "100.5");
+    assert_int_equal(PARSE_ALL("--temp", "100").rc, CLI_OK);
+    /* a value starting with '-' is still the value */
+    EXPECT_ERROR("--temp wants a number in [0, 100], got '-1'", "--temp", "-1");
+    EXPECT_ERROR("--u64 wants an integer >= 0, got '-1'", "--u64", "-1");
+    EXPECT_ERROR("--u64 wants an integer >= 0", "--u64", "18446744073709551616");
+
+    /* an exclusive integer end moves inward */
+    int64_t n = 0;
+    const cli_opt excl[] = {{.type = CLI_I64, .names = "--n", .metavar = "N", .dest = &n, .min = 0, .max = 8,
+                             .flags = CLI_MIN_EXCLUSIVE | CLI_MAX_EXCLUSIVE}};
+    EXPECT_ERROR_IN(excl, "--n wants an integer in 1..7, got '0'", "--n", "0");
+    EXPECT_ERROR_IN(excl, "--n wants an integer in 1..7, got '8'", "--n", "8");
+    assert_int_equal(PARSE(excl, "--n", "7").rc, CLI_OK);
+    assert_int_equal(n, 7);
+}
+
+static void malformed_numbers(void **state)
+{
+    fixture *fx = *state;
+    const char *bad_ints[] = {"", "x", "1.5", "3abc", " 3", "0x3"};
+    for (size_t i = 0; i < CLI_N(bad_ints); i++) {
+        EXPECT_ERROR("--count wants an integer in 1..10", "--count", bad_ints[i]);
+    }
+    const char *bad_reals[] = {"", "nan", "inf", "0.5x", "1e999"};
+    for (size_t i = 0; i < CLI_N(bad_reals); i++) {
+        EXPECT_ERROR("--temp wants a number in [0, 100]", "--temp", bad_reals[i]);
+    }
+}
+
+static void unknown_and_missing(void **state)
+{
+    fixture *fx = *state;
+    parse_result r = PARSE_ALL("--bogus");
+    assert_error(&r, "unknown option '--bogus'");
+    assert_non_null(strstr(r.err, "vkvector test --help"));
+    EXPECT_ERROR("unknown option 'stray'", "stray");
+    EXPECT_ERROR("unknown option '--coun'", "--coun", "3"); /* no prefix matching */
+    EXPECT_ERROR("--count needs a value", "--count");
+    EXPECT_ERROR("-s needs a value", "-s");
+    EXPECT_ERROR("--files needs at least one file", "--files", "--flag");
+    EXPECT_ERROR("unknown option 'A heading:'", "A heading:");
+}
+
+static void enum_errors_list_the_choices(void **state)
+{
+    fixture *fx = *state;
+    EXPECT_ERROR("--mode wants on, off or auto, got 'maybe'", "--mode", "maybe");
+    /* a choice's prefix is not the choice */
+    EXPECT_ERROR("--mode wants on, off or auto, got 'o'", "--mode", "o");
+
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    const cli_opt model[] = {CLI_MODEL_OPTIONS(mo)};
+    EXPECT_ERROR_IN(model, "--kv-type wants f16 or f32, got 'q4'", "--kv-type", "q4");
+}
+
+static void equals_form(void **state)
+{
+    fixture *fx = *state;
+    all_types *const v = &fx->v;
+    parse_result r = PARSE_ALL("--count=4", "--str=a=b", "--mode=off", "--files=x", "y");
+    assert_int_equal(r.rc, CLI_OK);
+    assert_int_equal(v->i64, 4);
+    assert_string_equal(v->str, "a=b");
+    assert_int_equal(v->choice, 1);
+    assert_int_equal(v->list.n, 2);
+    EXPECT_ERROR("--count wants an integer in 1..10, got ''", "--count=");
+    EXPECT_ERROR("--flag takes no value, got '1'", "--flag=1");
+    EXPECT_ERROR("unknown option '-s=x'", "-s=x"); /* short names take no '=' */
+}
+
+static void given_twice(void **state)
+{
+    fixture *fx = *state;
+    all_types *const v = &fx->v;
+    EXPECT_ERROR("--count is given more than once", "--count", "2", "--count", "3");
+    EXPECT_ERROR("--str is given more than once", "-s", "a", "--str", "b");
+    fx->opts[3].flags |= CLI_SEEN_TWICE_OK;
+    assert_int_equal(PARSE_ALL("--count", "2", "--count", "3").rc, CLI_OK);
+    assert_int_equal(v->i64, 3);
+}
+
+static void help_lists_every_option(void **state)
+{
+    fixture *fx = *state;
+    parse_result r = PARSE_ALL("--count", "3", "--help", "--bogus");
+    assert_int_equal(r.rc, CLI_HELP);
+    assert_string_equal(r.err, "");
+    const char *head = "usage: vkvector test [options]\n\n";
+    assert_true(!strncmp(r.out, head, strlen(head)));
+    const char *expect[] = {"\nA heading:\n", "  -f, --flag ", "a flag", "  -s, --str TEXT ", "  --count N ",
+                            "an int64\n", "second line\n", "  --u64 N ", "  --ratio P ", "a double in (0, 1)",
+                            "  --mode on|off|auto ", "  --files FILE... ", "  -h, --help ", "this help"};
+    for (size_t i = 0; i < CLI_N(expect); i++)
+        if (!strstr(r.out, expect[i])) fail_msg("--help lacks '%s':\n%s", expect[i], r.out);
+    /* the help column lines up, continuation lines included */
+    const char *a = strstr(r.out, "a flag"), *b = strstr(r.out, "second line");
+    assert_int_equal(line_column(r.out, a), line_column(r.out, b));
+    assert_int_equal(PARSE_ALL("-h").rc, CLI_HELP);
+}
+
+static void shared_groups(void **state)
+{
+    (void)state;
+    unsetenv("VKVECTOR_MODEL");
+    unsetenv("VKVECTOR_DEVICE");
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    assert_string_equal(mo.model_path, "default-model.gguf");
+    assert_int_equal(mo.device, -1);
+    assert_int_equal(mo.n_ctx, 0);
+    assert_int_equal(mo.n_batch, 512);
+    assert_int_equal(cli_kv_dtype(mo.kv_type), VKV_F16);
+    setenv("VKVECTOR_MODEL", "env.gguf", 1);
+    setenv("VKVECTOR_DEVICE", "2", 1);
+    cli_model_opts_init(&mo);
+    assert_string_equal(mo.model_path, "env.gguf");
+    assert_int_equal(mo.device, 2);
+    unsetenv("VKVECTOR_MODEL");
+    unsetenv("VKVECTOR_DEVICE");
+
+    vkv_sampler_params sp = vkv_sampler_defaults(), defaults = sp;
+    cli_press_opts po;
+    cli_press_opts_init(&po);
+    assert_null(po.press);
+    assert_true(po.compression == -1 && po.pa == -1);
+    const cli_opt groups[] = {CLI_MODEL_OPTIONS(mo), CLI_SAMPLING_OPTIONS(sp), CLI_PRESS_OPTIONS(po)};
+    parse_result r = PARSE(groups, "-m", "x.gguf", "--device", "1", "--ctx", "256", "--kv-type", "f32", "--temp", "0",
+                           "--seed", "9", "--press", "snapkv", "--compression", "0.5", "--vector", "--pa", "0.25");
+    assert_int_equal(r.rc, CLI_OK);
+    assert_string_equal(mo.model_path, "x.gguf");
+    assert_int_equal(mo.device, 1);
+    assert_int_equal(mo.n_ctx, 256);
+    assert_int_equal(mo.n_batch, 512);
+    assert_int_equal(cli_kv_dtype(mo.kv_type), VKV_F32);
+    assert_true(sp.temperature == 0);
+    assert_true(sp.seed == 9);
+    assert_true(sp.top_p == defaults.top_p && sp.top_k == defaults.top_k && sp.min_p == defaults.min_p);
+    assert_string_equal(po.press, "snapkv");
+    assert_true(po.compression == 0.5 && po.pa == 0.25 && po.vector);
+    assert_false(po.query_aware || po.materialized);
+
+    /* run's ranges */
+    EXPECT_ERROR_IN(groups, "--top-p wants a number in (0, 1], got '0'", "--top-p", "0");
+    EXPECT_ERROR_IN(groups, "--repeat-penalty wants a number in (0, 100]", "--repeat-penalty", "0");
+    EXPECT_ERROR_IN(groups, "--compression wants a number in [0, 1), got '1'", "--compression", "1");
+    EXPECT_ERROR_IN(groups, "--top-k wants an integer >= 0, got '-3'", "--top-k", "-3");
+    EXPECT_ERROR_IN(groups, "--seed wants an integer >= 0", "--seed", "18446744073709551616");
+    assert_int_equal(PARSE(groups, "--seed", "18446744073709551615").rc, CLI_OK);
+    assert_true(sp.seed == UINT64_MAX);
+    EXPECT_ERROR_IN(groups, "--ctx wants an integer in 1..16777216, got 'x'", "--ctx", "x");
+
+    r = PARSE(groups, "--help");
+    const char *names[] = {"-m, --model FILE", "--device N", "--ctx N", "--batch N", "--kv-type f16|f32", "--seed S",
+                           "--temp T", "--top-k K", "--top-p P", "--min-p P", "--repeat-penalty R",
+                           "--repeat-last-n N", "--press NAME", "--compression P", "--vector", "--pa X",
+                           "--calib FILE", "--query-aware", "--materialized", "default: default-model.gguf"};
+    for (size_t i = 0; i < CLI_N(names); i++)
+        if (!strstr(r.out, names[i])) fail_msg("--help lacks '%s':\n%s", names[i], r.out);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(every_type_parses, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(untouched_without_the_option, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(ranges_and_exclusive_ends, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(malformed_numbers, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(unknown_and_missing, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(enum_errors_list_the_choices, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(equals_form, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(given_twice, fresh_table, free_table),
+        cmocka_unit_test_setup_teardown(help_lists_every_option, fresh_table, free_table),
+        cmocka_unit_test(shared_groups),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
