@@ -9,45 +9,10 @@
 
 #include "cli/cli.h"
 #include "cli/load_report.h"
+#include "cli/options.h"
 #include "cli/tier_dump.h"
 #include "infer/sampler.h"
 #include "session/session.h"
-
-static void run_usage(void)
-{
-    printf("usage: vkvector run [-m MODEL.gguf] [-p PROMPT | --ids 1,2,3] [options]\n\n"
-           "  -m, --model FILE      GGUF model (default: %s)\n"
-           "  -p, --prompt TEXT     prompt text (tokenized with the model's vocabulary, BOS per its rules)\n"
-           "  --ids LIST            prompt as comma-separated token ids, fed as they are\n"
-           "  -n, --n-predict N     tokens to generate (default 128; 0 = only evaluate the prompt)\n"
-           "  --chat                wrap the prompt in the model's chat template (Llama-3, ChatML)\n"
-           "  --seed S              sampling seed (default 42)\n"
-           "  --temp T              temperature (default 0.8; 0 = greedy)\n"
-           "  --top-k K             (default 40; 0 = off)\n"
-           "  --top-p P             (default 0.95; 1 = off)\n"
-           "  --min-p P             (default 0.05; 0 = off)\n"
-           "  --repeat-penalty R    (default 1.0 = off)\n"
-           "  --repeat-last-n N     tokens the penalty looks back over (default 64)\n"
-           "  --ctx N               context length (default: the model's, at most 4096)\n"
-           "  --batch N             prefill chunk in tokens (default 512)\n"
-           "  --kv-type f16|f32     KV cache storage (default f16)\n"
-           "  --dump-logits FILE    write the logits of every prompt position, raw little-endian f32,\n"
-           "                        positions x vocabulary\n"
-           "  --print-ids           print generated token ids instead of text\n"
-           "  --device N            Vulkan device (default: VKVECTOR_DEVICE or the best one)\n"
-           "\nKV-cache compression (kvpress semantics; the context is compressed once, after its prefill):\n"
-           "  --press NAME          importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova,\n"
-           "                        observed, expected, kvzip\n"
-           "  --compression P       compression ratio p_c in [0, 1)\n"
-           "  --question TEXT       text after the context (query-agnostic: appended after compression)\n"
-           "  --query-aware         compress context and question together (the question is in the scored prefill)\n"
-           "  --vector              VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)\n"
-           "  --calib FILE          calibration (default: MODEL.vkcal beside the model)\n"
-           "  --pa X                approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline)\n"
-           "  --materialized        attention rebuilds every approximated value (reference path; default: fused)\n"
-           "  --tier-dump FILE      write every position's tier, score and residual as JSON (for vkvector viz)\n",
-           VKV_DEFAULT_MODEL);
-}
 
 /* "1,2,3" -> ids; false (with a message) on anything else. */
 static bool parse_ids(const char *s, int32_t **ids, size_t *n)
@@ -113,115 +78,63 @@ static void print_compression(FILE *f, const char *press, double pc, bool vector
 }
 
 typedef struct run_opts {
-    const char *model_path, *prompt, *ids_arg, *dump_path, *question, *calib_path, *tier_dump, *press_name;
-    int64_t n_predict, n_ctx, n_batch;
-    bool chat, print_ids, vector, query_aware, materialized;
-    vkv_dtype kv_type;
-    int device;
+    cli_model_opts mo;
     vkv_sampler_params sp;
-    double compression, pa;     /* < 0 until given */
+    cli_press_opts po;
+    const char *prompt, *ids_arg, *dump_path, *question, *tier_dump;
+    int64_t n_predict;
+    bool chat, print_ids;
     const vkv_press_ops *press;
 } run_opts;
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_run_options(int argc, char **argv, run_opts *o)
 {
-    *o = (run_opts){.model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL,
-                    .n_predict = 128, .n_batch = 512, .kv_type = VKV_F16, .device = cli_device_index_from_env(),
-                    .sp = vkv_sampler_defaults(), .compression = -1, .pa = -1};
-    vkv_sampler_params *sp = &o->sp;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        double dv;
-#define VALUE() do { if (!(v = cli_flag_value("run", argc, argv, &i))) return 2; } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { run_usage(); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); o->model_path = v; }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { VALUE(); o->prompt = v; }
-        else if (!strcmp(a, "--ids")) { VALUE(); o->ids_arg = v; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, 1 << 24, &o->n_predict)) return cli_usage_error("run", "-n wants 0..16777216, got '%s'", v);
-        } else if (!strcmp(a, "--chat")) o->chat = true;
-        else if (!strcmp(a, "--print-ids")) o->print_ids = true;
-        else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, INT64_MAX, &iv)) return cli_usage_error("run", "--seed wants a non-negative integer, got '%s'", v);
-            sp->seed = (uint64_t)iv;
-        } else if (!strcmp(a, "--temp")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 100, &dv)) return cli_usage_error("run", "--temp wants a number in [0, 100], got '%s'", v);
-            sp->temperature = (float)dv;
-        } else if (!strcmp(a, "--top-k")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, INT32_MAX, &iv)) return cli_usage_error("run", "--top-k wants an integer >= 0, got '%s'", v);
-            sp->top_k = (int32_t)iv;
-        } else if (!strcmp(a, "--top-p")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 1, &dv) || dv == 0) return cli_usage_error("run", "--top-p wants a number in (0, 1], got '%s'", v);
-            sp->top_p = (float)dv;
-        } else if (!strcmp(a, "--min-p")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 1, &dv)) return cli_usage_error("run", "--min-p wants a number in [0, 1], got '%s'", v);
-            sp->min_p = (float)dv;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 100, &dv) || dv == 0) return cli_usage_error("run", "--repeat-penalty wants a number in (0, 100], got '%s'", v);
-            sp->repeat_penalty = (float)dv;
-        } else if (!strcmp(a, "--repeat-last-n")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, 1 << 20, &iv)) return cli_usage_error("run", "--repeat-last-n wants an integer >= 0, got '%s'", v);
-            sp->repeat_last_n = (int32_t)iv;
-        } else if (!strcmp(a, "--ctx")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 24, &o->n_ctx)) return cli_usage_error("run", "--ctx wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--batch")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 65536, &o->n_batch)) return cli_usage_error("run", "--batch wants 1..65536, got '%s'", v);
-        } else if (!strcmp(a, "--kv-type")) {
-            VALUE();
-            if (!strcmp(v, "f16")) o->kv_type = VKV_F16;
-            else if (!strcmp(v, "f32")) o->kv_type = VKV_F32;
-            else return cli_usage_error("run", "--kv-type wants f16 or f32, got '%s'", v);
-        } else if (!strcmp(a, "--dump-logits")) { VALUE(); o->dump_path = v; }
-        else if (!strcmp(a, "--press")) { VALUE(); o->press_name = v; }
-        else if (!strcmp(a, "--compression")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 1, &o->compression) || o->compression >= 1)
-                return cli_usage_error("run", "--compression wants a ratio in [0, 1), got '%s'", v);
-        } else if (!strcmp(a, "--pa")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 1, &o->pa)) return cli_usage_error("run", "--pa wants a ratio in [0, 1], got '%s'", v);
-        } else if (!strcmp(a, "--vector")) o->vector = true;
-        else if (!strcmp(a, "--calib")) { VALUE(); o->calib_path = v; }
-        else if (!strcmp(a, "--question")) { VALUE(); o->question = v; }
-        else if (!strcmp(a, "--query-aware")) o->query_aware = true;
-        else if (!strcmp(a, "--materialized")) o->materialized = true;
-        else if (!strcmp(a, "--tier-dump")) { VALUE(); o->tier_dump = v; }
-        else if (!strcmp(a, "--device")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("run", "--device wants a device index, got '%s'", v);
-            o->device = (int)iv;
-        } else return cli_usage_error("run", "unknown option '%s'", a);
-#undef VALUE
-    }
-    return -1;
+    *o = (run_opts){.sp = vkv_sampler_defaults(), .n_predict = 128};
+    cli_model_opts_init(&o->mo);
+    cli_press_opts_init(&o->po);
+    const cli_opt opts[] = {
+        CLI_MODEL_OPTIONS(o->mo),
+        {.type = CLI_STR, .names = "-p|--prompt", .metavar = "TEXT", .dest = &o->prompt,
+         .help = "prompt text (tokenized with the model's vocabulary, BOS per its rules)"},
+        {.type = CLI_STR, .names = "--ids", .metavar = "LIST", .dest = &o->ids_arg,
+         .help = "prompt as comma-separated token ids, fed as they are"},
+        {.type = CLI_I64, .names = "-n|--n-predict", .metavar = "N", .dest = &o->n_predict, .min = 0, .max = 1 << 24,
+         .help = "tokens to generate (default 128; 0 = only evaluate the prompt)"},
+        {.type = CLI_FLAG, .names = "--chat", .dest = &o->chat,
+         .help = "wrap the prompt in the model's chat template (Llama-3, ChatML)"},
+        CLI_SAMPLING_OPTIONS(o->sp),
+        {.type = CLI_STR, .names = "--dump-logits", .metavar = "FILE", .dest = &o->dump_path,
+         .help = "write the logits of every prompt position, raw little-endian f32,\npositions x vocabulary"},
+        {.type = CLI_FLAG, .names = "--print-ids", .dest = &o->print_ids, .help = "print generated token ids instead of text"},
+        {.type = CLI_SECTION,
+         .names = "KV-cache compression (kvpress semantics; the context is compressed once, after its prefill):"},
+        CLI_PRESS_OPTIONS(o->po),
+        {.type = CLI_STR, .names = "--question", .metavar = "TEXT", .dest = &o->question,
+         .help = "text after the context (query-agnostic: appended after compression)"},
+        {.type = CLI_STR, .names = "--tier-dump", .metavar = "FILE", .dest = &o->tier_dump,
+         .help = "write every position's tier, score and residual as JSON (for vkvector viz)"},
+    };
+    int rc = cli_parse("run", "vkvector run [-m MODEL.gguf] [-p PROMPT | --ids 1,2,3] [options]", opts, CLI_N(opts),
+                       argc, argv);
+    return rc == CLI_OK ? -1 : rc == CLI_HELP ? 0 : 2;
 }
 
 /* The rules between options; -1 when they hold, else 2 (printed). */
 static int check_run_options(run_opts *o)
 {
+    const cli_press_opts *po = &o->po;
     if (o->prompt && o->ids_arg) return cli_usage_error("run", "give either -p or --ids, not both");
-    if (o->press_name && !(o->press = vkv_press_find(o->press_name))) return cli_usage_error("run", "%s", vkv_last_error());
-    if (o->press && o->compression < 0) return cli_usage_error("run", "--press needs --compression P");
-    if (!o->press && (o->compression >= 0 || o->vector || o->pa >= 0 || o->calib_path || o->query_aware ||
-                      o->tier_dump || o->materialized))
+    if (po->press && !(o->press = vkv_press_find(po->press))) return cli_usage_error("run", "%s", vkv_last_error());
+    if (o->press && po->compression < 0) return cli_usage_error("run", "--press needs --compression P");
+    if (!o->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->query_aware ||
+                      o->tier_dump || po->materialized))
         return cli_usage_error("run", "--compression, --vector, --pa, --calib, --query-aware, --materialized and "
                                       "--tier-dump need --press NAME");
-    if ((o->pa >= 0 || o->calib_path) && !o->vector) return cli_usage_error("run", "--pa and --calib need --vector");
-    if (o->vector && o->pa >= 0 && o->pa > 1 - o->compression)
-        return cli_usage_error("run", "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", o->pa,
-                               o->compression, 1 - o->compression);
+    if ((po->pa >= 0 || po->calib) && !po->vector) return cli_usage_error("run", "--pa and --calib need --vector");
+    if (po->vector && po->pa >= 0 && po->pa > 1 - po->compression)
+        return cli_usage_error("run", "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", po->pa,
+                               po->compression, 1 - po->compression);
     if (o->question && o->ids_arg) return cli_usage_error("run", "--question needs a text prompt (-p), not --ids");
     if (o->chat && o->ids_arg) return cli_usage_error("run", "--chat needs a text prompt (-p), not --ids");
     if (!o->prompt && !o->ids_arg) o->prompt = "";
@@ -267,8 +180,9 @@ static int make_prompt(const vkv_session *s, const run_opts *o, vkv_prompt *pr, 
 
 static vkv_compression run_compression(const run_opts *o)
 {
-    return (vkv_compression){.press = o->press, .p_c = o->compression, .vector = o->vector, .p_a = o->pa,
-                             .query_aware = o->query_aware, .materialized = o->materialized,
+    const cli_press_opts *po = &o->po;
+    return (vkv_compression){.press = o->press, .p_c = po->compression, .vector = po->vector, .p_a = po->pa,
+                             .query_aware = po->query_aware, .materialized = po->materialized,
                              .keep_details = o->tier_dump != NULL, .plain_prompt = !o->chat};
 }
 
@@ -278,10 +192,11 @@ static vkv_compression run_compression(const run_opts *o)
 static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *pr, vkv_status *st)
 {
     const vkv_hparams *hp = &s->model->hp;
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)o->n_ctx, .n_batch = (uint32_t)o->n_batch, .kv_type = o->kv_type};
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)o->mo.n_ctx, .n_batch = (uint32_t)o->mo.n_batch,
+                         .kv_type = cli_kv_dtype(o->mo.kv_type)};
     uint32_t room = 0;
     vkv_compression c = run_compression(o);
-    if ((*st = vkv_session_press_room(s, &c, (uint32_t)(o->query_aware ? pr->n : pr->n_context), &room))) return 1;
+    if ((*st = vkv_session_press_room(s, &c, (uint32_t)(o->po.query_aware ? pr->n : pr->n_context), &room))) return 1;
     if (!cp.n_ctx) {
         cp.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
         if (cp.n_ctx < pr->n + o->n_predict && hp->n_ctx_train >= pr->n + o->n_predict) cp.n_ctx = (uint32_t)(pr->n + o->n_predict);
@@ -305,11 +220,13 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
     if (st) return st;
     *seconds = pf.prefill_s + pf.compress_s;
     if (pf.compressed) {
-        print_compression(stderr, o->press->name, o->compression, o->vector, o->query_aware, &pf.report, pf.memory,
+        const cli_press_opts *po = &o->po;
+        print_compression(stderr, o->press->name, po->compression, po->vector, po->query_aware, &pf.report, pf.memory,
                           pf.compress_s);
         if (o->tier_dump) {
-            vkv_tier_dump_info di = {o->model_path, o->press->name, s->model, o->kv_type, (float)o->compression, o->vector,
-                                     o->query_aware, pr->ids, s->tok, vkv_ctx_kv_memory(s->ctx)};
+            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, cli_kv_dtype(o->mo.kv_type),
+                                     (float)po->compression, po->vector, po->query_aware, pr->ids, s->tok,
+                                     vkv_ctx_kv_memory(s->ctx)};
             st = vkv_tier_dump_write(o->tier_dump, &di, &pf.report);
         }
     }
@@ -370,11 +287,12 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
                           double t_gen, const char *stop)
 {
     const vkv_hparams *hp = &s->model->hp;
-    vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->ctx), .n_batch = (uint32_t)o->n_batch, .kv_type = o->kv_type};
+    vkv_dtype kv_type = cli_kv_dtype(o->mo.kv_type);
+    vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->ctx), .n_batch = (uint32_t)o->mo.n_batch, .kv_type = kv_type};
     vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &cp);
     vkv_mem_stats ms = vkv_gpu_mem_stats(s->gpu);
     uint64_t wb = s->model->weight_bytes;
-    fprintf(stderr, "\n--- %s on %s\n", o->model_path, vkv_gpu_caps(s->gpu)->name);
+    fprintf(stderr, "\n--- %s on %s\n", o->mo.model_path, vkv_gpu_caps(s->gpu)->name);
     cli_print_load_report(stderr, s->load_seconds, wb, s->gpu);
     fprintf(stderr, "prompt:     %zu tokens in %.3f s = %.1f tokens/s (prefill; pipeline building not included)\n",
             n_prompt, t_prompt, n_prompt / t_prompt);
@@ -383,7 +301,7 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     else fprintf(stderr, "generation: %lld tokens\n", (long long)n_gen);
     if (stop) fprintf(stderr, "stopped:    %s\n", stop);
     fprintf(stderr, "KV cache:   %.2f MiB (%s, %u slots x %u layers x %u KV heads x %u dims x K,V)\n",
-            vkv_ctx_kv_bytes(s->ctx) / 1048576.0, o->kv_type == VKV_F16 ? "f16" : "f32", vkv_ctx_n_ctx(s->ctx),
+            vkv_ctx_kv_bytes(s->ctx) / 1048576.0, kv_type == VKV_F16 ? "f16" : "f32", vkv_ctx_n_ctx(s->ctx),
             hp->n_layer, hp->n_head_kv, hp->head_dim);
     fprintf(stderr, "device memory: weights %.2f MiB + KV cache %.2f MiB + scratch %.2f MiB = %.2f MiB of the %.2f MiB "
                     "heap; peak in use %.2f MiB, allocated %.2f MiB\n",
@@ -399,16 +317,16 @@ int cmd_run(int argc, char **argv)
     if (rc >= 0 || (rc = check_run_options(&o)) >= 0) return rc;
     /* The tokenizer is needed for text in and text out; --ids with
      * --print-ids works on files without a usable vocabulary. */
-    vkv_session_params sp = {.model_path = o.model_path, .device = o.device, .no_tokenizer = o.ids_arg && o.print_ids,
-                             .load_calib = o.vector, .calib_path = o.calib_path, .chat = o.chat ? "model" : NULL,
-                             .cmd = "run"};
+    vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device,
+                             .no_tokenizer = o.ids_arg && o.print_ids, .load_calib = o.po.vector,
+                             .calib_path = o.po.calib, .chat = o.chat ? "model" : NULL, .cmd = "run"};
     vkv_session *s = NULL;
     vkv_prompt pr = {0};
     float *logits = NULL;
     vkv_status st = vkv_session_open(&sp, &s);
     rc = 1;
     if (st) goto out;
-    if (o.press && o.press->repeat_pass && o.compression > 0 && !s->tok) {
+    if (o.press && o.press->repeat_pass && o.po.compression > 0 && !s->tok) {
         fprintf(stderr, "vkvector run: --press %s needs the model's tokenizer (not --print-ids)\n", o.press->name);
         rc = 2;
         goto out;
