@@ -23,29 +23,6 @@
 #include "eval/metrics.h"
 #include "eval/prompt.h"
 
-static void longbench_usage(void)
-{
-    printf("usage: vkvector longbench --data DIR --out RESULTS.jsonl [options]\n\n"
-           "Runs LongBench (THUDM/LongBench, English tasks) with a press and compression ratio and appends one\n"
-           "line per sample to RESULTS.jsonl: LongBench's prediction fields (pred, answers, all_classes, length),\n"
-           "dataset, _id, score, the run settings, token counts, timings and KV bytes. Samples already in the file\n"
-           "(same settings) are skipped, so a run that was stopped resumes where it was.\n\n"
-           "  --data DIR            LongBench data: DIR/<task>.jsonl (fields input, context, answers, all_classes,\n"
-           "                        length, dataset, _id)\n"
-           "  --out FILE            results (JSON lines; appended to, never rewritten)\n"
-           "  --tasks LIST          comma-separated tasks (default: the 16 English tasks found in DIR)\n"
-           "  --prompts DIR         dataset2prompt.json and dataset2maxlen.json (default: ../shared/longbench)\n"
-           "  --limit N             the first N samples of each task\n"
-           "  --shard I/N           this job's share: sample k of a task when k mod N = I (0 <= I < N)\n"
-           "  --max-length N        LongBench's max_length: prompts over N tokens are cut in the middle\n"
-           "                        (default and cap: the context minus the task's generation length and the\n"
-           "                        chat template)\n"
-           "  --max-new-tokens N    cap on dataset2maxlen's generation lengths\n"
-           "  --strict              a malformed data line is fatal (default: reported and skipped)\n"
-           "  --quiet               no line per sample\n");
-    eval_print_common_usage(stdout);
-}
-
 /* ---- run settings, as stored in each result line ---- */
 
 static bool num_eq(const vkv_json *v, double want)
@@ -62,7 +39,7 @@ static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env 
     const char *model = json_get_str(r, "model");
     const vkv_json *press = vkv_json_get(r, "press");
     if (!model || strcmp(model, e->s->model_name)) return false;
-    if (o->press_name ? !(press && press->type == VKV_JSON_STRING && !strcmp(press->string, o->press_name))
+    if (o->po.press ? !(press && press->type == VKV_JSON_STRING && !strcmp(press->string, o->po.press))
                       : !(press && press->type == VKV_JSON_NULL))
         return false;
     double pa = eval_effective_pa(o);
@@ -70,9 +47,9 @@ static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env 
     const vkv_json *jpa = vkv_json_get(r, "pa");
     bool pa_ok = isnan(pa) ? (!jpa || jpa->type == VKV_JSON_NULL)
                            : (jpa && jpa->type == VKV_JSON_NUMBER && fabs(jpa->number - pa) <= 1e-6);
-    return num_eq(vkv_json_get(r, "compression"), o->press_name ? o->compression : 0) &&
-           bool_eq(vkv_json_get(r, "vector"), o->vector) && pa_ok &&
-           bool_eq(vkv_json_get(r, "query_aware"), o->query_aware);
+    return num_eq(vkv_json_get(r, "compression"), o->po.press ? o->po.compression : 0) &&
+           bool_eq(vkv_json_get(r, "vector"), o->po.vector) && pa_ok &&
+           bool_eq(vkv_json_get(r, "query_aware"), o->po.query_aware);
 }
 
 static void describe_settings(const vkv_json *r, char *buf, size_t n)
@@ -303,7 +280,7 @@ static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const
          * room for its reconstruction pass. */
         uint32_t extra = 0;
         vkv_compression c = eval_compression(run->o, e, p->chat);
-        if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)(run->o->query_aware ? p->tokens.n : p->tokens.n_context), &extra);
+        if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)(run->o->po.query_aware ? p->tokens.n : p->tokens.n_context), &extra);
         if (st) break;
         uint64_t need = p->tokens.n + max_gen + 1 + extra;
         p->max_len = (size_t)max_len;
@@ -472,34 +449,40 @@ static int parse_longbench_options(int argc, char **argv, lb_opts *l)
     eval_opts_init(o);
     l->limit = -1;
     l->shard_n = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int r = eval_parse_common("longbench", argc, argv, &i, o);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-#define VALUE() do { if (!(v = cli_flag_value("longbench", argc, argv, &i))) return 2; } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { longbench_usage(); return 0; }
-        else if (!strcmp(a, "--data")) { VALUE(); l->data_dir = v; }
-        else if (!strcmp(a, "--out")) { VALUE(); l->out_path = v; }
-        else if (!strcmp(a, "--tasks")) { VALUE(); l->tasks_arg = v; }
-        else if (!strcmp(a, "--prompts")) { VALUE(); l->prompts_dir = v; }
-        else if (!strcmp(a, "--limit")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, INT64_MAX, &l->limit)) return cli_usage_error("longbench", "--limit wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--shard")) {
-            VALUE();
-            if (!parse_shard(v, &l->shard_i, &l->shard_n)) return cli_usage_error("longbench", "--shard wants I/N with 0 <= I < N, got '%s'", v);
-        } else if (!strcmp(a, "--max-length")) {
-            VALUE();
-            if (!cli_parse_i64(v, 16, 1 << 24, &l->max_length)) return cli_usage_error("longbench", "--max-length wants an integer >= 16, got '%s'", v);
-        } else if (!strcmp(a, "--max-new-tokens")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 20, &l->max_new)) return cli_usage_error("longbench", "--max-new-tokens wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--strict")) l->strict = true;
-        else if (!strcmp(a, "--quiet")) l->quiet = true;
-        else return cli_usage_error("longbench", "unknown option '%s'", a);
-#undef VALUE
-    }
+    const char *shard = NULL;
+    const cli_opt opts[] = {
+        {.type = CLI_STR, .names = "--data", .metavar = "DIR", .dest = &l->data_dir,
+         .help = "LongBench data: DIR/<task>.jsonl (fields input, context, answers, all_classes,\n"
+                 "length, dataset, _id)"},
+        {.type = CLI_STR, .names = "--out", .metavar = "FILE", .dest = &l->out_path,
+         .help = "results (JSON lines; appended to, never rewritten)"},
+        {.type = CLI_STR, .names = "--tasks", .metavar = "LIST", .dest = &l->tasks_arg,
+         .help = "comma-separated tasks (default: the 16 English tasks found in DIR)"},
+        {.type = CLI_STR, .names = "--prompts", .metavar = "DIR", .dest = &l->prompts_dir,
+         .help = "dataset2prompt.json and dataset2maxlen.json (default: ../shared/longbench)"},
+        {.type = CLI_I64, .names = "--limit", .metavar = "N", .dest = &l->limit, .min = 1, .max = (double)INT64_MAX,
+         .help = "the first N samples of each task"},
+        {.type = CLI_STR, .names = "--shard", .metavar = "I/N", .dest = &shard,
+         .help = "this job's share: sample k of a task when k mod N = I (0 <= I < N)"},
+        {.type = CLI_I64, .names = "--max-length", .metavar = "N", .dest = &l->max_length, .min = 16, .max = 1 << 24,
+         .help = "LongBench's max_length: prompts over N tokens are cut in the middle\n"
+                 "(default and cap: the context minus the task's generation length and the\nchat template)"},
+        {.type = CLI_I64, .names = "--max-new-tokens", .metavar = "N", .dest = &l->max_new, .min = 1, .max = 1 << 20,
+         .help = "cap on dataset2maxlen's generation lengths"},
+        {.type = CLI_FLAG, .names = "--strict", .dest = &l->strict,
+         .help = "a malformed data line is fatal (default: reported and skipped)"},
+        {.type = CLI_FLAG, .names = "--quiet", .dest = &l->quiet, .help = "no line per sample"},
+        EVAL_OPTIONS(*o),
+    };
+    int rc = cli_parse("longbench", "vkvector longbench --data DIR --out RESULTS.jsonl [options]\n\n"
+                       "Runs LongBench (THUDM/LongBench, English tasks) with a press and compression ratio and appends one\n"
+                       "line per sample to RESULTS.jsonl: LongBench's prediction fields (pred, answers, all_classes, length),\n"
+                       "dataset, _id, score, the run settings, token counts, timings and KV bytes. Samples already in the file\n"
+                       "(same settings) are skipped, so a run that was stopped resumes where it was.",
+                       opts, CLI_N(opts), argc, argv);
+    if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+    if (shard && !parse_shard(shard, &l->shard_i, &l->shard_n))
+        return cli_usage_error("longbench", "--shard wants I/N with 0 <= I < N, got '%s'", shard);
     if (!l->data_dir) return cli_usage_error("longbench", "give the LongBench data directory with --data DIR");
     if (!l->out_path) return cli_usage_error("longbench", "give the results file with --out FILE");
     if (!eval_opts_check("longbench", o)) return 2;
@@ -658,10 +641,10 @@ static void print_banner(const lb_run *run, const eval_opts *o, size_t n_done)
     const vkv_session *s = run->e->s;
     bool chat = s->chat != VKV_CHAT_UNKNOWN;
     fprintf(stderr, "vkvector longbench: %s, %s%s, %u-token context%s%s; %zu results already in %s\n", s->model_name,
-            o->press_name ? o->press_name : "full cache", o->vector ? " + VECTOR" : "", run->e->n_ctx,
+            o->po.press ? o->po.press : "full cache", o->po.vector ? " + VECTOR" : "", run->e->n_ctx,
             chat ? ", chat template " : "", chat ? vkv_chat_template_name(s->chat) : "", n_done, run->out_path);
-    if (o->press_name)
-        fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->compression, o->query_aware ? "query-aware" : "query-agnostic");
+    if (o->po.press)
+        fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->po.compression, o->po.query_aware ? "query-aware" : "query-agnostic");
 }
 
 int cmd_longbench(int argc, char **argv)

@@ -28,28 +28,6 @@
 #define OUTRO "\n</context>\n\n"
 #define ASK_SUFFIX " Don't give information outside the document or repeat your findings."
 
-static void niah_usage(void)
-{
-    printf("usage: vkvector niah --out GRID.json [options]\n\n"
-           "Needle in a haystack: for every prompt length x needle depth, hides the needle in the haystack text,\n"
-           "asks the question, and scores the answer by ROUGE-L F against the needle (mean over the runs).\n\n"
-           "  --haystack DIR        text files of the haystack, concatenated in name order (default:\n"
-           "                        ../shared/data/paul_graham_essays)\n"
-           "  --lengths SPEC        prompt lengths in tokens: START:STOP:STEP (STOP included) or a list a,b,c\n"
-           "                        (default 3000:30000:3000); lengths over the context are capped to it\n"
-           "  --depths SPEC         needle depths in percent of the haystack: START:STOP:COUNT (COUNT evenly\n"
-           "                        spaced values, STOP included) or a list (default 0:100:11)\n"
-           "  --runs N              runs per cell, each from another offset in the haystack (default 1)\n"
-           "  --seed S              shifts the runs' offsets (default 0)\n"
-           "  --needle TEXT         the needle sentence (default: the San Francisco sandwich)\n"
-           "  --question TEXT       the question (default: \"" DEFAULT_QUESTION "\")\n"
-           "  -n, --n-predict N     answer tokens at most (default 64)\n"
-           "  --out FILE            the grid as JSON (rewritten as cells complete)\n"
-           "  --html FILE           a self-contained heatmap page\n"
-           "  --quiet               no line per cell\n");
-    eval_print_common_usage(stdout);
-}
-
 /* ---- specs ---- */
 
 typedef struct dlist {
@@ -385,7 +363,7 @@ static bool write_html(const niah *g)
         }
     char title[1024];
     snprintf(title, sizeof title, "Needle in a haystack: %s, %s%s", g->e->s->model_name,
-             g->o->press_name ? g->o->press_name : "full cache", g->o->vector ? " + VECTOR" : "");
+             g->o->po.press ? g->o->po.press : "full cache", g->o->po.vector ? " + VECTOR" : "");
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>");
     html_text(f, title);
     fprintf(f, "</title>\n<style>\nbody{font-family:system-ui,sans-serif;margin:24px;color:#222}\n"
@@ -393,10 +371,10 @@ static bool write_html(const niah *g)
                "svg text{font-family:system-ui,sans-serif}\n</style>\n</head>\n<body>\n<h1>");
     html_text(f, title);
     fprintf(f, "</h1>\n<div class=\"meta\">");
-    if (g->o->press_name)
-        fprintf(f, "p<sub>c</sub> = %g%s, %s compression<br>\n", g->o->compression,
-                g->o->vector ? "" : "", g->o->query_aware ? "query-aware" : "query-agnostic");
-    if (g->o->vector) fprintf(f, "p<sub>a</sub> = %g<br>\n", eval_effective_pa(g->o));
+    if (g->o->po.press)
+        fprintf(f, "p<sub>c</sub> = %g%s, %s compression<br>\n", g->o->po.compression,
+                g->o->po.vector ? "" : "", g->o->po.query_aware ? "query-aware" : "query-agnostic");
+    if (g->o->po.vector) fprintf(f, "p<sub>a</sub> = %g<br>\n", eval_effective_pa(g->o));
     fprintf(f, "needle: &ldquo;");
     html_text(f, g->needle);
     fprintf(f, "&rdquo;<br>\nquestion: &ldquo;");
@@ -471,37 +449,40 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
     eval_opts_init(o);
     *g = (niah){.o = o, .needle = DEFAULT_NEEDLE, .question = DEFAULT_QUESTION, .runs = 1, .n_predict = 64};
     const char *lengths = "3000:30000:3000", *depths = "0:100:11";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        int r = eval_parse_common("niah", argc, argv, &i, o);
-        if (r < 0) return 2;
-        if (r > 0) continue;
-#define VALUE() do { if (!(v = cli_flag_value("niah", argc, argv, &i))) return 2; } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { niah_usage(); return 0; }
-        else if (!strcmp(a, "--haystack")) { VALUE(); g->haystack_dir = v; }
-        else if (!strcmp(a, "--lengths")) { VALUE(); lengths = v; }
-        else if (!strcmp(a, "--depths")) { VALUE(); depths = v; }
-        else if (!strcmp(a, "--runs")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 1000, &iv)) return cli_usage_error("niah", "--runs wants 1..1000, got '%s'", v);
-            g->runs = (size_t)iv;
-        } else if (!strcmp(a, "--seed")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, INT64_MAX, &iv)) return cli_usage_error("niah", "--seed wants a non-negative integer, got '%s'", v);
-            g->seed = (uint64_t)iv;
-        } else if (!strcmp(a, "--needle")) { VALUE(); g->needle = v; }
-        else if (!strcmp(a, "--question")) { VALUE(); g->question = v; }
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 16, &iv)) return cli_usage_error("niah", "--n-predict wants 1..65536, got '%s'", v);
-            g->n_predict = (size_t)iv;
-        } else if (!strcmp(a, "--out")) { VALUE(); g->out_path = v; }
-        else if (!strcmp(a, "--html")) { VALUE(); g->html_path = v; }
-        else if (!strcmp(a, "--quiet")) g->quiet = true;
-        else return cli_usage_error("niah", "unknown option '%s'", a);
-#undef VALUE
-    }
+    int64_t runs = 1, n_predict = 64;
+    const cli_opt opts[] = {
+        {.type = CLI_STR, .names = "--haystack", .metavar = "DIR", .dest = &g->haystack_dir,
+         .help = "text files of the haystack, concatenated in name order (default:\n../shared/data/paul_graham_essays)"},
+        {.type = CLI_STR, .names = "--lengths", .metavar = "SPEC", .dest = &lengths,
+         .help = "prompt lengths in tokens: START:STOP:STEP (STOP included) or a list a,b,c\n"
+                 "(default 3000:30000:3000); lengths over the context are capped to it"},
+        {.type = CLI_STR, .names = "--depths", .metavar = "SPEC", .dest = &depths,
+         .help = "needle depths in percent of the haystack: START:STOP:COUNT (COUNT evenly\n"
+                 "spaced values, STOP included) or a list (default 0:100:11)"},
+        {.type = CLI_I64, .names = "--runs", .metavar = "N", .dest = &runs, .min = 1, .max = 1000,
+         .help = "runs per cell, each from another offset in the haystack (default 1)"},
+        {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &g->seed, .min = 0, .max = (double)UINT64_MAX,
+         .help = "shifts the runs' offsets (default 0)"},
+        {.type = CLI_STR, .names = "--needle", .metavar = "TEXT", .dest = &g->needle,
+         .help = "the needle sentence (default: the San Francisco sandwich)"},
+        {.type = CLI_STR, .names = "--question", .metavar = "TEXT", .dest = &g->question,
+         .help = "the question (default: \"" DEFAULT_QUESTION "\")"},
+        {.type = CLI_I64, .names = "-n|--n-predict", .metavar = "N", .dest = &n_predict, .min = 1, .max = 1 << 16,
+         .help = "answer tokens at most (default 64)"},
+        {.type = CLI_STR, .names = "--out", .metavar = "FILE", .dest = &g->out_path,
+         .help = "the grid as JSON (rewritten as cells complete)"},
+        {.type = CLI_STR, .names = "--html", .metavar = "FILE", .dest = &g->html_path,
+         .help = "a self-contained heatmap page"},
+        {.type = CLI_FLAG, .names = "--quiet", .dest = &g->quiet, .help = "no line per cell"},
+        EVAL_OPTIONS(*o),
+    };
+    int rc = cli_parse("niah", "vkvector niah --out GRID.json [options]\n\n"
+                       "Needle in a haystack: for every prompt length x needle depth, hides the needle in the haystack text,\n"
+                       "asks the question, and scores the answer by ROUGE-L F against the needle (mean over the runs).",
+                       opts, CLI_N(opts), argc, argv);
+    if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+    g->runs = (size_t)runs;
+    g->n_predict = (size_t)n_predict;
     if (!g->out_path) return cli_usage_error("niah", "give the grid's JSON file with --out FILE");
     if (!parse_spec(lengths, true, 1, 1e8, &g->lengths))
         return cli_usage_error("niah", "--lengths wants START:STOP:STEP or a list of token counts, got '%s'", lengths);
@@ -731,7 +712,7 @@ int cmd_niah(int argc, char **argv)
     if (!plan_lengths(&g)) goto out;
     if ((st = alloc_cells(&g))) goto out;
     fprintf(stderr, "vkvector niah: %s, %s%s, %u-token context, %zu lengths x %zu depths x %zu runs\n", e.s->model_name,
-            o.press_name ? o.press_name : "full cache", o.vector ? " + VECTOR" : "", e.n_ctx, g.lengths.n, g.depths.n,
+            o.po.press ? o.po.press : "full cache", o.po.vector ? " + VECTOR" : "", e.n_ctx, g.lengths.n, g.depths.n,
             g.runs);
     if (run_grid(&g, hay, hay_len, &st) || !write_json(&g) || (g.html_path && !write_html(&g))) goto out;
     double sum = 0;

@@ -11,116 +11,39 @@
 void eval_opts_init(eval_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL;
-    o->compression = -1;
-    o->pa = -1;
-    o->kv_type = VKV_F16;
-    o->device = cli_device_index_from_env();
-    o->chat = "auto";
+    cli_model_opts_init(&o->mo);
+    cli_press_opts_init(&o->po);
 }
 
-void eval_print_common_usage(FILE *f)
+/* The --chat-template name of an index into EVAL_CHAT_TEMPLATES. */
+static const char *chat_template_arg(int i)
 {
-    fprintf(f,
-            "\nModel, compression and device:\n"
-            "  -m, --model FILE      GGUF model (default: %s)\n"
-            "  --press NAME          importance scorer (knorm, keydiff, streamingllm, snapkv, pyramidkv, tova, ...);\n"
-            "                        without it the full cache is used\n"
-            "  --compression P       compression ratio p_c in [0, 1)\n"
-            "  --vector              VECTOR: approximated tier (K kept, V rebuilt by the calibrated OLS map)\n"
-            "  --pa X                approximation ratio (default min(p_c/2, (1-p_c)/2))\n"
-            "  --calib FILE          calibration (default: MODEL.vkcal beside the model)\n"
-            "  --query-aware         compress context and question together (default: the context only)\n"
-            "  --chat-template T     auto (the model's, when it has one), none, llama3 or chatml (default auto)\n"
-            "  --ctx N               context slots (default: the model's training context)\n"
-            "  --batch N             prefill chunk in tokens (default 512)\n"
-            "  --kv-type f16|f32     KV cache storage (default f16)\n"
-            "  --device N            Vulkan device (default: VKVECTOR_DEVICE or the best one)\n",
-            VKV_DEFAULT_MODEL);
-}
-
-int eval_parse_common(const char *cmd, int argc, char **argv, int *i, eval_opts *o)
-{
-    const char *a = argv[*i], *v;
-    int64_t iv;
-#define VALUE() do { if (!(v = cli_flag_value(cmd, argc, argv, i))) return -1; } while (0)
-    if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); o->model_path = v; }
-    else if (!strcmp(a, "--press")) { VALUE(); o->press_name = v; }
-    else if (!strcmp(a, "--compression")) {
-        VALUE();
-        if (!cli_parse_f64(v, 0, 1, &o->compression) || o->compression >= 1) {
-            cli_usage_error(cmd, "--compression wants a ratio in [0, 1), got '%s'", v);
-            return -1;
-        }
-    } else if (!strcmp(a, "--pa")) {
-        VALUE();
-        if (!cli_parse_f64(v, 0, 1, &o->pa)) {
-            cli_usage_error(cmd, "--pa wants a ratio in [0, 1], got '%s'", v);
-            return -1;
-        }
-    } else if (!strcmp(a, "--vector")) o->vector = true;
-    else if (!strcmp(a, "--calib")) { VALUE(); o->calib_path = v; }
-    else if (!strcmp(a, "--query-aware")) o->query_aware = true;
-    else if (!strcmp(a, "--chat-template")) {
-        VALUE();
-        if (strcmp(v, "auto") && strcmp(v, "none") && strcmp(v, "llama3") && strcmp(v, "chatml")) {
-            cli_usage_error(cmd, "--chat-template wants auto, none, llama3 or chatml, got '%s'", v);
-            return -1;
-        }
-        o->chat = v;
-    } else if (!strcmp(a, "--ctx")) {
-        VALUE();
-        if (!cli_parse_i64(v, 16, 1 << 24, &o->n_ctx)) {
-            cli_usage_error(cmd, "--ctx wants an integer >= 16, got '%s'", v);
-            return -1;
-        }
-    } else if (!strcmp(a, "--batch")) {
-        VALUE();
-        if (!cli_parse_i64(v, 1, 65536, &o->n_batch)) {
-            cli_usage_error(cmd, "--batch wants 1..65536, got '%s'", v);
-            return -1;
-        }
-    } else if (!strcmp(a, "--kv-type")) {
-        VALUE();
-        if (!strcmp(v, "f16")) o->kv_type = VKV_F16;
-        else if (!strcmp(v, "f32")) o->kv_type = VKV_F32;
-        else {
-            cli_usage_error(cmd, "--kv-type wants f16 or f32, got '%s'", v);
-            return -1;
-        }
-    } else if (!strcmp(a, "--device")) {
-        VALUE();
-        if (!cli_parse_i64(v, 0, 1024, &iv)) {
-            cli_usage_error(cmd, "--device wants a device index, got '%s'", v);
-            return -1;
-        }
-        o->device = (int)iv;
-    } else return 0;
-#undef VALUE
-    return 1;
+    static const char *const names[] = {"auto", "none", "llama3", "chatml"};
+    return names[i >= 0 && i < 4 ? i : 0];
 }
 
 bool eval_opts_check(const char *cmd, const eval_opts *o)
 {
-    if (o->press_name && !vkv_press_find(o->press_name)) {
+    if (o->po.press && !vkv_press_find(o->po.press)) {
         cli_usage_error(cmd, "%s", vkv_last_error());
         return false;
     }
-    if (o->press_name && o->compression < 0) {
+    if (o->po.press && o->po.compression < 0) {
         cli_usage_error(cmd, "--press needs --compression P");
         return false;
     }
-    if (!o->press_name && (o->compression >= 0 || o->vector || o->pa >= 0 || o->calib_path || o->query_aware)) {
-        cli_usage_error(cmd, "--compression, --vector, --pa, --calib and --query-aware need --press NAME");
+    if (!o->po.press && (o->po.compression >= 0 || o->po.vector || o->po.pa >= 0 || o->po.calib || o->po.query_aware ||
+                         o->po.materialized)) {
+        cli_usage_error(cmd, "--compression, --vector, --pa, --calib, --query-aware and --materialized need --press NAME");
         return false;
     }
-    if ((o->pa >= 0 || o->calib_path) && !o->vector) {
+    if ((o->po.pa >= 0 || o->po.calib) && !o->po.vector) {
         cli_usage_error(cmd, "--pa and --calib need --vector");
         return false;
     }
-    if (o->vector && o->pa >= 0 && o->pa > 1 - o->compression) {
-        cli_usage_error(cmd, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", o->pa,
-                        o->compression, 1 - o->compression);
+    if (o->po.vector && o->po.pa >= 0 && o->po.pa > 1 - o->po.compression) {
+        cli_usage_error(cmd, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", o->po.pa,
+                        o->po.compression, 1 - o->po.compression);
         return false;
     }
     return true;
@@ -128,24 +51,24 @@ bool eval_opts_check(const char *cmd, const eval_opts *o)
 
 double eval_effective_pa(const eval_opts *o)
 {
-    if (!o->vector) return NAN;
-    return o->pa >= 0 ? o->pa : vkv_vector_default_pa((float)o->compression);
+    if (!o->po.vector) return NAN;
+    return o->po.pa >= 0 ? o->po.pa : vkv_vector_default_pa((float)o->po.compression);
 }
 
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e)
 {
     memset(e, 0, sizeof *e);
-    if (o->press_name && !(e->press = vkv_press_find(o->press_name)))
+    if (o->po.press && !(e->press = vkv_press_find(o->po.press)))
         return vkv_error(VKV_ERR_ARG, "%s", vkv_last_error());
-    vkv_session_params sp = {.model_path = o->model_path, .device = o->device, .load_calib = o->vector,
-                             .calib_path = o->calib_path, .chat = o->chat, .cmd = cmd};
+    vkv_session_params sp = {.model_path = o->mo.model_path, .device = o->mo.device, .load_calib = o->po.vector,
+                             .calib_path = o->po.calib, .chat = chat_template_arg(o->chat), .cmd = cmd};
     vkv_status st = vkv_session_open(&sp, &e->s);
     if (st) return st;
     const vkv_hparams *hp = &e->s->model->hp;
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)(o->n_ctx ? o->n_ctx : hp->n_ctx_train),
-                         .n_batch = (uint32_t)(o->n_batch ? o->n_batch : 512), .kv_type = o->kv_type};
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)(o->mo.n_ctx ? o->mo.n_ctx : hp->n_ctx_train),
+                         .n_batch = (uint32_t)(o->mo.n_batch ? o->mo.n_batch : 512), .kv_type = cli_kv_dtype(o->mo.kv_type)};
     if (!cp.n_ctx) cp.n_ctx = 4096;
-    if (!o->n_ctx && want_ctx && want_ctx < cp.n_ctx) cp.n_ctx = want_ctx;
+    if (!o->mo.n_ctx && want_ctx && want_ctx < cp.n_ctx) cp.n_ctx = want_ctx;
     e->n_ctx = cp.n_ctx;
     return vkv_session_reserve(e->s, &cp);
 }
@@ -158,8 +81,9 @@ void eval_env_close(eval_env *e)
 
 vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat)
 {
-    return (vkv_compression){.press = e->press, .p_c = o->compression < 0 ? 0 : o->compression, .vector = o->vector,
-                             .p_a = o->pa, .query_aware = o->query_aware, .plain_prompt = !chat};
+    return (vkv_compression){.press = e->press, .p_c = o->po.compression < 0 ? 0 : o->po.compression, .vector = o->po.vector,
+                             .p_a = o->po.pa, .query_aware = o->po.query_aware, .materialized = o->po.materialized,
+                             .plain_prompt = !chat};
 }
 
 void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env *e)
@@ -167,14 +91,14 @@ void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env 
     vkv_json_key(w, "model");
     vkv_json_str(w, e->s->model_name);
     vkv_json_key(w, "press");
-    if (o->press_name) vkv_json_str(w, o->press_name);
+    if (o->po.press) vkv_json_str(w, o->po.press);
     else vkv_json_null(w);
     vkv_json_key(w, "compression");
-    vkv_json_num(w, o->press_name ? o->compression : 0);
+    vkv_json_num(w, o->po.press ? o->po.compression : 0);
     vkv_json_key(w, "vector");
-    vkv_json_bool(w, o->vector);
+    vkv_json_bool(w, o->po.vector);
     vkv_json_key(w, "pa");
     vkv_json_num(w, eval_effective_pa(o)); /* NaN -> null */
     vkv_json_key(w, "query_aware");
-    vkv_json_bool(w, o->query_aware);
+    vkv_json_bool(w, o->po.query_aware);
 }

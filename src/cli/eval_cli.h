@@ -8,29 +8,35 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cli/options.h"
 #include "session/session.h"
 
 typedef struct eval_opts {
-    const char *model_path;
-    const char *press_name;      /* NULL: the full cache */
-    double compression;          /* < 0 until given */
-    bool vector, query_aware;
-    double pa;                   /* < 0: the default */
-    const char *calib_path;
-    int64_t n_ctx, n_batch;      /* 0: the model's context / 512 */
-    vkv_dtype kv_type;
-    int device;
-    const char *chat;            /* "auto" (the model's template), "none", "llama3", "chatml" */
+    cli_model_opts mo;           /* --ctx 0: the model's training context */
+    cli_press_opts po;           /* press NULL: the full cache */
+    int chat;                    /* index into EVAL_CHAT_TEMPLATES */
 } eval_opts;
 
+/* "auto": the model's template when it has one. */
+#define EVAL_CHAT_TEMPLATES "auto|none|llama3|chatml"
+
 void eval_opts_init(eval_opts *o);
-/* Consumes argv[*i] (and its value) when it is a shared option: 1 when
- * consumed, 0 when not a shared option, -1 after a usage error (printed). */
-int eval_parse_common(const char *cmd, int argc, char **argv, int *i, eval_opts *o);
+/* The model, compression and device options of the evaluation harnesses, as
+ * option-table entries (cli/options.h) writing into eval_opts o. */
+#define EVAL_OPTIONS(o)                                                                                        \
+    {.type = CLI_SECTION, .names = "Model, compression and device:"}, CLI_MODEL_PATH_OPTION((o).mo.model_path), \
+    CLI_PRESS_OPTIONS((o).po),                                                                                 \
+    {.type = CLI_ENUM, .names = "--chat-template", .metavar = "T", .dest = &(o).chat,                           \
+     .choices = EVAL_CHAT_TEMPLATES,                                                                           \
+     .help = "auto (the model's, when it has one), none, llama3 or chatml (default auto)"},                   \
+    {.type = CLI_I64, .names = "--ctx", .metavar = "N", .dest = &(o).mo.n_ctx, .min = 1, .max = 1 << 24,       \
+     .help = "context slots (default: the model's training context)"},                                        \
+    {.type = CLI_I64, .names = "--batch", .metavar = "N", .dest = &(o).mo.n_batch, .min = 1, .max = 65536,     \
+     .help = "prefill chunk in tokens (default 512)"},                                                        \
+    CLI_KV_TYPE_OPTION((o).mo.kv_type), CLI_DEVICE_OPTION((o).mo.device)
+
 /* Cross-option checks (printed); false on a usage error. */
 bool eval_opts_check(const char *cmd, const eval_opts *o);
-/* The usage lines of the shared options. */
-void eval_print_common_usage(FILE *f);
 
 typedef struct eval_env {
     vkv_session *s;              /* device, model, tokenizer, calibration, context */

@@ -8,10 +8,6 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 
-/* Entries a table may hold: the parser's "given already" marks live on the
- * stack. The largest table (vkvector run) has about 40. */
-#define CLI_MAX_OPTS 256
-
 /* Help text starts at this column, unless every option's left part is
  * shorter; a longer left part puts its help on the next line. */
 #define HELP_COLUMN_MAX 24
@@ -232,11 +228,6 @@ static const cli_opt *find_option(const cli_opt *opts, size_t n_opts, const char
 
 int cli_parse(const char *cmd, const char *usage_line, const cli_opt *opts, size_t n_opts, int argc, char **argv)
 {
-    bool seen[CLI_MAX_OPTS] = {0};
-    if (n_opts > CLI_MAX_OPTS) {
-        cli_usage_error(cmd, "internal error: %zu options, more than the parser's %d", n_opts, CLI_MAX_OPTS);
-        return CLI_USAGE_ERROR;
-    }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *value = NULL;
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
@@ -256,11 +247,8 @@ int cli_parse(const char *cmd, const char *usage_line, const cli_opt *opts, size
         }
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)len, arg);
-        if (seen[o - opts] && !(o->flags & CLI_SEEN_TWICE_OK)) {
-            cli_usage_error(cmd, "%s is given more than once", name);
-            return CLI_USAGE_ERROR;
-        }
-        seen[o - opts] = true;
+        /* Given again, an option takes its last value (scripts append
+         * overrides to a base command line); a list collects every value. */
         if (o->given) *o->given = true;
         if (o->type == CLI_FLAG) {
             if (value) {

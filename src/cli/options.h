@@ -15,9 +15,8 @@
  * The rules: an option is its names exactly ("-m" or "--model"; a long name
  * also takes "--model=FILE"); the value is the next argument, whatever it
  * starts with ("--temp -1" is a bad temperature, not a missing value); a
- * number must be whole and in range; an option given twice is an error
- * unless its entry has CLI_SEEN_TWICE_OK (then the last one wins); anything
- * else is an unknown option. -h and --help are always there. */
+ * number must be whole and in range; an option given twice takes its last
+ * value (a list collects all); anything else is an unknown option. -h and --help are always there. */
 #ifndef VKV_CLI_OPTIONS_H
 #define VKV_CLI_OPTIONS_H
 
