@@ -13,27 +13,8 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "session/session.h"
-
-static void usage(void)
-{
-    printf("usage: vkvector eval-ppl [-m MODEL] --text FILE --context N --continuation M --press LIST\n"
-           "                        --compression LIST [--vector | --both] [options]\n\n"
-           "  --text FILE          text to take the windows from (e.g. a held-out split: --start-byte)\n"
-           "  --context N          tokens compressed (after BOS)\n"
-           "  --continuation M     predictions scored after compression\n"
-           "  --press LIST         scorers, comma-separated (keydiff,snapkv,...)\n"
-           "  --compression LIST   ratios, comma-separated (0.25,0.5,0.75,0.9)\n"
-           "  --vector             VECTOR only; --both: the eviction baseline and VECTOR (default: baseline only)\n"
-           "  --calib FILE         calibration for VECTOR (default: beside the model)\n"
-           "  --pa X               approximation ratio (default min(p_c/2, (1-p_c)/2))\n"
-           "  --query-aware        score with the continuation's first tokens inside the prefill (not default)\n"
-           "  --windows W          windows averaged (default 4)\n"
-           "  --start-byte B       take the windows from byte B on (default 0)\n"
-           "  --kv-type f16|f32    (default f16)\n"
-           "  --markdown           print the table as Markdown\n"
-           "  --device N\n");
-}
 
 /* Parses "a,b,c" into up to max doubles in [lo, hi). */
 static int parse_list(const char *s, double lo, double hi, double *out, int max)
@@ -60,14 +41,13 @@ static void log_softmax(const float *l, uint32_t n, double *out)
 }
 
 typedef struct eppl_opts {
-    const char *model_path, *text_path, *press_list, *calib_path;
+    cli_model_opts mo;
+    const char *text_path, *press_list, *ratio_list, *calib_path;
     double ratios[16];
     int n_ratios;
     int64_t n_context, n_cont, n_windows, start_byte;
     double pa;
     bool vector_only, both, query_aware, markdown;
-    vkv_dtype kv_type;
-    int device;
     const vkv_press_ops *presses[16];
     int n_presses;
 } eppl_opts;
@@ -75,52 +55,44 @@ typedef struct eppl_opts {
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
 {
-    *o = (eppl_opts){.model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL,
-                     .n_windows = 4, .pa = -1, .kv_type = VKV_F16, .device = cli_device_index_from_env()};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-#define VALUE() do { if (!(v = cli_flag_value("eval-ppl", argc, argv, &i))) return 2; } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); o->model_path = v; }
-        else if (!strcmp(a, "--text")) { VALUE(); o->text_path = v; }
-        else if (!strcmp(a, "--press")) { VALUE(); o->press_list = v; }
-        else if (!strcmp(a, "--calib")) { VALUE(); o->calib_path = v; }
-        else if (!strcmp(a, "--compression")) {
-            VALUE();
-            if ((o->n_ratios = parse_list(v, 0, 1, o->ratios, 16)) <= 0)
-                return cli_usage_error("eval-ppl", "--compression wants ratios in [0, 1), comma-separated, got '%s'", v);
-        } else if (!strcmp(a, "--context")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 22, &o->n_context)) return cli_usage_error("eval-ppl", "--context wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--continuation")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 1 << 22, &o->n_cont)) return cli_usage_error("eval-ppl", "--continuation wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--windows")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, 100000, &o->n_windows)) return cli_usage_error("eval-ppl", "--windows wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--start-byte")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, INT64_MAX, &o->start_byte)) return cli_usage_error("eval-ppl", "--start-byte wants a byte offset, got '%s'", v);
-        } else if (!strcmp(a, "--pa")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 1, &o->pa)) return cli_usage_error("eval-ppl", "--pa wants a ratio in [0, 1], got '%s'", v);
-        } else if (!strcmp(a, "--vector")) o->vector_only = true;
-        else if (!strcmp(a, "--both")) o->both = true;
-        else if (!strcmp(a, "--query-aware")) o->query_aware = true;
-        else if (!strcmp(a, "--markdown")) o->markdown = true;
-        else if (!strcmp(a, "--kv-type")) {
-            VALUE();
-            if (!strcmp(v, "f16")) o->kv_type = VKV_F16;
-            else if (!strcmp(v, "f32")) o->kv_type = VKV_F32;
-            else return cli_usage_error("eval-ppl", "--kv-type wants f16 or f32, got '%s'", v);
-        } else if (!strcmp(a, "--device")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("eval-ppl", "--device wants a device index, got '%s'", v);
-            o->device = (int)iv;
-        } else return cli_usage_error("eval-ppl", "unknown option '%s'", a);
-#undef VALUE
-    }
+    *o = (eppl_opts){.n_windows = 4, .pa = -1};
+    cli_model_opts_init(&o->mo);
+    const cli_opt opts[] = {
+        CLI_MODEL_PATH_OPTION(o->mo.model_path),
+        {.type = CLI_STR, .names = "--text", .metavar = "FILE", .dest = &o->text_path,
+         .help = "text to take the windows from (e.g. a held-out split: --start-byte)"},
+        {.type = CLI_I64, .names = "--context", .metavar = "N", .dest = &o->n_context, .min = 1, .max = 1 << 22,
+         .help = "tokens compressed (after BOS)"},
+        {.type = CLI_I64, .names = "--continuation", .metavar = "M", .dest = &o->n_cont, .min = 1, .max = 1 << 22,
+         .help = "predictions scored after compression"},
+        {.type = CLI_STR, .names = "--press", .metavar = "LIST", .dest = &o->press_list,
+         .help = "scorers, comma-separated (keydiff,snapkv,...)"},
+        {.type = CLI_STR, .names = "--compression", .metavar = "LIST", .dest = &o->ratio_list,
+         .help = "ratios, comma-separated (0.25,0.5,0.75,0.9)"},
+        {.type = CLI_FLAG, .names = "--vector", .dest = &o->vector_only,
+         .help = "VECTOR only (default: the eviction baseline only)"},
+        {.type = CLI_FLAG, .names = "--both", .dest = &o->both, .help = "the eviction baseline and VECTOR"},
+        {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->calib_path,
+         .help = "calibration for VECTOR (default: beside the model)"},
+        {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &o->pa, .min = 0, .max = 1,
+         .help = "approximation ratio (default min(p_c/2, (1-p_c)/2))"},
+        {.type = CLI_FLAG, .names = "--query-aware", .dest = &o->query_aware,
+         .help = "score with the continuation's first tokens inside the prefill (not default)"},
+        {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
+         .help = "windows averaged (default 4)"},
+        {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
+         .max = (double)INT64_MAX, .help = "take the windows from byte B on (default 0)"},
+        CLI_KV_TYPE_OPTION(o->mo.kv_type),
+        {.type = CLI_FLAG, .names = "--markdown", .dest = &o->markdown, .help = "print the table as Markdown"},
+        CLI_DEVICE_OPTION(o->mo.device),
+    };
+    int rc = cli_parse("eval-ppl", "vkvector eval-ppl [-m MODEL] --text FILE --context N --continuation M --press LIST\n"
+                       "                        --compression LIST [--vector | --both] [options]",
+                       opts, CLI_N(opts), argc, argv);
+    if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+    if (o->ratio_list && (o->n_ratios = parse_list(o->ratio_list, 0, 1, o->ratios, 16)) <= 0)
+        return cli_usage_error("eval-ppl", "--compression wants ratios in [0, 1), comma-separated, got '%s'",
+                               o->ratio_list);
     return -1;
 }
 
@@ -274,7 +246,7 @@ static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl
             if (st) return st;
             if (r > room) room = r;
         }
-    vkv_ctx_params cp = {.n_ctx = d->total + room, .n_batch = 512, .kv_type = o->kv_type};
+    vkv_ctx_params cp = {.n_ctx = d->total + room, .n_batch = 512, .kv_type = cli_kv_dtype(o->mo.kv_type)};
     return vkv_session_reserve(s, &cp);
 }
 
@@ -283,7 +255,7 @@ int cmd_eval_ppl(int argc, char **argv)
     eppl_opts o;
     int rc = parse_eppl_options(argc, argv, &o);
     if (rc >= 0 || (rc = check_eppl_options(&o)) >= 0) return rc;
-    vkv_session_params sp = {.model_path = o.model_path, .device = o.device, .load_calib = o.vector_only || o.both,
+    vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device, .load_calib = o.vector_only || o.both,
                              .calib_path = o.calib_path, .cmd = "eval-ppl"};
     vkv_session *s = NULL;
     eppl_data d = {0};

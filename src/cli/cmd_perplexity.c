@@ -9,85 +9,66 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "core/json.h"
 #include "session/session.h"
 
-static void ppl_usage(void)
-{
-    printf("usage: vkvector perplexity [-m MODEL.gguf] (--text FILE | --eval-json FILE) [options]\n\n"
-           "  --text FILE        text to score: tokenized, cut into windows of --ctx tokens, each\n"
-           "                     scored from position 0 with BOS\n"
-           "  --start-byte B     score the text from byte B on (e.g. a held-out split)\n"
-           "  --max-windows W    at most W windows (default: all)\n"
-           "  --ctx N            window length in tokens including BOS (default: the model's context)\n"
-           "  --eval-json FILE   windows stored by a training recipe (ids + mean_nll): score each and\n"
-           "                     compare; with --text-root DIR also re-tokenize each window's bytes of\n"
-           "                     DIR/<text> and require the same ids\n"
-           "  --tolerance R      with --eval-json: fail (exit 1) when a window's relative perplexity\n"
-           "                     difference exceeds R (default 0.01)\n"
-           "  --ablation T:S     also score the last T predictions of each window with only S tokens\n"
-           "                     of context before them ([BOS] + S + T tokens): the loss the model\n"
-           "                     loses without its long context (same text, less context)\n"
-           "  --kv-type f16|f32  (default f32)\n"
-           "  --device N\n");
-}
-
 typedef struct ppl_opts {
-    const char *model_path, *text_path, *eval_path, *text_root;
-    int64_t n_ctx, start_byte, max_windows;
+    cli_model_opts mo;         /* --ctx 0: the model's context; --kv-type f32 by default */
+    const char *text_path, *eval_path, *text_root;
+    int64_t start_byte, max_windows;
     double tolerance;
     int64_t abl_tail, abl_short;   /* --ablation T:S */
-    vkv_dtype kv_type;
-    int device;
 } ppl_opts;
+
+/* "T:S" with positive integers. */
+static bool parse_ablation(const char *v, int64_t *tail, int64_t *keep)
+{
+    const char *colon = strchr(v, ':');
+    char tail_s[32];
+    if (!colon || (size_t)(colon - v) >= sizeof tail_s) return false;
+    memcpy(tail_s, v, (size_t)(colon - v));
+    tail_s[colon - v] = 0;
+    return cli_parse_i64(tail_s, 1, 1 << 20, tail) && cli_parse_i64(colon + 1, 1, 1 << 20, keep);
+}
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_ppl_options(int argc, char **argv, ppl_opts *o)
 {
-    *o = (ppl_opts){.model_path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL,
-                    .max_windows = INT64_MAX, .tolerance = 0.01, .kv_type = VKV_F32, .device = cli_device_index_from_env()};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-#define VALUE() do { if (!(v = cli_flag_value("perplexity", argc, argv, &i))) return 2; } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { ppl_usage(); return 0; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { VALUE(); o->model_path = v; }
-        else if (!strcmp(a, "--text")) { VALUE(); o->text_path = v; }
-        else if (!strcmp(a, "--eval-json")) { VALUE(); o->eval_path = v; }
-        else if (!strcmp(a, "--text-root")) { VALUE(); o->text_root = v; }
-        else if (!strcmp(a, "--ctx")) {
-            VALUE();
-            if (!cli_parse_i64(v, 2, 1 << 20, &o->n_ctx)) return cli_usage_error("perplexity", "--ctx wants 2..1048576, got '%s'", v);
-        } else if (!strcmp(a, "--start-byte")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, INT64_MAX, &o->start_byte)) return cli_usage_error("perplexity", "--start-byte wants a byte offset, got '%s'", v);
-        } else if (!strcmp(a, "--max-windows")) {
-            VALUE();
-            if (!cli_parse_i64(v, 1, INT64_MAX, &o->max_windows)) return cli_usage_error("perplexity", "--max-windows wants a positive integer, got '%s'", v);
-        } else if (!strcmp(a, "--ablation")) {
-            VALUE();
-            char *colon = strchr(v, ':');
-            char tail_s[32];
-            if (!colon || (size_t)(colon - v) >= sizeof tail_s) return cli_usage_error("perplexity", "--ablation wants T:S, got '%s'", v);
-            memcpy(tail_s, v, (size_t)(colon - v));
-            tail_s[colon - v] = 0;
-            if (!cli_parse_i64(tail_s, 1, 1 << 20, &o->abl_tail) || !cli_parse_i64(colon + 1, 1, 1 << 20, &o->abl_short))
-                return cli_usage_error("perplexity", "--ablation wants T:S with positive integers, got '%s'", v);
-        } else if (!strcmp(a, "--tolerance")) {
-            VALUE();
-            if (!cli_parse_f64(v, 0, 10, &o->tolerance)) return cli_usage_error("perplexity", "--tolerance wants a number in [0, 10], got '%s'", v);
-        } else if (!strcmp(a, "--kv-type")) {
-            VALUE();
-            if (!strcmp(v, "f16")) o->kv_type = VKV_F16;
-            else if (!strcmp(v, "f32")) o->kv_type = VKV_F32;
-            else return cli_usage_error("perplexity", "--kv-type wants f16 or f32, got '%s'", v);
-        } else if (!strcmp(a, "--device")) {
-            VALUE();
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("perplexity", "--device wants a device index, got '%s'", v);
-            o->device = (int)iv;
-        } else return cli_usage_error("perplexity", "unknown option '%s'", a);
-#undef VALUE
-    }
+    *o = (ppl_opts){.max_windows = INT64_MAX, .tolerance = 0.01};
+    cli_model_opts_init(&o->mo);
+    o->mo.kv_type = 1; /* f32: scores match a reference's */
+    const char *ablation = NULL;
+    const cli_opt opts[] = {
+        CLI_MODEL_PATH_OPTION(o->mo.model_path),
+        {.type = CLI_STR, .names = "--text", .metavar = "FILE", .dest = &o->text_path,
+         .help = "text to score: tokenized, cut into windows of --ctx tokens, each\nscored from position 0 with BOS"},
+        {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
+         .max = (double)INT64_MAX, .help = "score the text from byte B on (e.g. a held-out split)"},
+        {.type = CLI_I64, .names = "--max-windows", .metavar = "W", .dest = &o->max_windows, .min = 1,
+         .max = (double)INT64_MAX, .help = "at most W windows (default: all)"},
+        {.type = CLI_I64, .names = "--ctx", .metavar = "N", .dest = &o->mo.n_ctx, .min = 2, .max = 1 << 20,
+         .help = "window length in tokens including BOS (default: the model's context)"},
+        {.type = CLI_STR, .names = "--eval-json", .metavar = "FILE", .dest = &o->eval_path,
+         .help = "windows stored by a training recipe (ids + mean_nll): score each and\n"
+                 "compare; with --text-root DIR also re-tokenize each window's bytes of\nDIR/<text> and require the same ids"},
+        {.type = CLI_STR, .names = "--text-root", .metavar = "DIR", .dest = &o->text_root,
+         .help = "with --eval-json: where the recipe's text is"},
+        {.type = CLI_F64, .names = "--tolerance", .metavar = "R", .dest = &o->tolerance, .min = 0, .max = 10,
+         .help = "with --eval-json: fail (exit 1) when a window's relative perplexity\ndifference exceeds R (default 0.01)"},
+        {.type = CLI_STR, .names = "--ablation", .metavar = "T:S", .dest = &ablation,
+         .help = "also score the last T predictions of each window with only S tokens\n"
+                 "of context before them ([BOS] + S + T tokens): the loss the model\n"
+                 "loses without its long context (same text, less context)"},
+        {.type = CLI_ENUM, .names = "--kv-type", .dest = &o->mo.kv_type, .choices = "f16|f32",
+         .help = "KV cache storage (default f32)"},
+        CLI_DEVICE_OPTION(o->mo.device),
+    };
+    int rc = cli_parse("perplexity", "vkvector perplexity [-m MODEL.gguf] (--text FILE | --eval-json FILE) [options]",
+                       opts, CLI_N(opts), argc, argv);
+    if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+    if (ablation && !parse_ablation(ablation, &o->abl_tail, &o->abl_short))
+        return cli_usage_error("perplexity", "--ablation wants T:S with positive integers, got '%s'", ablation);
     if (!!o->text_path == !!o->eval_path) return cli_usage_error("perplexity", "give exactly one of --text and --eval-json");
     return -1;
 }
@@ -208,7 +189,7 @@ static int check_recipe(vkv_session *s, const ppl_opts *o, const vkv_json_doc *d
 static void print_text_report(const ppl_opts *o, const ppl_scratch *sc, size_t n_windows, double total, size_t total_n,
                               double abl_full, double abl_cut, size_t abl_n)
 {
-    int64_t n_ctx = o->n_ctx;
+    int64_t n_ctx = o->mo.n_ctx;
     printf("%zu windows x %lld tokens: mean nll %.6f, perplexity %.4f\n", n_windows, (long long)n_ctx, total / total_n,
            exp(total / total_n));
     printf("loss by position (mean nll of the next token):\n");
@@ -230,7 +211,7 @@ static void print_text_report(const ppl_opts *o, const ppl_scratch *sc, size_t n
 /* --text: windows of n_ctx tokens, each from position 0 with BOS. */
 static vkv_status score_text(vkv_session *s, const ppl_opts *o, const int32_t *all, size_t n_all, ppl_scratch *sc)
 {
-    int64_t n_ctx = o->n_ctx, abl_tail = o->abl_tail, abl_short = o->abl_short;
+    int64_t n_ctx = o->mo.n_ctx, abl_tail = o->abl_tail, abl_short = o->abl_short;
     int32_t bos = vkv_tokenizer_bos(s->tok);
     size_t per = (size_t)n_ctx - (bos >= 0 ? 1 : 0), n_windows = 0, total_n = 0, abl_n = 0;
     double total = 0, abl_full = 0, abl_cut = 0;
@@ -288,7 +269,7 @@ int cmd_perplexity(int argc, char **argv)
     ppl_opts o;
     int rc = parse_ppl_options(argc, argv, &o);
     if (rc >= 0) return rc;
-    vkv_session_params sp = {.model_path = o.model_path, .device = o.device, .cmd = "perplexity"};
+    vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device, .cmd = "perplexity"};
     vkv_session *s = NULL;
     vkv_json_doc *doc = NULL;
     const vkv_json *windows = NULL;
@@ -298,11 +279,11 @@ int cmd_perplexity(int argc, char **argv)
     rc = 1;
     vkv_status st;
     if ((o.eval_path && (st = vkv_json_parse_file(o.eval_path, &doc))) || (st = vkv_session_open(&sp, &s))) goto out;
-    if (!o.n_ctx) o.n_ctx = s->model->hp.n_ctx_train;
-    if (doc && (st = eval_json_windows(doc, o.eval_path, &o.n_ctx, &windows))) goto out;
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)o.n_ctx, .n_batch = 512, .kv_type = o.kv_type};
+    if (!o.mo.n_ctx) o.mo.n_ctx = s->model->hp.n_ctx_train;
+    if (doc && (st = eval_json_windows(doc, o.eval_path, &o.mo.n_ctx, &windows))) goto out;
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)o.mo.n_ctx, .n_batch = 512, .kv_type = cli_kv_dtype(o.mo.kv_type)};
     if ((st = vkv_session_reserve(s, &cp))) goto out;
-    size_t n = (size_t)o.n_ctx;
+    size_t n = (size_t)o.mo.n_ctx;
     sc.logits = malloc(sizeof *sc.logits * n * s->model->hp.n_vocab);
     sc.pos_nll = calloc(n, sizeof *sc.pos_nll);
     sc.pos_sum = calloc(n, sizeof *sc.pos_sum);
