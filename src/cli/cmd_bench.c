@@ -485,7 +485,8 @@ static void print_vector_timing(const vector_bench *o, const vkv_press_ops *pres
     printf("model %s on %s; %s p_c %.2f%s; context %lld tokens, %u kept; %lld decode steps; mean of %lld runs\n", name,
            vkv_gpu_caps(gpu)->name, press->name, o->pc, o->vector ? " VECTOR" : " (eviction baseline)", (long long)n,
            t->kept, (long long)n_decode, (long long)reps);
-    printf("prefill                        %9.1f ms  (%.1f tokens/s)\n", 1e3 * t->prefill / reps, n * reps / t->prefill);
+    printf("prefill                        %9.1f ms  (%.1f tokens/s)\n", 1e3 * t->prefill / reps,
+           n * reps / t->prefill);
     printf("score + allocate + compact     %9.1f ms  = %.1f%% of the prefill (target < 10%%)\n",
            1e3 * t->compress / reps, 100 * t->compress / t->prefill);
     printf("decode, compressed (tiered)    %9.2f tokens/s\n", n_decode * reps / t->dec_tiered);
@@ -633,17 +634,20 @@ int cmd_bench(int argc, char **argv)
         {"vector", bench_vector, 1, VECTOR_USAGE, "compression cost vs prefill; tiered vs plain decode"},
     };
     const char *which = argc >= 2 ? argv[1] : "";
-    for (size_t i = 0; i < CLI_N(benchmarks); i++)
-        if (!strcmp(which, benchmarks[i].name)) return benchmarks[i].fn(argc - benchmarks[i].skip, argv + benchmarks[i].skip);
+    for (size_t i = 0; i < CLI_N(benchmarks); i++) {
+        const int skip = benchmarks[i].skip;
+        if (!strcmp(which, benchmarks[i].name)) return benchmarks[i].fn(argc - skip, argv + skip);
+    }
     if (strcmp(which, "--help") && strcmp(which, "-h"))
         return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, vector, -m MODEL)", which);
     /* Each benchmark's synopsis: its usage up to the blank line. */
     for (size_t i = 0, shown = 0; i < CLI_N(benchmarks); i++) {
         const char *u = benchmarks[i].usage, *end = u ? strstr(u, "\n\n") : NULL;
         if (!u) continue;
-        printf("%s%.*s\n           %s\n", shown++ ? "       " : "usage: ", (int)(end ? end - u : (ptrdiff_t)strlen(u)), u,
-               benchmarks[i].summary);
+        int synopsis_len = (int)(end ? (size_t)(end - u) : strlen(u));
+        printf("%s%.*s\n           %s\n", shown++ ? "       " : "usage: ", synopsis_len, u, benchmarks[i].summary);
     }
-    printf("\n'vkvector bench ops --help', 'bench -m MODEL --help' and 'bench vector --help' describe their options.\n");
+    printf("\n'vkvector bench ops --help', 'bench -m MODEL --help' and 'bench vector --help' describe their\n"
+           "options.\n");
     return 0;
 }

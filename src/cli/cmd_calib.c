@@ -113,7 +113,7 @@ static int parse_calib_args(int argc, char **argv, calib_args *a)
          .flags = CLI_SEEN_TWICE_OK,
          .help = "plain text, or JSONL with a \"text\" member per line (C4 shards: .jsonl or a\n"
                  "first character '{'); several files may follow, and --corpus may repeat"},
-        {.type = CLI_I64, .names = "--tokens", .metavar = "N", .dest = &a->n_tokens, .min = 2, .max = (double)(1ll << 40),
+        {.type = CLI_I64, .names = "--tokens", .metavar = "N", .dest = &a->n_tokens, .min = 2, .max = 0x1p40,
          .help = "tokens to run, BOS included (default 1048576); fewer if the corpus ends"},
         {.type = CLI_I64, .names = "--seq-len", .metavar = "L", .dest = &a->seq_len, .min = 2, .max = 1 << 20,
          .help = "tokens per sequence, starting with BOS when the vocabulary adds one\n"
