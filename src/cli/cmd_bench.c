@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/load_report.h"
+#include "cli/options.h"
 #include "core/rng.h"
 #include "calib/calib.h"
 #include "infer/forward.h"
@@ -134,62 +135,114 @@ done:
     return st ? cli_fail("bench", st) : 0;
 }
 
-static void bench_usage(void)
+/* --reps of every benchmark: one range for all. */
+#define BENCH_REPS_OPTION(reps_dest, default_reps)                                                             \
+    {.type = CLI_I64, .names = "--reps", .metavar = "R", .dest = &(reps_dest), .min = 1, .max = 1000,          \
+     .help = "timed runs, after one warm-up (default " default_reps ")"}
+
+static const char *const OPS_USAGE =
+    "vkvector bench ops [--device N] [--reps R] [--batch N] [--types LIST] [--quick]\n"
+    "\n"
+    "Times matrix-vector (decode) and matrix-matrix (prefill, N = --batch, default 512)\n"
+    "products at LLM shapes (4096x4096, 14336x4096, 4096x14336) for f16, q8_0, q4_0, q4_K\n"
+    "weights and prints GPU time, GB/s, GFLOP/s and the ratio to the device's peak.\n"
+    "Then times the calibration's Gram accumulation (f32, per-head and joint blocks of\n"
+    "Llama-3-8B's K/V: 8 KV heads x 128; 4 x 64 with --quick) over N tokens against the\n"
+    "fastest matrix product.";
+
+/* One weight type at one M x K shape: a random matrix quantized to t, timed
+ * on every matrix product path the device has for t. *best_gflops rises to
+ * the fastest matrix-matrix figure. */
+static vkv_status bench_matmul_shape(vkv_gpu *gpu, const device_peak *peak, vkv_rng *rng, vkv_dtype t, uint32_t m,
+                                     uint32_t k, int64_t batch, int64_t reps, double *best_gflops)
 {
-    printf("usage: vkvector bench ops [--device N] [--reps R] [--batch N] [--types LIST] [--quick]\n\n"
-           "Times matrix-vector (decode) and matrix-matrix (prefill, N = --batch, default 512)\n"
-           "products at LLM shapes (4096x4096, 14336x4096, 4096x14336) for f16, q8_0, q4_0, q4_K\n"
-           "weights and prints GPU time, GB/s, GFLOP/s and the ratio to the device's peak.\n"
-           "Then times the calibration's Gram accumulation (f32, per-head and joint blocks of\n"
-           "Llama-3-8B's K/V: 8 KV heads x 128; 4 x 64 with --quick) over N tokens against the\n"
-           "fastest matrix product.\n"
-           "  --quick   small shapes (1024x1024, 2048x1024), for slow devices such as lavapipe\n");
+    uint64_t rb = vkv_dtype_row_bytes(t, k), wbytes = rb * m;
+    vkv_buffer *w = NULL, *x = NULL, *y = NULL;
+    vkv_status st = VKV_OK;
+    uint8_t *host = malloc(wbytes);
+    float *row = malloc(4ull * k);
+    if (!host || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t i = 0; i < m; i++) {
+        for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(rng, -1, 1);
+        vkv_quantize_row(t, row, host + (size_t)i * rb, k);
+    }
+    if ((st = vkv_buffer_create(gpu, wbytes, VKV_MEM_DEVICE, "bench weight", &w)) ||
+        (st = vkv_buffer_upload(gpu, w, 0, host, wbytes)) ||
+        (st = vkv_buffer_create(gpu, 4ull * batch * k, VKV_MEM_DEVICE, "bench input", &x)) ||
+        (st = vkv_buffer_fill(gpu, x, 0, 4ull * batch * k, 0x3c000000u)) ||
+        (st = vkv_buffer_create(gpu, 4ull * batch * m, VKV_MEM_DEVICE, "bench output", &y)))
+        goto done;
+    vkv_matmul_path paths[3] = {VKV_MATMUL_MATVEC, VKV_MATMUL_TILED, VKV_MATMUL_COOPMAT};
+    for (int p = 0; p < 3; p++) {
+        if (!vkv_matmul_path_supported(gpu, paths[p], t)) continue;
+        uint32_t n = paths[p] == VKV_MATMUL_MATVEC ? 1 : (uint32_t)batch;
+        matmul_call call = {paths[p], t, vkv_view_of(w), m, k, vkv_view_of(x), n, vkv_view_of(y)};
+        double best;
+        if ((st = time_dispatches(gpu, reps, record_matmul, &call, &best))) goto done;
+        double sec = best * 1e-9;
+        double bytes = (double)wbytes + 4.0 * n * k + 4.0 * n * m;
+        double flops = 2.0 * m * k * n;
+        const char *name = paths[p] == VKV_MATMUL_MATVEC ? "matvec" : paths[p] == VKV_MATMUL_TILED ? "matmul_tiled" : "matmul_coopmat";
+        char mk[32];
+        snprintf(mk, sizeof mk, "%ux%u", m, k);
+        if (sec <= 0) {
+            printf("%-15s %-5s %-14s %6u %10s\n", name, vkv_dtype_get(t)->name, mk, n, "n/a");
+            continue;
+        }
+        double gbs = bytes / sec / 1e9, gfl = flops / sec / 1e9;
+        if (n > 1 && gfl > *best_gflops) *best_gflops = gfl;
+        char ratio[32] = "-";
+        if (peak) {
+            /* Decode is bandwidth-bound, prefill compute-bound. */
+            if (n == 1) snprintf(ratio, sizeof ratio, "%.1f%% BW", 100.0 * gbs / (peak->tbps * 1000));
+            else snprintf(ratio, sizeof ratio, "%.1f%% FLOP", 100.0 * gfl / (peak->tflops * 1000));
+        }
+        printf("%-15s %-5s %-14s %6u %10.4f %9.1f %10.1f %8s\n", name, vkv_dtype_get(t)->name, mk, n, best / 1e6,
+               gbs, gfl, ratio);
+        fflush(stdout);
+    }
+done:
+    vkv_buffer_destroy(gpu, w);
+    vkv_buffer_destroy(gpu, x);
+    vkv_buffer_destroy(gpu, y);
+    free(host);
+    free(row);
+    return st;
 }
 
 static int bench_ops(int argc, char **argv)
 {
-    int device = cli_device_index_from_env();
+    int32_t device = cli_device_index_from_env();
     int64_t reps = 5, batch = 512;
-    bool quick = false;
+    bool quick = false, batch_given = false;
     const char *types_arg = "f16,q8_0,q4_0,q4_K";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage();
-            return 0;
-        } else if (!strcmp(a, "--device")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("bench", "--device wants an index, got '%s'", v);
-            device = (int)iv;
-        } else if (!strcmp(a, "--reps")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 1, 10000, &reps)) return cli_usage_error("bench", "--reps wants 1..10000, got '%s'", v);
-        } else if (!strcmp(a, "--batch")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 2, 65536, &batch)) return cli_usage_error("bench", "--batch wants 2..65536, got '%s'", v);
-        } else if (!strcmp(a, "--types")) {
-            if (!(types_arg = cli_flag_value("bench", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--quick")) {
-            quick = true;
-        } else {
-            return cli_usage_error("bench", "unknown option '%s'", a);
-        }
-    }
+    const cli_opt opts[] = {
+        BENCH_REPS_OPTION(reps, "5"),
+        {.type = CLI_I64, .names = "--batch", .metavar = "N", .dest = &batch, .min = 2, .max = 65536,
+         .given = &batch_given, .help = "N of the matrix-matrix products and tokens of the Gram accumulation\n"
+                                        "(default 512; 64 with --quick)"},
+        {.type = CLI_STR, .names = "--types", .metavar = "LIST", .dest = &types_arg,
+         .help = "weight types, comma-separated (default f16,q8_0,q4_0,q4_K)"},
+        {.type = CLI_FLAG, .names = "--quick", .dest = &quick,
+         .help = "small shapes (1024x1024, 2048x1024), for slow devices such as lavapipe"},
+        CLI_DEVICE_OPTION(device),
+    };
+    int parsed = cli_parse("bench ops", OPS_USAGE, opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     vkv_dtype types[8];
     int n_types = 0;
     char tbuf[128];
     snprintf(tbuf, sizeof tbuf, "%s", types_arg);
     for (char *save, *tok = strtok_r(tbuf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         int t = vkv_dtype_from_name(tok);
-        if (t < 0 || n_types == 8) return cli_usage_error("bench", "unknown weight type '%s'", tok);
+        if (t < 0 || n_types == 8) return cli_usage_error("bench ops", "unknown weight type '%s'", tok);
         types[n_types++] = (vkv_dtype)t;
     }
     const uint32_t shapes_full[3][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}};
     const uint32_t shapes_quick[2][2] = {{1024, 1024}, {2048, 1024}};
     const uint32_t(*shapes)[2] = quick ? shapes_quick : shapes_full;
     int n_shapes = quick ? 2 : 3;
-    if (quick && batch == 512) batch = 64;
+    if (quick && !batch_given) batch = 64;
 
     vkv_instance *inst;
     vkv_gpu *gpu = NULL;
@@ -209,66 +262,13 @@ static int bench_ops(int argc, char **argv)
     printf("%-15s %-5s %-14s %6s %10s %9s %10s %8s\n", "kernel", "type", "M x K", "N", "GPU ms", "GB/s", "GFLOP/s",
            "of peak");
     vkv_rng rng = vkv_rng_new(7);
-    int rc = 0;
     double best_matmul_gflops = 0;
-    for (int s = 0; s < n_shapes && !rc; s++) {
-        uint32_t m = shapes[s][0], k = shapes[s][1];
-        for (int ti = 0; ti < n_types && !rc; ti++) {
-            vkv_dtype t = types[ti];
-            uint64_t rb = vkv_dtype_row_bytes(t, k), wbytes = rb * m;
-            vkv_buffer *w = NULL, *x = NULL, *y = NULL;
-            uint8_t *host = malloc(wbytes);
-            float *row = malloc(4ull * k);
-            if (!host || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
-            for (uint32_t i = 0; i < m; i++) {
-                for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(&rng, -1, 1);
-                vkv_quantize_row(t, row, host + (size_t)i * rb, k);
-            }
-            if ((st = vkv_buffer_create(gpu, wbytes, VKV_MEM_DEVICE, "bench weight", &w)) ||
-                (st = vkv_buffer_upload(gpu, w, 0, host, wbytes)) ||
-                (st = vkv_buffer_create(gpu, 4ull * batch * k, VKV_MEM_DEVICE, "bench input", &x)) ||
-                (st = vkv_buffer_fill(gpu, x, 0, 4ull * batch * k, 0x3c000000u)) ||
-                (st = vkv_buffer_create(gpu, 4ull * batch * m, VKV_MEM_DEVICE, "bench output", &y)))
-                goto fail;
-            vkv_matmul_path paths[3] = {VKV_MATMUL_MATVEC, VKV_MATMUL_TILED, VKV_MATMUL_COOPMAT};
-            for (int p = 0; p < 3; p++) {
-                if (!vkv_matmul_path_supported(gpu, paths[p], t)) continue;
-                uint32_t n = paths[p] == VKV_MATMUL_MATVEC ? 1 : (uint32_t)batch;
-                matmul_call call = {paths[p], t, vkv_view_of(w), m, k, vkv_view_of(x), n, vkv_view_of(y)};
-                double best;
-                if ((st = time_dispatches(gpu, reps, record_matmul, &call, &best))) goto fail;
-                double sec = best * 1e-9;
-                double bytes = (double)wbytes + 4.0 * n * k + 4.0 * n * m;
-                double flops = 2.0 * m * k * n;
-                const char *name = paths[p] == VKV_MATMUL_MATVEC ? "matvec" : paths[p] == VKV_MATMUL_TILED ? "matmul_tiled" : "matmul_coopmat";
-                char mk[32];
-                snprintf(mk, sizeof mk, "%ux%u", m, k);
-                if (sec <= 0) {
-                    printf("%-15s %-5s %-14s %6u %10s\n", name, vkv_dtype_get(t)->name, mk, n, "n/a");
-                    continue;
-                }
-                double gbs = bytes / sec / 1e9, gfl = flops / sec / 1e9;
-                if (n > 1 && gfl > best_matmul_gflops) best_matmul_gflops = gfl;
-                char ratio[32] = "-";
-                if (peak) {
-                    /* Decode is bandwidth-bound, prefill compute-bound. */
-                    if (n == 1) snprintf(ratio, sizeof ratio, "%.1f%% BW", 100.0 * gbs / (peak->tbps * 1000));
-                    else snprintf(ratio, sizeof ratio, "%.1f%% FLOP", 100.0 * gfl / (peak->tflops * 1000));
-                }
-                printf("%-15s %-5s %-14s %6u %10.4f %9.1f %10.1f %8s\n", name, vkv_dtype_get(t)->name, mk, n, best / 1e6,
-                       gbs, gfl, ratio);
-                fflush(stdout);
-            }
-        fail:
-            vkv_buffer_destroy(gpu, w);
-            vkv_buffer_destroy(gpu, x);
-            vkv_buffer_destroy(gpu, y);
-            free(host);
-            free(row);
-            if (st) rc = cli_fail("bench", st);
-        }
-    }
-    if (!rc) rc = bench_gram(gpu, quick ? 4 : 8, quick ? 64 : 128, (uint32_t)batch, reps, best_matmul_gflops);
+    for (int s = 0; s < n_shapes && !st; s++)
+        for (int ti = 0; ti < n_types && !st; ti++)
+            st = bench_matmul_shape(gpu, peak, &rng, types[ti], shapes[s][0], shapes[s][1], batch, reps,
+                                    &best_matmul_gflops);
+    int rc = st ? cli_fail("bench", st)
+                : bench_gram(gpu, quick ? 4 : 8, quick ? 64 : 128, (uint32_t)batch, reps, best_matmul_gflops);
     vkv_gpu_destroy(gpu);
     vkv_instance_destroy(inst);
     return rc;
@@ -284,39 +284,31 @@ static double now_s(void)
 /* llama-bench's two figures: pp (prompt processing: one batch of n_pp tokens)
  * and tg (text generation: n_tg tokens one at a time), tokens per second,
  * mean and standard deviation over reps runs after one warm-up. */
+static const char *const MODEL_USAGE =
+    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type f16|f32]\n"
+    "\n"
+    "llama-bench's two figures: pp (prompt processing: one batch of -p tokens) and tg (text\n"
+    "generation: -n tokens one at a time), in tokens per second, mean and standard deviation\n"
+    "over the runs after one warm-up.";
+
 static int bench_model(int argc, char **argv)
 {
     const char *path = NULL;
     int64_t n_pp = 512, n_tg = 128, reps = 3;
-    int device = cli_device_index_from_env();
-    vkv_dtype kv_type = VKV_F16;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(path = cli_flag_value("bench", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "-p")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, 1 << 20, &n_pp)) return cli_usage_error("bench", "-p wants 0..1048576, got '%s'", v);
-        } else if (!strcmp(a, "-n")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, 1 << 20, &n_tg)) return cli_usage_error("bench", "-n wants 0..1048576, got '%s'", v);
-        } else if (!strcmp(a, "--reps")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 1, 1000, &reps)) return cli_usage_error("bench", "--reps wants 1..1000, got '%s'", v);
-        } else if (!strcmp(a, "--device")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("bench", "--device wants an index, got '%s'", v);
-            device = (int)iv;
-        } else if (!strcmp(a, "--kv-type")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!strcmp(v, "f16")) kv_type = VKV_F16;
-            else if (!strcmp(v, "f32")) kv_type = VKV_F32;
-            else return cli_usage_error("bench", "--kv-type wants f16 or f32, got '%s'", v);
-        } else {
-            return cli_usage_error("bench", "unknown option '%s'", a);
-        }
-    }
+    int32_t device = cli_device_index_from_env();
+    int kv_type = 0;
+    const cli_opt opts[] = {
+        {.type = CLI_STR, .names = "-m|--model", .metavar = "FILE", .dest = &path, .help = "GGUF model"},
+        {.type = CLI_I64, .names = "-p", .metavar = "N", .dest = &n_pp, .min = 0, .max = 1 << 20,
+         .help = "pp: prompt tokens, processed as one batch (default 512; 0 = skip)"},
+        {.type = CLI_I64, .names = "-n", .metavar = "N", .dest = &n_tg, .min = 0, .max = 1 << 20,
+         .help = "tg: tokens generated one at a time (default 128; 0 = skip)"},
+        BENCH_REPS_OPTION(reps, "3"),
+        CLI_KV_TYPE_OPTION(kv_type),
+        CLI_DEVICE_OPTION(device),
+    };
+    int parsed = cli_parse("bench", MODEL_USAGE, opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     vkv_instance *inst = NULL;
     vkv_gpu *gpu = NULL;
     vkv_model *m = NULL;
@@ -331,7 +323,7 @@ static int bench_model(int argc, char **argv)
     if ((st = vkv_model_load(gpu, path, &m))) goto fail;
     t_load = now_s() - t_load;
     uint32_t n_ctx = (uint32_t)(n_pp + n_tg + 1);
-    vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = n_pp ? (uint32_t)n_pp : 1, .kv_type = kv_type};
+    vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = n_pp ? (uint32_t)n_pp : 1, .kv_type = cli_kv_dtype(kv_type)};
     if ((st = vkv_ctx_create(gpu, m, &cp, &ctx))) goto fail;
     ids = malloc(sizeof *ids * (size_t)(n_pp + 1));
     logits = malloc(sizeof *logits * m->hp.n_vocab);
@@ -434,49 +426,101 @@ static void print_decode_profile(const double *const prof[3], int n_cols, double
  * step against the prefill it follows, and decode over the compressed
  * (tiered) cache against decode over a plain cache holding as many tokens as
  * were kept. */
+static const char *const VECTOR_USAGE =
+    "vkvector bench vector [-m MODEL] [--context 8192] [--press keydiff] [--compression 0.5]\n"
+    "                             [--vector [--calib FILE]] [--decode 64] [--reps 3] [--profile]\n"
+    "\n"
+    "Times the compression step (scoring, allocation, compaction) against the prefill it follows,\n"
+    "and decode over the compressed (tiered) cache against decode over a plain cache of as many\n"
+    "bytes (and, with --vector, one of as many tokens as the tiered cache attends to).";
+
+typedef struct vector_bench {
+    cli_model_opts mo; /* -m and --device only */
+    const char *press_name, *calib_path;
+    int64_t n, n_decode, reps;
+    double pc;
+    bool vector, profile;
+} vector_bench;
+
+/* What the timed runs measured (sums over them) and what they kept. */
+typedef struct vector_timing {
+    double prefill, compress, dec_tiered, dec_plain, dec_same_tokens;
+    uint32_t kept, attended;          /* the plain and the same-token plain caches' tokens */
+    uint64_t tiered_rows;             /* K plus V rows of the compressed cache, all layers and KV heads */
+    double prof[3][VKV_KERNEL_COUNT]; /* --profile: GPU ns per kernel of the tiered, plain, same-token decodes */
+} vector_timing;
+
+static int parse_vector_bench(int argc, char **argv, vector_bench *o)
+{
+    *o = (vector_bench){.press_name = "keydiff", .n = 8192, .n_decode = 64, .reps = 3, .pc = 0.5};
+    cli_model_opts_init(&o->mo);
+    const cli_opt opts[] = {
+        CLI_MODEL_PATH_OPTION(o->mo.model_path),
+        {.type = CLI_I64, .names = "--context", .metavar = "N", .dest = &o->n, .min = 64, .max = 1 << 20,
+         .help = "context tokens, prefilled then compressed (default 8192)"},
+        {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &o->press_name,
+         .help = "importance scorer (default keydiff)"},
+        {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &o->pc, .min = 0, .max = 1,
+         .flags = CLI_MIN_EXCLUSIVE | CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c (default 0.5)"},
+        {.type = CLI_FLAG, .names = "--vector", .dest = &o->vector,
+         .help = "VECTOR's approximate tier (default: the eviction baseline)"},
+        {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->calib_path,
+         .help = "calibration (default: MODEL.vkcal beside the model)"},
+        {.type = CLI_I64, .names = "--decode", .metavar = "N", .dest = &o->n_decode, .min = 1, .max = 1 << 16,
+         .help = "decode steps timed on each cache (default 64)"},
+        BENCH_REPS_OPTION(o->reps, "3"),
+        {.type = CLI_FLAG, .names = "--profile", .dest = &o->profile,
+         .help = "GPU time per kernel of each decode step (timestamps around every\n"
+                 "dispatch: the wall-clock figures of a profiled run are not comparable)"},
+        CLI_DEVICE_OPTION(o->mo.device),
+    };
+    return cli_parse("bench vector", VECTOR_USAGE, opts, CLI_N(opts), argc, argv);
+}
+
+static void print_vector_timing(const vector_bench *o, const vkv_press_ops *press, const vkv_gpu *gpu,
+                                const vkv_model *m, const vector_timing *t, bool same_tokens)
+{
+    const char *path = o->mo.model_path, *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    const int64_t n = o->n, n_decode = o->n_decode, reps = o->reps;
+    printf("model %s on %s; %s p_c %.2f%s; context %lld tokens, %u kept; %lld decode steps; mean of %lld runs\n", name,
+           vkv_gpu_caps(gpu)->name, press->name, o->pc, o->vector ? " VECTOR" : " (eviction baseline)", (long long)n,
+           t->kept, (long long)n_decode, (long long)reps);
+    printf("prefill                        %9.1f ms  (%.1f tokens/s)\n", 1e3 * t->prefill / reps,
+           n * reps / t->prefill);
+    printf("score + allocate + compact     %9.1f ms  = %.1f%% of the prefill (target < 10%%)\n",
+           1e3 * t->compress / reps, 100 * t->compress / t->prefill);
+    printf("decode, compressed (tiered)    %9.2f tokens/s\n", n_decode * reps / t->dec_tiered);
+    printf("decode, plain cache of %u      %9.2f tokens/s\n", t->kept, n_decode * reps / t->dec_plain);
+    printf("decode ratio tiered / plain    %9.3f  (target >= 0.95)\n", t->dec_plain / t->dec_tiered);
+    /* What a bandwidth-bound device pays: the cached rows each decode step
+     * reads (the tokens decoded since are left out: both caches have them). */
+    const uint64_t row_bytes = 2ull * m->hp.head_dim, plain_rows = 2ull * t->kept * m->hp.n_layer * m->hp.n_head_kv;
+    printf("KV bytes read per decode step  %9.2f MiB tiered, %.2f MiB plain (ratio %.3f)\n",
+           (double)(t->tiered_rows * row_bytes) / (1 << 20), (double)(plain_rows * row_bytes) / (1 << 20),
+           (double)t->tiered_rows / (double)plain_rows);
+    if (same_tokens) {
+        /* The tiered cache holds `kept` full pairs' bytes but attends to r + a
+         * keys; this isolates the cost of the fused path from that of the
+         * extra keys. */
+        printf("decode, plain cache of %u      %9.2f tokens/s  (as many tokens as the tiered cache attends to)\n",
+               t->attended, n_decode * reps / t->dec_same_tokens);
+        printf("decode ratio tiered / same-token plain %6.3f\n", t->dec_same_tokens / t->dec_tiered);
+    }
+    if (o->profile)
+        print_decode_profile((const double *const[3]){t->prof[0], t->prof[1], t->prof[2]}, same_tokens ? 3 : 2,
+                             (double)(n_decode * reps));
+}
+
 static int bench_vector(int argc, char **argv)
 {
-    const char *path = getenv("VKVECTOR_MODEL") ? getenv("VKVECTOR_MODEL") : VKV_DEFAULT_MODEL;
-    const char *press_name = "keydiff", *calib_path = NULL;
-    int64_t n = 8192, n_decode = 64, reps = 3;
-    double pc = 0.5;
-    bool vector = false, profile = false;
-    int device = cli_device_index_from_env();
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(path = cli_flag_value("bench", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--profile")) {
-            profile = true;
-        } else if (!strcmp(a, "--context")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 64, 1 << 20, &n)) return cli_usage_error("bench", "--context wants 64..1048576, got '%s'", v);
-        } else if (!strcmp(a, "--decode")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 1, 1 << 16, &n_decode)) return cli_usage_error("bench", "--decode wants 1..65536, got '%s'", v);
-        } else if (!strcmp(a, "--reps")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 1, 100, &reps)) return cli_usage_error("bench", "--reps wants 1..100, got '%s'", v);
-        } else if (!strcmp(a, "--press")) {
-            if (!(press_name = cli_flag_value("bench", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--compression")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_f64(v, 0, 1, &pc) || pc <= 0 || pc >= 1) return cli_usage_error("bench", "--compression wants (0, 1), got '%s'", v);
-        } else if (!strcmp(a, "--vector")) {
-            vector = true;
-        } else if (!strcmp(a, "--calib")) {
-            if (!(calib_path = cli_flag_value("bench", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--device")) {
-            if (!(v = cli_flag_value("bench", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("bench", "--device wants an index, got '%s'", v);
-            device = (int)iv;
-        } else {
-            return cli_usage_error("bench", "unknown option '%s'", a);
-        }
-    }
-    const vkv_press_ops *press = vkv_press_find(press_name);
-    if (!press) return cli_usage_error("bench", "%s", vkv_last_error());
+    vector_bench o;
+    int parsed = parse_vector_bench(argc, argv, &o);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    const char *path = o.mo.model_path, *calib_path = o.calib_path;
+    const int64_t n = o.n, n_decode = o.n_decode, reps = o.reps;
+    const bool vector = o.vector;
+    const vkv_press_ops *press = vkv_press_find(o.press_name);
+    if (!press) return cli_usage_error("bench vector", "%s", vkv_last_error());
     vkv_instance *inst = NULL;
     vkv_gpu *gpu = NULL;
     vkv_model *m = NULL;
@@ -487,8 +531,8 @@ static int bench_vector(int argc, char **argv)
     int32_t *ids = NULL;
     vkv_status st;
     int rc = 1;
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)) ||
-        (st = vkv_model_load(gpu, path, &m)))
+    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) ||
+        (st = vkv_gpu_create(inst, o.mo.device, &gpu)) || (st = vkv_model_load(gpu, path, &m)))
         goto fail;
     if (vector) {
         char def[1100];
@@ -498,7 +542,7 @@ static int bench_vector(int argc, char **argv)
         }
         if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
     }
-    uint32_t kept = vkv_press_n_kept_uniform((float)pc, (uint32_t)n), room = 0;
+    uint32_t kept = vkv_press_n_kept_uniform((float)o.pc, (uint32_t)n), room = 0;
     if (press->repeat_pass) { /* KVzip: room for its reconstruction passes */
         if ((st = vkv_tokenizer_load(m->gguf, &tok)) || (st = vkv_kvzip_prompt_make(tok, false, &kz))) goto fail;
         room = vkv_kvzip_max_pass_tokens(&kz, (uint32_t)n);
@@ -514,12 +558,9 @@ static int bench_vector(int argc, char **argv)
     if (!(ids = malloc(sizeof *ids * (size_t)(n + n_decode)))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     vkv_rng rng = vkv_rng_new(3);
     for (int64_t i = 0; i < n + n_decode; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
-    double prefill = 0, compress = 0, dec_tiered = 0, dec_plain = 0, dec_same_tokens = 0;
-    uint32_t attended = kept;
-    uint64_t tiered_rows = 0; /* K plus V rows of the compressed cache, all layers and KV heads */
-    double prof_tiered[VKV_KERNEL_COUNT] = {0}, prof_plain[VKV_KERNEL_COUNT] = {0}, prof_same[VKV_KERNEL_COUNT] = {0};
+    vector_timing t = {.kept = kept, .attended = kept};
     for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
-        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)pc), .vector = vector, .pa = -1,
+        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)o.pc), .vector = vector, .pa = -1,
                                 .w = calib ? calib->w : NULL, .lean = true, .context_ids = ids,
                                 .kvzip = press->repeat_pass ? &kz : NULL};
         vkv_press_session *s = NULL;
@@ -531,59 +572,34 @@ static int bench_vector(int argc, char **argv)
         if (!st) st = vkv_press_session_compress(s, &rep);
         double t2 = now_s();
         if (!st) {
-            attended = 0;
-            tiered_rows = 0;
+            t.attended = 0;
+            t.tiered_rows = 0;
             for (uint32_t i = 0; i < rep.n_layer * rep.n_kv_head; i++) {
-                if (rep.n_ret[i] + rep.n_apx[i] > attended) attended = rep.n_ret[i] + rep.n_apx[i];
-                tiered_rows += 2ull * rep.n_ret[i] + rep.n_apx[i];
+                if (rep.n_ret[i] + rep.n_apx[i] > t.attended) t.attended = rep.n_ret[i] + rep.n_apx[i];
+                t.tiered_rows += 2ull * rep.n_ret[i] + rep.n_apx[i];
             }
         }
         vkv_vector_report_free(&rep);
         vkv_press_session_free(s);
         if (st) goto fail;
         /* The warm-up run (r = -1) is timed into a scratch total. */
-        const bool timed = r >= 0, prof = profile && timed;
+        const bool timed = r >= 0, prof = o.profile && timed;
         double warm = 0;
-        if ((st = timed_decode(gpu, ctx, &ids[n], n_decode, timed ? &dec_tiered : &warm, prof ? prof_tiered : NULL)) ||
+        if ((st = timed_decode(gpu, ctx, &ids[n], n_decode, timed ? &t.dec_tiered : &warm, prof ? t.prof[0] : NULL)) ||
             (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL)) ||
-            (st = timed_decode(gpu, plain, &ids[n], n_decode, timed ? &dec_plain : &warm, prof ? prof_plain : NULL)))
+            (st = timed_decode(gpu, plain, &ids[n], n_decode, timed ? &t.dec_plain : &warm, prof ? t.prof[1] : NULL)))
             goto fail;
         if (same_tokens &&
-            ((st = vkv_ctx_reset(same_tokens)) || (st = vkv_ctx_eval(same_tokens, ids, attended, false, NULL)) ||
-             (st = timed_decode(gpu, same_tokens, &ids[n], n_decode, timed ? &dec_same_tokens : &warm,
-                                prof ? prof_same : NULL))))
+            ((st = vkv_ctx_reset(same_tokens)) || (st = vkv_ctx_eval(same_tokens, ids, t.attended, false, NULL)) ||
+             (st = timed_decode(gpu, same_tokens, &ids[n], n_decode, timed ? &t.dec_same_tokens : &warm,
+                                prof ? t.prof[2] : NULL))))
             goto fail;
         if (r >= 0) {
-            prefill += t1 - t0;
-            compress += t2 - t1;
+            t.prefill += t1 - t0;
+            t.compress += t2 - t1;
         }
     }
-    const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
-    printf("model %s on %s; %s p_c %.2f%s; context %lld tokens, %u kept; %lld decode steps; mean of %lld runs\n", name,
-           vkv_gpu_caps(gpu)->name, press->name, pc, vector ? " VECTOR" : " (eviction baseline)", (long long)n, kept,
-           (long long)n_decode, (long long)reps);
-    printf("prefill                        %9.1f ms  (%.1f tokens/s)\n", 1e3 * prefill / reps, n * reps / prefill);
-    printf("score + allocate + compact     %9.1f ms  = %.1f%% of the prefill (target < 10%%)\n", 1e3 * compress / reps,
-           100 * compress / prefill);
-    printf("decode, compressed (tiered)    %9.2f tokens/s\n", n_decode * reps / dec_tiered);
-    printf("decode, plain cache of %u      %9.2f tokens/s\n", kept, n_decode * reps / dec_plain);
-    printf("decode ratio tiered / plain    %9.3f  (target >= 0.95)\n", dec_plain / dec_tiered);
-    /* What a bandwidth-bound device pays: the cached rows each decode step
-     * reads (the tokens decoded since are left out: both caches have them). */
-    const uint64_t row_bytes = 2ull * m->hp.head_dim, plain_rows = 2ull * kept * m->hp.n_layer * m->hp.n_head_kv;
-    printf("KV bytes read per decode step  %9.2f MiB tiered, %.2f MiB plain (ratio %.3f)\n",
-           (double)(tiered_rows * row_bytes) / (1 << 20), (double)(plain_rows * row_bytes) / (1 << 20),
-           (double)tiered_rows / (double)plain_rows);
-    if (same_tokens) {
-        /* The tiered cache holds `kept` full pairs' bytes but attends to r + a
-         * keys; this isolates the cost of the fused path from that of the
-         * extra keys. */
-        printf("decode, plain cache of %u      %9.2f tokens/s  (as many tokens as the tiered cache attends to)\n",
-               attended, n_decode * reps / dec_same_tokens);
-        printf("decode ratio tiered / same-token plain %6.3f\n", dec_same_tokens / dec_tiered);
-    }
-    if (profile) print_decode_profile((const double *const[3]){prof_tiered, prof_plain, prof_same}, same_tokens ? 3 : 2,
-                                      (double)(n_decode * reps));
+    print_vector_timing(&o, press, gpu, m, &t, same_tokens != NULL);
     rc = 0;
     goto out;
 fail:
@@ -604,18 +620,34 @@ out:
 
 int cmd_bench(int argc, char **argv)
 {
-    if (argc >= 2 && !strcmp(argv[1], "vector")) return bench_vector(argc - 2, argv + 2);
-    if (argc >= 2 && !strcmp(argv[1], "ops")) return bench_ops(argc - 1, argv + 1);
-    if (argc >= 2 && (!strcmp(argv[1], "-m") || !strcmp(argv[1], "--model"))) return bench_model(argc - 1, argv + 1);
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        printf("usage: vkvector bench ops [options]   kernel throughput (see 'vkvector bench ops --help')\n"
-               "       vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type f16|f32]\n"
-               "                                     llama-bench-style pp / tg tokens per second\n"
-               "       vkvector bench vector [-m MODEL] [--context 8192] [--press keydiff] [--compression 0.5]\n"
-               "                             [--vector [--calib FILE]] [--decode 64] [--reps 3]\n"
-               "                             [--profile]\n"
-               "                                     compression cost vs prefill; tiered vs plain decode\n");
-        return 0;
+    /* argv[1] picks the benchmark, which parses what follows it (bench -m
+     * keeps -m: it is bench model's first option). */
+    const struct {
+        const char *name;
+        int (*fn)(int argc, char **argv);
+        int skip;
+        const char *usage, *summary;
+    } benchmarks[] = {
+        {"ops", bench_ops, 1, OPS_USAGE, "kernel throughput (see 'vkvector bench ops --help')"},
+        {"-m", bench_model, 0, MODEL_USAGE, "llama-bench-style pp / tg tokens per second"},
+        {"--model", bench_model, 0, NULL, NULL},
+        {"vector", bench_vector, 1, VECTOR_USAGE, "compression cost vs prefill; tiered vs plain decode"},
+    };
+    const char *which = argc >= 2 ? argv[1] : "";
+    for (size_t i = 0; i < CLI_N(benchmarks); i++) {
+        const int skip = benchmarks[i].skip;
+        if (!strcmp(which, benchmarks[i].name)) return benchmarks[i].fn(argc - skip, argv + skip);
     }
-    return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, vector, -m MODEL)", argc >= 2 ? argv[1] : "");
+    if (strcmp(which, "--help") && strcmp(which, "-h"))
+        return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, vector, -m MODEL)", which);
+    /* Each benchmark's synopsis: its usage up to the blank line. */
+    for (size_t i = 0, shown = 0; i < CLI_N(benchmarks); i++) {
+        const char *u = benchmarks[i].usage, *end = u ? strstr(u, "\n\n") : NULL;
+        if (!u) continue;
+        int synopsis_len = (int)(end ? (size_t)(end - u) : strlen(u));
+        printf("%s%.*s\n           %s\n", shown++ ? "       " : "usage: ", synopsis_len, u, benchmarks[i].summary);
+    }
+    printf("\n'vkvector bench ops --help', 'bench -m MODEL --help' and 'bench vector --help' describe their\n"
+           "options.\n");
+    return 0;
 }

@@ -1,10 +1,15 @@
 /* vkvector devices [--json]: every Vulkan device and its probed capabilities. */
 #include <stdio.h>
-#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "core/json_write.h"
 #include "vk/gpu.h"
+
+static const char *const USAGE = "vkvector devices [--json]\n"
+                                 "\n"
+                                 "Lists every Vulkan device with its probed capabilities.\n"
+                                 "The default device (used when --device / VKVECTOR_DEVICE is not given) is marked.";
 
 static const char *device_type_name(VkPhysicalDeviceType t)
 {
@@ -140,15 +145,11 @@ static void print_json(vkv_json_writer *w, const vkv_caps *c, uint32_t i, bool p
 int cmd_devices(int argc, char **argv)
 {
     bool json = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = true;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: vkvector devices [--json]\n\nLists every Vulkan device with its probed capabilities.\n"
-                   "The default device (used when --device / VKVECTOR_DEVICE is not given) is marked.\n");
-            return 0;
-        } else
-            return cli_usage_error("devices", "unknown option '%s'", argv[i]);
-    }
+    const cli_opt opts[] = {
+        {.type = CLI_FLAG, .names = "--json", .dest = &json, .help = "the same as a JSON array, one object per device"},
+    };
+    int parsed = cli_parse("devices", USAGE, opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     vkv_instance *inst;
     vkv_status st = vkv_instance_create(vkv_validation_requested(), false, &inst);
     if (st) return cli_fail("devices", st);

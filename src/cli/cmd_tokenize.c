@@ -6,29 +6,17 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "core/file.h"
 #include "model/gguf.h"
 #include "tok/tokenizer.h"
 
 static const char *const CMD = "tokenize";
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: vkvector tokenize -m MODEL.gguf [--text TEXT | --file FILE] [--bos] [--special]\n"
-            "\n"
-            "Prints the token ids of the text, space-separated on one line, as llama.cpp\n"
-            "tokenizes it.\n"
-            "\n"
-            "  -m, --model PATH  GGUF file holding the vocabulary (vocabulary-only files work)\n"
-            "  --text TEXT       the text to tokenize\n"
-            "  --file FILE       read the text from FILE ('-': standard input); without\n"
-            "                    --text or --file the text is read from standard input\n"
-            "  --bos             put the vocabulary's BOS token first\n"
-            "  --special         text equal to a control token's text (e.g. <|im_start|>) is\n"
-            "                    that token; without it such text is tokenized as plain text\n"
-            "  -h, --help        this help\n");
-}
+static const char *const USAGE =
+    "vkvector tokenize -m MODEL.gguf [--text TEXT | --file FILE] [--bos] [--special]\n"
+    "\n"
+    "Prints the token ids of the text, space-separated on one line, as llama.cpp\n"
+    "tokenizes it.";
 
 /* Whole file (or stdin) into a malloc'ed buffer, at most VKV_MAX_DOC_BYTES. */
 static vkv_status read_text(const char *path, char **out, size_t *len)
@@ -41,25 +29,20 @@ int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *file = NULL;
     bool bos = false, special = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_flag_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--text")) {
-            if (!(text = cli_flag_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--file")) {
-            if (!(file = cli_flag_value(CMD, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--bos")) {
-            bos = true;
-        } else if (!strcmp(a, "--special")) {
-            special = true;
-        } else {
-            return cli_usage_error(CMD, "unknown option '%s'", a);
-        }
-    }
+    const cli_opt opts[] = {
+        {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &model,
+         .help = "GGUF file holding the vocabulary (vocabulary-only files work)"},
+        {.type = CLI_STR, .names = "--text", .metavar = "TEXT", .dest = &text, .help = "the text to tokenize"},
+        {.type = CLI_STR, .names = "--file", .metavar = "FILE", .dest = &file,
+         .help = "read the text from FILE ('-': standard input); without\n"
+                 "--text or --file the text is read from standard input"},
+        {.type = CLI_FLAG, .names = "--bos", .dest = &bos, .help = "put the vocabulary's BOS token first"},
+        {.type = CLI_FLAG, .names = "--special", .dest = &special,
+         .help = "text equal to a control token's text (e.g. <|im_start|>) is\n"
+                 "that token; without it such text is tokenized as plain text"},
+    };
+    int parsed = cli_parse(CMD, USAGE, opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     if (!model) return cli_usage_error(CMD, "-m MODEL.gguf is required");
     if (text && file) return cli_usage_error(CMD, "--text and --file exclude each other");
 

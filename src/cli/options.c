@@ -70,24 +70,38 @@ static void choices_text(const char *choices, char *out, size_t size)
     }
 }
 
-/* The integer range of an I64/I32/U64 entry, exclusive ends made inclusive
- * and saturated to the destination type. */
+/* The integer range of an I64/I32/U64 entry: exclusive ends made inclusive,
+ * clamped to the destination type. Signed types use lo and hi, CLI_U64 ulo
+ * and uhi; open_top: the top is the type's largest value. */
 typedef struct int_range {
-    long double lo, hi; /* exact for every bound of the three types */
-    long double type_max;
+    int64_t lo, hi;
+    uint64_t ulo, uhi;
+    bool open_top;
 } int_range;
+
+/* x (a whole number) as an int32_t (i32) or int64_t, saturated. */
+static int64_t clamp_to_int(double x, bool i32)
+{
+    if (i32) return x <= INT32_MIN ? INT32_MIN : x >= INT32_MAX ? INT32_MAX : (int64_t)x;
+    return x <= -0x1p63 ? INT64_MIN : x >= 0x1p63 ? INT64_MAX : (int64_t)x;
+}
 
 static int_range integer_range(const cli_opt *o)
 {
-    int_range r;
-    long double type_min = o->type == CLI_I32 ? INT32_MIN : o->type == CLI_U64 ? 0 : (long double)INT64_MIN;
-    r.type_max = o->type == CLI_I32 ? INT32_MAX : o->type == CLI_U64 ? (long double)UINT64_MAX : (long double)INT64_MAX;
-    r.lo = ceill(o->min);
-    if ((o->flags & CLI_MIN_EXCLUSIVE) && r.lo == o->min) r.lo += 1;
-    r.hi = floorl(o->max);
-    if ((o->flags & CLI_MAX_EXCLUSIVE) && r.hi == o->max) r.hi -= 1;
-    if (r.lo < type_min) r.lo = type_min;
-    if (r.hi > r.type_max) r.hi = r.type_max;
+    double lo = ceil(o->min), hi = floor(o->max);
+    if ((o->flags & CLI_MIN_EXCLUSIVE) && lo == o->min) lo += 1;
+    if ((o->flags & CLI_MAX_EXCLUSIVE) && hi == o->max) hi -= 1;
+    int_range r = {0};
+    if (o->type == CLI_U64) {
+        r.ulo = lo <= 0 ? 0 : lo >= 0x1p64 ? UINT64_MAX : (uint64_t)lo;
+        r.uhi = hi <= 0 ? 0 : hi >= 0x1p64 ? UINT64_MAX : (uint64_t)hi;
+        r.open_top = r.uhi == UINT64_MAX;
+        return r;
+    }
+    const bool i32 = o->type == CLI_I32;
+    r.lo = clamp_to_int(lo, i32);
+    r.hi = clamp_to_int(hi, i32);
+    r.open_top = r.hi == (i32 ? INT32_MAX : INT64_MAX);
     return r;
 }
 
@@ -101,25 +115,32 @@ static void range_text(const cli_opt *o, char *out, size_t size)
         return;
     }
     int_range r = integer_range(o);
-    if (r.hi >= r.type_max) snprintf(out, size, "an integer >= %.0Lf", r.lo);
-    else snprintf(out, size, "an integer in %.0Lf..%.0Lf", r.lo, r.hi);
+    if (o->type == CLI_U64 && r.open_top) snprintf(out, size, "an integer >= %llu", (unsigned long long)r.ulo);
+    else if (o->type == CLI_U64)
+        snprintf(out, size, "an integer in %llu..%llu", (unsigned long long)r.ulo, (unsigned long long)r.uhi);
+    else if (r.open_top) snprintf(out, size, "an integer >= %lld", (long long)r.lo);
+    else snprintf(out, size, "an integer in %lld..%lld", (long long)r.lo, (long long)r.hi);
 }
 
-/* The whole of s as a decimal integer in [r.lo, r.hi]. */
-static bool parse_integer(const char *s, const int_range *r, bool is_unsigned, long double *out)
+/* The whole of s as a decimal integer in range, stored in the entry's
+ * destination. */
+static bool store_integer(const cli_opt *o, const char *s)
 {
-    if (!*s || isspace((unsigned char)*s)) return false;
+    int_range r = integer_range(o);
+    if (o->type != CLI_U64) {
+        int64_t v;
+        if (!cli_parse_i64(s, r.lo, r.hi, &v)) return false;
+        if (o->type == CLI_I64) *(int64_t *)o->dest = v;
+        else *(int32_t *)o->dest = (int32_t)v;
+        return true;
+    }
+    /* strtoull would take "-1" as 2^64 - 1 */
+    if (!isdigit((unsigned char)*s)) return false;
     char *end;
     errno = 0;
-    long double v;
-    if (is_unsigned) {
-        if (!isdigit((unsigned char)*s)) return false; /* strtoull would take "-1" as 2^64 - 1 */
-        v = (long double)strtoull(s, &end, 10);
-    } else {
-        v = (long double)strtoll(s, &end, 10);
-    }
-    if (errno || *end || v < r->lo || v > r->hi) return false;
-    *out = v;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v < r.ulo || v > r.uhi) return false;
+    *(uint64_t *)o->dest = v;
     return true;
 }
 
@@ -164,18 +185,10 @@ static bool store_value(const char *cmd, const cli_opt *o, const char *name, con
     }
     case CLI_I64:
     case CLI_I32:
-    case CLI_U64: {
-        int_range r = integer_range(o);
-        long double v;
-        if (parse_integer(value, &r, o->type == CLI_U64, &v)) {
-            if (o->type == CLI_I64) *(int64_t *)o->dest = (int64_t)v;
-            else if (o->type == CLI_I32) *(int32_t *)o->dest = (int32_t)v;
-            else *(uint64_t *)o->dest = (uint64_t)v;
-            return true;
-        }
+    case CLI_U64:
+        if (store_integer(o, value)) return true;
         range_text(o, what, sizeof what);
         break;
-    }
     default:
         snprintf(what, sizeof what, "no value");
         break;

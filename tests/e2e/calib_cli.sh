@@ -27,7 +27,7 @@ expect() {
 expect 0 "usage: vkvector calib" -- "$vkv" calib --help
 expect 2 "give the calibration text with --corpus" -- "$vkv" calib -m "$model"
 expect 2 "--corpus needs at least one file" -- "$vkv" calib -m "$model" --corpus --byte-tokens
-expect 2 "--heldout wants a fraction" -- "$vkv" calib -m "$model" --corpus "$text" --heldout 2
+expect 2 "--heldout wants a number in \[0, 0.9\]" -- "$vkv" calib -m "$model" --corpus "$text" --heldout 2
 expect 2 "--ridge wants a number" -- "$vkv" calib -m "$model" --corpus "$text" --ridge -1
 expect 2 "less than one sequence" -- "$vkv" calib -m "$model" --corpus "$text" --tokens 100 --seq-len 128
 expect 2 "exceeds the model's 512-token context" -- "$vkv" calib -m "$model" --corpus "$text" --byte-tokens --seq-len 1024 --tokens 4096

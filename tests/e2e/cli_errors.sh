@@ -35,7 +35,7 @@ expect 2 "unknown press 'nope'" -- "$vkv" eval-ppl --text x --context 10 --conti
 expect 2 "--ablation wants T:S" -- "$vkv" perplexity --ablation 5
 expect 2 "exactly one of --text and --eval-json" -- "$vkv" perplexity --text x --eval-json y
 expect 1 "cannot open '/nonexistent.txt'" -- "$vkv" perplexity --text /nonexistent.txt
-expect 2 "--compression wants \(0, 1\)" -- "$vkv" bench vector --compression 0
+expect 2 "--compression wants a number in \(0, 1\)" -- "$vkv" bench vector --compression 0
 expect 2 "unknown press 'nope'" -- "$vkv" bench vector --press nope
 
 # Inputs read into memory (issue 13, item 1): a device, a FIFO, a file or a

@@ -153,8 +153,9 @@ static void every_type_parses(void **state)
 {
     fixture *fx = *state;
     all_types *const v = &fx->v;
-    parse_result r = PARSE_ALL("-f", "--str", "hello", "--count", "10", "--i32", "-5", "--u64", "18446744073709551615",
-                               "--ratio", "0.25", "--temp", "0.8", "--mode", "auto", "--files", "a", "b", "--files", "c");
+    parse_result r = PARSE_ALL("-f", "--str", "hello", "--count", "10", "--i32", "-5", "--u64",
+                               "18446744073709551615", "--ratio", "0.25", "--temp", "0.8", "--mode", "auto",
+                               "--files", "a", "b", "--files", "c");
     assert_int_equal(r.rc, CLI_OK);
     assert_string_equal(r.err, "");
     assert_true(v->flag);
@@ -214,7 +215,7 @@ static void ranges_and_exclusive_ends(void **state)
 static void malformed_numbers(void **state)
 {
     fixture *fx = *state;
-    const char *bad_ints[] = {"", "x", "1.5", "3abc", " 3", "0x3"};
+    const char *bad_ints[] = {"", "x", "1.5", "3abc", "0x3", "99999999999999999999"};
     for (size_t i = 0; i < CLI_N(bad_ints); i++) {
         EXPECT_ERROR("--count wants an integer in 1..10", "--count", bad_ints[i]);
     }
