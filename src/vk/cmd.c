@@ -230,6 +230,14 @@ error:
     return st;
 }
 
+vkv_status vkv_cmd_abort(vkv_gpu *gpu, vkv_status st)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", vkv_last_error());
+    vkv_cmd_submit(gpu); /* releases the recording; its status would hide the first error */
+    return vkv_error(st, "%s", msg);
+}
+
 void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on) { gpu->profiling = on; }
 double vkv_gpu_last_submit_ns(const vkv_gpu *gpu) { return gpu->last_submit_ns; }
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_ns[k]; }

@@ -123,7 +123,5 @@ vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, v
 double vkv_pipeline_clock(void); /* seconds, monotonic */
 vkv_status vkv_cmd_init(vkv_gpu *gpu);
 void vkv_cmd_destroy(vkv_gpu *gpu);
-/* Workgroup size (spec constant 0) the kernel is built with on this device. */
-uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k);
 
 #endif
