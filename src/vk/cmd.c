@@ -112,7 +112,7 @@ vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindi
 {
     vkv_status st = VKV_OK;
     if (!gpu->recording) return vkv_error(VKV_ERR_ARG, "dispatch of '%s' outside a recording", vkv_kernel_name(k));
-    if (n_bindings != vkv_kernel_n_bindings(k) || n_bindings > 8 || push_size > 128)
+    if (n_bindings != vkv_kernel_n_bindings(k) || n_bindings > 8 || push_size != vkv_kernel_push_bytes(k))
         return vkv_error(VKV_ERR_ARG, "dispatch of '%s': %u bindings / %u push bytes do not match the kernel",
                          vkv_kernel_name(k), n_bindings, push_size);
     const vkv_caps *c = gpu->caps;

@@ -142,8 +142,10 @@ typedef struct vkv_binding {
 
 /* Starts recording into the device's command buffer. One recording at a time. */
 vkv_status vkv_cmd_begin(vkv_gpu *gpu);
-/* Records one dispatch of kernel k. A full compute->compute memory barrier is
- * placed before it (ops are ordered, as ggml's Vulkan backend orders them). */
+/* Records one dispatch of kernel k: its declared bindings, and its
+ * push-constant struct of vk/kernels.h (push_size must be its size). A full
+ * compute->compute memory barrier is placed before it (ops are ordered, as
+ * ggml's Vulkan backend orders them). */
 vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings,
                             uint32_t n_bindings, const void *push, uint32_t push_size,
                             uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
