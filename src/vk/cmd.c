@@ -27,6 +27,8 @@ vkv_status vkv_cmd_init(vkv_gpu *gpu)
     VK_CHECK(vkAllocateCommandBuffers(gpu->device, &ai, cbs), "allocating command buffers");
     gpu->cmd = cbs[0];
     gpu->xfer_cmd = cbs[1];
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)gpu->cmd, "the op recording");
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)gpu->xfer_cmd, "synchronous copies");
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(gpu->device, &fci, NULL, &gpu->fence), "creating a fence");
     VK_CHECK(vkCreateFence(gpu->device, &fci, NULL, &gpu->xfer_fence), "creating a fence");

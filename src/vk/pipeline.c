@@ -73,6 +73,7 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         .pCode = spv->code,
     };
     VK_CHECK(vkCreateShaderModule(gpu->device, &smci, NULL, &gpu->modules[k]), what);
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_SHADER_MODULE, (uint64_t)gpu->modules[k], name);
 
     VkDescriptorSetLayoutBinding b[8];
     uint32_t nb = kernel_info[k].n_bindings;
@@ -99,6 +100,7 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         .pPushConstantRanges = &pcr,
     };
     VK_CHECK(vkCreatePipelineLayout(gpu->device, &plci, NULL, &p->layout), what);
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_PIPELINE_LAYOUT, (uint64_t)p->layout, name);
 
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
     VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = 4};
@@ -114,7 +116,9 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         },
         .layout = p->layout,
     };
-    return vkv_pipeline_compile(gpu, &cpci, p, nb, what);
+    if ((st = vkv_pipeline_compile(gpu, &cpci, p, nb, what))) return st;
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_PIPELINE, (uint64_t)p->pipeline, name);
+    return VKV_OK;
 error:
     return st;
 }
