@@ -8,10 +8,8 @@
 //                 the map: one d x d matvec per query row, not one per token)
 //   MATERIALIZED: out = sum_v p V + sum_apx p V^, V^ = W_h R^-1 K precomputed
 //                 by vector_materialize (the reference path).
-// Structure as attn.comp: a workgroup owns tile_q rows (query i, group member
-// g) of one KV head, so the heads that share a KV head read each K/V tile
-// once; keys stream through shared memory in tiles of tile_k with an online
-// softmax; the P V products are spread over key groups as in attn.comp.
+// The tile loop is attn.comp's (common/attn_tile.glsl), run over the tier
+// segments of each KV head.
 // K slots of a head are contiguous: compressed first, then appended, so the
 // causal rule is attn.comp's with pos0 = n_comp + n_new0.
 // SPLIT=1 (decode): workgroup y handles keys [y * split_len, (y + 1) *
@@ -22,23 +20,12 @@
 // and in V, and one segment covers them. The general kernel handles such a
 // cache too, but lavapipe pays for each segment and accumulator it compiles.
 #extension GL_EXT_control_flow_attributes : require
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in; // 256
 
 layout(binding = 0) readonly buffer Qbuf { vec4 q4[]; };        // [n_q, n_head, head_dim] f32 (post-RoPE)
-#if defined(KV_F16)
-layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; };     // tiered K rows, f16
-layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; };     // tiered V rows, f16
-vec4 load_k(uint i) { uvec2 w = k_h4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-vec4 load_v(uint i) { uvec2 w = v_h4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-#elif defined(KV_F32)
-layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };      // tiered K rows, f32
-layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };      // tiered V rows, f32
-vec4 load_k(uint i) { return k_f4[i]; }
-vec4 load_v(uint i) { return v_f4[i]; }
-#else
-#error "define KV_F16 or KV_F32"
-#endif
+// K, V (bindings 1, 2; common/attn_tile.glsl): the tiered K rows and V rows
 #if defined(NO_APX) && !defined(FUSED)
 #error "NO_APX binds W as FUSED does"
 #endif
@@ -67,16 +54,14 @@ layout(push_constant) uniform PC {
     uint split_len;  // keys per split (SPLIT only)
 } pc;
 
-// Shared budget (~29 KB), mirrored in src/vk/ops_vector.c:
-const uint SQ_VEC4 = 512;    // tile_q * head_dim / 4: the Q tile, then the rows' sum_apx p R^-1 K
-const uint SKV_VEC4 = 1056;  // tile_k * (head_dim / 4 + 1): K tile, then the value tile
-const uint SS_FLOATS = 1024; // tile_q * tile_k scores
-const uint MAX_COLS = 2;     // vec4 output columns per thread
-shared vec4 sq[SQ_VEC4];
-shared vec4 skv[SKV_VEC4];
-shared float ss[SS_FLOATS];
-
-const float NEG_BIG = -1.0e30;
+#if !defined(NO_APX)
+#define ATTN_APX
+#if defined(FUSED)
+#define ATTN_APX_INTO_OK
+#endif
+#endif
+// sq holds the Q tile, then (FUSED) the rows' sum_apx p R^-1 K.
+#include "common/attn_tile.glsl"
 
 // sin/cos of a possibly large angle, reduced to [-pi, pi] first (as rope.comp).
 const float TWO_PI_HI = 6.28318548202514648;
@@ -155,89 +140,24 @@ void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstr
 }
 #endif
 
-// The thread's row and its running softmax state, shared by main and
-// attend_segment.
-uint d4n, kstride, r, lane, tpr, span, n_grp, grp, col, n_vis;
-bool pv_live;
-float m = NEG_BIG, l = 0.0;
-vec4 ov[MAX_COLS], ok[MAX_COLS];
-
-// Online softmax over keys [kb, ke) of one tier segment: their K rows start
-// at k_row0 + kb and, unless apx, their V rows at v_row0 + kb. apx is a
-// constant at each call, so each call site compiles to one kind of tile with
-// no branch on it: lavapipe runs both sides of even a uniform branch, masked.
-void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, bool apx)
+#if defined(ATTN_APX)
+void attn_apx_value_tile(uint k_row0, uint p_idx0, uint nk)
 {
-    const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
-    for (uint k0 = kb; k0 < ke; k0 += pc.tile_k) {
-        const uint nk = min(pc.tile_k, ke - k0);
-        for (uint e = tid; e < nk * d4n; e += wg) {
-            uint c = e / d4n, d4 = e % d4n;
-            skv[c * kstride + d4] = load_k((k_row0 + k0 + c) * d4n + d4);
-        }
-        barrier();
-        const uint nv = n_vis > k0 ? min(nk, n_vis - k0) : 0u;
-        for (uint c = lane; c < nv; c += tpr) {
-            float s = 0.0;
-            for (uint d4 = 0u; d4 < d4n; d4++) s += dot(sq[r * d4n + d4], skv[c * kstride + d4]);
-            ss[r * pc.tile_k + c] = s;
-        }
-        barrier();
-        // The value tile: stored values, or what stands for an approximated one.
-        if (!apx) {
-            for (uint e = tid; e < nk * d4n; e += wg) {
-                uint c = e / d4n, d4 = e % d4n;
-                skv[c * kstride + d4] = load_v((v_row0 + k0 + c) * d4n + d4);
-            }
-        } else {
 #if defined(FUSED)
-            unrope_tile_in_place(k_row0 + k0, p_idx0 + k0, nk, d4n, kstride);
+    unrope_tile_in_place(k_row0, p_idx0, nk, d4n, kstride);
 #else
-            for (uint e = tid; e < nk * d4n; e += wg) {
-                uint c = e / d4n, d4 = e % d4n;
-                skv[c * kstride + d4] = vhat4[(k_row0 + k0 + c) * d4n + d4];
-            }
-#endif
-        }
-        barrier();
-        if (nv > 0u) {
-            float mt = NEG_BIG;
-            for (uint c = 0u; c < nv; c++) mt = max(mt, ss[r * pc.tile_k + c]);
-            const float m_new = max(m, mt);
-            const float alpha = exp(m - m_new);
-            l *= alpha;
-            [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-                ov[j] *= alpha;
-#if !defined(NO_APX)
-                ok[j] *= alpha;
-#endif
-            }
-            for (uint c = grp; pv_live && c < nv; c += n_grp) {
-                const float p = exp(ss[r * pc.tile_k + c] - m_new);
-                l += p;
-                [[unroll]] for (uint j = 0u; j < MAX_COLS; j++) {
-                    uint d4 = col + j * span;
-                    if (d4 < d4n) {
-#if defined(FUSED) && !defined(NO_APX)
-                        // approximated: sum_apx p R^-1 K, mapped by W at the end
-                        if (apx) ok[j] += p * skv[c * kstride + d4];
-                        else
-#endif
-                            ov[j] += p * skv[c * kstride + d4];
-                    }
-                }
-            }
-            m = m_new;
-        }
-        barrier();
+    const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
+    for (uint e = tid; e < nk * d4n; e += wg) {
+        uint c = e / d4n, d4 = e % d4n;
+        skv[c * kstride + d4] = vhat4[(k_row0 + c) * d4n + d4];
     }
+#endif
 }
+#endif
 
 void main()
 {
-    const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
-    d4n = pc.head_dim / 4u;
-    kstride = d4n + 1u;
+    attn_place_thread();
     const uint group = pc.n_head / pc.n_kv_head;
     const uint kh = gl_WorkGroupID.z;
     const uint k_off = meta[kh * 8u], v_off = meta[kh * 8u + 1u], p_off = meta[kh * 8u + 2u];
@@ -245,16 +165,6 @@ void main()
     const uint pos0 = n_comp + pc.n_new0, n_kv = pos0 + pc.n_q;
     const uint rows = pc.n_q * group;
     const uint row0 = gl_WorkGroupID.x * pc.tile_q;
-    tpr = wg / pc.tile_q;
-    r = tid / tpr;
-    lane = tid % tpr;
-    // P V as attn.comp: thread (grp, col) of a row accumulates vec4 columns
-    // col, col + span over keys grp, grp + n_grp, ...; groups summed at the end.
-    span = min(tpr, d4n);
-    n_grp = tpr / span;
-    grp = lane / span;
-    col = lane % span;
-    pv_live = grp < n_grp;
     const uint R = row0 + r;
     const bool row_live = R < rows;
     const uint qi = R / group, h = kh * group + R % group;
@@ -262,16 +172,7 @@ void main()
     const uint last_row = min(row0 + pc.tile_q, rows) - 1u;
     const uint tile_vis = min(n_kv, pos0 + last_row / group + 1u);
 
-    for (uint e = tid; e < pc.tile_q * d4n; e += wg) {
-        uint rr = row0 + e / d4n, d4 = e % d4n;
-        vec4 val = vec4(0.0);
-        if (rr < rows) val = q4[((rr / group) * pc.n_head + kh * group + rr % group) * d4n + d4] * pc.scale;
-        sq[e] = val;
-    }
-    [[unroll]] for (uint c = 0u; c < MAX_COLS; c++) {
-        ov[c] = vec4(0.0);
-        ok[c] = vec4(0.0);
-    }
+    attn_load_q(row0, rows, group, kh);
 
 #if SPLIT
     const uint k_begin = gl_WorkGroupID.y * pc.split_len;
@@ -293,28 +194,7 @@ void main()
     attend_segment(max(k_begin, n_ret), min(k_end, n_comp), k_off, v_off, p_off, true);
 #endif
 
-    // Sum the key groups (one column per thread when there are several).
-    if (n_grp > 1u) {
-        const uint slot = (r * n_grp + grp) * span + col, half_slots = wg;
-        if (pv_live) {
-            skv[slot] = ov[0];
-#if !defined(NO_APX)
-            skv[half_slots + slot] = ok[0];
-#endif
-            if (col == 0u) ss[r * n_grp + grp] = l;
-        }
-        barrier();
-        if (grp == 0u) {
-            for (uint g = 1u; g < n_grp; g++) {
-                uint o = (r * n_grp + g) * span + col;
-                ov[0] += skv[o];
-#if !defined(NO_APX)
-                ok[0] += skv[half_slots + o];
-#endif
-                l += ss[r * n_grp + g];
-            }
-        }
-    }
+    attn_sum_groups();
 
 #if SPLIT
     if (!row_live || grp != 0u) return;

@@ -5,7 +5,7 @@
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in; // must be 256
+layout(local_size_x_id = 0) in; // VKV_MATMUL_WG (256)
 
 layout(binding = 0) readonly buffer Wbuf { uint w_words[]; };  // [M, K] of TYPE
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [N, K]
@@ -18,10 +18,11 @@ layout(push_constant) uniform PC {
 } pc;
 
 #include "common/weights.glsl"
+#include "vk/tiles.h"
 
-#define BM 64u
-#define BN 64u
-#define BK 32u
+#define BM VKV_MATMUL_BM
+#define BN VKV_MATMUL_BN
+#define BK VKV_MATMUL_BK
 shared float ws[BM][BK + 1u];
 shared float xs[BN][BK + 1u];
 

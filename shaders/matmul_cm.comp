@@ -10,7 +10,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 
-layout(local_size_x_id = 0) in; // must be 128, subgroup size 32
+layout(local_size_x_id = 0) in; // VKV_MATMUL_CM_WG (128), subgroup size 32
 
 layout(binding = 0) readonly buffer Wbuf { uint w_words[]; };  // [M, K] of TYPE
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [N, K]
@@ -23,10 +23,11 @@ layout(push_constant) uniform PC {
 } pc;
 
 #include "common/weights.glsl"
+#include "vk/tiles.h"
 
-#define BM 64u
-#define BN 64u
-#define BK 32u
+#define BM VKV_MATMUL_BM
+#define BN VKV_MATMUL_BN
+#define BK VKV_MATMUL_BK
 #define LDS (BK + 8u)   // padded stride (elements) of the f16 tiles
 shared float16_t ws[BM * LDS]; // ws[m * LDS + k]
 shared float16_t xs[BN * LDS]; // xs[n * LDS + k]

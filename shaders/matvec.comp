@@ -11,7 +11,7 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
-layout(local_size_x_id = 0) in; // at most 128 (src/vk/pipeline.c)
+layout(local_size_x_id = 0) in; // at most VKV_MATVEC_MAX_WG (src/vk/pipeline.c)
 
 layout(binding = 0) readonly buffer Wbuf { uint w_words[]; };  // [M, K] of TYPE
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [K]
@@ -27,8 +27,10 @@ layout(push_constant) uniform PC {
 
 #include "common/weights.glsl"
 
-const uint MATVEC_ROWS = 4u; // mirrored in src/vk/ops.c
-const uint MAX_WG = 128u;
+#include "vk/tiles.h"
+
+const uint MATVEC_ROWS = VKV_MATVEC_ROWS;
+const uint MAX_WG = VKV_MATVEC_MAX_WG;
 
 // Elements [32 c, 32 c + 32) of x (chunks start 16-byte aligned).
 void load_x_chunk(uint c, out float xs[32])

@@ -13,7 +13,6 @@
 #include "infer/forward.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -319,10 +318,7 @@ vkv_status vkv_ctx_compress_layer(vkv_ctx *c, uint32_t layer, const vkv_layer_co
         st = vkv_op_vector_materialize(gpu, &g, V(t.k), t.k_rows, V(t.meta), V(t.pos), t.p_entries,
                                        t.w ? V(t.w) : V(c->w_zero), V(c->m->rope_inv_freq), t.max_apx, V(t.vhat));
     if (st) {
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", vkv_last_error());
-        vkv_cmd_submit(gpu);
-        st = vkv_error(st, "%s", msg);
+        st = vkv_cmd_abort(gpu, st);
         goto error;
     }
     if ((st = vkv_cmd_submit(gpu))) goto error;
@@ -485,12 +481,7 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
         for (uint32_t i = 0; i < chunk; i++) pos_dst[i] = (int32_t)(c->n_past + i);
         vkv_status st = vkv_cmd_begin(c->gpu);
         if (st) return st;
-        if ((st = record_chunk(c, chunk, out_row, n_out))) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", vkv_last_error());
-            vkv_cmd_submit(c->gpu); /* close the recording; the op's error wins */
-            return vkv_error(st, "%s", msg);
-        }
+        if ((st = record_chunk(c, chunk, out_row, n_out))) return vkv_cmd_abort(c->gpu, st);
         if ((st = vkv_cmd_submit(c->gpu))) return st;
         if (n_out) {
             const float *src = vkv_buffer_map(c->logits_host);

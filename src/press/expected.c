@@ -31,7 +31,7 @@
 #include <stdlib.h>
 
 #include "ref/ref_attn.h"
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 #define EXPECTED_FUTURE 512u
 #define EXPECTED_TA 8u   /* rows of s2 per workgroup (press_expected_stats) */

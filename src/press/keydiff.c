@@ -24,7 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 #define KEYDIFF_CHUNK 256u /* whole-sequence mode: tokens per partial sum */
 

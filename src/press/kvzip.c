@@ -25,7 +25,7 @@
 #include <string.h>
 
 #include "press/span_attn.h"
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 /* ---- the scorer ---- */
 

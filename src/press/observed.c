@@ -17,7 +17,7 @@
 
 #include <stdlib.h>
 
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 static uint64_t observed_state_bytes(const vkv_press_params *p, const vkv_press_layer *in)
 {

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "ref/ref_attn.h"
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 extern const vkv_press_ops vkv_press_knorm, vkv_press_keydiff, vkv_press_streamingllm, vkv_press_snapkv,
     vkv_press_pyramidkv, vkv_press_tova, vkv_press_observed, vkv_press_expected, vkv_press_kvzip;
@@ -148,9 +148,9 @@ vkv_status vkv_press_groups_x(vkv_gpu *gpu, vkv_kernel k, uint64_t count, const 
 {
     const uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
     const uint64_t groups = (count + wg - 1) / wg;
-    if (groups > gpu->caps->max_workgroup_count[0])
+    if (groups > vkv_gpu_caps(gpu)->max_workgroup_count[0])
         return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %llu tokens need %llu workgroups, over this device's limit of %u",
-                         name, (unsigned long long)count, (unsigned long long)groups, gpu->caps->max_workgroup_count[0]);
+                         name, (unsigned long long)count, (unsigned long long)groups, vkv_gpu_caps(gpu)->max_workgroup_count[0]);
     *gx = groups ? (uint32_t)groups : 1;
     return VKV_OK;
 }

@@ -7,7 +7,7 @@
 
 #include "press/press_internal.h"
 #include "press/select.h"
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 uint64_t vkv_global_n_evicted(uint64_t total, float compression)
 {
@@ -33,8 +33,8 @@ static vkv_status rows_pass(vkv_gpu *gpu, vkv_view scores, vkv_view mask, uint32
     vkv_binding b[3] = {vkv_ops_bind(scores, 0, bytes), vkv_ops_bind(mask.buf ? mask : scores, 0, mode ? 16 : bytes),
                         vkv_ops_bind(vkv_view_of(out), 0, 4ull * rows)};
     vkv_status st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_GLOBAL_ROWS, b, 3, &pc, sizeof pc, gx, gy, 1);
-    vkv_status sub = vkv_cmd_submit(gpu);
-    if (st || (st = sub)) return st;
+    if (st) return vkv_cmd_abort(gpu, st);
+    if ((st = vkv_cmd_submit(gpu))) return st;
     return vkv_buffer_download(gpu, out, 0, host, 4ull * rows);
 }
 
@@ -61,7 +61,7 @@ vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows
         (st = vkv_cmd_begin(gpu)))
         goto done;
     if ((st = vkv_op_topk_select(gpu, scores, 1, (uint32_t)total, (vkv_view){0}, k_keep, vkv_view_of(mask)))) {
-        vkv_cmd_submit(gpu);
+        st = vkv_cmd_abort(gpu, st);
         goto done;
     }
     if ((st = rows_pass(gpu, scores, vkv_view_of(mask), rows, n, 0, 0.0f, out, host))) goto done;

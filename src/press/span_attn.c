@@ -5,7 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 #define SPAN_TQ 16u              /* query rows per tile in both shaders */
 #define SPAN_MAX_WG 256u

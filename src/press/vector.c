@@ -14,7 +14,6 @@
 #include "press/vector.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -392,10 +391,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             st = s->p.press->score_gpu(gpu, &s->p.pp, &in, vs);
             if (!st) st = vkv_cmd_copy(gpu, b_scores, 0, b_all, (uint64_t)l * hn4, hn4);
             if (st) {
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", vkv_last_error());
-                vkv_cmd_submit(gpu);
-                st = vkv_error(st, "layer %u: %s", l, msg);
+                st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
                 goto done;
             }
             if ((st = vkv_cmd_submit(gpu))) goto done;
@@ -430,10 +426,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             if (!st) st = vkv_op_topk_select(gpu, vs, H, n, none, tc.pool, vp);
         }
         if (st) {
-            char msg[1024];
-            snprintf(msg, sizeof msg, "%s", vkv_last_error());
-            vkv_cmd_submit(gpu);
-            st = vkv_error(st, "layer %u: %s", l, msg);
+            st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
             goto done;
         }
         if ((st = vkv_cmd_submit(gpu))) goto done;
@@ -453,11 +446,8 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             if (!st) st = global ? vkv_op_topk_select(gpu, v2, H, n, vkv_view_of(b_kapx), 0, va)
                               : vkv_op_topk_select(gpu, v2, H, n, none, tc.approximated, va);
             if (st) {
-                char msg[1024];
-                snprintf(msg, sizeof msg, "%s", vkv_last_error());
-                vkv_cmd_submit(gpu);
+                st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
                 vkv_buffer_destroy(gpu, b_w);
-                st = vkv_error(st, "layer %u: %s", l, msg);
                 goto done;
             }
             if ((st = vkv_cmd_submit(gpu))) {
@@ -468,7 +458,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
         }
         if ((st = vkv_cmd_begin(gpu))) goto done;
         if ((st = vkv_op_vector_assign_tiers(gpu, vp, va, H * n, vt))) {
-            vkv_cmd_submit(gpu);
+            st = vkv_cmd_abort(gpu, st);
             goto done;
         }
         if ((st = vkv_cmd_submit(gpu))) goto done;

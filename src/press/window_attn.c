@@ -17,7 +17,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "vk/vk_internal.h"
+#include "vk/gpu.h"
 
 #define PRESS_WINDOW_TQ 16u  /* query rows per tile in both shaders */
 #define PRESS_WINDOW_MAX_WG 256u

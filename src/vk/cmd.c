@@ -27,6 +27,8 @@ vkv_status vkv_cmd_init(vkv_gpu *gpu)
     VK_CHECK(vkAllocateCommandBuffers(gpu->device, &ai, cbs), "allocating command buffers");
     gpu->cmd = cbs[0];
     gpu->xfer_cmd = cbs[1];
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)gpu->cmd, "the op recording");
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_COMMAND_BUFFER, (uint64_t)(uintptr_t)gpu->xfer_cmd, "synchronous copies");
     VkFenceCreateInfo fci = {.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
     VK_CHECK(vkCreateFence(gpu->device, &fci, NULL, &gpu->fence), "creating a fence");
     VK_CHECK(vkCreateFence(gpu->device, &fci, NULL, &gpu->xfer_fence), "creating a fence");
@@ -112,7 +114,7 @@ vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindi
 {
     vkv_status st = VKV_OK;
     if (!gpu->recording) return vkv_error(VKV_ERR_ARG, "dispatch of '%s' outside a recording", vkv_kernel_name(k));
-    if (n_bindings != vkv_kernel_n_bindings(k) || n_bindings > 8 || push_size > 128)
+    if (n_bindings != vkv_kernel_n_bindings(k) || n_bindings > 8 || push_size != vkv_kernel_push_bytes(k))
         return vkv_error(VKV_ERR_ARG, "dispatch of '%s': %u bindings / %u push bytes do not match the kernel",
                          vkv_kernel_name(k), n_bindings, push_size);
     const vkv_caps *c = gpu->caps;
@@ -228,6 +230,14 @@ vkv_status vkv_cmd_submit(vkv_gpu *gpu)
     return VKV_OK;
 error:
     return st;
+}
+
+vkv_status vkv_cmd_abort(vkv_gpu *gpu, vkv_status st)
+{
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", vkv_last_error());
+    vkv_cmd_submit(gpu); /* releases the recording; its status would hide the first error */
+    return vkv_error(st, "%s", msg);
 }
 
 void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on) { gpu->profiling = on; }

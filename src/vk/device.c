@@ -261,8 +261,9 @@ vkv_status vkv_instance_create(bool validate, bool require_validation, vkv_insta
     }
     const char *exts[3];
     uint32_t n_exts = 0;
-    bool debug_utils = inst->validation && has_instance_ext(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    const bool debug_utils = inst->validation && has_instance_ext(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
     if (debug_utils) exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    inst->debug_utils = debug_utils;
     VkInstanceCreateFlags flags = 0;
     if (has_instance_ext("VK_KHR_portability_enumeration")) {
         exts[n_exts++] = "VK_KHR_portability_enumeration";
@@ -480,6 +481,18 @@ void vkv_gpu_destroy(vkv_gpu *gpu)
         vkDestroyDevice(gpu->device, NULL);
     }
     free(gpu);
+}
+
+void vkv_debug_name(const vkv_gpu *gpu, VkObjectType type, uint64_t handle, const char *name)
+{
+    if (!gpu->inst->debug_utils || !vkSetDebugUtilsObjectNameEXT || !handle) return;
+    VkDebugUtilsObjectNameInfoEXT ni = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT,
+        .objectType = type,
+        .objectHandle = handle,
+        .pObjectName = name,
+    };
+    vkSetDebugUtilsObjectNameEXT(gpu->device, &ni); /* a debugging aid: a failure changes nothing */
 }
 
 const vkv_caps *vkv_gpu_caps(const vkv_gpu *gpu) { return gpu->caps; }

@@ -142,8 +142,10 @@ typedef struct vkv_binding {
 
 /* Starts recording into the device's command buffer. One recording at a time. */
 vkv_status vkv_cmd_begin(vkv_gpu *gpu);
-/* Records one dispatch of kernel k. A full compute->compute memory barrier is
- * placed before it (ops are ordered, as ggml's Vulkan backend orders them). */
+/* Records one dispatch of kernel k: its declared bindings, and its
+ * push-constant struct of vk/kernels.h (push_size must be its size). A full
+ * compute->compute memory barrier is placed before it (ops are ordered, as
+ * ggml's Vulkan backend orders them). */
 vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings,
                             uint32_t n_bindings, const void *push, uint32_t push_size,
                             uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
@@ -152,6 +154,10 @@ vkv_status vkv_cmd_copy(vkv_gpu *gpu, const vkv_buffer *src, uint64_t src_off, v
                         uint64_t dst_off, uint64_t size);
 /* Submits, waits for completion and collects timestamps. */
 vkv_status vkv_cmd_submit(vkv_gpu *gpu);
+/* Ends a recording that failed with `st`: submits what was recorded so the
+ * device stays usable, and returns `st` with its message (the submit's own
+ * status and message are dropped: the first error wins). */
+vkv_status vkv_cmd_abort(vkv_gpu *gpu, vkv_status st);
 
 /* GPU timing: when enabled, every dispatch is bracketed by timestamps and the
  * per-kernel totals accumulate until reset. */
@@ -177,6 +183,10 @@ typedef struct vkv_pipeline_stats {
     const char *cache_path;      /* the cache file, NULL when the cache is not kept on disk */
 } vkv_pipeline_stats;
 vkv_pipeline_stats vkv_gpu_pipeline_stats(const vkv_gpu *gpu);
+
+/* Workgroup size (specialization constant 0) kernel k is built with on this
+ * device: callers size their dispatches by it. */
+uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k);
 
 /* Name of a VkResult, e.g. "VK_ERROR_OUT_OF_DEVICE_MEMORY". */
 const char *vkv_vk_result_name(VkResult r);

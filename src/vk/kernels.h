@@ -1,93 +1,156 @@
-/* The registry of compute kernels: one entry per compiled shader variant.
- * Names match the SPIR-V blobs embedded by shaders/meson.build. */
+/* The kernel contract: every compute kernel is declared once, in
+ * VKV_KERNEL_LIST below, with its SPIR-V blob, its storage-buffer bindings,
+ * its push-constant struct and its workgroup class. */
 #ifndef VKV_KERNELS_H
 #define VKV_KERNELS_H
 
 #include <stdint.h>
 
-/* X(enum suffix, spirv name, number of storage-buffer bindings) */
-/* One kernel per weight type, in the order of VKV_DTYPE_LIST
+#include "vk/tiles.h"
+
+/* Push constants, one struct per shader, field for field its GLSL
+ * `push_constant` block (documented there). src/vk/pipeline.c checks at
+ * compile time that each size equals the block's size in the SPIR-V. */
+typedef struct vkv_pc_add { uint32_t n, nb; } vkv_pc_add;
+typedef struct vkv_pc_argmax { uint32_t rows, n; } vkv_pc_argmax;
+typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_max, n_kv, pos0; float scale;
+                             uint32_t tile_q, tile_k, kv_head0, split_len, n_split; } vkv_pc_attn;
+typedef struct vkv_pc_attn_decode_reduce { uint32_t rows, d4n, n_split, groups_x; } vkv_pc_attn_decode_reduce;
+typedef struct vkv_pc_attn_tiered { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale;
+                                    uint32_t tile_q, tile_k, split_len; } vkv_pc_attn_tiered;
+typedef struct vkv_pc_attn_tiered_reduce { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split; } vkv_pc_attn_tiered_reduce;
+typedef struct vkv_pc_get_rows { uint32_t n_cols, n_ids, row_base, n_rows; } vkv_pc_get_rows;
+typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_step, x_ones; } vkv_pc_gram;
+typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words; } vkv_pc_kv_compact;
+typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode; } vkv_pc_kv_store;
+typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
+typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x; } vkv_pc_matvec;
+typedef struct vkv_pc_press_expected { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } vkv_pc_press_expected;
+typedef struct vkv_pc_press_expected_logits { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
+                                              float inv_sqrt_d, inv_2d; } vkv_pc_press_expected_logits;
+typedef struct vkv_pc_press_expected_lse { uint32_t n_z; } vkv_pc_press_expected_lse;
+typedef struct vkv_pc_press_expected_prep { uint32_t n_head, head_dim, n_rot, neox, n_count, fut0, n_fut; } vkv_pc_press_expected_prep;
+typedef struct vkv_pc_press_expected_stats { uint32_t n_head, head_dim, n_rot, neox, pos0, t_begin, t_end, c_row; } vkv_pc_press_expected_stats;
+typedef struct vkv_pc_press_from_state { uint32_t n, mode, group, n_one; } vkv_pc_press_from_state;
+typedef struct vkv_pc_press_global_rows { uint32_t rows, n, mode, groups_x; float thres; } vkv_pc_press_global_rows;
+typedef struct vkv_pc_press_keydiff { uint32_t n, n_ctx, head_dim, kv_head0, block, n_anchor; } vkv_pc_press_keydiff;
+typedef struct vkv_pc_press_keydiff_anchor { uint32_t n, head_dim, chunk, n_chunk, block_mode; } vkv_pc_press_keydiff_anchor;
+typedef struct vkv_pc_press_keydiff_sum { uint32_t n, n_ctx, head_dim, kv_head0, chunk, n_chunk; } vkv_pc_press_keydiff_sum;
+typedef struct vkv_pc_press_knorm { uint32_t n, n_ctx, head_dim, kv_head0; } vkv_pc_press_knorm;
+typedef struct vkv_pc_press_snapkv { uint32_t n, n_pre, kernel; float inv_div; } vkv_pc_press_snapkv;
+typedef struct vkv_pc_press_span {
+    uint32_t nq, n_ctx, head_dim, n_head, n_kv_head, kv_head0, q_row0, qpos0, a, b, c, r0;
+    uint32_t t0, t1, split_len, n_split, acc_stride, max_mode;
+    float scale;
+} vkv_pc_press_span;
+typedef struct vkv_pc_press_streamingllm { uint32_t n, n_sink; } vkv_pc_press_streamingllm;
+typedef struct vkv_pc_press_tova { uint32_t n, n_pre, n_kv_head; float inv_heads; } vkv_pc_press_tova;
+typedef struct vkv_pc_press_window { uint32_t n, n_ctx, head_dim, n_head, n_kv_head, kv_head0, w, q_row0;
+                                     float scale; uint32_t n_pre, split_len, n_split; } vkv_pc_press_window;
+typedef struct vkv_pc_rms_norm { uint32_t rows, n; float eps; uint32_t has_weight, groups_x; } vkv_pc_rms_norm;
+typedef struct vkv_pc_rope { uint32_t n_tok, n_heads, head_dim, n_rot, neox, inverse; } vkv_pc_rope;
+typedef struct vkv_pc_silu_mul { uint32_t n; } vkv_pc_silu_mul;
+typedef struct vkv_pc_softmax { uint32_t rows, cols; float scale; uint32_t causal; int32_t causal_offset;
+                                uint32_t groups_x; } vkv_pc_softmax;
+typedef struct vkv_pc_topk_select { uint32_t rows, n, k_uniform, use_k_buf, row0, groups_x; } vkv_pc_topk_select;
+typedef struct vkv_pc_vector_assign_tiers { uint32_t total; } vkv_pc_vector_assign_tiers;
+typedef struct vkv_pc_vector_materialize { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x; } vkv_pc_vector_materialize;
+typedef struct vkv_pc_vector_pool_scores { uint32_t total; } vkv_pc_vector_pool_scores;
+typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x; } vkv_pc_vector_residual;
+
+/* Workgroup size (specialization constant 0) by class; sizes in vk/tiles.h. */
+typedef enum vkv_wg_class {
+    VKV_WG_WIDE,      /* VKV_WG_WIDE_SIZE: the default */
+    VKV_WG_ROW,       /* VKV_WG_ROW_SIZE: one row reduced per workgroup */
+    VKV_WG_NARROW,    /* VKV_WG_NARROW_SIZE */
+    VKV_WG_MATMUL,    /* VKV_MATMUL_WG: 16 x 16 threads, 4 x 4 outputs each */
+    VKV_WG_MATMUL_CM, /* VKV_MATMUL_CM_WG: 4 subgroups of 32 */
+    VKV_WG_MATVEC,    /* 4 subgroups, within [64, VKV_MATVEC_MAX_WG] */
+} vkv_wg_class;
+
+/* X(enum suffix, SPIR-V name, storage-buffer bindings, push-constant struct, workgroup class)
+ * One kernel per weight type, in the order of VKV_DTYPE_LIST
  * (src/core/dtype.h): E##_F32 is the first, and vkv_dtype_index() finds the
  * rest. */
-#define VKV_WEIGHT_KERNELS(X, E, nm, nb)                                                                  \
-    X(E##_F32, nm "_f32", nb) X(E##_F16, nm "_f16", nb) X(E##_BF16, nm "_bf16", nb)                     \
-    X(E##_Q8_0, nm "_q8_0", nb) X(E##_Q4_0, nm "_q4_0", nb) X(E##_Q4_1, nm "_q4_1", nb)                 \
-    X(E##_Q5_0, nm "_q5_0", nb) X(E##_Q5_1, nm "_q5_1", nb) X(E##_Q2_K, nm "_q2_K", nb)                 \
-    X(E##_Q3_K, nm "_q3_K", nb) X(E##_Q4_K, nm "_q4_K", nb) X(E##_Q5_K, nm "_q5_K", nb)                 \
-    X(E##_Q6_K, nm "_q6_K", nb) X(E##_IQ4_NL, nm "_iq4_nl", nb) X(E##_IQ4_XS, nm "_iq4_xs", nb)
+#define VKV_WEIGHT_KERNELS(X, E, nm, nb, pc, wg)                                                                       \
+    X(E##_F32, nm##_f32, nb, pc, wg) X(E##_F16, nm##_f16, nb, pc, wg) X(E##_BF16, nm##_bf16, nb, pc, wg)               \
+    X(E##_Q8_0, nm##_q8_0, nb, pc, wg) X(E##_Q4_0, nm##_q4_0, nb, pc, wg) X(E##_Q4_1, nm##_q4_1, nb, pc, wg)           \
+    X(E##_Q5_0, nm##_q5_0, nb, pc, wg) X(E##_Q5_1, nm##_q5_1, nb, pc, wg) X(E##_Q2_K, nm##_q2_K, nb, pc, wg)           \
+    X(E##_Q3_K, nm##_q3_K, nb, pc, wg) X(E##_Q4_K, nm##_q4_K, nb, pc, wg) X(E##_Q5_K, nm##_q5_K, nb, pc, wg)           \
+    X(E##_Q6_K, nm##_q6_K, nb, pc, wg) X(E##_IQ4_NL, nm##_iq4_nl, nb, pc, wg) X(E##_IQ4_XS, nm##_iq4_xs, nb, pc, wg)
 
-/* X(enum suffix, spirv name, number of storage-buffer bindings) */
-#define VKV_KERNEL_LIST(X)                                   \
-    VKV_WEIGHT_KERNELS(X, GET_ROWS, "get_rows", 3)           \
-    X(RMS_NORM, "rms_norm", 3)                               \
-    VKV_WEIGHT_KERNELS(X, MATVEC, "matvec", 3)               \
-    VKV_WEIGHT_KERNELS(X, MATVEC_NOSG, "matvec_nosg", 3)     \
-    VKV_WEIGHT_KERNELS(X, MATMUL, "matmul", 3)               \
-    VKV_WEIGHT_KERNELS(X, MATMUL_CM, "matmul_cm", 3)         \
-    X(ROPE, "rope", 4)                                       \
-    X(SOFTMAX, "softmax", 2)                                 \
-    X(SILU_MUL, "silu_mul", 3)                               \
-    X(ADD, "add", 3)                                         \
-    X(ARGMAX, "argmax", 2)                                   \
-    X(KV_STORE_F16, "kv_store_f16", 3)                       \
-    X(KV_STORE_F32, "kv_store_f32", 3)                       \
-    X(VECTOR_RESIDUAL_F16, "vector_residual_f16", 5)         \
-    X(VECTOR_RESIDUAL_F32, "vector_residual_f32", 5)         \
-    X(VECTOR_MATERIALIZE_F16, "vector_materialize_f16", 6)   \
-    X(VECTOR_MATERIALIZE_F32, "vector_materialize_f32", 6)   \
-    X(KV_COMPACT, "kv_compact", 7)                           \
-    X(ATTN_TIERED_FUSED_F16, "attn_tiered_fused_f16", 8)     \
-    X(ATTN_TIERED_FUSED_F32, "attn_tiered_fused_f32", 8)     \
-    X(ATTN_TIERED_MAT_F16, "attn_tiered_mat_f16", 8)         \
-    X(ATTN_TIERED_MAT_F32, "attn_tiered_mat_f32", 8)         \
-    X(ATTN_TIERED_SPLIT_FUSED_F16, "attn_tiered_split_fused_f16", 8) \
-    X(ATTN_TIERED_SPLIT_FUSED_F32, "attn_tiered_split_fused_f32", 8) \
-    X(ATTN_TIERED_SPLIT_MAT_F16, "attn_tiered_split_mat_f16", 8) \
-    X(ATTN_TIERED_SPLIT_MAT_F32, "attn_tiered_split_mat_f32", 8) \
-    X(ATTN_TIERED_NOAPX_F16, "attn_tiered_noapx_f16", 8)     \
-    X(ATTN_TIERED_NOAPX_F32, "attn_tiered_noapx_f32", 8)     \
-    X(ATTN_TIERED_SPLIT_NOAPX_F16, "attn_tiered_split_noapx_f16", 8) \
-    X(ATTN_TIERED_SPLIT_NOAPX_F32, "attn_tiered_split_noapx_f32", 8) \
-    X(ATTN_TIERED_REDUCE, "attn_tiered_reduce", 4)           \
-    X(VECTOR_POOL_SCORES, "vector_pool_scores", 3)           \
-    X(VECTOR_ASSIGN_TIERS, "vector_assign_tiers", 3)                       \
-    X(ATTN_PREFILL_F32, "attn_prefill_f32", 4)               \
-    X(ATTN_PREFILL_F16, "attn_prefill_f16", 4)               \
-    X(ATTN_DECODE_F32, "attn_decode_f32", 4)                 \
-    X(ATTN_DECODE_F16, "attn_decode_f16", 4)                 \
-    X(ATTN_DECODE_REDUCE, "attn_decode_reduce", 2)           \
-    X(GRAM, "gram", 3)                                       \
-    X(TOPK_SELECT, "topk_select", 3)                         \
-    X(PRESS_KNORM_F32, "press_knorm_f32", 2)                 \
-    X(PRESS_KNORM_F16, "press_knorm_f16", 2)                 \
-    X(PRESS_STREAMINGLLM, "press_streamingllm", 1)           \
-    X(PRESS_KEYDIFF_SUM_F32, "press_keydiff_sum_f32", 2)     \
-    X(PRESS_KEYDIFF_SUM_F16, "press_keydiff_sum_f16", 2)     \
-    X(PRESS_KEYDIFF_ANCHOR, "press_keydiff_anchor", 2)       \
-    X(PRESS_KEYDIFF_F32, "press_keydiff_f32", 3)             \
-    X(PRESS_KEYDIFF_F16, "press_keydiff_f16", 3)             \
-    X(PRESS_WINDOW_LSE_F32, "press_window_lse_f32", 3)       \
-    X(PRESS_WINDOW_LSE_F16, "press_window_lse_f16", 3)       \
-    X(PRESS_WINDOW_ATTN_F32, "press_window_attn_f32", 4)     \
-    X(PRESS_WINDOW_ATTN_F16, "press_window_attn_f16", 4)     \
-    X(PRESS_SNAPKV, "press_snapkv", 2)                       \
-    X(PRESS_TOVA, "press_tova", 2)                           \
-    X(PRESS_SPAN_LSE_F32, "press_span_lse_f32", 3)           \
-    X(PRESS_SPAN_LSE_F16, "press_span_lse_f16", 3)           \
-    X(PRESS_SPAN_ACCUM_F32, "press_span_accum_f32", 4)       \
-    X(PRESS_SPAN_ACCUM_F16, "press_span_accum_f16", 4)       \
-    X(PRESS_FROM_STATE, "press_from_state", 2)               \
-    X(PRESS_EXPECTED_STATS, "press_expected_stats", 3)       \
-    X(PRESS_EXPECTED_PREP, "press_expected_prep", 3)         \
-    X(PRESS_EXPECTED_LOGITS_F32, "press_expected_logits_f32", 3) \
-    X(PRESS_EXPECTED_LOGITS_F16, "press_expected_logits_f16", 3) \
-    X(PRESS_EXPECTED_LSE, "press_expected_lse", 2)           \
-    X(PRESS_EXPECTED_F32, "press_expected_f32", 4)           \
-    X(PRESS_EXPECTED_F16, "press_expected_f16", 4)           \
-    X(PRESS_GLOBAL_ROWS, "press_global_rows", 3)
+/* X(enum suffix, SPIR-V name, storage-buffer bindings, push-constant struct, workgroup class) */
+#define VKV_KERNEL_LIST(X)                                                                             \
+    VKV_WEIGHT_KERNELS(X, GET_ROWS, get_rows, 3, vkv_pc_get_rows, VKV_WG_WIDE)                         \
+    X(RMS_NORM, rms_norm, 3, vkv_pc_rms_norm, VKV_WG_ROW)                                              \
+    VKV_WEIGHT_KERNELS(X, MATVEC, matvec, 3, vkv_pc_matvec, VKV_WG_MATVEC)                             \
+    VKV_WEIGHT_KERNELS(X, MATVEC_NOSG, matvec_nosg, 3, vkv_pc_matvec, VKV_WG_MATVEC)                   \
+    VKV_WEIGHT_KERNELS(X, MATMUL, matmul, 3, vkv_pc_matmul, VKV_WG_MATMUL)                             \
+    VKV_WEIGHT_KERNELS(X, MATMUL_CM, matmul_cm, 3, vkv_pc_matmul, VKV_WG_MATMUL_CM)                    \
+    X(ROPE, rope, 4, vkv_pc_rope, VKV_WG_WIDE)                                                         \
+    X(SOFTMAX, softmax, 2, vkv_pc_softmax, VKV_WG_ROW)                                                 \
+    X(SILU_MUL, silu_mul, 3, vkv_pc_silu_mul, VKV_WG_WIDE)                                             \
+    X(ADD, add, 3, vkv_pc_add, VKV_WG_WIDE)                                                            \
+    X(ARGMAX, argmax, 2, vkv_pc_argmax, VKV_WG_ROW)                                                    \
+    X(KV_STORE_F16, kv_store_f16, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
+    X(KV_STORE_F32, kv_store_f32, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
+    X(VECTOR_RESIDUAL_F16, vector_residual_f16, 5, vkv_pc_vector_residual, VKV_WG_NARROW)              \
+    X(VECTOR_RESIDUAL_F32, vector_residual_f32, 5, vkv_pc_vector_residual, VKV_WG_NARROW)              \
+    X(VECTOR_MATERIALIZE_F16, vector_materialize_f16, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
+    X(VECTOR_MATERIALIZE_F32, vector_materialize_f32, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
+    X(KV_COMPACT, kv_compact, 7, vkv_pc_kv_compact, VKV_WG_WIDE)                                       \
+    X(ATTN_TIERED_FUSED_F16, attn_tiered_fused_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
+    X(ATTN_TIERED_FUSED_F32, attn_tiered_fused_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
+    X(ATTN_TIERED_MAT_F16, attn_tiered_mat_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                    \
+    X(ATTN_TIERED_MAT_F32, attn_tiered_mat_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                    \
+    X(ATTN_TIERED_SPLIT_FUSED_F16, attn_tiered_split_fused_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
+    X(ATTN_TIERED_SPLIT_FUSED_F32, attn_tiered_split_fused_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
+    X(ATTN_TIERED_SPLIT_MAT_F16, attn_tiered_split_mat_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)        \
+    X(ATTN_TIERED_SPLIT_MAT_F32, attn_tiered_split_mat_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)        \
+    X(ATTN_TIERED_NOAPX_F16, attn_tiered_noapx_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
+    X(ATTN_TIERED_NOAPX_F32, attn_tiered_noapx_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
+    X(ATTN_TIERED_SPLIT_NOAPX_F16, attn_tiered_split_noapx_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
+    X(ATTN_TIERED_SPLIT_NOAPX_F32, attn_tiered_split_noapx_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
+    X(ATTN_TIERED_REDUCE, attn_tiered_reduce, 4, vkv_pc_attn_tiered_reduce, VKV_WG_NARROW)             \
+    X(VECTOR_POOL_SCORES, vector_pool_scores, 3, vkv_pc_vector_pool_scores, VKV_WG_WIDE)               \
+    X(VECTOR_ASSIGN_TIERS, vector_assign_tiers, 3, vkv_pc_vector_assign_tiers, VKV_WG_WIDE)            \
+    X(ATTN_PREFILL_F32, attn_prefill_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
+    X(ATTN_PREFILL_F16, attn_prefill_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
+    X(ATTN_DECODE_F32, attn_decode_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
+    X(ATTN_DECODE_F16, attn_decode_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
+    X(ATTN_DECODE_REDUCE, attn_decode_reduce, 2, vkv_pc_attn_decode_reduce, VKV_WG_WIDE)               \
+    X(GRAM, gram, 3, vkv_pc_gram, VKV_WG_WIDE)                                                         \
+    X(TOPK_SELECT, topk_select, 3, vkv_pc_topk_select, VKV_WG_WIDE)                                    \
+    X(PRESS_KNORM_F32, press_knorm_f32, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
+    X(PRESS_KNORM_F16, press_knorm_f16, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
+    X(PRESS_STREAMINGLLM, press_streamingllm, 1, vkv_pc_press_streamingllm, VKV_WG_WIDE)               \
+    X(PRESS_KEYDIFF_SUM_F32, press_keydiff_sum_f32, 2, vkv_pc_press_keydiff_sum, VKV_WG_WIDE)          \
+    X(PRESS_KEYDIFF_SUM_F16, press_keydiff_sum_f16, 2, vkv_pc_press_keydiff_sum, VKV_WG_WIDE)          \
+    X(PRESS_KEYDIFF_ANCHOR, press_keydiff_anchor, 2, vkv_pc_press_keydiff_anchor, VKV_WG_WIDE)         \
+    X(PRESS_KEYDIFF_F32, press_keydiff_f32, 3, vkv_pc_press_keydiff, VKV_WG_WIDE)                      \
+    X(PRESS_KEYDIFF_F16, press_keydiff_f16, 3, vkv_pc_press_keydiff, VKV_WG_WIDE)                      \
+    X(PRESS_WINDOW_LSE_F32, press_window_lse_f32, 3, vkv_pc_press_window, VKV_WG_WIDE)                 \
+    X(PRESS_WINDOW_LSE_F16, press_window_lse_f16, 3, vkv_pc_press_window, VKV_WG_WIDE)                 \
+    X(PRESS_WINDOW_ATTN_F32, press_window_attn_f32, 4, vkv_pc_press_window, VKV_WG_WIDE)               \
+    X(PRESS_WINDOW_ATTN_F16, press_window_attn_f16, 4, vkv_pc_press_window, VKV_WG_WIDE)               \
+    X(PRESS_SNAPKV, press_snapkv, 2, vkv_pc_press_snapkv, VKV_WG_WIDE)                                 \
+    X(PRESS_TOVA, press_tova, 2, vkv_pc_press_tova, VKV_WG_WIDE)                                       \
+    X(PRESS_SPAN_LSE_F32, press_span_lse_f32, 3, vkv_pc_press_span, VKV_WG_WIDE)                       \
+    X(PRESS_SPAN_LSE_F16, press_span_lse_f16, 3, vkv_pc_press_span, VKV_WG_WIDE)                       \
+    X(PRESS_SPAN_ACCUM_F32, press_span_accum_f32, 4, vkv_pc_press_span, VKV_WG_WIDE)                   \
+    X(PRESS_SPAN_ACCUM_F16, press_span_accum_f16, 4, vkv_pc_press_span, VKV_WG_WIDE)                   \
+    X(PRESS_FROM_STATE, press_from_state, 2, vkv_pc_press_from_state, VKV_WG_WIDE)                     \
+    X(PRESS_EXPECTED_STATS, press_expected_stats, 3, vkv_pc_press_expected_stats, VKV_WG_WIDE)         \
+    X(PRESS_EXPECTED_PREP, press_expected_prep, 3, vkv_pc_press_expected_prep, VKV_WG_WIDE)            \
+    X(PRESS_EXPECTED_LOGITS_F32, press_expected_logits_f32, 3, vkv_pc_press_expected_logits, VKV_WG_WIDE) \
+    X(PRESS_EXPECTED_LOGITS_F16, press_expected_logits_f16, 3, vkv_pc_press_expected_logits, VKV_WG_WIDE) \
+    X(PRESS_EXPECTED_LSE, press_expected_lse, 2, vkv_pc_press_expected_lse, VKV_WG_WIDE)               \
+    X(PRESS_EXPECTED_F32, press_expected_f32, 4, vkv_pc_press_expected, VKV_WG_WIDE)                   \
+    X(PRESS_EXPECTED_F16, press_expected_f16, 4, vkv_pc_press_expected, VKV_WG_WIDE)                   \
+    X(PRESS_GLOBAL_ROWS, press_global_rows, 3, vkv_pc_press_global_rows, VKV_WG_WIDE)
 
 typedef enum vkv_kernel {
-#define VKV_KERNEL_ENUM(e, name, nb) VKV_K_##e,
+#define VKV_KERNEL_ENUM(e, name, nb, pc, wg) VKV_K_##e,
     VKV_KERNEL_LIST(VKV_KERNEL_ENUM)
 #undef VKV_KERNEL_ENUM
     VKV_KERNEL_COUNT
@@ -95,6 +158,8 @@ typedef enum vkv_kernel {
 
 const char *vkv_kernel_name(vkv_kernel k);
 uint32_t vkv_kernel_n_bindings(vkv_kernel k);
+/* Size of the kernel's push-constant struct: what each dispatch pushes. */
+uint32_t vkv_kernel_push_bytes(vkv_kernel k);
 
 /* Embedded SPIR-V (generated at build time by shaders/embed_spirv.py). */
 typedef struct vkv_spirv {

@@ -73,6 +73,7 @@ static vkv_status allocate_memory(vkv_gpu *gpu, uint64_t size, uint32_t type, co
     };
     snprintf(msg, sizeof msg, "allocating %.1f MiB of device memory for %s", size / 1048576.0, what);
     VK_CHECK(vkAllocateMemory(gpu->device, &ai, NULL, mem), msg);
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_DEVICE_MEMORY, (uint64_t)*mem, what);
     *mapped = NULL;
     /* Map only coherent memory: the copies through the mapping neither flush
      * nor invalidate. */
@@ -122,6 +123,7 @@ vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, con
         .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
     };
     VK_CHECK(vkCreateBuffer(gpu->device, &bci, NULL, &b->buffer), msg);
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_BUFFER, (uint64_t)b->buffer, what);
     VkMemoryRequirements req;
     vkGetBufferMemoryRequirements(gpu->device, b->buffer, &req);
     uint32_t type = (uint32_t)(kind == VKV_MEM_HOST ? gpu->mem_type_host : gpu->mem_type_device);

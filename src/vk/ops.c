@@ -5,9 +5,6 @@
 #include "vk/ops_internal.h"
 #include "vk/vk_internal.h"
 
-/* Weight rows per matvec workgroup; mirrors MATVEC_ROWS in shaders/matvec.comp. */
-#define MATVEC_ROWS 4u
-
 uint64_t vkv_ops_max_range(const vkv_gpu *gpu) { return gpu->caps->max_storage_buffer_range & ~(uint64_t)15; }
 uint64_t vkv_ops_align(const vkv_gpu *gpu) { return gpu->caps->min_storage_buffer_offset_alignment; }
 
@@ -92,7 +89,7 @@ vkv_status vkv_op_get_rows(vkv_gpu *gpu, vkv_dtype t, vkv_view table, uint64_t n
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
     for (uint64_t r0 = 0; r0 < n_table_rows; r0 += per) {
         uint64_t nr = n_table_rows - r0 < per ? n_table_rows - r0 : per;
-        struct { uint32_t n_cols, n_ids, row_base, n_rows; } pc = {n_cols, n_ids, (uint32_t)r0, (uint32_t)nr};
+        vkv_pc_get_rows pc = {n_cols, n_ids, (uint32_t)r0, (uint32_t)nr};
         vkv_binding b[3] = {vkv_ops_bind(table, r0 * rb, nr * rb), vkv_ops_bind(ids, 0, 4ull * n_ids), vkv_ops_bind(out, 0, 4ull * n_ids * n_cols)};
         if ((st = vkv_cmd_dispatch(gpu, k, b, 3, &pc, sizeof pc, (n_cols + wg - 1) / wg, n_ids, 1))) return st;
     }
@@ -111,7 +108,7 @@ vkv_status vkv_op_rms_norm(vkv_gpu *gpu, vkv_view x, vkv_view w, uint32_t rows, 
     if (has_w && (st = vkv_ops_check_view(gpu, w, 4ull * n, op, "weight"))) return st;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, rows, &gx, &gy);
-    struct { uint32_t rows, n; float eps; uint32_t has_weight, groups_x; } pc = {rows, n, eps, has_w, gx};
+    vkv_pc_rms_norm pc = {rows, n, eps, has_w, gx};
     vkv_binding b[3] = {vkv_ops_bind(x, 0, bytes), has_w ? vkv_ops_bind(w, 0, 4ull * n) : vkv_ops_bind(x, 0, 4), vkv_ops_bind(out, 0, bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_RMS_NORM, b, 3, &pc, sizeof pc, gx, gy, 1);
 }
@@ -174,13 +171,15 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
             if (path == VKV_MATMUL_MATVEC) {
                 vkv_kernel kk = kernel_for_type(gpu->caps->subgroup_arithmetic ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32, t);
                 uint32_t gx, gy;
-                vkv_ops_spread_groups(gpu, (mm + MATVEC_ROWS - 1) / MATVEC_ROWS, &gx, &gy);
-                struct { uint32_t M, K, m_offset, groups_x; } pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
+                vkv_ops_spread_groups(gpu, (mm + VKV_MATVEC_ROWS - 1) / VKV_MATVEC_ROWS, &gx, &gy);
+                vkv_pc_matvec pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
                 if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, gx, gy, 1))) return st;
             } else {
                 vkv_kernel kk = kernel_for_type(path == VKV_MATMUL_COOPMAT ? VKV_K_MATMUL_CM_F32 : VKV_K_MATMUL_F32, t);
-                struct { uint32_t M, K, N, m_offset, ldy; } pc = {mm, k, nn, (uint32_t)m0, m};
-                if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, (mm + 63) / 64, (nn + 63) / 64, 1))) return st;
+                vkv_pc_matmul pc = {mm, k, nn, (uint32_t)m0, m};
+                if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, (mm + VKV_MATMUL_BM - 1) / VKV_MATMUL_BM,
+                                           (nn + VKV_MATMUL_BN - 1) / VKV_MATMUL_BN, 1)))
+                    return st;
             }
         }
     }
@@ -212,7 +211,7 @@ vkv_status vkv_op_rope(vkv_gpu *gpu, const vkv_rope_params *p, vkv_view x, uint3
     uint64_t total = (uint64_t)n_tok * n_heads * (p->head_dim / 2);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ROPE), gx, gy;
     vkv_ops_spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
-    struct { uint32_t n_tok, n_heads, head_dim, n_rot, neox, inverse; } pc = {
+    vkv_pc_rope pc = {
         n_tok, n_heads, p->head_dim, p->n_rot, p->mode == VKV_ROPE_NEOX, p->inverse};
     vkv_binding b[4] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(pos, 0, 4ull * n_tok), vkv_ops_bind(inv_freq, 0, 4ull * (p->n_rot / 2 ? p->n_rot / 2 : 1)),
                         vkv_ops_bind(out, 0, bytes)};
@@ -230,7 +229,7 @@ vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols
         return st;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, rows, &gx, &gy);
-    struct { uint32_t rows, cols; float scale; uint32_t causal; int32_t causal_offset; uint32_t groups_x; } pc = {
+    vkv_pc_softmax pc = {
         rows, cols, scale, causal, causal_offset, gx};
     vkv_binding b[2] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(out, 0, bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_SOFTMAX, b, 2, &pc, sizeof pc, gx, gy, 1);
@@ -247,9 +246,10 @@ static vkv_status elementwise(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_vi
         return st;
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
     vkv_ops_spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
-    uint32_t pc[2] = {n, nb};
+    /* silu_mul's push constants are add's first field (vk/kernels.h). */
+    vkv_pc_add pc = {n, nb};
     vkv_binding bb[3] = {vkv_ops_bind(a, 0, bytes), vkv_ops_bind(b, 0, 4ull * nb), vkv_ops_bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, k, bb, 3, pc, k == VKV_K_ADD ? sizeof pc : sizeof pc[0], gx, gy, 1);
+    return vkv_cmd_dispatch(gpu, k, bb, 3, &pc, vkv_kernel_push_bytes(k), gx, gy, 1);
 }
 
 vkv_status vkv_op_silu_mul(vkv_gpu *gpu, vkv_view gate, vkv_view up, uint32_t n, vkv_view out)
@@ -285,7 +285,7 @@ static vkv_status kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_t
     uint64_t total = (uint64_t)n_tok * n_kv_head * (head_dim / 2);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
     vkv_ops_spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
-    struct { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode; } pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0, mode};
+    vkv_pc_kv_store pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0, mode};
     vkv_binding b[3] = {vkv_ops_bind(src, 0, src_bytes), vkv_ops_bind(cache, 0, cache_bytes),
                         mode ? vkv_ops_bind(meta, 0, 32ull * n_kv_head) : vkv_ops_bind(src, 0, 4)};
     return vkv_cmd_dispatch(gpu, k, b, 3, &pc, sizeof pc, gx, gy, 1);
@@ -316,7 +316,7 @@ vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vk
         (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
     if (rows > gpu->caps->max_workgroup_count[0]) return vkv_error(VKV_ERR_ARG, "argmax: too many rows");
-    struct { uint32_t rows, n; } pc = {rows, n};
+    vkv_pc_argmax pc = {rows, n};
     vkv_binding b[2] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(out, 0, 4ull * rows)};
     return vkv_cmd_dispatch(gpu, VKV_K_ARGMAX, b, 2, &pc, sizeof pc, rows, 1, 1);
 }

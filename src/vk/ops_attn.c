@@ -8,22 +8,8 @@
 
 #include "vk/vk_internal.h"
 
-/* Shared-array capacities of shaders/attn.comp (keep in sync). */
-#define ATTN_SQ_VEC4 512u    /* tile_q * head_dim / 4 */
-#define ATTN_SKV_VEC4 1056u  /* tile_k * (head_dim / 4 + 1) */
-#define ATTN_SS_FLOATS 1024u /* tile_q * tile_k */
-#define ATTN_MAX_COLS 2u     /* vec4 output columns per thread */
-#define ATTN_MAX_TILE_Q 32u
-#define ATTN_MAX_TILE_K 64u
-#define ATTN_SHARED_BYTES (16u * ATTN_SQ_VEC4 + 16u * ATTN_SKV_VEC4 + 4u * ATTN_SS_FLOATS) /* 29184 */
-
-/* The push constants of attn.comp. */
-typedef struct attn_pc {
-    uint32_t n_q, n_head, n_kv_head, head_dim;
-    uint32_t n_ctx_max, n_kv, pos0;
-    float scale;
-    uint32_t tile_q, tile_k, kv_head0, split_len, n_split;
-} attn_pc;
+/* The shared arrays of attn.comp (vk/tiles.h). */
+#define ATTN_SHARED_BYTES (16u * VKV_ATTN_SQ_VEC4 + 16u * VKV_ATTN_SKV_VEC4 + 4u * VKV_ATTN_SS_FLOATS) /* 29184 */
 
 /* View rules shared with vk/ops.c. */
 static vkv_status check_view(const vkv_gpu *gpu, vkv_view v, uint64_t bytes, const char *what)
@@ -64,20 +50,15 @@ uint64_t vkv_attn_scratch_bytes(const vkv_attn_params *p)
     return bytes > 16 ? bytes : 16;
 }
 
-/* Tile sizes for head_dim hd, `rows` (query, head) rows per KV head and
- * workgroup size wg. tile_q: a power of two dividing wg whose Q tile fits
- * and whose rows' threads cover head_dim in ATTN_MAX_COLS vec4 each; decode
- * shrinks it to the rows present so idle rows do not waste the workgroup.
- * tile_k: as many keys as the K/V and score arrays hold. */
-static void attn_tiles(uint32_t hd, uint32_t rows, bool decode, uint32_t wg, uint32_t *tile_q, uint32_t *tile_k)
+void vkv_attn_tiles(uint32_t hd, uint32_t rows, bool decode, uint32_t wg, uint32_t *tile_q, uint32_t *tile_k)
 {
-    uint32_t d4n = hd / 4, tq = ATTN_MAX_TILE_Q;
-    while (tq > 1 && (tq * d4n > ATTN_SQ_VEC4 || wg % tq || d4n > ATTN_MAX_COLS * (wg / tq))) tq /= 2;
+    uint32_t d4n = hd / 4, tq = VKV_ATTN_MAX_TILE_Q;
+    while (tq > 1 && (tq * d4n > VKV_ATTN_SQ_VEC4 || wg % tq || d4n > VKV_ATTN_MAX_COLS * (wg / tq))) tq /= 2;
     if (decode)
         while (tq > 1 && tq / 2 >= rows) tq /= 2;
-    uint32_t tk = ATTN_SKV_VEC4 / (d4n + 1);
-    if (tk > ATTN_SS_FLOATS / tq) tk = ATTN_SS_FLOATS / tq;
-    if (tk > ATTN_MAX_TILE_K) tk = ATTN_MAX_TILE_K;
+    uint32_t tk = VKV_ATTN_SKV_VEC4 / (d4n + 1);
+    if (tk > VKV_ATTN_SS_FLOATS / tq) tk = VKV_ATTN_SS_FLOATS / tq;
+    if (tk > VKV_ATTN_MAX_TILE_K) tk = VKV_ATTN_MAX_TILE_K;
     *tile_q = tq;
     *tile_k = tk;
 }
@@ -142,9 +123,9 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
     const uint32_t rows = p->n_q * group; /* (query, head) rows per KV head */
     const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_PREFILL_F32);
     /* attn.comp sums its key groups through one vec4 of the K/V tile per thread. */
-    if (wg > ATTN_SKV_VEC4) return vkv_error(VKV_ERR_UNSUPPORTED, "attention: workgroup of %u exceeds the shared tile", wg);
+    if (wg > VKV_ATTN_SKV_VEC4) return vkv_error(VKV_ERR_UNSUPPORTED, "attention: workgroup of %u exceeds the shared tile", wg);
     uint32_t tq, tk;
-    attn_tiles(hd, rows, decode, wg, &tq, &tk);
+    vkv_attn_tiles(hd, rows, decode, wg, &tq, &tk);
     const uint64_t row_tiles = ((uint64_t)rows + tq - 1) / tq;
     if (row_tiles > gpu->caps->max_workgroup_count[0])
         return vkv_error(VKV_ERR_UNSUPPORTED, "attention: %u queries x %u heads per KV head is too many for one call; "
@@ -168,7 +149,7 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
     for (uint32_t h0 = 0; h0 < p->n_kv_head; h0 += (uint32_t)heads_per) {
         uint32_t nh = p->n_kv_head - h0 < heads_per ? p->n_kv_head - h0 : (uint32_t)heads_per;
         uint64_t kv_bytes = head_bytes * (nh - 1) + used_last;
-        attn_pc pc = {p->n_q, p->n_head, p->n_kv_head, hd, p->n_ctx_max, p->n_kv, p->pos0, p->scale,
+        vkv_pc_attn pc = {p->n_q, p->n_head, p->n_kv_head, hd, p->n_ctx_max, p->n_kv, p->pos0, p->scale,
                       tq, tk, h0, split_len, n_split};
         vkv_binding b[4] = {vkv_ops_bind(q, 0, qo_bytes), vkv_ops_bind(k, head_bytes * h0, kv_bytes), vkv_ops_bind(v, head_bytes * h0, kv_bytes),
                             vkv_ops_bind(dst, 0, dst_bytes)};
@@ -182,7 +163,7 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
     uint64_t groups = (n_vec4 + rwg - 1) / rwg, mx = gpu->caps->max_workgroup_count[0];
     if (mx > 65535) mx = 65535;
     uint32_t gx = (uint32_t)(groups < mx ? groups : mx), gy = (uint32_t)((groups + gx - 1) / gx);
-    struct { uint32_t rows, d4n, n_split, groups_x; } rpc = {p->n_q * p->n_head, hd / 4, n_split, gx};
+    vkv_pc_attn_decode_reduce rpc = {p->n_q * p->n_head, hd / 4, n_split, gx};
     vkv_binding rb[2] = {vkv_ops_bind(scratch, 0, dst_bytes), vkv_ops_bind(out, 0, qo_bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_ATTN_DECODE_REDUCE, rb, 2, &rpc, sizeof rpc, gx, gy, 1);
 }

@@ -34,7 +34,7 @@ vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_vi
     vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_RESIDUAL_F16 : VKV_K_VECTOR_RESIDUAL_F32;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, n, &gx, &gy);
-    struct { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x; } pc = {
+    vkv_pc_vector_residual pc = {
         n, n_ctx, g->head_dim, g->n_kv_head, g->n_rot, g->neox, gx};
     vkv_binding b[5] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(w, 0, wb),
                         vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(eps, 0, eb)};
@@ -58,7 +58,7 @@ vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k,
         (st = vkv_ops_check_single_range(gpu, cache, op, "the layer's cache")) ||
         (st = vkv_ops_check_single_range(gpu, rb * k_rows, op, "the tiered K")))
         return st;
-    struct { uint32_t n, n_ctx, row_words; } pc = {n, n_ctx, (uint32_t)(rb / 4)};
+    vkv_pc_kv_compact pc = {n, n_ctx, (uint32_t)(rb / 4)};
     vkv_binding b[7] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(tiers, 0, 4ull * g->n_kv_head * n),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(k_out, 0, rb * k_rows),
                         vkv_ops_bind(v_out, 0, rb * (v_rows ? v_rows : 1)), vkv_ops_bind(pos_out, 0, 4ull * (p_entries ? p_entries : 1))};
@@ -83,7 +83,7 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
     vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_MATERIALIZE_F16 : VKV_K_VECTOR_MATERIALIZE_F32;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, max_apx, &gx, &gy);
-    struct { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x; } pc = {g->head_dim, g->n_kv_head, g->n_rot,
+    vkv_pc_vector_materialize pc = {g->head_dim, g->n_kv_head, g->n_rot,
                                                                                  g->neox, max_apx, gx};
     vkv_binding b[6] = {vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
                         vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)), vkv_ops_bind(w, 0, wb),
@@ -137,26 +137,19 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
     vkv_kernel kk = no_apx     ? (f16 ? VKV_K_ATTN_TIERED_NOAPX_F16 : VKV_K_ATTN_TIERED_NOAPX_F32)
                     : a->fused ? (f16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
                                : (f16 ? VKV_K_ATTN_TIERED_MAT_F16 : VKV_K_ATTN_TIERED_MAT_F32);
-    /* Tiles (the shared arrays of attn_tiered.comp): tile_k keys of
-     * head_dim / 4 + 1 vec4 within 1056, tile_q rows of head_dim / 4 vec4
-     * within 512, tile_q * tile_k scores within 1024, and at most 2 output
-     * vec4 columns per thread; no more rows than there are. */
     uint32_t wg = vkv_kernel_workgroup_size(gpu, kk), d4n = g->head_dim / 4;
     /* attn_tiered.comp sums its key groups (two accumulators) through 2 vec4 of the K/V tile per thread. */
-    if (2 * wg > 1056) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup of %u exceeds the shared tile", op, wg);
+    if (2 * wg > VKV_ATTN_SKV_VEC4)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup of %u exceeds the shared tile", op, wg);
     if (g->head_dim % 4) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u is not a multiple of 4", op, g->head_dim);
-    uint32_t rows = a->n_q * (a->n_head / g->n_kv_head), tile_q = 32;
-    while (tile_q > 1 && (tile_q * d4n > 512 || wg % tile_q || d4n > 2 * (wg / tile_q))) tile_q /= 2;
-    while (tile_q > 1 && tile_q / 2 >= rows) tile_q /= 2; /* no idle rows */
-    uint32_t tile_k = 1056 / (d4n + 1);
-    if (tile_k > 1024 / tile_q) tile_k = 1024 / tile_q;
-    if (tile_k > 64) tile_k = 64;
-    if ((wg / tile_q) * 2 < d4n) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
+    uint32_t rows = a->n_q * (a->n_head / g->n_kv_head), tile_q, tile_k;
+    vkv_attn_tiles(g->head_dim, rows, true, wg, &tile_q, &tile_k);
+    if ((wg / tile_q) * VKV_ATTN_MAX_COLS < d4n) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u too large", op, g->head_dim);
     uint32_t max_keys = a->max_comp + a->n_new0 + a->n_q;
     uint32_t splits = a->scratch.buf ? tiered_splits(a->n_q, max_keys) : 1;
     uint32_t split_len = (max_keys + splits - 1) / splits;
     split_len = (split_len + tile_k - 1) / tile_k * tile_k; /* whole key tiles per split */
-    struct { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale; uint32_t tile_q, tile_k, split_len; } pc = {
+    vkv_pc_attn_tiered pc = {
         a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale, tile_q, tile_k, split_len};
     vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(v, 0, rb * (v_rows ? v_rows : 1)),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)),
@@ -176,7 +169,7 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
                                : (f16 ? VKV_K_ATTN_TIERED_SPLIT_MAT_F16 : VKV_K_ATTN_TIERED_SPLIT_MAT_F32);
     b[7] = vkv_ops_bind(a->scratch, 0, sb);
     if ((st = vkv_cmd_dispatch(gpu, ks, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, splits, g->n_kv_head))) return st;
-    struct { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split; } rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head,
+    vkv_pc_attn_tiered_reduce rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head,
                                                                            g->head_dim, splits};
     vkv_binding rb2[4] = {vkv_ops_bind(a->scratch, 0, sb), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
                           vkv_ops_bind(wmap, 0, wbytes), vkv_ops_bind(out, 0, qb)};

@@ -5,20 +5,29 @@
 #include <string.h>
 
 #include "vk/vk_internal.h"
+#include "shaders_spirv.h" /* generated: VKV_SPIRV_PUSH_BYTES_<name> */
 
 const vkv_spirv *vkv_spirv_table(size_t *count); /* generated: shaders_spirv.c */
 
+/* Each push-constant struct of vk/kernels.h is its GLSL block's size. */
+#define VKV_KERNEL_PUSH_CHECK(e, nm, nb, pc, wg) \
+    _Static_assert(sizeof(pc) == VKV_SPIRV_PUSH_BYTES_##nm, #pc " differs from the push constants of " #nm);
+VKV_KERNEL_LIST(VKV_KERNEL_PUSH_CHECK)
+#undef VKV_KERNEL_PUSH_CHECK
+
 static const struct {
     const char *name;
-    uint32_t n_bindings;
+    uint32_t n_bindings, push_bytes;
+    vkv_wg_class wg;
 } kernel_info[VKV_KERNEL_COUNT] = {
-#define VKV_KERNEL_INFO(e, nm, nb) [VKV_K_##e] = {nm, nb},
+#define VKV_KERNEL_INFO(e, nm, nb, pc, wg) [VKV_K_##e] = {#nm, nb, sizeof(pc), wg},
     VKV_KERNEL_LIST(VKV_KERNEL_INFO)
 #undef VKV_KERNEL_INFO
 };
 
 const char *vkv_kernel_name(vkv_kernel k) { return k < VKV_KERNEL_COUNT ? kernel_info[k].name : "?"; }
 uint32_t vkv_kernel_n_bindings(vkv_kernel k) { return kernel_info[k].n_bindings; }
+uint32_t vkv_kernel_push_bytes(vkv_kernel k) { return kernel_info[k].push_bytes; }
 
 const vkv_spirv *vkv_spirv_find(const char *name)
 {
@@ -29,25 +38,24 @@ const vkv_spirv *vkv_spirv_find(const char *name)
     return NULL;
 }
 
-static bool kernel_is(vkv_kernel k, vkv_kernel first, vkv_kernel last) { return k >= first && k <= last; }
-
 uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k)
 {
-    if (kernel_is(k, VKV_K_MATMUL_F32, VKV_K_MATMUL_IQ4_XS)) return 256; /* 16 x 16 threads, 4 x 4 each */
-    if (kernel_is(k, VKV_K_MATMUL_CM_F32, VKV_K_MATMUL_CM_IQ4_XS)) return 128; /* 4 subgroups of 32 */
-    if (kernel_is(k, VKV_K_MATVEC_F32, VKV_K_MATVEC_NOSG_IQ4_XS)) {
+    switch (kernel_info[k].wg) {
+    case VKV_WG_ROW: return VKV_WG_ROW_SIZE;
+    case VKV_WG_NARROW: return VKV_WG_NARROW_SIZE;
+    case VKV_WG_MATMUL: return VKV_MATMUL_WG;
+    case VKV_WG_MATMUL_CM: return VKV_MATMUL_CM_WG;
+    case VKV_WG_MATVEC: {
         /* Enough threads to cover a 4096-wide row in one pass of 32-chunks,
          * at least two subgroups; power of two for the tree reduction. */
         uint32_t wg = gpu->caps->subgroup_size * 4;
         if (wg < 64) wg = 64;
-        if (wg > 128) wg = 128;
+        if (wg > VKV_MATVEC_MAX_WG) wg = VKV_MATVEC_MAX_WG;
         return wg;
     }
-    if (k == VKV_K_RMS_NORM || k == VKV_K_SOFTMAX || k == VKV_K_ARGMAX) return 128;
-    if (kernel_is(k, VKV_K_VECTOR_RESIDUAL_F16, VKV_K_VECTOR_MATERIALIZE_F32)) return 64;
-    if (kernel_is(k, VKV_K_ATTN_TIERED_FUSED_F16, VKV_K_ATTN_TIERED_SPLIT_NOAPX_F32)) return 256;
-    if (k == VKV_K_ATTN_TIERED_REDUCE) return 64;
-    return 256;
+    case VKV_WG_WIDE: break;
+    }
+    return VKV_WG_WIDE_SIZE;
 }
 
 static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
@@ -65,6 +73,7 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         .pCode = spv->code,
     };
     VK_CHECK(vkCreateShaderModule(gpu->device, &smci, NULL, &gpu->modules[k]), what);
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_SHADER_MODULE, (uint64_t)gpu->modules[k], name);
 
     VkDescriptorSetLayoutBinding b[8];
     uint32_t nb = kernel_info[k].n_bindings;
@@ -91,6 +100,7 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         .pPushConstantRanges = &pcr,
     };
     VK_CHECK(vkCreatePipelineLayout(gpu->device, &plci, NULL, &p->layout), what);
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_PIPELINE_LAYOUT, (uint64_t)p->layout, name);
 
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
     VkSpecializationMapEntry me = {.constantID = 0, .offset = 0, .size = 4};
@@ -106,7 +116,9 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         },
         .layout = p->layout,
     };
-    return vkv_pipeline_compile(gpu, &cpci, p, nb, what);
+    if ((st = vkv_pipeline_compile(gpu, &cpci, p, nb, what))) return st;
+    vkv_debug_name(gpu, VK_OBJECT_TYPE_PIPELINE, (uint64_t)p->pipeline, name);
+    return VKV_OK;
 error:
     return st;
 }

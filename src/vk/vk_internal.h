@@ -24,6 +24,7 @@ struct vkv_instance {
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
     bool validation;
+    bool debug_utils; /* VK_EXT_debug_utils is enabled: objects get names */
     uint32_t validation_errors; /* atomically incremented by the callback */
     uint32_t n_devices;
     VkPhysicalDevice phys[VKV_MAX_DEVICES];
@@ -105,6 +106,10 @@ struct vkv_gpu {
     uint64_t kernel_calls[VKV_KERNEL_COUNT];
 };
 
+/* Names a Vulkan object for validation messages and debuggers (a no-op
+ * without VK_EXT_debug_utils). */
+void vkv_debug_name(const vkv_gpu *gpu, VkObjectType type, uint64_t handle, const char *name);
+
 vkv_status vkv_memory_init(vkv_gpu *gpu);
 void vkv_memory_destroy(vkv_gpu *gpu);
 /* Records into the transfer command buffer, then submits it and waits. */
@@ -123,7 +128,5 @@ vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, v
 double vkv_pipeline_clock(void); /* seconds, monotonic */
 vkv_status vkv_cmd_init(vkv_gpu *gpu);
 void vkv_cmd_destroy(vkv_gpu *gpu);
-/* Workgroup size (spec constant 0) the kernel is built with on this device. */
-uint32_t vkv_kernel_workgroup_size(const vkv_gpu *gpu, vkv_kernel k);
 
 #endif

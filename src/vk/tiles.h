@@ -1,0 +1,38 @@
+/* Tile budgets the kernels and their C wrappers must agree on: workgroup
+ * sizes, matmul tiles and the shared arrays of the attention kernels.
+ * Included by C (src/vk) and by GLSL (shaders/, through
+ * GL_GOOGLE_include_directive), so only integer #defines with a `u` suffix,
+ * valid in both languages. */
+#ifndef VKV_TILES_H
+#define VKV_TILES_H
+
+/* Workgroup sizes of the classes in vk/kernels.h. Kernels that reduce
+ * through shared arrays size them for VKV_WG_WIDE_SIZE at most. */
+#define VKV_WG_WIDE_SIZE 256u
+#define VKV_WG_ROW_SIZE 128u
+#define VKV_WG_NARROW_SIZE 64u
+
+/* matmul.comp and matmul_cm.comp: a workgroup computes a BM x BN block of Y,
+ * stepping through K by BK. */
+#define VKV_MATMUL_BM 64u
+#define VKV_MATMUL_BN 64u
+#define VKV_MATMUL_BK 32u
+#define VKV_MATMUL_WG 256u    /* 16 x 16 threads, 4 x 4 outputs each */
+#define VKV_MATMUL_CM_WG 128u /* 4 subgroups of 32, each a quarter of the block */
+
+/* matvec.comp: weight rows per workgroup, and the largest workgroup its
+ * shared partial sums hold. */
+#define VKV_MATVEC_ROWS 4u
+#define VKV_MATVEC_MAX_WG 128u
+
+/* attn.comp and attn_tiered.comp (shaders/common/attn_tile.glsl): shared
+ * arrays of ~29 KB, under the 32 KB of lavapipe and most GPUs. The host picks
+ * tile_q and tile_k so that they fit. */
+#define VKV_ATTN_SQ_VEC4 512u    /* tile_q * head_dim / 4: the Q tile */
+#define VKV_ATTN_SKV_VEC4 1056u  /* tile_k * (head_dim / 4 + 1): the K, then V tile (+1 vec4 row pad) */
+#define VKV_ATTN_SS_FLOATS 1024u /* tile_q * tile_k: the scores of a tile */
+#define VKV_ATTN_MAX_COLS 2u     /* vec4 output columns per thread */
+#define VKV_ATTN_MAX_TILE_Q 32u
+#define VKV_ATTN_MAX_TILE_K 64u
+
+#endif
