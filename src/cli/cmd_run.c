@@ -11,7 +11,7 @@
 #include "cli/load_report.h"
 #include "infer/forward.h"
 #include "calib/calib.h"
-#include "cli/tier_dump.h"
+#include "viz/tier_dump.h"
 #include "infer/sampler.h"
 #include "press/vector.h"
 #include "tok/tokenizer.h"

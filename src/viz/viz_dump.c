@@ -1,4 +1,4 @@
-#include "cli/viz_dump.h"
+#include "viz/viz_dump.h"
 
 #include <errno.h>
 #include <math.h>

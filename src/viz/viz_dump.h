@@ -1,5 +1,5 @@
 /* Reader of the tier dumps `vkvector run --tier-dump` writes (format: see
- * cli/tier_dump.h), for `vkvector viz`.
+ * viz/tier_dump.h), for `vkvector viz`.
  *
  * A dump of a long context is big (32k tokens x 32 layers x 8 KV heads is
  * 8.4 M positions, two numbers each: ~130 MB of JSON), so this is a streaming
