@@ -15,7 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/eval_cli.h"
-#include "cli/lb_jsonl.h"
+#include "eval/lb_jsonl.h"
 #include "cli/strset.h"
 #include "core/json.h"
 #include "core/json_write.h"

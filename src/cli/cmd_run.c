@@ -10,7 +10,7 @@
 #include "cli/cli.h"
 #include "cli/load_report.h"
 #include "cli/options.h"
-#include "cli/tier_dump.h"
+#include "viz/tier_dump.h"
 #include "infer/sampler.h"
 #include "session/session.h"
 

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "cli/viz.h"
+#include "viz/viz.h"
 
 static void usage(FILE *f)
 {

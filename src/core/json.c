@@ -3,12 +3,303 @@
 #include "core/file.h"
 #include "core/utf8.h"
 
-#include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_DEPTH 128
+
+/* ---- the pull reader ---- */
+
+void vkv_json_reader_init(vkv_json_reader *r, const char *text, size_t len)
+{
+    memset(r, 0, sizeof *r);
+    r->start = r->s = text;
+    r->end = text + len;
+}
+
+void vkv_json_reader_free(vkv_json_reader *r)
+{
+    free(r->buf);
+    r->buf = NULL;
+    r->buf_len = r->buf_cap = 0;
+}
+
+static vkv_status oom(void) { return vkv_error(VKV_ERR_OOM, "out of memory parsing JSON"); }
+
+static void line_col(const vkv_json_reader *r, const char *at, int *line, int *col)
+{
+    *line = 1;
+    *col = 1;
+    for (const char *q = r->start; q < at && q < r->end; q++) {
+        if (*q == '\n') { ++*line; *col = 1; }
+        else if (((unsigned char)*q & 0xc0) != 0x80) ++*col; /* count characters, not UTF-8 bytes */
+    }
+}
+
+vkv_status vkv_json_syntax(vkv_json_reader *r, const char *expected)
+{
+    int line, col;
+    line_col(r, r->s, &line, &col);
+    char where[128];
+    if (r->field) snprintf(where, sizeof where, "%s\"%s\": ", r->where, r->field);
+    else snprintf(where, sizeof where, "%s", r->where);
+    if (r->s >= r->end)
+        return vkv_error(VKV_ERR_FORMAT, "%sJSON: the file ends at line %d, column %d where %s was expected "
+                         "(is the file truncated?)", where, line, col, expected);
+    unsigned char c = (unsigned char)*r->s;
+    char found[16];
+    if (c >= 0x20 && c < 0x7f) snprintf(found, sizeof found, "'%c'", c);
+    else snprintf(found, sizeof found, "byte 0x%02x", c);
+    return vkv_error(VKV_ERR_FORMAT, "%sJSON: expected %s at line %d, column %d, found %s", where, expected, line,
+                     col, found);
+}
+
+vkv_status vkv_json_field_error(vkv_json_reader *r, const char *at, const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int line, col;
+    line_col(r, at, &line, &col);
+    return vkv_error(VKV_ERR_FORMAT, "%s%s (line %d, column %d)", r->where, msg, line, col);
+}
+
+static bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+void vkv_json_ws(vkv_json_reader *r)
+{
+    while (r->s < r->end && (*r->s == ' ' || *r->s == '\t' || *r->s == '\n' || *r->s == '\r')) r->s++;
+}
+
+vkv_status vkv_json_read_string(vkv_json_reader *r)
+{
+    const char *q = r->s + 1;
+    while (q < r->end && *q != '"') q += *q == '\\' ? 2 : 1;
+    size_t need = (size_t)(q - r->s) + 1; /* decoding never grows the text */
+    if (need > r->buf_cap) {
+        size_t cap = r->buf_cap ? r->buf_cap : 256;
+        while (cap < need) cap *= 2;
+        char *nb = realloc(r->buf, cap);
+        if (!nb) return oom();
+        r->buf = nb;
+        r->buf_cap = cap;
+    }
+    r->s++;
+    char *o = r->buf;
+    size_t n = 0;
+    for (;;) {
+        if (r->s >= r->end) return vkv_json_syntax(r, "the end of the string ('\"')");
+        unsigned char c = (unsigned char)*r->s;
+        if (c == '"') break;
+        if (c < 0x20) return vkv_json_syntax(r, "a string character (control characters must be escaped)");
+        if (c != '\\') { o[n++] = (char)c; r->s++; continue; }
+        if (r->s + 1 >= r->end) { r->s = r->end; return vkv_json_syntax(r, "an escape"); }
+        char e = r->s[1];
+        switch (e) {
+        case '"': o[n++] = '"'; break;
+        case '\\': o[n++] = '\\'; break;
+        case '/': o[n++] = '/'; break;
+        case 'b': o[n++] = '\b'; break;
+        case 'f': o[n++] = '\f'; break;
+        case 'n': o[n++] = '\n'; break;
+        case 'r': o[n++] = '\r'; break;
+        case 't': o[n++] = '\t'; break;
+        case 'u': {
+            if (r->end - r->s < 6) { /* cut short by the end of the file? */
+                const char *h = r->s + 2;
+                while (h < r->end && is_hex(*h)) h++;
+                if (h == r->end) { r->s = r->end; return vkv_json_syntax(r, "the rest of a \\u escape"); }
+            }
+            int cp = r->end - r->s >= 6 ? vkv_hex4(r->s + 2) : -1;
+            if (cp < 0) { r->s++; return vkv_json_syntax(r, "a \\u escape with 4 hex digits"); }
+            r->s += 4;
+            uint32_t u = (uint32_t)cp;
+            if (u >= 0xd800 && u < 0xdc00 && r->end - r->s >= 8 && r->s[2] == '\\' && r->s[3] == 'u') {
+                int lo = vkv_hex4(r->s + 4);
+                if (lo >= 0xdc00 && lo < 0xe000) {
+                    u = 0x10000 + ((u - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
+                    r->s += 6;
+                }
+            }
+            if (u >= 0xd800 && u < 0xe000) u = 0xfffd; /* lone surrogate */
+            n += vkv_utf8_encode(u, o + n);
+            break;
+        }
+        default: r->s++; return vkv_json_syntax(r, "an escape (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");
+        }
+        r->s += 2;
+    }
+    r->s++;
+    o[n] = 0;
+    r->buf_len = n;
+    return VKV_OK;
+}
+
+static const double pow10_exact[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* Reads a JSON number at r->s. Short decimals (all a dump holds) take the
+ * exact fast path: an integer mantissa below 2^53 times or divided by an exact
+ * power of ten rounds correctly; anything else goes to strtod. */
+vkv_status vkv_json_read_number(vkv_json_reader *r, double *out)
+{
+    const char *b = r->s, *s = r->s;
+    bool neg = false;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0;
+    bool exact = true;
+    if (s < r->end && *s == '-') { neg = true; s++; }
+    if (s >= r->end || *s < '0' || *s > '9') { r->s = s; return vkv_json_syntax(r, "a digit"); }
+    if (*s == '0') s++;
+    else
+        while (s < r->end && *s >= '0' && *s <= '9') {
+            if (m < (1ull << 53) / 10) m = m * 10 + (uint64_t)(*s - '0');
+            else exact = false;
+            digits++;
+            s++;
+        }
+    if (s < r->end && *s == '.') {
+        s++;
+        if (s >= r->end || *s < '0' || *s > '9') { r->s = s; return vkv_json_syntax(r, "a digit after '.'"); }
+        while (s < r->end && *s >= '0' && *s <= '9') {
+            if (m < (1ull << 53) / 10) { m = m * 10 + (uint64_t)(*s - '0'); exp10--; }
+            else exact = false;
+            s++;
+        }
+    }
+    if (s < r->end && (*s == 'e' || *s == 'E')) {
+        s++;
+        int esign = 1, e = 0;
+        if (s < r->end && (*s == '+' || *s == '-')) esign = *s++ == '-' ? -1 : 1;
+        if (s >= r->end || *s < '0' || *s > '9') { r->s = s; return vkv_json_syntax(r, "a digit in the exponent"); }
+        while (s < r->end && *s >= '0' && *s <= '9') {
+            if (e < 100000) e = e * 10 + (*s - '0');
+            s++;
+        }
+        exp10 += esign * e;
+    }
+    r->s = s;
+    if (exact && exp10 >= -22 && exp10 <= 22) {
+        double v = (double)m;
+        v = exp10 < 0 ? v / pow10_exact[-exp10] : v * pow10_exact[exp10];
+        *out = neg ? -v : v;
+        return VKV_OK;
+    }
+    char tmp[128];
+    size_t len = (size_t)(s - b);
+    char *t = len < sizeof tmp ? tmp : malloc(len + 1);
+    if (!t) return oom();
+    memcpy(t, b, len);
+    t[len] = 0;
+    *out = strtod(t, NULL);
+    if (t != tmp) free(t);
+    return VKV_OK;
+}
+
+bool vkv_json_literal(vkv_json_reader *r, const char *lit)
+{
+    size_t n = strlen(lit);
+    if ((size_t)(r->end - r->s) < n || memcmp(r->s, lit, n)) return false;
+    r->s += n;
+    return true;
+}
+
+/* A literal (true, false, null) cut by the end of the file: a truncation,
+ * not a wrong value. */
+vkv_status vkv_json_cut_literal(vkv_json_reader *r)
+{
+    size_t left = (size_t)(r->end - r->s);
+    static const char *const lits[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++)
+        if (left < strlen(lits[i]) && !memcmp(r->s, lits[i], left)) {
+            r->s = r->end;
+            return vkv_json_syntax(r, "the rest of a value");
+        }
+    return VKV_OK;
+}
+
+vkv_status vkv_json_object_next(vkv_json_reader *r, bool *first, bool *done)
+{
+    vkv_json_ws(r);
+    if (r->s < r->end && *r->s == '}') {
+        r->s++;
+        *done = true;
+        return VKV_OK;
+    }
+    if (!*first) {
+        if (r->s >= r->end || *r->s != ',') return vkv_json_syntax(r, "',' or '}'");
+        r->s++;
+        vkv_json_ws(r);
+    }
+    if (r->s >= r->end || *r->s != '"') return vkv_json_syntax(r, *first ? "a string key or '}'" : "a string key");
+    *first = false;
+    vkv_status st = vkv_json_read_string(r);
+    if (st) return st;
+    vkv_json_ws(r);
+    if (r->s >= r->end || *r->s != ':') return vkv_json_syntax(r, "':'");
+    r->s++;
+    vkv_json_ws(r);
+    *done = false;
+    return VKV_OK;
+}
+
+vkv_status vkv_json_array_next(vkv_json_reader *r, bool *first, bool *done)
+{
+    vkv_json_ws(r);
+    if (r->s < r->end && *r->s == ']') {
+        r->s++;
+        *done = true;
+        return VKV_OK;
+    }
+    if (!*first) {
+        if (r->s >= r->end || *r->s != ',') return vkv_json_syntax(r, "',' or ']'");
+        r->s++;
+        vkv_json_ws(r);
+    }
+    *first = false;
+    *done = false;
+    return VKV_OK;
+}
+
+vkv_status vkv_json_skip_value(vkv_json_reader *r)
+{
+    vkv_json_ws(r);
+    if (r->s >= r->end) return vkv_json_syntax(r, "a value");
+    char c = *r->s;
+    vkv_status st;
+    if (c == '{' || c == '[') {
+        if (++r->depth > MAX_DEPTH) return vkv_json_syntax(r, "less nesting");
+        r->s++;
+        bool first = true, done = false;
+        for (;;) {
+            st = c == '{' ? vkv_json_object_next(r, &first, &done) : vkv_json_array_next(r, &first, &done);
+            if (st) return st;
+            if (done) break;
+            if ((st = vkv_json_skip_value(r))) return st;
+        }
+        r->depth--;
+        return VKV_OK;
+    }
+    if (c == '"') return vkv_json_read_string(r);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        double v;
+        return vkv_json_read_number(r, &v);
+    }
+    if (vkv_json_literal(r, "true") || vkv_json_literal(r, "false") || vkv_json_literal(r, "null")) return VKV_OK;
+    if ((st = vkv_json_cut_literal(r))) return st;
+    return vkv_json_syntax(r, "a value");
+}
+
+bool vkv_json_number_ahead(const vkv_json_reader *r)
+{
+    return r->s < r->end && (*r->s == '-' || (*r->s >= '0' && *r->s <= '9'));
+}
+
+/* ---- the tree, built on the pull reader ---- */
 
 /* Every node, string and child array comes from a chain of arena chunks. */
 typedef struct arena_chunk {
@@ -21,12 +312,6 @@ struct vkv_json_doc {
     arena_chunk *chunks;
     vkv_json *root;
 };
-
-typedef struct parser {
-    const char *s, *end, *start;
-    vkv_json_doc *doc;
-    int depth;
-} parser;
 
 static void *arena_alloc(vkv_json_doc *d, size_t n)
 {
@@ -47,128 +332,51 @@ static void *arena_alloc(vkv_json_doc *d, size_t n)
     return p;
 }
 
-static vkv_status fail(parser *p, const char *what)
+/* The string the reader just decoded, copied into the arena. */
+static char *arena_string(vkv_json_doc *d, const vkv_json_reader *r)
 {
-    int line = 1, col = 1;
-    for (const char *q = p->start; q < p->s && q < p->end; q++) {
-        if (*q == '\n') { line++; col = 1; }
-        else col++;
-    }
-    return vkv_error(VKV_ERR_FORMAT, "JSON: %s at line %d, column %d", what, line, col);
+    char *s = arena_alloc(d, r->buf_len + 1);
+    if (s) memcpy(s, r->buf ? r->buf : "", r->buf_len + 1);
+    return s;
 }
 
-static void skip_ws(parser *p)
-{
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')) p->s++;
-}
-
-static vkv_status parse_string(parser *p, char **out, size_t *out_len)
-{
-    p->s++; /* opening quote */
-    const char *q = p->s;
-    while (q < p->end && *q != '"') q += *q == '\\' ? 2 : 1;
-    if (q >= p->end) return fail(p, "unterminated string");
-    /* Decoded length never exceeds the escaped length. */
-    char *o = arena_alloc(p->doc, (size_t)(q - p->s) + 1);
-    if (!o) return vkv_error(VKV_ERR_OOM, "out of memory parsing JSON");
-    size_t n = 0;
-    while (p->s < p->end && *p->s != '"') {
-        unsigned char c = (unsigned char)*p->s;
-        if (c < 0x20) return fail(p, "control character in string");
-        if (c != '\\') { o[n++] = (char)c; p->s++; continue; }
-        if (p->s + 1 >= p->end) return fail(p, "bad escape");
-        char e = p->s[1];
-        p->s += 2;
-        switch (e) {
-        case '"': o[n++] = '"'; break;
-        case '\\': o[n++] = '\\'; break;
-        case '/': o[n++] = '/'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'u': {
-            if (p->end - p->s < 4) return fail(p, "bad \\u escape");
-            int cp = vkv_hex4(p->s);
-            if (cp < 0) return fail(p, "bad \\u escape");
-            p->s += 4;
-            uint32_t u = (uint32_t)cp;
-            if (u >= 0xd800 && u < 0xdc00 && p->end - p->s >= 6 && p->s[0] == '\\' && p->s[1] == 'u') {
-                int lo = vkv_hex4(p->s + 2);
-                if (lo >= 0xdc00 && lo < 0xe000) {
-                    u = 0x10000 + ((u - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
-                    p->s += 6;
-                }
-            }
-            if (u >= 0xd800 && u < 0xe000) u = 0xfffd; /* lone surrogate */
-            n += vkv_utf8_encode(u, o + n);
-            break;
-        }
-        default: return fail(p, "bad escape");
-        }
-    }
-    p->s++; /* closing quote */
-    o[n] = 0;
-    *out = o;
-    *out_len = n;
-    return VKV_OK;
-}
-
-static vkv_status parse_value(parser *p, vkv_json **out);
+static vkv_status parse_value(vkv_json_reader *r, vkv_json_doc *d, vkv_json **out);
 
 /* Children are collected in a growing heap array, then copied to the arena. */
-static vkv_status parse_container(parser *p, vkv_json *v, bool object)
+static vkv_status parse_container(vkv_json_reader *r, vkv_json_doc *d, vkv_json *v, bool object)
 {
-    char close = object ? '}' : ']';
-    p->s++;
+    r->s++;
     size_t cap = 0, n = 0;
     vkv_json **items = NULL;
     char **keys = NULL;
+    bool first = true, done = false;
     vkv_status st = VKV_OK;
-    skip_ws(p);
-    if (p->s < p->end && *p->s == close) {
-        p->s++;
-        goto done;
-    }
     for (;;) {
-        char *key = NULL;
-        size_t klen;
-        skip_ws(p);
-        if (object) {
-            if (p->s >= p->end || *p->s != '"') { st = fail(p, "expected a string key"); goto done; }
-            if ((st = parse_string(p, &key, &klen))) goto done;
-            skip_ws(p);
-            if (p->s >= p->end || *p->s != ':') { st = fail(p, "expected ':'"); goto done; }
-            p->s++;
-        }
+        st = object ? vkv_json_object_next(r, &first, &done) : vkv_json_array_next(r, &first, &done);
+        if (st || done) break;
+        char *key = object ? arena_string(d, r) : NULL;
+        if (object && !key) { st = oom(); break; }
         vkv_json *child;
-        if ((st = parse_value(p, &child))) goto done;
+        if ((st = parse_value(r, d, &child))) break;
         if (n == cap) {
             cap = cap ? cap * 2 : 8;
             vkv_json **ni = realloc(items, cap * sizeof *ni);
-            if (!ni) { st = vkv_error(VKV_ERR_OOM, "out of memory parsing JSON"); goto done; }
+            if (!ni) { st = oom(); break; }
             items = ni;
             if (object) {
                 char **nk = realloc(keys, cap * sizeof *nk);
-                if (!nk) { st = vkv_error(VKV_ERR_OOM, "out of memory parsing JSON"); goto done; }
+                if (!nk) { st = oom(); break; }
                 keys = nk;
             }
         }
         items[n] = child;
         if (object) keys[n] = key;
         n++;
-        skip_ws(p);
-        if (p->s < p->end && *p->s == ',') { p->s++; continue; }
-        if (p->s < p->end && *p->s == close) { p->s++; break; }
-        st = fail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
-        goto done;
     }
-done:
     if (!st && n) {
-        v->items = arena_alloc(p->doc, n * sizeof *v->items);
-        if (object) v->keys = arena_alloc(p->doc, n * sizeof *v->keys);
-        if (!v->items || (object && !v->keys)) st = vkv_error(VKV_ERR_OOM, "out of memory parsing JSON");
+        v->items = arena_alloc(d, n * sizeof *v->items);
+        if (object) v->keys = arena_alloc(d, n * sizeof *v->keys);
+        if (!v->items || (object && !v->keys)) st = oom();
         else {
             memcpy(v->items, items, n * sizeof *items);
             if (object) memcpy(v->keys, keys, n * sizeof *keys);
@@ -180,57 +388,53 @@ done:
     return st;
 }
 
-static vkv_status parse_value(parser *p, vkv_json **out)
+static vkv_status parse_value(vkv_json_reader *r, vkv_json_doc *d, vkv_json **out)
 {
-    skip_ws(p);
-    if (p->s >= p->end) return fail(p, "unexpected end of input");
-    vkv_json *v = arena_alloc(p->doc, sizeof *v);
-    if (!v) return vkv_error(VKV_ERR_OOM, "out of memory parsing JSON");
+    vkv_json_ws(r);
+    if (r->s >= r->end) return vkv_json_syntax(r, "a value");
+    vkv_json *v = arena_alloc(d, sizeof *v);
+    if (!v) return oom();
     memset(v, 0, sizeof *v);
     *out = v;
-    char c = *p->s;
+    char c = *r->s;
     if (c == '{' || c == '[') {
-        if (++p->depth > MAX_DEPTH) return fail(p, "nesting too deep");
+        if (++r->depth > MAX_DEPTH) return vkv_json_syntax(r, "less nesting");
         v->type = c == '{' ? VKV_JSON_OBJECT : VKV_JSON_ARRAY;
-        vkv_status st = parse_container(p, v, c == '{');
-        p->depth--;
+        vkv_status st = parse_container(r, d, v, c == '{');
+        r->depth--;
         return st;
     }
     if (c == '"') {
         v->type = VKV_JSON_STRING;
-        return parse_string(p, &v->string, &v->string_len);
+        vkv_status st = vkv_json_read_string(r);
+        if (st) return st;
+        v->string_len = r->buf_len;
+        return (v->string = arena_string(d, r)) ? VKV_OK : oom();
     }
-    if (p->end - p->s >= 4 && !memcmp(p->s, "true", 4)) { v->type = VKV_JSON_BOOL; v->boolean = true; p->s += 4; return VKV_OK; }
-    if (p->end - p->s >= 5 && !memcmp(p->s, "false", 5)) { v->type = VKV_JSON_BOOL; p->s += 5; return VKV_OK; }
-    if (p->end - p->s >= 4 && !memcmp(p->s, "null", 4)) { v->type = VKV_JSON_NULL; p->s += 4; return VKV_OK; }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        char buf[64];
-        size_t n = 0;
-        while (p->s + n < p->end && n < sizeof buf - 1 && strchr("+-0123456789.eE", p->s[n])) n++;
-        memcpy(buf, p->s, n);
-        buf[n] = 0;
-        char *e;
-        errno = 0;
-        v->number = strtod(buf, &e);
-        if (e != buf + n || n == 0) return fail(p, "bad number");
+    if (vkv_json_number_ahead(r)) {
         v->type = VKV_JSON_NUMBER;
-        p->s += n;
-        return VKV_OK;
+        return vkv_json_read_number(r, &v->number);
     }
-    return fail(p, "unexpected character");
+    if (vkv_json_literal(r, "true")) { v->type = VKV_JSON_BOOL; v->boolean = true; return VKV_OK; }
+    if (vkv_json_literal(r, "false")) { v->type = VKV_JSON_BOOL; return VKV_OK; }
+    if (vkv_json_literal(r, "null")) { v->type = VKV_JSON_NULL; return VKV_OK; }
+    vkv_status st = vkv_json_cut_literal(r);
+    return st ? st : vkv_json_syntax(r, "a value");
 }
 
 vkv_status vkv_json_parse(const char *text, size_t len, vkv_json_doc **out)
 {
     *out = NULL;
     vkv_json_doc *d = calloc(1, sizeof *d);
-    if (!d) return vkv_error(VKV_ERR_OOM, "out of memory parsing JSON");
-    parser p = {text, text + len, text, d, 0};
-    vkv_status st = parse_value(&p, &d->root);
+    if (!d) return oom();
+    vkv_json_reader r;
+    vkv_json_reader_init(&r, text, len);
+    vkv_status st = parse_value(&r, d, &d->root);
     if (!st) {
-        skip_ws(&p);
-        if (p.s != p.end) st = fail(&p, "trailing characters after the value");
+        vkv_json_ws(&r);
+        if (r.s < r.end) st = vkv_json_syntax(&r, "nothing after the value");
     }
+    vkv_json_reader_free(&r);
     if (st) {
         vkv_json_free(d);
         return st;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "cli/viz_dump.h"
+#include "viz/viz_dump.h"
 
 /* A dump of 4 layers x 2 KV heads x 4 positions, one layer per line, with
  * knobs that break one thing. Head (3, 1) is the one the knobs change. */

@@ -1,4 +1,4 @@
-#include "cli/lb_jsonl.h"
+#include "eval/lb_jsonl.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-#include "cli/tier_dump.h"
+#include "viz/tier_dump.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,343 +1,56 @@
-#include "cli/viz_dump.h"
+#include "viz/viz_dump.h"
 
-#include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/file.h"
-#include "core/utf8.h"
-
-#define MAX_DEPTH 64
-
-/* A pull parser over the whole text: the dump's known fields are read
- * straight into their arrays, unknown fields are skipped (newer writers may
- * add some). */
-typedef struct jp {
-    const char *start, *s, *end;
-    char *buf;              /* the last string read, decoded (NUL-terminated) */
-    size_t buf_len, buf_cap;
-    char where[64];         /* "layer 3 head 1: ", prefixed to messages */
-    const char *field;      /* the array being read, for syntax errors inside it */
-    int depth;
-} jp;
-
-static void line_col(const jp *p, const char *at, int *line, int *col)
-{
-    *line = 1;
-    *col = 1;
-    for (const char *q = p->start; q < at && q < p->end; q++) {
-        if (*q == '\n') { ++*line; *col = 1; }
-        else if (((unsigned char)*q & 0xc0) != 0x80) ++*col; /* count characters, not UTF-8 bytes */
-    }
-}
-
-/* A JSON syntax error at the current position: `expected` says what the
- * grammar wanted there. */
-static vkv_status syntax(jp *p, const char *expected)
-{
-    int line, col;
-    line_col(p, p->s, &line, &col);
-    char where[128];
-    if (p->field) snprintf(where, sizeof where, "%s\"%s\": ", p->where, p->field);
-    else snprintf(where, sizeof where, "%s", p->where);
-    if (p->s >= p->end)
-        return vkv_error(VKV_ERR_FORMAT, "%sJSON: the file ends at line %d, column %d where %s was expected "
-                         "(is the dump truncated?)", where, line, col, expected);
-    unsigned char c = (unsigned char)*p->s;
-    char found[16];
-    if (c >= 0x20 && c < 0x7f) snprintf(found, sizeof found, "'%c'", c);
-    else snprintf(found, sizeof found, "byte 0x%02x", c);
-    return vkv_error(VKV_ERR_FORMAT, "%sJSON: expected %s at line %d, column %d, found %s", where, expected, line,
-                     col, found);
-}
-
-/* A well-formed value that is not what the dump format says. */
-static vkv_status VKV_PRINTF(3, 4) field_err(jp *p, const char *at, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    int line, col;
-    line_col(p, at, &line, &col);
-    return vkv_error(VKV_ERR_FORMAT, "%s%s (line %d, column %d)", p->where, msg, line, col);
-}
-
-static void ws(jp *p)
-{
-    while (p->s < p->end && (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')) p->s++;
-}
+#include "core/json.h"
 
 static vkv_status oom(void) { return vkv_error(VKV_ERR_OOM, "out of memory reading the tier dump"); }
 
-
-/* Reads the string at p->s (which is '"') into p->buf. */
-static vkv_status read_string(jp *p)
+/* The next member of an object, its key copied to key[] (reading its value
+ * reuses the reader's buffer). */
+static vkv_status obj_next(vkv_json_reader *p, bool *first, bool *done, char key[48])
 {
-    const char *q = p->s + 1;
-    while (q < p->end && *q != '"') q += *q == '\\' ? 2 : 1;
-    size_t need = (size_t)(q - p->s) + 1; /* decoding never grows the text */
-    if (need > p->buf_cap) {
-        size_t cap = p->buf_cap ? p->buf_cap : 256;
-        while (cap < need) cap *= 2;
-        char *nb = realloc(p->buf, cap);
-        if (!nb) return oom();
-        p->buf = nb;
-        p->buf_cap = cap;
-    }
-    p->s++;
-    char *o = p->buf;
-    size_t n = 0;
-    for (;;) {
-        if (p->s >= p->end) return syntax(p, "the end of the string ('\"')");
-        unsigned char c = (unsigned char)*p->s;
-        if (c == '"') break;
-        if (c < 0x20) return syntax(p, "a string character (control characters must be escaped)");
-        if (c != '\\') { o[n++] = (char)c; p->s++; continue; }
-        if (p->s + 1 >= p->end) { p->s = p->end; return syntax(p, "an escape"); }
-        char e = p->s[1];
-        switch (e) {
-        case '"': o[n++] = '"'; break;
-        case '\\': o[n++] = '\\'; break;
-        case '/': o[n++] = '/'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'u': {
-            if (p->end - p->s < 6) { /* cut short by the end of the file? */
-                const char *r = p->s + 2;
-                while (r < p->end && ((*r >= '0' && *r <= '9') || (*r >= 'a' && *r <= 'f') || (*r >= 'A' && *r <= 'F'))) r++;
-                if (r == p->end) { p->s = p->end; return syntax(p, "the rest of a \\u escape"); }
-            }
-            int cp = p->end - p->s >= 6 ? vkv_hex4(p->s + 2) : -1;
-            if (cp < 0) { p->s++; return syntax(p, "a \\u escape with 4 hex digits"); }
-            p->s += 4;
-            uint32_t u = (uint32_t)cp;
-            if (u >= 0xd800 && u < 0xdc00 && p->end - p->s >= 8 && p->s[2] == '\\' && p->s[3] == 'u') {
-                int lo = vkv_hex4(p->s + 4);
-                if (lo >= 0xdc00 && lo < 0xe000) {
-                    u = 0x10000 + ((u - 0xd800) << 10) + ((uint32_t)lo - 0xdc00);
-                    p->s += 6;
-                }
-            }
-            if (u >= 0xd800 && u < 0xe000) u = 0xfffd; /* lone surrogate */
-            n += vkv_utf8_encode(u, o + n);
-            break;
-        }
-        default: p->s++; return syntax(p, "an escape (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)");
-        }
-        p->s += 2;
-    }
-    p->s++;
-    o[n] = 0;
-    p->buf_len = n;
-    return VKV_OK;
-}
-
-static const double pow10_exact[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
-                                     1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-
-/* Reads a JSON number at p->s. Short decimals (all a dump holds) take the
- * exact fast path: an integer mantissa below 2^53 times or divided by an exact
- * power of ten rounds correctly; anything else goes to strtod. */
-static vkv_status read_number(jp *p, double *out)
-{
-    const char *b = p->s, *s = p->s;
-    bool neg = false;
-    uint64_t m = 0;
-    int digits = 0, exp10 = 0;
-    bool exact = true;
-    if (s < p->end && *s == '-') { neg = true; s++; }
-    if (s >= p->end || *s < '0' || *s > '9') { p->s = s; return syntax(p, "a digit"); }
-    if (*s == '0') s++;
-    else
-        while (s < p->end && *s >= '0' && *s <= '9') {
-            if (m < (1ull << 53) / 10) m = m * 10 + (uint64_t)(*s - '0');
-            else exact = false;
-            digits++;
-            s++;
-        }
-    if (s < p->end && *s == '.') {
-        s++;
-        if (s >= p->end || *s < '0' || *s > '9') { p->s = s; return syntax(p, "a digit after '.'"); }
-        while (s < p->end && *s >= '0' && *s <= '9') {
-            if (m < (1ull << 53) / 10) { m = m * 10 + (uint64_t)(*s - '0'); exp10--; }
-            else exact = false;
-            s++;
-        }
-    }
-    if (s < p->end && (*s == 'e' || *s == 'E')) {
-        s++;
-        int esign = 1, e = 0;
-        if (s < p->end && (*s == '+' || *s == '-')) esign = *s++ == '-' ? -1 : 1;
-        if (s >= p->end || *s < '0' || *s > '9') { p->s = s; return syntax(p, "a digit in the exponent"); }
-        while (s < p->end && *s >= '0' && *s <= '9') {
-            if (e < 100000) e = e * 10 + (*s - '0');
-            s++;
-        }
-        exp10 += esign * e;
-    }
-    p->s = s;
-    if (exact && exp10 >= -22 && exp10 <= 22) {
-        double v = (double)m;
-        v = exp10 < 0 ? v / pow10_exact[-exp10] : v * pow10_exact[exp10];
-        *out = neg ? -v : v;
-        return VKV_OK;
-    }
-    char tmp[128];
-    size_t len = (size_t)(s - b);
-    char *t = len < sizeof tmp ? tmp : malloc(len + 1);
-    if (!t) return oom();
-    memcpy(t, b, len);
-    t[len] = 0;
-    *out = strtod(t, NULL);
-    if (t != tmp) free(t);
-    return VKV_OK;
-}
-
-static vkv_status skip_value(jp *p);
-
-static bool at_literal(jp *p, const char *lit)
-{
-    size_t n = strlen(lit);
-    if ((size_t)(p->end - p->s) < n || memcmp(p->s, lit, n)) return false;
-    p->s += n;
-    return true;
-}
-
-/* A literal (true, false, null) cut by the end of the file: a truncation,
- * not a wrong value. */
-static vkv_status cut_literal(jp *p)
-{
-    size_t left = (size_t)(p->end - p->s);
-    static const char *const lits[] = {"true", "false", "null"};
-    for (int i = 0; i < 3; i++)
-        if (left < strlen(lits[i]) && !memcmp(p->s, lits[i], left)) {
-            p->s = p->end;
-            return syntax(p, "the rest of a value");
-        }
-    return VKV_OK;
-}
-
-/* Object members: call with *first = true; each call leaves the key in key[]
- * and p->s at its value, or sets *done after the closing '}'. */
-static vkv_status obj_next(jp *p, bool *first, bool *done, char key[48])
-{
-    ws(p);
-    if (p->s < p->end && *p->s == '}') {
-        p->s++;
-        *done = true;
-        return VKV_OK;
-    }
-    if (!*first) {
-        if (p->s >= p->end || *p->s != ',') return syntax(p, "',' or '}'");
-        p->s++;
-        ws(p);
-    }
-    if (p->s >= p->end || *p->s != '"') return syntax(p, *first ? "a string key or '}'" : "a string key");
-    *first = false;
-    vkv_status st = read_string(p);
-    if (st) return st;
-    snprintf(key, 48, "%s", p->buf);
-    ws(p);
-    if (p->s >= p->end || *p->s != ':') return syntax(p, "':'");
-    p->s++;
-    ws(p);
-    *done = false;
-    return VKV_OK;
-}
-
-/* Array elements, the same way: p->s at the next element or *done. */
-static vkv_status arr_next(jp *p, bool *first, bool *done)
-{
-    ws(p);
-    if (p->s < p->end && *p->s == ']') {
-        p->s++;
-        *done = true;
-        return VKV_OK;
-    }
-    if (!*first) {
-        if (p->s >= p->end || *p->s != ',') return syntax(p, "',' or ']'");
-        p->s++;
-        ws(p);
-    }
-    *first = false;
-    *done = false;
-    return VKV_OK;
-}
-
-static vkv_status skip_value(jp *p)
-{
-    ws(p);
-    if (p->s >= p->end) return syntax(p, "a value");
-    char c = *p->s;
-    vkv_status st;
-    if (c == '{' || c == '[') {
-        if (++p->depth > MAX_DEPTH) return syntax(p, "less nesting");
-        p->s++;
-        bool first = true, done = false;
-        char key[48];
-        for (;;) {
-            if ((st = c == '{' ? obj_next(p, &first, &done, key) : arr_next(p, &first, &done))) return st;
-            if (done) break;
-            if ((st = skip_value(p))) return st;
-        }
-        p->depth--;
-        return VKV_OK;
-    }
-    if (c == '"') return read_string(p);
-    if (c == '-' || (c >= '0' && c <= '9')) {
-        double v;
-        return read_number(p, &v);
-    }
-    if (at_literal(p, "true") || at_literal(p, "false") || at_literal(p, "null")) return VKV_OK;
-    if ((st = cut_literal(p))) return st;
-    return syntax(p, "a value");
+    vkv_status st = vkv_json_object_next(p, first, done);
+    if (!st && !*done) snprintf(key, 48, "%s", p->buf);
+    return st;
 }
 
 /* ---- typed fields ---- */
 
-static bool is_number_start(const jp *p)
-{
-    return p->s < p->end && (*p->s == '-' || (*p->s >= '0' && *p->s <= '9'));
-}
-
 /* A number, or NAN for null when allow_null. */
-static vkv_status get_num(jp *p, const char *name, bool allow_null, double *out)
+static vkv_status get_num(vkv_json_reader *p, const char *name, bool allow_null, double *out)
 {
-    if (allow_null && at_literal(p, "null")) {
+    if (allow_null && vkv_json_literal(p, "null")) {
         *out = NAN;
         return VKV_OK;
     }
-    if (!is_number_start(p)) {
-        if (p->s >= p->end) return syntax(p, "a value");
-        vkv_status st = cut_literal(p);
+    if (!vkv_json_number_ahead(p)) {
+        if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+        vkv_status st = vkv_json_cut_literal(p);
         if (st) return st;
-        return field_err(p, p->s, "\"%s\" must be a number%s", name, allow_null ? " or null" : "");
+        return vkv_json_field_error(p, p->s, "\"%s\" must be a number%s", name, allow_null ? " or null" : "");
     }
-    return read_number(p, out);
+    return vkv_json_read_number(p, out);
 }
 
-static vkv_status get_uint(jp *p, const char *name, uint64_t max, uint64_t *out)
+static vkv_status get_uint(vkv_json_reader *p, const char *name, uint64_t max, uint64_t *out)
 {
     const char *at = p->s;
     double v = 0;
     vkv_status st = get_num(p, name, false, &v);
     if (st) return st;
     if (!(v >= 0) || v != floor(v) || v > (double)max)
-        return field_err(p, at, "\"%s\" must be a whole number from 0 to %llu, not %.*s", name,
+        return vkv_json_field_error(p, at, "\"%s\" must be a whole number from 0 to %llu, not %.*s", name,
                          (unsigned long long)max, (int)(p->s - at), at);
     *out = (uint64_t)v;
     return VKV_OK;
 }
 
-static vkv_status get_u32(jp *p, const char *name, uint32_t *out)
+static vkv_status get_u32(vkv_json_reader *p, const char *name, uint32_t *out)
 {
     uint64_t v = 0;
     vkv_status st = get_uint(p, name, UINT32_MAX, &v);
@@ -345,21 +58,21 @@ static vkv_status get_u32(jp *p, const char *name, uint32_t *out)
     return st;
 }
 
-static vkv_status get_bool(jp *p, const char *name, bool *out)
+static vkv_status get_bool(vkv_json_reader *p, const char *name, bool *out)
 {
-    if (at_literal(p, "true")) *out = true;
-    else if (at_literal(p, "false")) *out = false;
-    else if (p->s >= p->end) return syntax(p, "a value");
-    else if (cut_literal(p)) return VKV_ERR_FORMAT;
-    else return field_err(p, p->s, "\"%s\" must be true or false", name);
+    if (vkv_json_literal(p, "true")) *out = true;
+    else if (vkv_json_literal(p, "false")) *out = false;
+    else if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    else if (vkv_json_cut_literal(p)) return VKV_ERR_FORMAT;
+    else return vkv_json_field_error(p, p->s, "\"%s\" must be true or false", name);
     return VKV_OK;
 }
 
-static vkv_status get_str(jp *p, const char *name, char **out, size_t *len_out)
+static vkv_status get_str(vkv_json_reader *p, const char *name, char **out, size_t *len_out)
 {
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '"') return field_err(p, p->s, "\"%s\" must be a string", name);
-    vkv_status st = read_string(p);
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '"') return vkv_json_field_error(p, p->s, "\"%s\" must be a string", name);
+    vkv_status st = vkv_json_read_string(p);
     if (st) return st;
     char *s = malloc(p->buf_len + 1);
     if (!s) return oom();
@@ -371,10 +84,10 @@ static vkv_status get_str(jp *p, const char *name, char **out, size_t *len_out)
 }
 
 /* [numbers | null], null read as NAN. */
-static vkv_status get_float_array(jp *p, const char *name, float **out, size_t *n_out)
+static vkv_status get_float_array(vkv_json_reader *p, const char *name, float **out, size_t *n_out)
 {
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '[') return field_err(p, p->s, "\"%s\" must be an array of numbers", name);
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '[') return vkv_json_field_error(p, p->s, "\"%s\" must be an array of numbers", name);
     p->s++;
     p->field = name;
     size_t n = 0, cap = 0;
@@ -382,19 +95,19 @@ static vkv_status get_float_array(jp *p, const char *name, float **out, size_t *
     bool first = true, done = false;
     vkv_status st;
     for (;;) {
-        if ((st = arr_next(p, &first, &done))) goto fail;
+        if ((st = vkv_json_array_next(p, &first, &done))) goto fail;
         if (done) break;
         double v;
-        if (at_literal(p, "null")) v = NAN;
-        else if (is_number_start(p)) {
-            if ((st = read_number(p, &v))) goto fail;
+        if (vkv_json_literal(p, "null")) v = NAN;
+        else if (vkv_json_number_ahead(p)) {
+            if ((st = vkv_json_read_number(p, &v))) goto fail;
         } else if (p->s >= p->end) {
-            st = syntax(p, "a value");
+            st = vkv_json_syntax(p, "a value");
             goto fail;
-        } else if ((st = cut_literal(p))) {
+        } else if ((st = vkv_json_cut_literal(p))) {
             goto fail;
         } else {
-            st = field_err(p, p->s, "\"%s\"[%zu] must be a number or null", name, n);
+            st = vkv_json_field_error(p, p->s, "\"%s\"[%zu] must be a number or null", name, n);
             goto fail;
         }
         if (n == cap) {
@@ -415,13 +128,13 @@ fail:
     return st;
 }
 
-static vkv_status get_tiers(jp *p, viz_head *h)
+static vkv_status get_tiers(vkv_json_reader *p, viz_head *h)
 {
-    if (p->s >= p->end) return syntax(p, "a value");
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
     const char *at = p->s;
-    if (*p->s != '"') return field_err(p, p->s, "\"tiers\" must be a string of R, A and E letters");
+    if (*p->s != '"') return vkv_json_field_error(p, p->s, "\"tiers\" must be a string of R, A and E letters");
     p->field = "tiers";
-    vkv_status st = read_string(p);
+    vkv_status st = vkv_json_read_string(p);
     if (st) return st;
     p->field = NULL;
     uint8_t *t = malloc(p->buf_len ? p->buf_len : 1);
@@ -435,8 +148,10 @@ static vkv_status get_tiers(jp *p, viz_head *h)
             free(t);
             unsigned char u = (unsigned char)c;
             if (u >= 0x20 && u < 0x7f)
-                return field_err(p, at, "\"tiers\" has '%c' at position %zu (letters must be R, A or E)", c, i);
-            return field_err(p, at, "\"tiers\" has byte 0x%02x at position %zu (letters must be R, A or E)", u, i);
+                return vkv_json_field_error(p, at, "\"tiers\" has '%c' at position %zu (letters must be R, A or E)",
+                                            c, i);
+            return vkv_json_field_error(p, at,
+                                        "\"tiers\" has byte 0x%02x at position %zu (letters must be R, A or E)", u, i);
         }
     }
     free(h->tiers);
@@ -446,7 +161,8 @@ static vkv_status get_tiers(jp *p, viz_head *h)
 }
 
 /* Required members of an object: a bit each, checked after its '}'. */
-static vkv_status check_required(jp *p, uint32_t seen, const char *const *names, size_t n_names, const char *what)
+static vkv_status check_required(vkv_json_reader *p, uint32_t seen, const char *const *names, size_t n_names,
+                                 const char *what)
 {
     for (size_t i = 0; i < n_names; i++)
         if (!(seen & (1u << i)))
@@ -464,11 +180,11 @@ static int key_index(const char *key, const char *const *names, size_t n)
 static const char *const head_keys[] = {"head", "n_retained", "n_approximated", "n_evicted", "r2", "rel_err",
                                         "tiers", "scores", "residuals"};
 
-static vkv_status get_head(jp *p, viz_head *h, size_t li, size_t hi)
+static vkv_status get_head(vkv_json_reader *p, viz_head *h, size_t li, size_t hi)
 {
     snprintf(p->where, sizeof p->where, "layer %zu head %zu: ", li, hi);
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '{') return field_err(p, p->s, "each entry of \"heads\" must be an object");
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '{') return vkv_json_field_error(p, p->s, "each entry of \"heads\" must be an object");
     p->s++;
     bool first = true, done = false;
     char key[48];
@@ -488,7 +204,7 @@ static vkv_status get_head(jp *p, viz_head *h, size_t li, size_t hi)
         case 6: st = get_tiers(p, h); break;
         case 7: st = get_float_array(p, key, &h->scores, &h->n_scores); break;
         case 8: st = get_float_array(p, key, &h->residuals, &h->n_residuals); break;
-        default: st = skip_value(p);
+        default: st = vkv_json_skip_value(p);
         }
         if (st) return st;
         if (k >= 0) seen |= 1u << k;
@@ -510,11 +226,11 @@ static void free_heads(viz_layer *l)
 
 static const char *const layer_keys[] = {"layer", "distortion", "bytes_retained", "bytes_approximated", "heads"};
 
-static vkv_status get_layer(jp *p, viz_layer *l, size_t li)
+static vkv_status get_layer(vkv_json_reader *p, viz_layer *l, size_t li)
 {
     snprintf(p->where, sizeof p->where, "layer %zu: ", li);
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '{') return field_err(p, p->s, "each entry of \"layers\" must be an object");
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '{') return vkv_json_field_error(p, p->s, "each entry of \"layers\" must be an object");
     p->s++;
     bool first = true, done = false;
     char key[48];
@@ -530,14 +246,14 @@ static vkv_status get_layer(jp *p, viz_layer *l, size_t li)
         case 2: st = get_uint(p, key, UINT64_MAX >> 11, &l->bytes_retained); break;
         case 3: st = get_uint(p, key, UINT64_MAX >> 11, &l->bytes_approximated); break;
         case 4: {
-            if (p->s >= p->end) { st = syntax(p, "a value"); break; }
-            if (*p->s != '[') { st = field_err(p, p->s, "\"heads\" must be an array"); break; }
+            if (p->s >= p->end) { st = vkv_json_syntax(p, "a value"); break; }
+            if (*p->s != '[') { st = vkv_json_field_error(p, p->s, "\"heads\" must be an array"); break; }
             free_heads(l);
             p->s++;
             bool afirst = true, adone = false;
             size_t cap = 0;
             for (;;) {
-                if ((st = arr_next(p, &afirst, &adone)) || adone) break;
+                if ((st = vkv_json_array_next(p, &afirst, &adone)) || adone) break;
                 if (l->n_heads == cap) {
                     cap = cap ? cap * 2 : 8;
                     viz_head *nh = realloc(l->heads, cap * sizeof *nh);
@@ -552,7 +268,7 @@ static vkv_status get_layer(jp *p, viz_layer *l, size_t li)
             if (!st) snprintf(p->where, sizeof p->where, "layer %zu: ", li);
             break;
         }
-        default: st = skip_value(p);
+        default: st = vkv_json_skip_value(p);
         }
         if (st) return st;
         if (k >= 0) seen |= 1u << k;
@@ -568,17 +284,17 @@ static void free_layers(viz_dump *d)
     d->n_layers = 0;
 }
 
-static vkv_status get_layers(jp *p, viz_dump *d)
+static vkv_status get_layers(vkv_json_reader *p, viz_dump *d)
 {
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '[') return field_err(p, p->s, "\"layers\" must be an array");
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '[') return vkv_json_field_error(p, p->s, "\"layers\" must be an array");
     free_layers(d);
     p->s++;
     bool first = true, done = false;
     size_t cap = 0;
     vkv_status st;
     for (;;) {
-        if ((st = arr_next(p, &first, &done))) return st;
+        if ((st = vkv_json_array_next(p, &first, &done))) return st;
         if (done) break;
         if (d->n_layers == cap) {
             cap = cap ? cap * 2 : 8;
@@ -595,10 +311,10 @@ static vkv_status get_layers(jp *p, viz_dump *d)
     return VKV_OK;
 }
 
-static vkv_status get_tokens(jp *p, viz_dump *d)
+static vkv_status get_tokens(vkv_json_reader *p, viz_dump *d)
 {
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '[') return field_err(p, p->s, "\"tokens\" must be an array of strings");
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '[') return vkv_json_field_error(p, p->s, "\"tokens\" must be an array of strings");
     for (size_t i = 0; i < d->n_tokens; i++) free(d->tokens[i]);
     d->n_tokens = 0;
     p->s++;
@@ -607,10 +323,10 @@ static vkv_status get_tokens(jp *p, viz_dump *d)
     size_t cap = 0;
     vkv_status st;
     for (;;) {
-        if ((st = arr_next(p, &first, &done))) return st;
+        if ((st = vkv_json_array_next(p, &first, &done))) return st;
         if (done) break;
-        if (p->s >= p->end) return syntax(p, "a value");
-        if (*p->s != '"') return field_err(p, p->s, "\"tokens\"[%zu] must be a string", d->n_tokens);
+        if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+        if (*p->s != '"') return vkv_json_field_error(p, p->s, "\"tokens\"[%zu] must be a string", d->n_tokens);
         if (d->n_tokens == cap) {
             cap = cap ? cap * 2 : 1024;
             char **nt = realloc(d->tokens, cap * sizeof *nt);
@@ -630,10 +346,10 @@ static vkv_status get_tokens(jp *p, viz_dump *d)
 
 static const char *const bytes_keys[] = {"uncompressed", "retained", "approximated", "w_matrices", "kept_total"};
 
-static vkv_status get_bytes(jp *p, viz_dump *d)
+static vkv_status get_bytes(vkv_json_reader *p, viz_dump *d)
 {
-    if (p->s >= p->end) return syntax(p, "a value");
-    if (*p->s != '{') return field_err(p, p->s, "\"bytes\" must be an object");
+    if (p->s >= p->end) return vkv_json_syntax(p, "a value");
+    if (*p->s != '{') return vkv_json_field_error(p, p->s, "\"bytes\" must be an object");
     p->s++;
     snprintf(p->where, sizeof p->where, "bytes: ");
     bool first = true, done = false;
@@ -646,7 +362,7 @@ static vkv_status get_bytes(jp *p, viz_dump *d)
         if ((st = obj_next(p, &first, &done, key))) return st;
         if (done) break;
         int k = key_index(key, bytes_keys, sizeof bytes_keys / sizeof *bytes_keys);
-        st = k >= 0 ? get_uint(p, key, UINT64_MAX >> 11, dst[k]) : skip_value(p);
+        st = k >= 0 ? get_uint(p, key, UINT64_MAX >> 11, dst[k]) : vkv_json_skip_value(p);
         if (st) return st;
         if (k >= 0) seen |= 1u << k;
     }
@@ -658,11 +374,11 @@ static const char *const top_keys[] = {"vkvector_tier_dump", "model", "arch", "n
                                        "kv_type", "press", "compression", "approx_ratio", "vector",
                                        "query_aware", "n_context", "tokens", "bytes", "layers"};
 
-static vkv_status parse_top(jp *p, viz_dump *d, uint32_t *seen)
+static vkv_status parse_top(vkv_json_reader *p, viz_dump *d, uint32_t *seen)
 {
-    ws(p);
+    vkv_json_ws(p);
     if (p->s >= p->end) return vkv_error(VKV_ERR_FORMAT, "the file is empty (not a tier dump)");
-    if (*p->s != '{') return syntax(p, "'{' (a tier dump is one JSON object)");
+    if (*p->s != '{') return vkv_json_syntax(p, "'{' (a tier dump is one JSON object)");
     p->s++;
     bool first = true, done = false;
     char key[48];
@@ -676,7 +392,8 @@ static vkv_status parse_top(jp *p, viz_dump *d, uint32_t *seen)
         case 0:
             if ((st = get_u32(p, key, &d->version))) return st;
             if (d->version != 1)
-                return field_err(p, at, "tier dump version %u is not supported (this vkvector reads version 1)",
+                return vkv_json_field_error(p, at,
+                                            "tier dump version %u is not supported (this vkvector reads version 1)",
                                  d->version);
             break;
         case 1: st = get_str(p, key, &d->model, NULL); break;
@@ -694,13 +411,13 @@ static vkv_status parse_top(jp *p, viz_dump *d, uint32_t *seen)
         case 13: st = get_tokens(p, d); break;
         case 14: st = get_bytes(p, d); break;
         case 15: st = get_layers(p, d); break;
-        default: st = skip_value(p);
+        default: st = vkv_json_skip_value(p);
         }
         if (st) return st;
         if (k >= 0) *seen |= 1u << k;
     }
-    ws(p);
-    if (p->s < p->end) return syntax(p, "nothing after the tier dump's closing '}'");
+    vkv_json_ws(p);
+    if (p->s < p->end) return vkv_json_syntax(p, "nothing after the tier dump's closing '}'");
     return VKV_OK;
 }
 
@@ -756,10 +473,10 @@ vkv_status viz_dump_parse(const char *text, size_t len, viz_dump **out)
     *out = NULL;
     viz_dump *d = calloc(1, sizeof *d);
     if (!d) return oom();
-    jp p = {.start = text, .s = text, .end = text + len};
+    vkv_json_reader p = {.start = text, .s = text, .end = text + len};
     uint32_t seen = 0;
     vkv_status st = parse_top(&p, d, &seen);
-    free(p.buf);
+    vkv_json_reader_free(&p);
     if (!st && !(seen & 1u))
         st = vkv_error(VKV_ERR_FORMAT, "not a vkvector tier dump (no \"vkvector_tier_dump\" field; "
                        "write one with vkvector run --tier-dump)");

@@ -1,10 +1,9 @@
 /* Reader of the tier dumps `vkvector run --tier-dump` writes (format: see
- * cli/tier_dump.h), for `vkvector viz`.
+ * viz/tier_dump.h), for `vkvector viz`.
  *
  * A dump of a long context is big (32k tokens x 32 layers x 8 KV heads is
- * 8.4 M positions, two numbers each: ~130 MB of JSON), so this is a streaming
- * reader that parses straight into flat arrays instead of building a JSON
- * tree. Errors are precise: a syntax error gives the line and column, a field
+ * 8.4 M positions, two numbers each: ~130 MB of JSON), so it is read with
+ * core/json's pull reader straight into flat arrays instead of a JSON tree. Errors are precise: a syntax error gives the line and column, a field
  * that is missing, of the wrong type or inconsistent names the field and where
  * it is ("layer 3 head 1: tiers has 99 letters, n_context is 100"). */
 #ifndef VKV_VIZ_DUMP_H

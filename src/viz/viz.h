@@ -1,6 +1,6 @@
 /* `vkvector viz`: the tier memory visualizer. The HTML report's template
- * (tools/viz/report.{html,css,js}) is embedded at build time by
- * tools/viz/embed_assets.py, split where the data goes. */
+ * (src/viz/assets/report.{html,css,js}) is embedded at build time by
+ * src/viz/assets/embed_assets.py, split where the data goes. */
 #ifndef VKV_VIZ_H
 #define VKV_VIZ_H
 
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "cli/viz_dump.h"
+#include "viz/viz_dump.h"
 
 extern const unsigned char vkv_viz_html_head[];
 extern const size_t vkv_viz_html_head_len;

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/viz.h"
+#include "viz/viz.h"
 
 #define BAR_WIDTH 32
 

@@ -1,8 +1,8 @@
 /* LongBench-format JSONL for the harness and its report: line-by-line
  * reading (each line parsed on its own, malformed ones reported by number)
  * and the fields of a sample or a prediction. */
-#ifndef VKV_CLI_LB_JSONL_H
-#define VKV_CLI_LB_JSONL_H
+#ifndef VKV_EVAL_LB_JSONL_H
+#define VKV_EVAL_LB_JSONL_H
 
 #include <stdbool.h>
 #include <stddef.h>

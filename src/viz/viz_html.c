@@ -1,5 +1,5 @@
 /* The HTML report: the embedded template with the dump's data in between,
- * packed for size. Data blocks (read by tools/viz/report.js):
+ * packed for size. Data blocks (read by src/viz/assets/report.js):
  *   vkv-meta       JSON: settings, bytes, per layer/head counts, R², E, value scales
  *   vkv-tokens     JSON: the n context tokens' text
  *   vkv-tiers      base64: 2 bits per position (0 retained, 1 approximated,
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/viz.h"
+#include "viz/viz.h"
 #include "core/fp16.h"
 #include "core/json_write.h"
 

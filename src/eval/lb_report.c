@@ -1,0 +1,135 @@
+#include "eval/lb_report.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "eval/lb_jsonl.h"
+
+bool vkv_lb_same_num(double a, double b) { return (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-6 * (1 + fabs(a)); }
+
+const char *vkv_lb_result_read(const vkv_json *r, const char *file_task, const char *file_model, vkv_lb_result *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *why = NULL;
+    out->pred = json_get_str(r, "pred");
+    if (!out->pred) why = "no string member \"pred\"";
+    const vkv_json *ans = vkv_json_get(r, "answers");
+    if (!why && (!ans || ans->type != VKV_JSON_ARRAY || !json_string_list(ans, &out->answers, &out->n_answers)))
+        why = "\"answers\" is not an array of strings";
+    if (!why && !json_string_list(vkv_json_get(r, "all_classes"), &out->classes, &out->n_classes))
+        why = "\"all_classes\" is neither null nor an array of strings";
+    out->dataset = json_get_str(r, "dataset");
+    if (!out->dataset) out->dataset = file_task;
+    out->task = vkv_longbench_task(out->dataset);
+    /* run settings (absent in LongBench's own files: the full cache) */
+    const vkv_json *jp = vkv_json_get(r, "press"), *jc = vkv_json_get(r, "compression");
+    const vkv_json *jv = vkv_json_get(r, "vector"), *ja = vkv_json_get(r, "pa");
+    const vkv_json *jq = vkv_json_get(r, "query_aware");
+    out->model = json_get_str(r, "model");
+    if (!out->model) out->model = file_model;
+    out->press = jp && jp->type == VKV_JSON_STRING ? jp->string : NULL;
+    out->pc = out->press && jc && jc->type == VKV_JSON_NUMBER ? jc->number : 0;
+    out->vector = jv && jv->type == VKV_JSON_BOOL && jv->boolean;
+    out->pa = out->vector && ja && ja->type == VKV_JSON_NUMBER ? ja->number : NAN;
+    out->query_aware = jq && jq->type == VKV_JSON_BOOL && jq->boolean;
+    out->id = json_get_str(r, "_id");
+    return why;
+}
+
+void vkv_lb_result_free(vkv_lb_result *r)
+{
+    string_list_free(r->answers);
+    string_list_free(r->classes);
+    r->answers = r->classes = NULL;
+}
+
+void vkv_lb_model_from_path(const char *path, char *out, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(out, n, "?");
+        return;
+    }
+    const char *p = slash;
+    while (p > path && p[-1] != '/') p--;
+    snprintf(out, n, "%.*s", (int)(slash - p), p);
+    if (!*out) snprintf(out, n, "?");
+}
+
+void vkv_lb_task_from_path(const char *path, char *out, size_t n)
+{
+    const char *b = strrchr(path, '/');
+    b = b ? b + 1 : path;
+    snprintf(out, n, "%s", b);
+    char *dot = strrchr(out, '.');
+    if (dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".json"))) *dot = 0;
+}
+
+vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
+{
+    const char *model = res->model, *press = res->press;
+    for (size_t i = 0; i < rs->n; i++) {
+        vkv_lb_row *r = &rs->r[i];
+        if (!strcmp(r->model, model) && ((!r->press && !press) || (r->press && press && !strcmp(r->press, press))) &&
+            vkv_lb_same_num(r->pc, res->pc) && r->vector == res->vector && vkv_lb_same_num(r->pa, res->pa) &&
+            r->query_aware == res->query_aware)
+            return r;
+    }
+    if (rs->n == rs->cap) {
+        size_t cap = rs->cap ? 2 * rs->cap : 16;
+        vkv_lb_row *g = realloc(rs->r, cap * sizeof *g);
+        if (!g) return NULL;
+        rs->r = g;
+        rs->cap = cap;
+    }
+    vkv_lb_row *r = &rs->r[rs->n];
+    memset(r, 0, sizeof *r);
+    r->model = strdup(model);
+    r->press = press ? strdup(press) : NULL;
+    if (!r->model || (press && !r->press)) {
+        free(r->model);
+        free(r->press);
+        return NULL;
+    }
+    r->pc = res->pc;
+    r->vector = res->vector;
+    r->pa = res->pa;
+    r->query_aware = res->query_aware;
+    rs->n++;
+    return r;
+}
+
+void vkv_lb_row_add(vkv_lb_row *row, const vkv_lb_result *res, const vkv_lb_score_opts *opts)
+{
+    int t = (int)(res->task - vkv_lb_tasks);
+    row->sum[t] += vkv_longbench_score(res->task, res->pred, (const char *const *)res->answers, res->n_answers,
+                                       (const char *const *)res->classes, res->n_classes, opts);
+    row->n[t]++;
+}
+
+static int row_cmp(const void *a, const void *b)
+{
+    const vkv_lb_row *x = a, *y = b;
+    int c = strcmp(x->model, y->model);
+    if (c) return c;
+    if (!x->press != !y->press) return x->press ? 1 : -1; /* the full cache first */
+    if (x->pc != y->pc) return x->pc < y->pc ? -1 : 1;
+    if (x->press && (c = strcmp(x->press, y->press))) return c;
+    if (x->vector != y->vector) return x->vector ? 1 : -1;
+    if (!vkv_lb_same_num(x->pa, y->pa)) return isnan(x->pa) ? -1 : isnan(y->pa) ? 1 : (x->pa < y->pa ? -1 : 1);
+    return (int)x->query_aware - (int)y->query_aware;
+}
+
+void vkv_lb_rows_sort(vkv_lb_rows *rs) { qsort(rs->r, rs->n, sizeof *rs->r, row_cmp); }
+
+void vkv_lb_rows_free(vkv_lb_rows *rs)
+{
+    for (size_t i = 0; i < rs->n; i++) {
+        free(rs->r[i].model);
+        free(rs->r[i].press);
+    }
+    free(rs->r);
+    memset(rs, 0, sizeof *rs);
+}

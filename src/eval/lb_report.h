@@ -1,0 +1,60 @@
+/* The aggregation behind `vkvector longbench-report`: a result line's fields
+ * and run settings, and the rows of the report (one per model, method and
+ * compression ratio), each a score sum and count per task. */
+#ifndef VKV_EVAL_LB_REPORT_H
+#define VKV_EVAL_LB_REPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "core/json.h"
+#include "eval/metrics.h"
+
+/* One result line: vkvector's own, or a line of LongBench's
+ * pred/<model>/<task>.jsonl (no run settings: the full cache). */
+typedef struct vkv_lb_result {
+    const char *pred, *dataset, *model, *press, *id; /* point into the line's JSON */
+    char **answers, **classes;                       /* NULL-terminated copies */
+    size_t n_answers, n_classes;
+    const vkv_lb_task *task;                         /* NULL: not one of the 16 English tasks */
+    double pc, pa;                                   /* pa NaN: no VECTOR; pc 0 without a press */
+    bool vector, query_aware;
+} vkv_lb_result;
+
+/* Reads a line's fields; the dataset, when absent, is file_task and the model
+ * file_model. Returns NULL, or why the line is malformed. Free with
+ * vkv_lb_result_free either way. */
+const char *vkv_lb_result_read(const vkv_json *line, const char *file_task, const char *file_model,
+                               vkv_lb_result *out);
+void vkv_lb_result_free(vkv_lb_result *r);
+
+/* The model and task of a LongBench pred file: its directory's name ("?" if
+ * none) and its name without .jsonl. */
+void vkv_lb_model_from_path(const char *path, char *out, size_t n);
+void vkv_lb_task_from_path(const char *path, char *out, size_t n);
+
+typedef struct vkv_lb_row {
+    char *model, *press;      /* press NULL: full cache */
+    double pc, pa;            /* pa NaN: no VECTOR */
+    bool vector, query_aware;
+    double sum[VKV_LB_N_TASKS];
+    size_t n[VKV_LB_N_TASKS];
+} vkv_lb_row;
+
+typedef struct vkv_lb_rows {
+    vkv_lb_row *r;
+    size_t n, cap;
+} vkv_lb_rows;
+
+/* The row of a result's run settings, added when new; NULL when out of memory. */
+vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res);
+/* Adds a sample's score to its row's task. */
+void vkv_lb_row_add(vkv_lb_row *row, const vkv_lb_result *res, const vkv_lb_score_opts *opts);
+/* The report's order: by model, the full cache first, then p_c, press, VECTOR, p_a, mode. */
+void vkv_lb_rows_sort(vkv_lb_rows *rs);
+void vkv_lb_rows_free(vkv_lb_rows *rs);
+
+/* Two settings read from JSON are the same (NaN equals NaN). */
+bool vkv_lb_same_num(double a, double b);
+
+#endif
