@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "cli/load_report.h"
 #include "cli/options.h"
+#include "session/session.h"
 #include "core/rng.h"
 #include "calib/calib.h"
 #include "infer/forward.h"
@@ -309,22 +310,19 @@ static int bench_model(int argc, char **argv)
     };
     int parsed = cli_parse("bench", MODEL_USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
-    vkv_instance *inst = NULL;
-    vkv_gpu *gpu = NULL;
-    vkv_model *m = NULL;
-    vkv_ctx *ctx = NULL;
+    vkv_session *s = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
     vkv_status st;
     int rc = 1;
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) || (st = vkv_gpu_create(inst, device, &gpu)))
-        goto fail;
-    double t_load = now_s();
-    if ((st = vkv_model_load(gpu, path, &m))) goto fail;
-    t_load = now_s() - t_load;
-    uint32_t n_ctx = (uint32_t)(n_pp + n_tg + 1);
-    vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = n_pp ? (uint32_t)n_pp : 1, .kv_type = cli_kv_dtype(kv_type)};
-    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx))) goto fail;
+    vkv_session_params sp = {.model_path = path, .device = device, .no_tokenizer = true, .cmd = "bench"};
+    if ((st = vkv_session_open(&sp, &s))) goto fail;
+    const vkv_model *m = s->model;
+    vkv_gpu *gpu = s->gpu;
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n_pp + n_tg + 1), .n_batch = n_pp ? (uint32_t)n_pp : 1,
+                         .kv_type = cli_kv_dtype(kv_type)};
+    if ((st = vkv_session_reserve(s, &cp))) goto fail;
+    vkv_ctx *ctx = s->ctx;
     ids = malloc(sizeof *ids * (size_t)(n_pp + 1));
     logits = malloc(sizeof *logits * m->hp.n_vocab);
     if (!ids || !logits) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
@@ -360,7 +358,7 @@ static int bench_model(int argc, char **argv)
     }
     /* The warm-up runs built every pipeline: the timed runs paid none. */
     printf("\n");
-    cli_print_load_report(stdout, t_load, m->weight_bytes, gpu);
+    cli_print_load_report(stdout, s->load_seconds, m->weight_bytes, gpu);
     vkv_mem_stats ms = vkv_gpu_mem_stats(gpu);
     printf("device memory: peak in use %.2f MiB, allocated %.2f MiB\n", ms.device_peak_used / 1048576.0,
            ms.device_bytes_allocated / 1048576.0);
@@ -371,10 +369,7 @@ fail:
 out:
     free(ids);
     free(logits);
-    vkv_ctx_free(ctx);
-    vkv_model_free(gpu, m);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    vkv_session_close(s);
     return rc;
 }
 
@@ -516,105 +511,74 @@ static int bench_vector(int argc, char **argv)
     vector_bench o;
     int parsed = parse_vector_bench(argc, argv, &o);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
-    const char *path = o.mo.model_path, *calib_path = o.calib_path;
     const int64_t n = o.n, n_decode = o.n_decode, reps = o.reps;
     const bool vector = o.vector;
     const vkv_press_ops *press = vkv_press_find(o.press_name);
     if (!press) return cli_usage_error("bench vector", "%s", vkv_last_error());
-    vkv_instance *inst = NULL;
-    vkv_gpu *gpu = NULL;
-    vkv_model *m = NULL;
-    vkv_ctx *ctx = NULL, *plain = NULL, *same_tokens = NULL;
-    vkv_calib *calib = NULL;
-    vkv_tokenizer *tok = NULL;
-    vkv_kvzip_prompt kz = {0};
+    vkv_session *s = NULL;
+    vkv_ctx *plain = NULL, *same_tokens = NULL;
     int32_t *ids = NULL;
     vkv_status st;
     int rc = 1;
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) ||
-        (st = vkv_gpu_create(inst, o.mo.device, &gpu)) || (st = vkv_model_load(gpu, path, &m)))
-        goto fail;
-    if (vector) {
-        char def[1100];
-        if (!calib_path) {
-            cli_default_calib_path(path, def, sizeof def);
-            calib_path = def;
-        }
-        if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
-    }
-    uint32_t kept = vkv_press_n_kept_uniform((float)o.pc, (uint32_t)n), room = 0;
-    if (press->repeat_pass) { /* KVzip: room for its reconstruction passes */
-        if ((st = vkv_tokenizer_load(m->gguf, &tok)) || (st = vkv_kvzip_prompt_make(tok, false, &kz))) goto fail;
-        room = vkv_kvzip_max_pass_tokens(&kz, (uint32_t)n);
-    }
+    vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device, .no_tokenizer = !press->repeat_pass,
+                             .load_calib = vector, .calib_path = o.calib_path, .cmd = "bench"};
+    if ((st = vkv_session_open(&sp, &s))) goto fail;
+    const vkv_model *m = s->model;
+    vkv_compression c = {.press = press, .p_c = o.pc, .vector = vector, .p_a = -1, .lean = true, .plain_prompt = true};
+    uint32_t kept = vkv_press_n_kept_uniform((float)o.pc, (uint32_t)n), room; /* room: KVzip's reconstruction passes */
+    if ((st = vkv_session_press_room(s, &c, (uint32_t)n, &room))) goto fail;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .kv_type = VKV_F16};
     vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
     /* VECTOR attends to more tokens than it holds full pairs for: the third
      * cache holds as many tokens as the tiered one attends to (r + a). */
     vkv_ctx_params tp = {.n_ctx = (uint32_t)(n + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
-    if ((st = vkv_ctx_create(gpu, m, &cp, &ctx)) || (st = vkv_ctx_create(gpu, m, &pp, &plain)) ||
-        (vector && (st = vkv_ctx_create(gpu, m, &tp, &same_tokens))))
+    if ((st = vkv_session_reserve(s, &cp)) || (st = vkv_ctx_create(s->gpu, m, &pp, &plain)) ||
+        (vector && (st = vkv_ctx_create(s->gpu, m, &tp, &same_tokens))))
         goto fail;
     if (!(ids = malloc(sizeof *ids * (size_t)(n + n_decode)))) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     vkv_rng rng = vkv_rng_new(3);
     for (int64_t i = 0; i < n + n_decode; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
     vector_timing t = {.kept = kept, .attended = kept};
+    const vkv_prompt context = {.ids = ids, .n = (size_t)n, .n_context = (size_t)n};
     for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
-        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)o.pc), .vector = vector, .pa = -1,
-                                .w = calib ? calib->w : NULL, .lean = true, .context_ids = ids,
-                                .kvzip = press->repeat_pass ? &kz : NULL};
-        vkv_press_session *s = NULL;
-        vkv_vector_report rep = {0};
-        if ((st = vkv_ctx_reset(ctx)) || (st = vkv_press_session_create(ctx, m, &vp, (uint32_t)n, &s))) goto fail;
-        double t0 = now_s();
-        st = vkv_ctx_eval(ctx, ids, (uint32_t)n, false, NULL);
-        double t1 = now_s();
-        if (!st) st = vkv_press_session_compress(s, &rep);
-        double t2 = now_s();
-        if (!st) {
-            t.attended = 0;
-            t.tiered_rows = 0;
-            for (uint32_t i = 0; i < rep.n_layer * rep.n_kv_head; i++) {
-                if (rep.n_ret[i] + rep.n_apx[i] > t.attended) t.attended = rep.n_ret[i] + rep.n_apx[i];
-                t.tiered_rows += 2ull * rep.n_ret[i] + rep.n_apx[i];
-            }
+        vkv_prefill pf;
+        if ((st = vkv_session_prefill(s, &c, &context, VKV_LOGITS_NONE, NULL, &pf))) goto fail;
+        t.attended = 0;
+        t.tiered_rows = 0;
+        const vkv_vector_report *rep = &pf.report;
+        for (uint32_t i = 0; i < rep->n_layer * rep->n_kv_head; i++) {
+            if (rep->n_ret[i] + rep->n_apx[i] > t.attended) t.attended = rep->n_ret[i] + rep->n_apx[i];
+            t.tiered_rows += 2ull * rep->n_ret[i] + rep->n_apx[i];
         }
-        vkv_vector_report_free(&rep);
-        vkv_press_session_free(s);
-        if (st) goto fail;
+        if (r >= 0) {
+            t.prefill += pf.prefill_s;
+            t.compress += pf.compress_s;
+        }
+        vkv_prefill_free(&pf);
         /* The warm-up run (r = -1) is timed into a scratch total. */
         const bool timed = r >= 0, prof = o.profile && timed;
         double warm = 0;
-        if ((st = timed_decode(gpu, ctx, &ids[n], n_decode, timed ? &t.dec_tiered : &warm, prof ? t.prof[0] : NULL)) ||
+        if ((st = timed_decode(s->gpu, s->ctx, &ids[n], n_decode, timed ? &t.dec_tiered : &warm,
+                               prof ? t.prof[0] : NULL)) ||
             (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL)) ||
-            (st = timed_decode(gpu, plain, &ids[n], n_decode, timed ? &t.dec_plain : &warm, prof ? t.prof[1] : NULL)))
+            (st = timed_decode(s->gpu, plain, &ids[n], n_decode, timed ? &t.dec_plain : &warm, prof ? t.prof[1] : NULL)))
             goto fail;
         if (same_tokens &&
             ((st = vkv_ctx_reset(same_tokens)) || (st = vkv_ctx_eval(same_tokens, ids, t.attended, false, NULL)) ||
-             (st = timed_decode(gpu, same_tokens, &ids[n], n_decode, timed ? &t.dec_same_tokens : &warm,
+             (st = timed_decode(s->gpu, same_tokens, &ids[n], n_decode, timed ? &t.dec_same_tokens : &warm,
                                 prof ? t.prof[2] : NULL))))
             goto fail;
-        if (r >= 0) {
-            t.prefill += t1 - t0;
-            t.compress += t2 - t1;
-        }
     }
-    print_vector_timing(&o, press, gpu, m, &t, same_tokens != NULL);
+    print_vector_timing(&o, press, s->gpu, m, &t, same_tokens != NULL);
     rc = 0;
     goto out;
 fail:
     rc = cli_fail("bench", st);
 out:
     free(ids);
-    vkv_calib_free(calib);
-    vkv_kvzip_prompt_free(&kz);
-    vkv_tokenizer_free(tok);
-    vkv_ctx_free(ctx);
     vkv_ctx_free(plain);
     vkv_ctx_free(same_tokens);
-    vkv_model_free(gpu, m);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    vkv_session_close(s);
     return rc;
 }
 

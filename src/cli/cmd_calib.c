@@ -13,6 +13,7 @@
 #include "calib/calib.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "session/session.h"
 
 static const char *const USAGE =
     "vkvector calib -m MODEL.gguf --corpus FILE... [options]\n"
@@ -226,20 +227,17 @@ static int run_calibration(const calib_args *a)
     const char *model_path = a->mo.model_path;
     char *out_path = a->out_arg ? strdup(a->out_arg) : with_suffix(model_path, ".gguf", ".vkcal");
     char *json_path = a->json_arg ? strdup(a->json_arg) : out_path ? with_suffix(out_path, "", ".json") : NULL;
-    vkv_instance *inst = NULL;
-    vkv_gpu *gpu = NULL;
-    vkv_model *model = NULL;
-    vkv_tokenizer *tok = NULL;
+    vkv_session *s = NULL;
     vkv_status st;
     int rc = 1;
     if (!out_path || !json_path) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
         goto fail;
     }
-    if ((st = vkv_instance_create(vkv_validation_requested(), false, &inst)) ||
-        (st = vkv_gpu_create(inst, a->mo.device, &gpu)) || (st = vkv_model_load(gpu, model_path, &model)))
-        goto fail;
-    const vkv_hparams *hp = &model->hp;
+    /* The vocabulary is loaded after the checks (--byte-tokens needs none). */
+    vkv_session_params sp = {.model_path = model_path, .device = a->mo.device, .no_tokenizer = true, .cmd = "calib"};
+    if ((st = vkv_session_open(&sp, &s))) goto fail;
+    const vkv_hparams *hp = &s->model->hp;
     if ((uint64_t)a->seq_len > hp->n_ctx_train) {
         fprintf(stderr, "vkvector calib: --seq-len %lld exceeds the model's %u-token context\n", (long long)a->seq_len,
                 hp->n_ctx_train);
@@ -251,20 +249,17 @@ static int run_calibration(const calib_args *a)
         rc = 2;
         goto done;
     }
-    if (!a->byte_tokens && (st = vkv_tokenizer_load(model->gguf, &tok))) {
+    if (!a->byte_tokens && (st = vkv_session_load_tokenizer(s))) {
         st = vkv_error_context(st, "loading the vocabulary (for a vocabulary without merges, use --byte-tokens)");
         goto fail;
     }
-    if ((st = calibrate(gpu, model, tok, a, out_path, json_path))) goto fail;
+    if ((st = calibrate(s->gpu, s->model, s->tok, a, out_path, json_path))) goto fail;
     rc = 0;
     goto done;
 fail:
     rc = cli_fail("calib", st);
 done:
-    vkv_tokenizer_free(tok);
-    vkv_model_free(gpu, model);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    vkv_session_close(s);
     free(out_path);
     free(json_path);
     return rc;

@@ -70,7 +70,7 @@ vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
     double t0 = now_s();
     if ((st = vkv_model_load(s->gpu, p->model_path, &s->model))) goto fail;
     s->load_seconds = now_s() - t0;
-    if (!p->no_tokenizer && (st = vkv_tokenizer_load(s->model->gguf, &s->tok))) goto fail;
+    if (!p->no_tokenizer && (st = vkv_session_load_tokenizer(s))) goto fail;
     if ((st = choose_chat_template(s, p))) goto fail;
     if (p->load_calib) {
         char def[1100];
@@ -86,6 +86,11 @@ vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
 fail:
     vkv_session_close(s);
     return st;
+}
+
+vkv_status vkv_session_load_tokenizer(vkv_session *s)
+{
+    return s->tok ? VKV_OK : vkv_tokenizer_load(s->model->gguf, &s->tok);
 }
 
 void vkv_session_close(vkv_session *s)
@@ -207,7 +212,8 @@ static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt
 static vkv_status vector_params(vkv_session *s, const vkv_compression *c, const int32_t *ids, vkv_vector_params *vp)
 {
     *vp = (vkv_vector_params){.press = c->press, .pp = vkv_press_params_default(c->p_c), .vector = c->vector,
-                              .pa = c->p_a, .keep_details = c->keep_details, .context_ids = ids};
+                              .pa = c->p_a, .keep_details = c->keep_details, .lean = c->lean,
+                              .context_ids = ids};
     if (c->vector) {
         if (!s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
         vp->w = s->calib->w;
@@ -267,7 +273,7 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
     vkv_status st;
     vkv_press_session *ps = NULL;
     if ((st = vkv_ctx_reset(s->ctx))) return st;
-    vkv_stopwatch sw = vkv_session_stopwatch(s);
+    vkv_stopwatch sw;
     if (press) {
         vkv_vector_params vp;
         if ((st = vector_params(s, c, pr->ids, &vp))) return st;
@@ -276,16 +282,18 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
             return vkv_error(VKV_ERR_ARG, "%s needs %zu + %u cache slots during compression; the context has %u",
                              c->press->name, n_first, extra, vkv_ctx_n_ctx(s->ctx));
         if ((st = vkv_ctx_set_materialized(s->ctx, c->materialized)) ||
-            (st = vkv_press_session_create(s->ctx, s->model, &vp, (uint32_t)n_first, &ps)) ||
-            (st = eval_chunk(s, pr, 0, n_first, n_first, want, logits)))
+            (st = vkv_press_session_create(s->ctx, s->model, &vp, (uint32_t)n_first, &ps)))
             goto out;
+        sw = vkv_session_stopwatch(s);
+        if ((st = eval_chunk(s, pr, 0, n_first, n_first, want, logits))) goto out;
         out->prefill_s = vkv_stopwatch_seconds(s, sw);
         vkv_stopwatch swc = vkv_session_stopwatch(s);
         if ((st = vkv_press_session_compress(ps, &out->report))) goto out;
         out->compress_s = vkv_stopwatch_seconds(s, swc);
         out->compressed = true;
-    } else if ((st = eval_chunk(s, pr, 0, n_first, n_first, want, logits))) {
-        goto out;
+    } else {
+        sw = vkv_session_stopwatch(s);
+        if ((st = eval_chunk(s, pr, 0, n_first, n_first, want, logits))) goto out;
     }
     /* The rest of the prompt over the (compressed) cache. */
     out->memory = vkv_ctx_kv_memory(s->ctx);

@@ -52,6 +52,9 @@ typedef struct vkv_session {
 
 vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out);
 void vkv_session_close(vkv_session *s);
+/* Loads the vocabulary of a session opened with no_tokenizer (a command that
+ * checks other things first); a no-op when it is loaded. */
+vkv_status vkv_session_load_tokenizer(vkv_session *s);
 
 /* Creates the inference context (replacing any earlier one) after checking
  * that the weights, its KV cache and its scratch fit the device's heap: a
@@ -68,6 +71,7 @@ typedef struct vkv_compression {
     bool query_aware;           /* compress the question with the context */
     bool materialized;          /* attention rebuilds every approximated value (reference path) */
     bool keep_details;          /* per-token scores, residuals and tiers in the report (tier dump) */
+    bool lean;                  /* counts only: no per-head quality figures, no host copies (benchmarks) */
     bool plain_prompt;          /* KVzip: the prompt is not in the chat template */
 } vkv_compression;
 
