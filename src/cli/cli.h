@@ -36,10 +36,6 @@ bool cli_parse_f64(const char *s, double min, double max, double *out);
  * argv[*i], or NULL (after printing a usage error) when it is missing. */
 const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
 
-/* The calibration file VECTOR uses when --calib is not given: the model's
- * path with .vkcal in place of .gguf. */
-void cli_default_calib_path(const char *model_path, char *out, size_t size);
-
 /* A whole regular file of at most VKV_MAX_DOC_BYTES, NUL-terminated
  * (malloc'ed); NULL on failure, with the reason as the last error
  * (vkv_read_file). */

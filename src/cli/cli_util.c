@@ -68,14 +68,6 @@ int cli_device_index_from_env(void)
     return -1;
 }
 
-void cli_default_calib_path(const char *model_path, char *out, size_t size)
-{
-    snprintf(out, size, "%s", model_path);
-    char *dot = strrchr(out, '.');
-    if (dot && !strcmp(dot, ".gguf")) *dot = 0;
-    strncat(out, ".vkcal", size - strlen(out) - 1);
-}
-
 char *cli_read_file(const char *path, size_t *len)
 {
     char *data;
