@@ -1,0 +1,145 @@
+/* The session's one prompt-split function (src/session/session.c,
+ * vkv_session_tokenize) on the project's default model's vocabulary
+ * (byte-level BPE with the Llama-3 chat template): the two split modes, the
+ * chat template around context and question, and the errors. No device: the
+ * session here holds only a tokenizer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "eval/prompt.h"
+#include "model/gguf.h"
+#include "session/session.h"
+
+static int setup(void **state)
+{
+    vkv_gguf *g;
+    if (vkv_gguf_open("models/vkvector-shakespeare.gguf", &g)) {
+        print_message("cannot open the default model: %s\n", vkv_last_error());
+        return -1;
+    }
+    vkv_session *s = calloc(1, sizeof *s);
+    vkv_status st = vkv_tokenizer_load(g, &s->tok);
+    vkv_gguf_close(g);
+    if (st) return -1;
+    s->chat = VKV_CHAT_LLAMA3;
+    *state = s;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    vkv_session *s = *state;
+    vkv_tokenizer_free(s->tok);
+    free(s);
+    return 0;
+}
+
+/* ids of text (BOS as the vocabulary adds it when bos), special tokens parsed when special. */
+static size_t tokens(const vkv_session *s, const char *text, bool bos, bool special, int32_t **ids)
+{
+    size_t n;
+    assert_int_equal(vkv_tokenize(s->tok, text, strlen(text), bos, special, ids, &n), VKV_OK);
+    return n;
+}
+
+static void apart_tokenizes_context_and_question_separately(void **state)
+{
+    const vkv_session *s = *state;
+    const char *text = "It was the best of times.Who said it?";
+    size_t split = strlen("It was the best of times.");
+    vkv_prompt pr;
+    assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, false, VKV_SPLIT_APART, &pr), VKV_OK);
+    int32_t *head, *tail;
+    size_t n_head = tokens(s, "It was the best of times.", true, false, &head);
+    size_t n_tail = tokens(s, "\n\nWho said it?", false, false, &tail);
+    assert_int_equal(pr.n_context, n_head);
+    assert_int_equal(pr.n, n_head + n_tail);
+    assert_memory_equal(pr.ids, head, n_head * sizeof *head);
+    assert_memory_equal(pr.ids + n_head, tail, n_tail * sizeof *tail);
+    free(head);
+    free(tail);
+    vkv_prompt_free(&pr);
+    /* No question: everything is context. */
+    assert_int_equal(vkv_session_tokenize(s, text, strlen(text), strlen(text), false, VKV_SPLIT_APART, &pr), VKV_OK);
+    assert_int_equal(pr.n, pr.n_context);
+    vkv_prompt_free(&pr);
+}
+
+static void whole_splits_one_tokenization(void **state)
+{
+    const vkv_session *s = *state;
+    const char *text = "The story goes on and on.\n\nQuestion: Who wrote it?";
+    size_t split = (size_t)(strstr(text, "Who") - text);
+    vkv_prompt pr;
+    assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, false, VKV_SPLIT_WHOLE, &pr), VKV_OK);
+    int32_t *ids, *want;
+    size_t n, n_split, n_want = tokens(s, text, true, false, &want);
+    assert_int_equal(vkv_eval_tokenize_split(s->tok, text, strlen(text), split, false, &ids, &n, &n_split), VKV_OK);
+    assert_int_equal(pr.n, n_want); /* the whole text, tokenized once */
+    assert_memory_equal(pr.ids, want, n_want * sizeof *want);
+    assert_int_equal(pr.n_context, n_split);
+    assert_true(pr.n_context > 0 && pr.n_context < pr.n);
+    free(ids);
+    free(want);
+    vkv_prompt_free(&pr);
+}
+
+static void chat_wraps_both_parts_in_the_user_turn(void **state)
+{
+    const vkv_session *s = *state;
+    const char *text = "Context here.Who?";
+    size_t split = strlen("Context here.");
+    vkv_prompt pr;
+    assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, true, VKV_SPLIT_APART, &pr), VKV_OK);
+    /* The context ends where the question starts inside the user message; the
+     * question part carries the end of the turn and the assistant header. */
+    char *wrapped;
+    size_t wl, ws;
+    assert_int_equal(vkv_eval_chat_wrap(VKV_CHAT_LLAMA3, text, strlen(text), split, &wrapped, &wl, &ws), VKV_OK);
+    char *head = strndup(wrapped, ws), tail[256];
+    snprintf(tail, sizeof tail, "\n\n%s", wrapped + ws);
+    int32_t *h, *t;
+    size_t n_head = tokens(s, head, true, true, &h), n_tail = tokens(s, tail, false, true, &t);
+    assert_int_equal(pr.n_context, n_head);
+    assert_int_equal(pr.n, n_head + n_tail);
+    assert_memory_equal(pr.ids, h, n_head * sizeof *h);
+    assert_memory_equal(pr.ids + n_head, t, n_tail * sizeof *t);
+    free(head);
+    free(h);
+    free(t);
+    free(wrapped);
+    vkv_prompt_free(&pr);
+}
+
+static void bad_requests_are_errors(void **state)
+{
+    vkv_session *s = *state;
+    vkv_prompt pr;
+    assert_int_equal(vkv_session_tokenize(s, "abc", 3, 4, false, VKV_SPLIT_APART, &pr), VKV_ERR_ARG);
+    assert_null(pr.ids);
+    vkv_chat_template keep = s->chat;
+    s->chat = VKV_CHAT_UNKNOWN;
+    assert_int_equal(vkv_session_tokenize(s, "abc", 3, 3, true, VKV_SPLIT_WHOLE, &pr), VKV_ERR_ARG);
+    s->chat = keep;
+    vkv_tokenizer *tok = s->tok;
+    s->tok = NULL;
+    assert_int_equal(vkv_session_tokenize(s, "abc", 3, 3, false, VKV_SPLIT_APART, &pr), VKV_ERR_ARG);
+    s->tok = tok;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(apart_tokenizes_context_and_question_separately),
+        cmocka_unit_test(whole_splits_one_tokenization),
+        cmocka_unit_test(chat_wraps_both_parts_in_the_user_turn),
+        cmocka_unit_test(bad_requests_are_errors),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
