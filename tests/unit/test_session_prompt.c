@@ -48,6 +48,19 @@ static size_t tokens(const vkv_session *s, const char *text, bool bos, bool spec
     return n;
 }
 
+/* pr is head tokenized with BOS, then tail tokenized without. */
+static void expect_apart(const vkv_session *s, const vkv_prompt *pr, const char *head, const char *tail, bool special)
+{
+    int32_t *h, *t;
+    size_t n_head = tokens(s, head, true, special, &h), n_tail = tokens(s, tail, false, special, &t);
+    assert_int_equal(pr->n_context, n_head);
+    assert_int_equal(pr->n, n_head + n_tail);
+    assert_memory_equal(pr->ids, h, n_head * sizeof *h);
+    assert_memory_equal(pr->ids + n_head, t, n_tail * sizeof *t);
+    free(h);
+    free(t);
+}
+
 static void apart_tokenizes_context_and_question_separately(void **state)
 {
     const vkv_session *s = *state;
@@ -55,15 +68,7 @@ static void apart_tokenizes_context_and_question_separately(void **state)
     size_t split = strlen("It was the best of times.");
     vkv_prompt pr;
     assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, false, VKV_SPLIT_APART, &pr), VKV_OK);
-    int32_t *head, *tail;
-    size_t n_head = tokens(s, "It was the best of times.", true, false, &head);
-    size_t n_tail = tokens(s, "\n\nWho said it?", false, false, &tail);
-    assert_int_equal(pr.n_context, n_head);
-    assert_int_equal(pr.n, n_head + n_tail);
-    assert_memory_equal(pr.ids, head, n_head * sizeof *head);
-    assert_memory_equal(pr.ids + n_head, tail, n_tail * sizeof *tail);
-    free(head);
-    free(tail);
+    expect_apart(s, &pr, "It was the best of times.", "\n\nWho said it?", false);
     vkv_prompt_free(&pr);
     /* No question: everything is context. */
     assert_int_equal(vkv_session_tokenize(s, text, strlen(text), strlen(text), false, VKV_SPLIT_APART, &pr), VKV_OK);
@@ -104,15 +109,8 @@ static void chat_wraps_both_parts_in_the_user_turn(void **state)
     assert_int_equal(vkv_eval_chat_wrap(VKV_CHAT_LLAMA3, text, strlen(text), split, &wrapped, &wl, &ws), VKV_OK);
     char *head = strndup(wrapped, ws), tail[256];
     snprintf(tail, sizeof tail, "\n\n%s", wrapped + ws);
-    int32_t *h, *t;
-    size_t n_head = tokens(s, head, true, true, &h), n_tail = tokens(s, tail, false, true, &t);
-    assert_int_equal(pr.n_context, n_head);
-    assert_int_equal(pr.n, n_head + n_tail);
-    assert_memory_equal(pr.ids, h, n_head * sizeof *h);
-    assert_memory_equal(pr.ids + n_head, t, n_tail * sizeof *t);
+    expect_apart(s, &pr, head, tail, true);
     free(head);
-    free(h);
-    free(t);
     free(wrapped);
     vkv_prompt_free(&pr);
 }
