@@ -498,7 +498,7 @@ static int bench_vector(int argc, char **argv)
         }
         if ((st = vkv_calib_load(calib_path, m, &calib))) goto fail;
     }
-    uint32_t kept = vkv_press_n_kept_uniform((float)pc, (uint32_t)n), room = 0;
+    uint32_t kept = vkv_kv_n_kept(pc, (uint32_t)n), room = 0;
     if (press->repeat_pass) { /* KVzip: room for its reconstruction passes */
         if ((st = vkv_tokenizer_load(m->gguf, &tok)) || (st = vkv_kvzip_prompt_make(tok, false, &kz))) goto fail;
         room = vkv_kvzip_max_pass_tokens(&kz, (uint32_t)n);
@@ -519,7 +519,7 @@ static int bench_vector(int argc, char **argv)
     uint64_t tiered_rows = 0; /* K plus V rows of the compressed cache, all layers and KV heads */
     double prof_tiered[VKV_KERNEL_COUNT] = {0}, prof_plain[VKV_KERNEL_COUNT] = {0}, prof_same[VKV_KERNEL_COUNT] = {0};
     for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
-        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)pc), .vector = vector, .pa = -1,
+        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default(pc), .vector = vector, .pa = -1,
                                 .w = calib ? calib->w : NULL, .lean = true, .context_ids = ids,
                                 .kvzip = press->repeat_pass ? &kz : NULL};
         vkv_press_session *s = NULL;

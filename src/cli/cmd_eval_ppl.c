@@ -134,9 +134,11 @@ int cmd_eval_ppl(int argc, char **argv)
             n_presses++;
         }
     }
-    for (int r = 0; r < n_ratios; r++)
-        if (pa >= 0 && (vector_only || both) && pa > 1 - ratios[r])
-            return cli_usage_error("eval-ppl", "--pa %g is too large for compression %g (at most %g)", pa, ratios[r], 1 - ratios[r]);
+    for (int r = 0; r < n_ratios; r++) {
+        char why[160];
+        if (vkv_kv_check_ratios(ratios[r], pa, vector_only || both, why, sizeof why))
+            return cli_usage_error("eval-ppl", "%s", why);
+    }
 
     int rc = 1;
     vkv_status st;
@@ -222,8 +224,8 @@ int cmd_eval_ppl(int argc, char **argv)
                 for (int64_t w = 0; w < n_windows; w++) {
                     win[0] = bos >= 0 ? bos : all[(size_t)w * per];
                     memcpy(win + 1, all + (size_t)w * per, sizeof *win * per);
-                    vkv_vector_params vp = {.press = presses[pi], .pp = vkv_press_params_default((float)ratios[ri]),
-                                            .vector = method == 1, .pa = (float)pa, .w = calib ? calib->w : NULL,
+                    vkv_vector_params vp = {.press = presses[pi], .pp = vkv_press_params_default(ratios[ri]),
+                                            .vector = method == 1, .pa = pa, .w = calib ? calib->w : NULL,
                                             .context_ids = win, .kvzip = presses[pi]->repeat_pass ? &kz : NULL};
                     vkv_press_session *s = NULL;
                     vkv_vector_report rep = {0};

@@ -15,7 +15,7 @@
 #include "cli/strset.h"
 #include "core/json.h"
 #include "eval/metrics.h"
-#include "press/vector.h"
+#include "kv/kv_counts.h"
 
 static void report_usage(void)
 {
@@ -277,7 +277,7 @@ int cmd_longbench_report(int argc, char **argv)
         }
         if (strcmp(rs.r[i].model, rs.r[0].model)) many_models = true;
         if (rs.r[i].query_aware != rs.r[0].query_aware) mixed_mode = true;
-        if (rs.r[i].vector && !same_num(rs.r[i].pa, (float)vkv_vector_default_pa((float)rs.r[i].pc))) show_pa = true;
+        if (rs.r[i].vector && !same_num(rs.r[i].pa, vkv_kv_default_pa(rs.r[i].pc))) show_pa = true;
     }
     bool incomplete = false;
     for (size_t i = 0; i < rs.n; i++) {

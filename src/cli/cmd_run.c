@@ -93,7 +93,7 @@ static bool parse_ids(const char *s, int32_t **ids, size_t *n)
 
 /* Tokens per tier, bytes per tier against the uncompressed cache, and the
  * approximated tier's quality. */
-static void print_compression(FILE *f, const char *press, float pc, bool vector, bool query_aware,
+static void print_compression(FILE *f, const char *press, double pc, bool vector, bool query_aware,
                               const vkv_vector_report *r, vkv_kv_memory mem, double seconds)
 {
     uint64_t ret = 0, apx = 0, ev = 0;
@@ -221,9 +221,9 @@ int cmd_run(int argc, char **argv)
         return cli_usage_error("run", "--compression, --vector, --pa, --calib, --query-aware, --materialized and "
                                       "--tier-dump need --press NAME");
     if ((pa >= 0 || calib_path) && !vector) return cli_usage_error("run", "--pa and --calib need --vector");
-    if (vector && pa >= 0 && pa > 1 - compression)
-        return cli_usage_error("run", "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", pa,
-                               compression, 1 - compression);
+    char why[160];
+    if (vkv_kv_check_ratios(compression < 0 ? 0 : compression, pa, vector, why, sizeof why))
+        return cli_usage_error("run", "%s", why);
     if (question && ids_arg) return cli_usage_error("run", "--question needs a text prompt (-p), not --ids");
     if (chat && ids_arg) return cli_usage_error("run", "--chat needs a text prompt (-p), not --ids");
     if (!prompt && !ids_arg) prompt = "";
@@ -378,8 +378,8 @@ int cmd_run(int argc, char **argv)
     if (press) {
         /* Prefill what is compressed, compress, then the rest of the prompt. */
         uint32_t n_compress = (uint32_t)(query_aware ? n_ids : n_context_ids);
-        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default((float)compression), .vector = vector,
-                                .pa = (float)pa, .keep_details = tier_dump != NULL, .context_ids = ids,
+        vkv_vector_params vp = {.press = press, .pp = vkv_press_params_default(compression), .vector = vector,
+                                .pa = pa, .keep_details = tier_dump != NULL, .context_ids = ids,
                                 .kvzip = press->repeat_pass ? &kvzip : NULL};
         char default_calib[1100];
         if (vector && !calib_path) {
@@ -399,10 +399,10 @@ int cmd_run(int argc, char **argv)
             (st = vkv_ctx_eval(ctx, ids + n_compress, (uint32_t)(n_ids - n_compress), dump_path != NULL,
                                dump_path ? logits + (size_t)n_compress * hp->n_vocab : logits)))
             goto fail;
-        print_compression(stderr, press->name, (float)compression, vector, query_aware, &report,
+        print_compression(stderr, press->name, compression, vector, query_aware, &report,
                           vkv_ctx_kv_memory(ctx), t_compress);
         if (tier_dump) {
-            vkv_tier_dump_info di = {model_path, press->name, model, kv_type, (float)compression, vector, query_aware,
+            vkv_tier_dump_info di = {model_path, press->name, model, kv_type, compression, vector, query_aware,
                                      ids, tok, vkv_ctx_kv_memory(ctx)};
             if ((st = vkv_tier_dump_write(tier_dump, &di, &report))) goto fail;
         }

@@ -7,6 +7,7 @@
 
 #include "cli/cli.h"
 #include "core/json_write.h"
+#include "kv/kv_counts.h"
 
 void eval_opts_init(eval_opts *o)
 {
@@ -118,9 +119,9 @@ bool eval_opts_check(const char *cmd, const eval_opts *o)
         cli_usage_error(cmd, "--pa and --calib need --vector");
         return false;
     }
-    if (o->vector && o->pa >= 0 && o->pa > 1 - o->compression) {
-        cli_usage_error(cmd, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", o->pa,
-                        o->compression, 1 - o->compression);
+    char why[160];
+    if (vkv_kv_check_ratios(o->compression < 0 ? 0 : o->compression, o->pa, o->vector, why, sizeof why)) {
+        cli_usage_error(cmd, "%s", why);
         return false;
     }
     return true;
@@ -129,7 +130,7 @@ bool eval_opts_check(const char *cmd, const eval_opts *o)
 double eval_effective_pa(const eval_opts *o)
 {
     if (!o->vector) return NAN;
-    return o->pa >= 0 ? o->pa : vkv_vector_default_pa((float)o->compression);
+    return o->pa >= 0 ? o->pa : vkv_kv_default_pa(o->compression);
 }
 
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e)
@@ -199,9 +200,9 @@ vkv_gen_params eval_gen_params(const eval_opts *o, const eval_env *e, bool chat)
 {
     vkv_gen_params p = {0};
     p.press = e->press;
-    p.compression = o->compression < 0 ? 0 : (float)o->compression;
+    p.compression = o->compression < 0 ? 0 : o->compression;
     p.vector = o->vector;
-    p.pa = (float)o->pa;
+    p.pa = o->pa;
     p.w = e->calib ? e->calib->w : NULL;
     p.query_aware = o->query_aware;
     p.kvzip = !e->have_kvzip ? NULL : chat && e->chat != VKV_CHAT_UNKNOWN ? &e->kvzip : &e->kvzip_plain;

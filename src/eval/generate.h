@@ -17,9 +17,9 @@
 typedef struct vkv_gen_params {
     /* compression (press NULL: the full cache) */
     const vkv_press_ops *press;
-    float compression;               /* p_c */
+    double compression;              /* p_c */
     bool vector;                     /* VECTOR's approximated tier */
-    float pa;                        /* p_a; < 0 = the default */
+    double pa;                       /* p_a; < 0 = the default */
     const float *w;                  /* calibration maps (vector) */
     bool query_aware;                /* compress the question too */
     const vkv_kvzip_prompt *kvzip;   /* KVzip's reconstruction prompt (press->repeat_pass) */
@@ -36,7 +36,7 @@ typedef struct vkv_gen_result {
     uint32_t n_prompt, n_compressed; /* prompt tokens; tokens compression saw (0 without a press) */
     uint32_t n_gen;                  /* tokens generated (the stop token included) */
     const char *stop;                /* "eog", "stop token", "max tokens" or "context full" */
-    float pa;                        /* p_a used (VECTOR), else 0 */
+    double pa;                       /* p_a used (VECTOR), else 0 */
     double prefill_s, compress_s, gen_s;
     uint64_t kv_bytes;               /* K/V bytes the compressed context holds (retained K+V, approximated K) */
     uint64_t kv_bytes_full;          /* the same context uncompressed */
