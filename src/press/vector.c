@@ -406,18 +406,15 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             goto done;
         }
         if ((st = vkv_cmd_submit(gpu))) goto done;
-        vkv_buffer *b_w = NULL;
         if (tc.a) {
-            /* The residual needs W on the device: a per-layer upload, then the
-             * truncation in a second recording. */
-            uint64_t wb = 4ull * H * hd * hd;
+            /* The residual reads W on the device: the cache uploads it once
+             * and keeps it for attention; the truncation in a second recording. */
             vkv_vector_geom g = {in.kv_type, H, hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
-            if ((st = vkv_buffer_create(gpu, wb, VKV_MEM_DEVICE, "the OLS maps", &b_w)) ||
-                (st = vkv_buffer_upload(gpu, b_w, 0, s->p.w + (size_t)l * H * hd * hd, wb)) || (st = vkv_cmd_begin(gpu))) {
-                vkv_buffer_destroy(gpu, b_w);
+            vkv_view w;
+            if ((st = vkv_kv_layer_w(vkv_ctx_kv(ctx), l, s->p.w + (size_t)l * H * hd * hd, &w)) ||
+                (st = vkv_cmd_begin(gpu)))
                 goto done;
-            }
-            st = vkv_op_vector_residual(gpu, &g, in.k, in.v, in.n_ctx, n, vkv_view_of(b_w), vkv_view_of(s->m->rope_inv_freq), ve);
+            st = vkv_op_vector_residual(gpu, &g, in.k, in.v, in.n_ctx, n, w, vkv_view_of(s->m->rope_inv_freq), ve);
             if (!st) st = vkv_op_vector_pool_scores(gpu, vp, ve, H * n, v2);
             if (!st) st = global ? vkv_op_topk_select(gpu, v2, H, n, vkv_view_of(b_kapx), 0, va)
                               : vkv_op_topk_select(gpu, v2, H, n, none, tc.approximated, va);
@@ -425,15 +422,10 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
                 char msg[1024];
                 snprintf(msg, sizeof msg, "%s", vkv_last_error());
                 vkv_cmd_submit(gpu);
-                vkv_buffer_destroy(gpu, b_w);
                 st = vkv_error(st, "layer %u: %s", l, msg);
                 goto done;
             }
-            if ((st = vkv_cmd_submit(gpu))) {
-                vkv_buffer_destroy(gpu, b_w);
-                goto done;
-            }
-            vkv_buffer_destroy(gpu, b_w);
+            if ((st = vkv_cmd_submit(gpu))) goto done;
         }
         if ((st = vkv_cmd_begin(gpu))) goto done;
         if ((st = vkv_op_vector_assign_tiers(gpu, vp, va, H * n, vt))) {
@@ -505,8 +497,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             }
             rep->distortion[l] = e_sum / H;
         }
-        vkv_layer_compression lc = {vt, n_ret, n_apx, tc.a ? s->p.w + (size_t)l * H * hd * hd : NULL};
-        if ((st = vkv_ctx_compress_layer(ctx, l, &lc))) goto done;
+        if ((st = vkv_kv_compress_layer(vkv_ctx_kv(ctx), l, n, vt, n_ret, n_apx))) goto done;
     }
     rep->seconds = now_s() - t0;
 done:
