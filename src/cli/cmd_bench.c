@@ -12,6 +12,7 @@
 #include "cli/options.h"
 #include "session/session.h"
 #include "core/rng.h"
+#include "kv/kv_counts.h"
 #include "calib/calib.h"
 #include "infer/forward.h"
 #include "press/kvzip.h"
@@ -51,10 +52,7 @@ static vkv_status time_dispatches(vkv_gpu *gpu, int64_t reps, vkv_status (*recor
         int64_t count = round ? reps : 1;
         if ((st = vkv_cmd_begin(gpu))) return st;
         for (int64_t r = 0; r < count; r++)
-            if ((st = record(gpu, arg))) {
-                vkv_cmd_submit(gpu);
-                return st;
-            }
+            if ((st = record(gpu, arg))) return vkv_cmd_abort(gpu, st);
         if ((st = vkv_cmd_submit(gpu))) return st;
         *ns = vkv_gpu_last_submit_ns(gpu) / (double)count;
     }
@@ -525,7 +523,7 @@ static int bench_vector(int argc, char **argv)
     if ((st = vkv_session_open(&sp, &s))) goto fail;
     const vkv_model *m = s->model;
     vkv_compression c = {.press = press, .p_c = o.pc, .vector = vector, .p_a = -1, .lean = true, .plain_prompt = true};
-    uint32_t kept = vkv_press_n_kept_uniform((float)o.pc, (uint32_t)n), room; /* room: KVzip's reconstruction passes */
+    uint32_t kept = vkv_kv_n_kept(o.pc, (uint32_t)n), room; /* room: KVzip's reconstruction passes */
     if ((st = vkv_session_press_room(s, &c, (uint32_t)n, &room))) goto fail;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .kv_type = VKV_F16};
     vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};

@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "kv/kv_counts.h"
 #include "session/session.h"
 
 /* Parses "a,b,c" into up to max doubles in [lo, hi). */
@@ -108,10 +109,11 @@ static int check_eppl_options(eppl_opts *o)
             return cli_usage_error("eval-ppl", "%s", vkv_last_error());
         o->n_presses++;
     }
-    for (int r = 0; r < o->n_ratios; r++)
-        if (o->pa >= 0 && (o->vector_only || o->both) && o->pa > 1 - o->ratios[r])
-            return cli_usage_error("eval-ppl", "--pa %g is too large for compression %g (at most %g)", o->pa,
-                                   o->ratios[r], 1 - o->ratios[r]);
+    for (int r = 0; r < o->n_ratios; r++) {
+        char why[160];
+        if (vkv_kv_check_ratios(o->ratios[r], o->pa, o->vector_only || o->both, why, sizeof why))
+            return cli_usage_error("eval-ppl", "%s", why);
+    }
     return -1;
 }
 

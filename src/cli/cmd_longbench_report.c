@@ -16,7 +16,7 @@
 #include "eval/lb_jsonl.h"
 #include "eval/lb_report.h"
 #include "eval/metrics.h"
-#include "press/vector.h"
+#include "kv/kv_counts.h"
 
 static void report_usage(void)
 {
@@ -160,7 +160,7 @@ static void plan_layout(const vkv_lb_rows *rs, layout *lo)
         }
         if (strcmp(rs->r[i].model, rs->r[0].model)) lo->many_models = true;
         if (rs->r[i].query_aware != rs->r[0].query_aware) lo->mixed_mode = true;
-        if (rs->r[i].vector && !vkv_lb_same_num(rs->r[i].pa, (float)vkv_vector_default_pa((float)rs->r[i].pc)))
+        if (rs->r[i].vector && !vkv_lb_same_num(rs->r[i].pa, vkv_kv_default_pa(rs->r[i].pc)))
             lo->show_pa = true;
     }
     for (size_t i = 0; i < rs->n; i++) {

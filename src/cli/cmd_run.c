@@ -123,18 +123,9 @@ static int parse_run_options(int argc, char **argv, run_opts *o)
 /* The rules between options; -1 when they hold, else 2 (printed). */
 static int check_run_options(run_opts *o)
 {
-    const cli_press_opts *po = &o->po;
     if (o->prompt && o->ids_arg) return cli_usage_error("run", "give either -p or --ids, not both");
-    if (po->press && !(o->press = vkv_press_find(po->press))) return cli_usage_error("run", "%s", vkv_last_error());
-    if (o->press && po->compression < 0) return cli_usage_error("run", "--press needs --compression P");
-    if (!o->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->query_aware ||
-                      o->tier_dump || po->materialized))
-        return cli_usage_error("run", "--compression, --vector, --pa, --calib, --query-aware, --materialized and "
-                                      "--tier-dump need --press NAME");
-    if ((po->pa >= 0 || po->calib) && !po->vector) return cli_usage_error("run", "--pa and --calib need --vector");
-    if (po->vector && po->pa >= 0 && po->pa > 1 - po->compression)
-        return cli_usage_error("run", "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", po->pa,
-                               po->compression, 1 - po->compression);
+    if (o->tier_dump && !o->po.press) return cli_usage_error("run", "--tier-dump needs --press NAME");
+    if (!cli_press_opts_check("run", &o->po, &o->press)) return 2;
     if (o->question && o->ids_arg) return cli_usage_error("run", "--question needs a text prompt (-p), not --ids");
     if (o->chat && o->ids_arg) return cli_usage_error("run", "--chat needs a text prompt (-p), not --ids");
     if (!o->prompt && !o->ids_arg) o->prompt = "";
@@ -225,7 +216,7 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
                           pf.compress_s);
         if (o->tier_dump) {
             vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, cli_kv_dtype(o->mo.kv_type),
-                                     (float)po->compression, po->vector, po->query_aware, pr->ids, s->tok,
+                                     po->compression, po->vector, po->query_aware, pr->ids, s->tok,
                                      vkv_ctx_kv_memory(s->ctx)};
             st = vkv_tier_dump_write(o->tier_dump, &di, &pf.report);
         }

@@ -7,6 +7,8 @@
 
 #include "cli/cli.h"
 #include "core/json_write.h"
+#include "kv/kv_counts.h"
+#include "kv/kv_counts.h"
 
 void eval_opts_init(eval_opts *o)
 {
@@ -24,35 +26,14 @@ static const char *chat_template_arg(int i)
 
 bool eval_opts_check(const char *cmd, const eval_opts *o)
 {
-    if (o->po.press && !vkv_press_find(o->po.press)) {
-        cli_usage_error(cmd, "%s", vkv_last_error());
-        return false;
-    }
-    if (o->po.press && o->po.compression < 0) {
-        cli_usage_error(cmd, "--press needs --compression P");
-        return false;
-    }
-    if (!o->po.press && (o->po.compression >= 0 || o->po.vector || o->po.pa >= 0 || o->po.calib || o->po.query_aware ||
-                         o->po.materialized)) {
-        cli_usage_error(cmd, "--compression, --vector, --pa, --calib, --query-aware and --materialized need --press NAME");
-        return false;
-    }
-    if ((o->po.pa >= 0 || o->po.calib) && !o->po.vector) {
-        cli_usage_error(cmd, "--pa and --calib need --vector");
-        return false;
-    }
-    if (o->po.vector && o->po.pa >= 0 && o->po.pa > 1 - o->po.compression) {
-        cli_usage_error(cmd, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", o->po.pa,
-                        o->po.compression, 1 - o->po.compression);
-        return false;
-    }
-    return true;
+    const vkv_press_ops *press;
+    return cli_press_opts_check(cmd, &o->po, &press);
 }
 
 double eval_effective_pa(const eval_opts *o)
 {
     if (!o->po.vector) return NAN;
-    return o->po.pa >= 0 ? o->po.pa : vkv_vector_default_pa((float)o->po.compression);
+    return o->po.pa >= 0 ? o->po.pa : vkv_kv_default_pa(o->po.compression);
 }
 
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e)

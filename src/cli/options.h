@@ -144,6 +144,12 @@ typedef struct cli_press_opts {
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
+/* The rules between the press and VECTOR options: --press names a scorer and
+ * needs --compression, the others need --press, --pa and --calib need
+ * --vector, and the ratios obey vkv_kv_check_ratios (kv/kv_counts.h). Prints
+ * the problem and returns false; *press is the scorer (NULL without --press). */
+struct vkv_press_ops;
+bool cli_press_opts_check(const char *cmd, const cli_press_opts *po, const struct vkv_press_ops **press);
 
 #define CLI_PRESS_OPTIONS(po)                                                                                  \
     {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press,                              \

@@ -120,14 +120,7 @@ vkv_status conform_run_recorded(conform_ctx *c, vkv_status (*rec)(conform_ctx *,
     vkv_status st;
     if ((st = vkv_cmd_begin(c->gpu))) return st;
     st = rec(c, arg);
-    if (st) {
-        /* Close the recording so the device stays usable; the op's error wins. */
-        vkv_status msg_st = st;
-        char msg[1024];
-        snprintf(msg, sizeof msg, "%s", vkv_last_error());
-        vkv_cmd_submit(c->gpu);
-        return vkv_error(msg_st, "%s", msg);
-    }
+    if (st) return vkv_cmd_abort(c->gpu, st); /* the device stays usable; the op's error wins */
     if ((st = vkv_cmd_submit(c->gpu))) return st;
     *ms = vkv_gpu_last_submit_ns(c->gpu) / 1e6;
     return VKV_OK;

@@ -11,6 +11,7 @@
 #include "core/rng.h"
 #include "vk/ops.h"
 #include "vk/ops_attn.h"
+#include "ref/ref_attn.h"
 
 /* Thresholds (NMSE). Ops computed in f32 on both sides differ only by
  * accumulation order: 1e-7 as in test-backend-ops. The cooperative-matrix path

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kv/kv_cache.h"
 #include "model/model.h"
 
 typedef struct vkv_ctx_params {
@@ -55,33 +56,18 @@ void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user);
 typedef vkv_status (*vkv_q_hook)(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view q, uint32_t n_tok, uint32_t pos0);
 void vkv_ctx_set_q_hook(vkv_ctx *c, vkv_q_hook hook, void *user);
 
-/* ---- VECTOR: compressed (tiered) layers ----
- * After compression a layer's cache is the tiered layout of ref/ref_vector.h
+/* ---- The KV cache (kv/kv_cache.h) ----
+ * After compression a layer's cache is the tiered layout of kv/kv_layout.h
  * (retained K+V, approximated K, evicted nothing), in buffers of exactly that
  * size plus room for the tokens still to come; the original buffers are
  * freed. Tokens evaluated afterwards are appended as retained, at positions
- * continuing from the context length. */
-typedef struct vkv_layer_compression {
-    vkv_view tiers;            /* [n_kv_head, n] uint32 vkv_tier of every context token */
-    const uint32_t *n_ret;     /* [n_kv_head] retained tokens per head */
-    const uint32_t *n_apx;     /* [n_kv_head] approximated tokens per head */
-    const float *w;            /* [n_kv_head, head_dim, head_dim] f32 OLS maps (NULL when nothing is approximated) */
-} vkv_layer_compression;
-
-/* Compacts layer `layer` (its cache must still be plain and hold exactly the
- * n_past context tokens). Records and submits on its own. */
-vkv_status vkv_ctx_compress_layer(vkv_ctx *c, uint32_t layer, const vkv_layer_compression *lc);
+ * continuing from the context length. The press compresses through the
+ * cache itself: */
+vkv_kv_cache *vkv_ctx_kv(vkv_ctx *c);
 /* Attention over compressed layers: the fused path (default) or the
  * reference path that materialises the rebuilt values once. */
 vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized);
-
-typedef struct vkv_kv_memory {
-    uint64_t k_retained, v_retained;   /* bytes of retained keys / values (all layers) */
-    uint64_t k_approximated;           /* bytes of approximated keys */
-    uint64_t appended_capacity;        /* bytes reserved for tokens after compression */
-    uint64_t w_bytes;                  /* OLS maps on the device */
-    uint64_t uncompressed_context;     /* the same context, uncompressed */
-} vkv_kv_memory;
+/* What the cache holds (vkv_kv_memory_of at the context's length). */
 vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c);
 /* Context length at compression (0 when nothing is compressed). */
 uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c);

@@ -13,7 +13,7 @@
 
 #include "core/dtype.h"
 #include "model/gguf.h"
-#include "ref/ref_ops.h"
+#include "core/rope.h"
 #include "vk/ops.h"
 
 typedef enum vkv_arch {

@@ -1,11 +1,9 @@
-/* The scorer registry and what the scorers share: defaults, kvpress's token
- * counts, the checks of a layer and the binding of its K cache. */
+/* The scorer registry and what the scorers share: defaults, the checks of a
+ * layer and the binding of its K cache (kvpress's token counts: kv/kv_counts.h). */
 #include "press/press.h"
 #include "press/press_internal.h"
 
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ref/ref_attn.h"
@@ -33,7 +31,7 @@ const vkv_press_ops *vkv_press_find(const char *name)
     return NULL;
 }
 
-vkv_press_params vkv_press_params_default(float compression)
+vkv_press_params vkv_press_params_default(double compression)
 {
     return (vkv_press_params){.compression = compression, .window = 64, .kernel = 5, .n_sink = 4, .block = 0,
                               .pyramid_beta = 20.0f};
@@ -42,25 +40,6 @@ vkv_press_params vkv_press_params_default(float compression)
 uint32_t vkv_press_window_of(const vkv_press_params *p) { return p->window ? p->window : 64; }
 uint32_t vkv_press_kernel_of(const vkv_press_params *p) { return p->kernel ? p->kernel : 5; }
 double vkv_press_beta_of(const vkv_press_params *p) { return p->pyramid_beta > 0 ? p->pyramid_beta : 20.0; }
-
-double vkv_press_decimal(float x)
-{
-    char buf[32];
-    for (int prec = 1; prec <= 9; prec++) {
-        snprintf(buf, sizeof buf, "%.*g", prec, (double)x);
-        if (strtof(buf, NULL) == x) return strtod(buf, NULL);
-    }
-    return (double)x; /* not reached: 9 digits always round-trip a float */
-}
-
-uint32_t vkv_press_n_kept_uniform(float compression, uint32_t n)
-{
-    if (!n) return 0;
-    /* int() truncates; the product is >= 0 for p_c <= 1. */
-    double kept = floor((double)n * (1.0 - vkv_press_decimal(compression)));
-    if (kept < 1) return 1;
-    return kept > n ? n : (uint32_t)kept;
-}
 
 uint32_t vkv_press_queries_needed(const vkv_press_ops *ops, const vkv_press_params *p)
 {
@@ -77,7 +56,7 @@ uint64_t vkv_press_scratch_bytes(const vkv_press_ops *ops, const vkv_press_param
 
 vkv_status vkv_press_check_layer(const vkv_press_params *p, const vkv_press_layer *in, const char *name)
 {
-    if (!(p->compression >= 0.0f && p->compression < 1.0f))
+    if (!(p->compression >= 0 && p->compression < 1))
         return vkv_error(VKV_ERR_ARG, "%s: compression ratio %g is not in [0, 1)", name, p->compression);
     if (!in->n || in->n > in->n_ctx)
         return vkv_error(VKV_ERR_ARG, "%s: %u context tokens in a cache of %u slots", name, in->n, in->n_ctx);

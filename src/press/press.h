@@ -57,7 +57,7 @@ typedef struct vkv_press_layer {
  * and block are taken as given (0 = no sinks, whole sequence): start from
  * vkv_press_params_default(). */
 typedef struct vkv_press_params {
-    float compression;       /* p_c in [0, 1) */
+    double compression;      /* p_c in [0, 1): the double of the decimal the user typed */
     uint32_t window;         /* SnapKV / PyramidKV observation window (64) */
     uint32_t kernel;         /* SnapKV pooling kernel (5; odd) */
     uint32_t n_sink;         /* StreamingLLM / ExpectedAttention sinks (4) */
@@ -66,7 +66,7 @@ typedef struct vkv_press_params {
 } vkv_press_params;
 
 /* kvpress's defaults: window 64, kernel 5, 4 sinks, whole-sequence KeyDiff, beta 20. */
-vkv_press_params vkv_press_params_default(float compression);
+vkv_press_params vkv_press_params_default(double compression);
 
 typedef struct vkv_press_ops {
     const char *name;        /* as on the command line: "keydiff", "snapkv", ... */
@@ -117,12 +117,6 @@ typedef struct vkv_press_ops {
 const vkv_press_ops *const *vkv_press_all(void);
 /* By name; NULL (with a message listing the names) when unknown. */
 const vkv_press_ops *vkv_press_find(const char *name);
-
-/* kvpress's uniform count: max(1, int(n * (1 - p_c))) evaluated as Python
- * does, in double with p_c the decimal the user wrote (the shortest decimal
- * that rounds to the float): int(1000 * (1 - 0.9)) is 99 there, and here.
- * 0 for n = 0. */
-uint32_t vkv_press_n_kept_uniform(float compression, uint32_t n);
 
 /* Queries the prefill must capture per layer for this scorer: ops->window,
  * except that a scorer declaring the default SnapKV window (64) uses

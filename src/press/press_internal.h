@@ -23,10 +23,6 @@ uint32_t vkv_press_window_of(const vkv_press_params *p); /* 64 */
 uint32_t vkv_press_kernel_of(const vkv_press_params *p); /* 5 */
 double vkv_press_beta_of(const vkv_press_params *p);     /* 20 */
 
-/* p_c as the double Python would hold for the decimal the user typed: the
- * shortest decimal that rounds to the float, read back in double. */
-double vkv_press_decimal(float x);
-
 /* Shapes every scorer needs: n >= 1, n <= n_ctx, GQA heads, head_dim a
  * multiple of 4 up to 256, an f16/f32 cache, p_c in [0, 1). */
 vkv_status vkv_press_check_layer(const vkv_press_params *p, const vkv_press_layer *in, const char *name);

@@ -10,18 +10,20 @@
  * The budgets are symmetric about C - w = n (1 - p_c), so their mean over the
  * layers is n (1 - p_c) up to rounding, exactly when n (1 - p_c) is an
  * integer (half-even rounding keeps mirrored pairs summing to 2 (C - w)).
- * One layer (L = 1) keeps the uniform count. p_c is taken as the decimal the
- * user wrote (vkv_press_n_kept_uniform). Layers whose budget is below w keep
+ * One layer (L = 1) keeps the uniform count. p_c is the double of the decimal
+ * the user wrote, as Python holds it (vkv_kv_n_kept). Layers whose budget is below w keep
  * only part of the window: the earliest window tokens (ties broken by
  * position), where kvpress's topk would pick arbitrary ones. */
 #include "press/press_internal.h"
 
 #include <math.h>
 
+#include "kv/kv_counts.h"
+
 static uint32_t pyramid_n_kept(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n)
 {
-    if (n_layer <= 1) return vkv_press_n_kept_uniform(p->compression, n);
-    const double pc = vkv_press_decimal(p->compression), w = vkv_press_window_of(p), q_len = n;
+    if (n_layer <= 1) return vkv_kv_n_kept(p->compression, n);
+    const double pc = p->compression, w = vkv_press_window_of(p), q_len = n;
     const double cap = w + q_len * (1 - pc);
     double min_num = (cap - w) / vkv_press_beta_of(p);
     double max_num = (cap - w) * 2 - min_num;

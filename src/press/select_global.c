@@ -5,18 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/kv_counts.h"
 #include "press/press_internal.h"
 #include "press/select.h"
 #include "vk/gpu.h"
-
-uint64_t vkv_global_n_evicted(uint64_t total, float compression)
-{
-    if (!total) return 0;
-    /* kvpress: n = max(int(N * p_c) - 1, 0); evicted are the <= sorted[n]: at least n + 1. */
-    double e = floor((double)total * vkv_press_decimal(compression));
-    uint64_t k = e < 1 ? 1 : (uint64_t)e;
-    return k > total ? total : k;
-}
 
 typedef struct rows_pc {
     uint32_t rows, n, mode, groups_x;
@@ -38,7 +30,7 @@ static vkv_status rows_pass(vkv_gpu *gpu, vkv_view scores, vkv_view mask, uint32
     return vkv_buffer_download(gpu, out, 0, host, 4ull * rows);
 }
 
-vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, float compression,
+vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression,
                                     uint32_t *kept)
 {
     const char *name = "global selection";
@@ -52,7 +44,7 @@ vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows
     const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_PRESS_GLOBAL_ROWS);
     if (wg > 256 || (wg & (wg - 1)))
         return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup size %u is not a power of two <= 256", name, wg);
-    const uint32_t k_keep = (uint32_t)(total - vkv_global_n_evicted(total, compression));
+    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression));
     vkv_buffer *mask = NULL, *out = NULL;
     uint32_t *host = malloc(4ull * rows);
     if (!host) return vkv_error(VKV_ERR_OOM, "%s: out of host memory", name);
@@ -86,7 +78,7 @@ static int cmp_float(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, float compression,
+vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression,
                                         uint32_t *kept)
 {
     const uint64_t total = (uint64_t)rows * n;
@@ -95,7 +87,7 @@ vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint
     if (!s) return vkv_error(VKV_ERR_OOM, "global selection: out of host memory");
     for (uint64_t i = 0; i < total; i++) s[i] = isnan(scores[i]) ? -INFINITY : scores[i];
     qsort(s, total, sizeof *s, cmp_float);
-    const float thres = s[vkv_global_n_evicted(total, compression) - 1];
+    const float thres = s[vkv_kv_n_evicted_global(total, compression) - 1];
     free(s);
     for (uint32_t r = 0; r < rows; r++) {
         uint32_t c = 0;

@@ -15,14 +15,12 @@
  * device (one storage range). On the GPU: the global top-k mask of the
  * N - max(int(N p_c), 1) largest (vkv_op_topk_select over one row of N), the
  * largest unselected score of each row (shaders/press_global_rows.comp), the
- * threshold (their maximum, on the host), then each row's count above it.
+ * threshold (their maximum, on the host), then each row's count above it
+ * (the count evicted: vkv_kv_n_evicted_global).
  * Records and submits on its own (no recording may be open). */
-vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, float compression,
+vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression,
                                     uint32_t *kept);
 /* The same on the host. */
-vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, float compression,
+vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression,
                                         uint32_t *kept);
-/* max(int(N p_c), 1) with p_c the decimal the user wrote (as Python computes it), 0 for N = 0. */
-uint64_t vkv_global_n_evicted(uint64_t total, float compression);
-
 #endif

@@ -37,34 +37,6 @@ struct vkv_press_session {
     uint32_t span0, span1;   /* the context tokens that pass repeats */
 };
 
-float vkv_vector_default_pa(float p_c)
-{
-    /* min(p_c/2, (1 - p_c)/2) (docs/ARCHITECTURE.md §2): exactly 0.125,
-     * 0.25, 0.125, 0.05 at p_c = 0.25, 0.5, 0.75, 0.9, so that floor(p_a n)
-     * is n/4 at p_c = 0.5 rather than one less; the tiers stay non-empty
-     * anyway because a <= n_kept and a <= n - n_kept. */
-    float a = p_c / 2, b = (1 - p_c) / 2;
-    return a < b ? a : b;
-}
-
-vkv_tier_counts vkv_vector_counts(uint32_t n, uint32_t n_kept, float p_a, bool vector)
-{
-    vkv_tier_counts c = {.n_kept = n_kept > n ? n : n_kept};
-    if (vector && p_a > 0) {
-        /* floor with a tolerance so that 0.25 * 1000 is 250, not 249 */
-        double fa = floor((double)p_a * n + 1e-6);
-        uint64_t a = (uint64_t)(fa < 0 ? 0 : fa);
-        if (a > c.n_kept) a = c.n_kept;
-        if (a > n - c.n_kept) a = n - c.n_kept;
-        c.a = (uint32_t)a;
-    }
-    c.pool = c.n_kept + c.a;
-    c.retained = c.n_kept - c.a;
-    c.approximated = 2 * c.a;
-    c.evicted = n - c.n_kept - c.a;
-    return c;
-}
-
 void vkv_vector_report_free(vkv_vector_report *r)
 {
     free(r->n_ret);
@@ -130,14 +102,11 @@ vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_
                                     vkv_press_session **out)
 {
     *out = NULL;
-    float pc = p->pp.compression;
+    const double pc = p->pp.compression;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "no press given");
-    if (!(pc >= 0 && pc < 1)) return vkv_error(VKV_ERR_ARG, "compression ratio %g is outside [0, 1)", pc);
-    float pa = p->pa < 0 ? vkv_vector_default_pa(pc) : p->pa;
-    if (p->vector && !(pa >= 0 && pa <= 1 - pc))
-        return vkv_error(VKV_ERR_ARG, "approximation ratio %g is too large for compression %g: p_a must be in [0, %g] "
-                                      "(the approximated tier takes 2 p_a n keys out of the (1 - p_c) n kept pairs)",
-                         pa, pc, 1 - pc);
+    char why[160];
+    if (vkv_kv_check_ratios(pc, p->pa, p->vector, why, sizeof why)) return vkv_error(VKV_ERR_ARG, "%s", why);
+    const double pa = p->pa < 0 ? vkv_kv_default_pa(pc) : p->pa;
     if (p->vector && !p->w) return vkv_error(VKV_ERR_ARG, "VECTOR needs a calibration file (--calib)");
     if (n_context == 0) return vkv_error(VKV_ERR_ARG, "nothing to compress: the context is empty");
     uint32_t window = vkv_press_queries_needed(p->press, &p->pp);
@@ -401,12 +370,12 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     }
     for (uint32_t l = 0; l < L; l++) {
         uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, L, n)
-                                           : vkv_press_n_kept_uniform(s->p.pp.compression, n);
-        vkv_tier_counts tc = vkv_vector_counts(n, kept, s->p.pa, s->p.vector);
+                                           : vkv_kv_n_kept(s->p.pp.compression, n);
+        vkv_tier_counts tc = vkv_kv_tier_counts(n, kept, s->p.pa, s->p.vector);
         /* Per-head counts: all tc, or each (layer, head)'s own under a global selection. */
         uint32_t a_max = 0;
         for (uint32_t h = 0; h < H; h++) {
-            tcs[h] = global ? vkv_vector_counts(n, kept_rows[(size_t)l * H + h], s->p.pa, s->p.vector) : tc;
+            tcs[h] = global ? vkv_kv_tier_counts(n, kept_rows[(size_t)l * H + h], s->p.pa, s->p.vector) : tc;
             k_pool[h] = tcs[h].pool;
             k_apx[h] = tcs[h].approximated;
             if (tcs[h].a > a_max) a_max = tcs[h].a;
@@ -430,31 +399,23 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             goto done;
         }
         if ((st = vkv_cmd_submit(gpu))) goto done;
-        vkv_buffer *b_w = NULL;
         if (tc.a) {
-            /* The residual needs W on the device: a per-layer upload, then the
-             * truncation in a second recording. */
-            uint64_t wb = 4ull * H * hd * hd;
+            /* The residual reads W on the device: the cache uploads it once
+             * and keeps it for attention; the truncation in a second recording. */
             vkv_vector_geom g = {in.kv_type, H, hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
-            if ((st = vkv_buffer_create(gpu, wb, VKV_MEM_DEVICE, "the OLS maps", &b_w)) ||
-                (st = vkv_buffer_upload(gpu, b_w, 0, s->p.w + (size_t)l * H * hd * hd, wb)) || (st = vkv_cmd_begin(gpu))) {
-                vkv_buffer_destroy(gpu, b_w);
+            vkv_view w;
+            if ((st = vkv_kv_layer_w(vkv_ctx_kv(ctx), l, s->p.w + (size_t)l * H * hd * hd, &w)) ||
+                (st = vkv_cmd_begin(gpu)))
                 goto done;
-            }
-            st = vkv_op_vector_residual(gpu, &g, in.k, in.v, in.n_ctx, n, vkv_view_of(b_w), vkv_view_of(s->m->rope_inv_freq), ve);
+            st = vkv_op_vector_residual(gpu, &g, in.k, in.v, in.n_ctx, n, w, vkv_view_of(s->m->rope_inv_freq), ve);
             if (!st) st = vkv_op_vector_pool_scores(gpu, vp, ve, H * n, v2);
             if (!st) st = global ? vkv_op_topk_select(gpu, v2, H, n, vkv_view_of(b_kapx), 0, va)
                               : vkv_op_topk_select(gpu, v2, H, n, none, tc.approximated, va);
             if (st) {
                 st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-                vkv_buffer_destroy(gpu, b_w);
                 goto done;
             }
-            if ((st = vkv_cmd_submit(gpu))) {
-                vkv_buffer_destroy(gpu, b_w);
-                goto done;
-            }
-            vkv_buffer_destroy(gpu, b_w);
+            if ((st = vkv_cmd_submit(gpu))) goto done;
         }
         if ((st = vkv_cmd_begin(gpu))) goto done;
         if ((st = vkv_op_vector_assign_tiers(gpu, vp, va, H * n, vt))) {
@@ -526,8 +487,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
             }
             rep->distortion[l] = e_sum / H;
         }
-        vkv_layer_compression lc = {vt, n_ret, n_apx, tc.a ? s->p.w + (size_t)l * H * hd * hd : NULL};
-        if ((st = vkv_ctx_compress_layer(ctx, l, &lc))) goto done;
+        if ((st = vkv_kv_compress_layer(vkv_ctx_kv(ctx), l, n, vt, n_ret, n_apx))) goto done;
     }
     rep->seconds = now_s() - t0;
 done:

@@ -10,27 +10,15 @@
 #include <stdint.h>
 
 #include "infer/forward.h"
+#include "kv/kv_counts.h"
 #include "press/kvzip.h"
 #include "press/press.h"
-
-/* Default approximation ratio: min(p_c / 2, (1 - p_c - eps) / 2). */
-float vkv_vector_default_pa(float p_c);
-
-/* Integer counts of one (layer, KV head) with n context tokens and n_kept
- * the scorer's count: a = min(floor(p_a n), n_kept, n - n_kept) (0 without
- * VECTOR); pool = n_kept + a; retained = n_kept - a; approximated = 2a;
- * evicted = n - n_kept - a. Keys held = n_kept + a, values = n_kept - a:
- * exactly n_kept full KV pairs either way. */
-typedef struct vkv_tier_counts {
-    uint32_t n_kept, a, pool, retained, approximated, evicted;
-} vkv_tier_counts;
-vkv_tier_counts vkv_vector_counts(uint32_t n, uint32_t n_kept, float p_a, bool vector);
 
 typedef struct vkv_vector_params {
     const vkv_press_ops *press;
     vkv_press_params pp;       /* compression, window, ... */
     bool vector;               /* approximate tier on */
-    float pa;                  /* approximation ratio; < 0 = the default */
+    double pa;                 /* approximation ratio; < 0 = the default (vkv_kv_default_pa) */
     const float *w;            /* [n_layer, n_kv_head, head_dim, head_dim] OLS maps (vector only) */
     bool keep_details;         /* keep per-token scores, residuals and tiers for a tier dump */
     bool lean;                 /* benchmarks: no per-head quality figures, no host copies (counts only) */
@@ -51,7 +39,7 @@ uint32_t vkv_press_session_extra_tokens(const vkv_vector_params *p, uint32_t n_c
  * layer-major) and, with keep_details, per token ([.. * n]). */
 typedef struct vkv_vector_report {
     uint32_t n_layer, n_kv_head, n;
-    float pa;                  /* the approximation ratio used */
+    double pa;                 /* the approximation ratio used */
     uint32_t *n_ret, *n_apx, *n_evict;
     double *r2_apx;            /* R^2 of the rebuilt values over the approximated tokens (NaN: none) */
     double *rel_err_apx;       /* sum ||v - v^||^2 / sum ||v||^2 over them */
@@ -65,8 +53,8 @@ void vkv_vector_report_free(vkv_vector_report *r);
 typedef struct vkv_press_session vkv_press_session;
 
 /* Set up before prefilling n_context tokens into ctx (installs the query
- * capture the scorer needs). Checks the parameters: p_c in [0, 1), p_a in
- * [0, 1 - p_c] ... errors name the problem. */
+ * capture the scorer needs). Checks the parameters (vkv_kv_check_ratios;
+ * VECTOR needs the maps p->w); errors name the problem. */
 vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_vector_params *p, uint32_t n_context,
                                     vkv_press_session **out);
 /* After the prefill: compresses every layer (KVzip: after its

@@ -12,12 +12,6 @@
 
 #define REF_ATTN_MAX_HEAD_DIM 256
 
-size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim)
-{
-    assert(t == VKV_F16 || t == VKV_F32);
-    return (size_t)n_kv_head * n_ctx_max * head_dim * (t == VKV_F16 ? 2 : 4);
-}
-
 float vkv_kv_cache_get(vkv_dtype t, const void *cache, uint32_t n_ctx_max, uint32_t head_dim, uint32_t h, uint32_t j,
                        uint32_t d)
 {

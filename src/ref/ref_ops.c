@@ -9,8 +9,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#define REF_PI 3.14159265358979323846
-
 void vkv_ref_get_rows(vkv_dtype t, const void *table, uint64_t n_cols, const int32_t *ids,
                       uint32_t n_ids, float *out)
 {
@@ -71,13 +69,6 @@ void vkv_ref_matmul(vkv_dtype t, const void *w, uint32_t m, uint32_t k, const fl
     }
 }
 
-double vkv_rope_theta(const vkv_rope_params *p, int32_t pos, uint32_t pair)
-{
-    const double freq = pow((double)p->freq_base, -2.0 * pair / p->n_rot);
-    const double factor = p->freq_factors ? p->freq_factors[pair] : 1.0;
-    return (double)pos * p->freq_scale * freq / factor;
-}
-
 void vkv_ref_rope(const vkv_rope_params *p, const float *x, uint32_t n_tok, uint32_t n_heads,
                   const int32_t *pos, float *out)
 {
@@ -103,28 +94,6 @@ void vkv_ref_rope(const vkv_rope_params *p, const float *x, uint32_t n_tok, uint
             if (yh != xh)
                 for (uint32_t i = p->n_rot; i < p->head_dim; i++) yh[i] = xh[i];
         }
-    }
-}
-
-void vkv_rope_llama3_factors(uint32_t n_rot, float freq_base, float factor, float low_freq_factor,
-                             float high_freq_factor, uint32_t original_ctx, float *factors)
-{
-    const double low_freq_wavelen = (double)original_ctx / low_freq_factor;
-    const double high_freq_wavelen = (double)original_ctx / high_freq_factor;
-    for (uint32_t i = 0; i < n_rot / 2; i++) {
-        const double freq = pow((double)freq_base, -2.0 * i / n_rot);
-        const double wavelen = 2.0 * REF_PI / freq;
-        double f;
-        if (wavelen < high_freq_wavelen) {
-            f = 1.0; /* high frequencies: unscaled */
-        } else if (wavelen > low_freq_wavelen) {
-            f = factor; /* low frequencies: fully interpolated */
-        } else { /* blend linearly in 1/divisor; continuous at both ends */
-            const double smooth = (original_ctx / wavelen - low_freq_factor) /
-                                  ((double)high_freq_factor - low_freq_factor);
-            f = 1.0 / ((1.0 - smooth) / factor + smooth);
-        }
-        factors[i] = (float)f;
     }
 }
 

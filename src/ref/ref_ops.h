@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
+#include "core/rope.h"
 
 /* out[n_ids, n_cols] = table[ids[i], :] decoded to f32.
  * table: [n_table_rows, n_cols] of type t. Ids must be < n_table_rows. */
@@ -25,32 +26,10 @@ void vkv_ref_rms_norm(const float *x, const float *w, uint32_t rows, uint32_t n,
 void vkv_ref_matmul(vkv_dtype t, const void *w, uint32_t m, uint32_t k,
                     const float *x, uint32_t n, float *y);
 
-typedef enum vkv_rope_mode {
-    VKV_ROPE_INTERLEAVED = 0, /* llama: rotate pairs (x[2i], x[2i+1]) */
-    VKV_ROPE_NEOX = 2,        /* qwen2/qwen3: rotate pairs (x[i], x[i + n_rot/2]) */
-} vkv_rope_mode;
-
-typedef struct vkv_rope_params {
-    vkv_rope_mode mode;
-    uint32_t head_dim;        /* elements per head */
-    uint32_t n_rot;           /* leading dims rotated (even, <= head_dim); the rest pass through */
-    float freq_base;          /* theta base, e.g. 10000 or 500000 */
-    float freq_scale;         /* linear position scaling (1 = none) */
-    const float *freq_factors;/* [n_rot/2] divisors of each pair's frequency (Llama 3.1), or NULL */
-    bool inverse;             /* rotate by -theta: recovers pre-RoPE vectors */
-} vkv_rope_params;
-
-/* Angle of pair i at position pos: pos * freq_scale * base^(-2i/n_rot) / factor[i]. */
-double vkv_rope_theta(const vkv_rope_params *p, int32_t pos, uint32_t pair);
-
 /* out[n_tok, n_heads, head_dim] = RoPE(x) with x of the same shape,
  * token t at position pos[t]. out may equal x. */
 void vkv_ref_rope(const vkv_rope_params *p, const float *x, uint32_t n_tok, uint32_t n_heads,
                   const int32_t *pos, float *out);
-
-/* Llama-3 rope scaling ("rope_type llama3"): fills factors[n_rot/2]. */
-void vkv_rope_llama3_factors(uint32_t n_rot, float freq_base, float factor, float low_freq_factor,
-                             float high_freq_factor, uint32_t original_ctx, float *factors);
 
 /* out[rows, cols] = softmax(scale * x) per row. With causal, row r may only
  * see columns j <= r + causal_offset (others get probability 0); a row that

@@ -24,7 +24,7 @@ typedef struct vkv_tier_dump_info {
     const char *model_path, *press;
     const vkv_model *model;
     vkv_dtype kv_type;
-    float compression;
+    double compression;
     bool vector, query_aware;
     const int32_t *ids;      /* the n context tokens */
     const vkv_tokenizer *tok;/* may be NULL: tokens are then written as ids */

@@ -7,7 +7,7 @@
 #define VKV_OPS_H
 
 #include "core/dtype.h"
-#include "ref/ref_ops.h"
+#include "core/rope.h"
 #include "vk/gpu.h"
 
 typedef struct vkv_view {

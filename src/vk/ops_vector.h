@@ -5,7 +5,7 @@
 #ifndef VKV_OPS_VECTOR_H
 #define VKV_OPS_VECTOR_H
 
-#include "ref/ref_vector.h"
+#include "kv/kv_layout.h"
 #include "vk/ops.h"
 
 /* The geometry of one layer's caches and its RoPE (for undoing it). */

@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "kv/kv_counts.h"
 #include "press/press.h"
 #include "press/select.h"
 #include "press/select_global.h"
@@ -40,7 +41,7 @@
 
 static vkv_gpu *gpu;
 
-static const float compressions[] = {0.25f, 0.5f, 0.9f};
+static const double compressions[] = {0.25, 0.5, 0.9};
 #define N_PC 3
 #define MAX_ATTEMPTS 20
 
@@ -64,12 +65,12 @@ typedef struct press_data {
     uint32_t k[N_PC]; /* tokens kept per KV head at each compression */
 } press_data;
 
-static uint32_t kept(const vkv_press_ops *ops, const vkv_press_params *p, float pc, uint32_t n)
+static uint32_t kept(const vkv_press_ops *ops, const vkv_press_params *p, double pc, uint32_t n)
 {
     vkv_press_params q = *p;
     q.compression = pc;
     /* Layer 1 of 4 for PyramidKV (at these n it falls back to round(n (1 - p_c))). */
-    return ops->n_kept ? ops->n_kept(&q, 1, 4, n) : vkv_press_n_kept_uniform(pc, n);
+    return ops->n_kept ? ops->n_kept(&q, 1, 4, n) : vkv_kv_n_kept(pc, n);
 }
 
 static int cmp_desc(const void *a, const void *b)
@@ -317,7 +318,7 @@ static void global_selection_matches_reference(void **state)
 {
     (void)state;
     const uint32_t rows = 10, n = 997;
-    const float pcs[] = {0.25f, 0.5f, 0.9f, 0.0001f};
+    const double pcs[] = {0.25, 0.5, 0.9, 0.0001};
     float *sc = malloc(4ull * rows * n);
     uint32_t got[10], want[10];
     assert_non_null(sc);
@@ -335,7 +336,7 @@ static void global_selection_matches_reference(void **state)
             kept += got[r];
         }
         /* ties at the threshold are evicted with it: at least int(N p_c) go */
-        assert_true(kept <= (uint64_t)rows * n - vkv_global_n_evicted((uint64_t)rows * n, pcs[c]));
+        assert_true(kept <= (uint64_t)rows * n - vkv_kv_n_evicted_global((uint64_t)rows * n, pcs[c]));
     }
     vkv_buffer_destroy(gpu, b);
     free(sc);

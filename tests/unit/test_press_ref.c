@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "kv/kv_counts.h"
 #include "press/kvzip.h"
 #include "press/press.h"
 #include "press/select_global.h"
@@ -106,10 +107,10 @@ static void streamingllm_keeps_the_sinks_and_the_most_recent_tokens(void **state
     (void)state;
     float keys[10 * HD] = {0}, out[10];
     uint32_t mask[10];
-    vkv_press_params p = vkv_press_params_default(0.4f);
+    vkv_press_params p = vkv_press_params_default(0.4);
     vkv_press_layer in = layer_f32(keys, 10, 1, 1, NULL, 0);
     score("streamingllm", &p, &in, out);
-    uint32_t k = vkv_press_n_kept_uniform(p.compression, 10);
+    uint32_t k = vkv_kv_n_kept(p.compression, 10);
     assert_int_equal(k, 6);
     assert_int_equal(vkv_ref_topk_select(out, 1, 10, NULL, k, mask), VKV_OK);
     const uint32_t want[10] = {1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
@@ -438,24 +439,24 @@ static void global_selection_evicts_every_score_up_to_the_threshold(void **state
     assert_int_equal(kept[0], 1);
     assert_int_equal(kept[1], 2);
     /* int(8 * 0.01) = 0: still one evicted (kvpress's max(.. - 1, 0) index) */
-    assert_int_equal(vkv_global_n_evicted(8, 0.01f), 1);
-    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.01f, kept), VKV_OK);
+    assert_int_equal(vkv_kv_n_evicted_global(8, 0.01), 1);
+    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.01, kept), VKV_OK);
     assert_int_equal(kept[0], 4);
     assert_int_equal(kept[1], 3);
     /* Python: int(1000 * 0.9) = 900 */
-    assert_int_equal(vkv_global_n_evicted(1000, 0.9f), 900);
+    assert_int_equal(vkv_kv_n_evicted_global(1000, 0.9), 900);
 }
 
 static void uniform_count_is_kvpress_int_of_n_times_one_minus_pc(void **state)
 {
     (void)state;
-    assert_int_equal(vkv_press_n_kept_uniform(0.5f, 1000), 500);
-    assert_int_equal(vkv_press_n_kept_uniform(0.25f, 1000), 750);
+    assert_int_equal(vkv_kv_n_kept(0.5, 1000), 500);
+    assert_int_equal(vkv_kv_n_kept(0.25, 1000), 750);
     /* Python: int(1000 * (1 - 0.9)) = int(99.99999999999997) = 99. */
-    assert_int_equal(vkv_press_n_kept_uniform(0.9f, 1000), 99);
-    assert_int_equal(vkv_press_n_kept_uniform(0.0f, 7), 7);
-    assert_int_equal(vkv_press_n_kept_uniform(0.9f, 3), 1); /* max(1, ...) */
-    assert_int_equal(vkv_press_n_kept_uniform(0.5f, 0), 0);
+    assert_int_equal(vkv_kv_n_kept(0.9, 1000), 99);
+    assert_int_equal(vkv_kv_n_kept(0.0, 7), 7);
+    assert_int_equal(vkv_kv_n_kept(0.9, 3), 1); /* max(1, ...) */
+    assert_int_equal(vkv_kv_n_kept(0.5, 0), 0);
 }
 
 static double pyramid_mean(const vkv_press_ops *ops, const vkv_press_params *p, uint32_t L, uint32_t n)
@@ -502,7 +503,7 @@ static void pyramid_falls_back_to_snapkv_when_the_pyramid_does_not_fit(void **st
     /* n = 1000, p_c = 0.9: min = 5 < w = 64, so kvpress keeps
      * round(n (1 - p_c)) on every layer: round(99.99999999999997) = 100,
      * one more than the uniform int() count. */
-    vkv_press_params p = vkv_press_params_default(0.9f);
+    vkv_press_params p = vkv_press_params_default(0.9);
     for (uint32_t l = 0; l < 8; l++) assert_int_equal(ops->n_kept(&p, l, 8, 1000), 100);
     /* round() is Python's half-to-even: 1002 * 0.25 = 250.5 -> 250. */
     p.compression = 0.75f;

@@ -1,0 +1,73 @@
+/* The KV cache's counting rules (see kv_counts.h). */
+#include "kv/kv_counts.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Significant digits a double holds exactly for any decimal. */
+#define KV_DECIMAL_DIGITS 15
+
+double vkv_kv_decimal(double x)
+{
+    char buf[40];
+    snprintf(buf, sizeof buf, "%.*g", KV_DECIMAL_DIGITS, x);
+    return strtod(buf, NULL);
+}
+
+uint32_t vkv_kv_n_kept(double p_c, uint32_t n)
+{
+    if (!n) return 0;
+    /* int() truncates; the product is >= 0 for p_c <= 1. */
+    double kept = floor((double)n * (1.0 - p_c));
+    if (kept < 1) return 1;
+    return kept > n ? n : (uint32_t)kept;
+}
+
+uint64_t vkv_kv_n_evicted_global(uint64_t total, double p_c)
+{
+    if (!total) return 0;
+    /* kvpress: n = max(int(N * p_c) - 1, 0); evicted are the <= sorted[n]: at least n + 1. */
+    double e = floor((double)total * p_c);
+    uint64_t k = e < 1 ? 1 : (uint64_t)e;
+    return k > total ? total : k;
+}
+
+double vkv_kv_default_pa(double p_c)
+{
+    /* docs/ARCHITECTURE.md §2: 0.125, 0.25, 0.125, 0.05 at p_c = 0.25, 0.5,
+     * 0.75, 0.9 (the last one short by 1e-17, which the counting rule absorbs:
+     * a = n/4 at p_c = 0.5 and 50 at p_c = 0.9, n = 1000); the tiers stay
+     * non-empty anyway because a <= n_kept and a <= n - n_kept. */
+    double a = p_c / 2, b = (1 - p_c) / 2;
+    return a < b ? a : b;
+}
+
+vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool vector)
+{
+    vkv_tier_counts c = {.n_kept = n_kept > n ? n : n_kept};
+    if (vector && p_a > 0) {
+        double fa = floor(vkv_kv_decimal(p_a * n));
+        uint64_t a = (uint64_t)(fa < 0 ? 0 : fa);
+        if (a > c.n_kept) a = c.n_kept;
+        if (a > n - c.n_kept) a = n - c.n_kept;
+        c.a = (uint32_t)a;
+    }
+    c.pool = c.n_kept + c.a;
+    c.retained = c.n_kept - c.a;
+    c.approximated = 2 * c.a;
+    c.evicted = n - c.n_kept - c.a;
+    return c;
+}
+
+const char *vkv_kv_check_ratios(double p_c, double p_a, bool vector, char *msg, size_t size)
+{
+    if (!(p_c >= 0 && p_c < 1))
+        snprintf(msg, size, "--compression %g is outside [0, 1)", p_c);
+    else if (vector && !(p_a < 0) && !(p_a <= 1 && vkv_kv_decimal(p_a + p_c) <= 1))
+        snprintf(msg, size, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", p_a, p_c,
+                 1 - p_c);
+    else
+        return NULL;
+    return msg;
+}

@@ -1,0 +1,48 @@
+/* How many tokens each tier of a compressed KV head holds: the pure counting
+ * of kvpress and VECTOR, device-free, so reports and unit tests link it
+ * without the GPU stack (docs/ARCHITECTURE.md §2).
+ *
+ * The ratios are doubles end to end: p_c and p_a are the doubles of the
+ * decimals the user typed, exactly what Python holds for them. */
+#ifndef VKV_KV_COUNTS_H
+#define VKV_KV_COUNTS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* kvpress's uniform count: max(1, int(n * (1 - p_c))), in double as Python
+ * evaluates it: int(1000 * (1 - 0.9)) is 99 there, and here. 0 for n = 0. */
+uint32_t vkv_kv_n_kept(double p_c, uint32_t n);
+
+/* kvpress's global selection: max(int(N * p_c), 1) scores evicted, capped at
+ * N, as Python evaluates it; 0 for N = 0. */
+uint64_t vkv_kv_n_evicted_global(uint64_t total, double p_c);
+
+/* VECTOR's default approximation ratio: min(p_c / 2, (1 - p_c) / 2). */
+double vkv_kv_default_pa(double p_c);
+
+/* Integer counts of one (layer, KV head) with n context tokens and n_kept
+ * the scorer's count: a = min(floor(vkv_kv_decimal(p_a n)), n_kept,
+ * n - n_kept) (0 without VECTOR); pool = n_kept + a; retained = n_kept - a;
+ * approximated = 2a; evicted = n - n_kept - a. Keys held = n_kept + a,
+ * values = n_kept - a: exactly n_kept full KV pairs either way. */
+typedef struct vkv_tier_counts {
+    uint32_t n_kept, a, pool, retained, approximated, evicted;
+} vkv_tier_counts;
+vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool vector);
+
+/* The decimal a product or sum of typed decimals stands for: x rounded to
+ * 15 significant digits, which removes the binary error (0.3 * 10 =
+ * 2.9999999999999996 is 3; 1000 times the default p_a at p_c = 0.9 is 50,
+ * not 49.99999999999999) and changes nothing else. */
+double vkv_kv_decimal(double x);
+
+/* The cross-parameter rules of compression, in one place: p_c in [0, 1);
+ * with VECTOR, p_a < 0 (the default) or p_a in [0, 1] with p_a <= 1 - p_c
+ * (the approximated tier takes 2 p_a n keys out of the (1 - p_c) n kept
+ * pairs; the sum p_a + p_c taken as vkv_kv_decimal). Returns NULL when they hold, else
+ * msg (size bytes) filled with the problem in the CLI's words. */
+const char *vkv_kv_check_ratios(double p_c, double p_a, bool vector, char *msg, size_t size);
+
+#endif

@@ -1,0 +1,67 @@
+/* The KV cache's layouts, device-free: the plain cache and VECTOR's tiered
+ * layer, as the GPU kernels (vk/ops_attn.h, vk/ops_vector.h), their CPU
+ * references (ref/) and the cache's owner (kv/kv_cache.h) all read them
+ * (docs/ARCHITECTURE.md §2).
+ *
+ * Plain cache (per layer): k, v: [n_kv_head, n_ctx_max, head_dim] of kv_type
+ * (VKV_F16 or VKV_F32); slot j holds the token at absolute position j, slots
+ * 0..n_kv-1 are valid.
+ *
+ * Tiered layout of one layer (after compression), per KV head h:
+ *   K slots [k_off[h], k_off[h] + n_ret[h] + n_apx[h] + cap_new):
+ *     first the retained tokens, then the approximated ones (each tier in
+ *     position order), then tokens appended after compression;
+ *   V slots [v_off[h], v_off[h] + n_ret[h] + cap_new): retained, then appended
+ *     (approximated tokens have no value: it is rebuilt as W R^-1 K);
+ *   positions [p_off[h], p_off[h] + n_ret[h] + n_apx[h]) of the compressed
+ *     slots (appended token t is at position n_ctx0 + t).
+ * Rows are head_dim elements of the cache's type (f16 or f32). */
+#ifndef VKV_KV_LAYOUT_H
+#define VKV_KV_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/dtype.h"
+
+/* Causal grouped-query attention over a plain cache. */
+typedef struct vkv_attn_params {
+    uint32_t n_q;       /* queries in this call (tokens) */
+    uint32_t n_head;    /* query heads; a multiple of n_kv_head */
+    uint32_t n_kv_head; /* KV heads: query head h reads KV head h / (n_head / n_kv_head) */
+    uint32_t head_dim;  /* elements per head (even, <= 256) */
+    uint32_t n_ctx_max; /* cache slots per KV head: the stride between KV heads */
+    uint32_t n_kv;      /* valid cache slots 0..n_kv-1 (<= n_ctx_max) */
+    uint32_t pos0;      /* absolute position of query 0; query i is at pos0 + i */
+    float scale;        /* score scale, usually 1/sqrt(head_dim) */
+    vkv_dtype kv_type;  /* VKV_F16 (default) or VKV_F32 */
+} vkv_attn_params;
+
+/* Bytes of one layer's K (or V) cache: n_kv_head * n_ctx_max * head_dim
+ * elements of t (f16 or f32). */
+size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim);
+
+/* Per-layer tier metadata, mirrored on the device as uint32 [n_kv_head, 8]. */
+typedef struct vkv_tier_head {
+    uint32_t k_off, v_off, p_off; /* first K slot, V slot, position entry */
+    uint32_t n_ret, n_apx;        /* retained and approximated tokens */
+    uint32_t pad[3];
+} vkv_tier_head;
+
+typedef enum vkv_tier {
+    VKV_TIER_EVICTED = 0,
+    VKV_TIER_RETAINED = 1,
+    VKV_TIER_APPROXIMATED = 2,
+} vkv_tier;
+
+/* Attention of n_q queries (query i is appended token n_new0 + i) over a
+ * tiered layer: every compressed slot plus the appended tokens 0..n_new0+i. */
+typedef struct vkv_tiered_attn_params {
+    uint32_t n_q, n_head, n_kv_head, head_dim;
+    uint32_t n_new0;     /* appended tokens before query 0 */
+    uint32_t n_ctx0;     /* context length at compression (position of appended token 0) */
+    float scale;
+    vkv_dtype kv_type;
+} vkv_tiered_attn_params;
+
+#endif
