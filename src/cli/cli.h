@@ -32,10 +32,6 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) VKV_PRINTF(2, 3);
 bool cli_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
 bool cli_parse_f64(const char *s, double min, double max, double *out);
 
-/* The value of a flag that takes one ("--device 1"): advances *i and returns
- * argv[*i], or NULL (after printing a usage error) when it is missing. */
-const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i);
-
 /* A whole regular file of at most VKV_MAX_DOC_BYTES, NUL-terminated
  * (malloc'ed); NULL on failure, with the reason as the last error
  * (vkv_read_file). */

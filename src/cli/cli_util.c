@@ -51,15 +51,6 @@ bool cli_parse_f64(const char *s, double min, double max, double *out)
     return true;
 }
 
-const char *cli_flag_value(const char *cmd, int argc, char **argv, int *i)
-{
-    if (*i + 1 >= argc) {
-        cli_usage_error(cmd, "%s needs a value", argv[*i]);
-        return NULL;
-    }
-    return argv[++*i];
-}
-
 int cli_device_index_from_env(void)
 {
     const char *s = getenv("VKVECTOR_DEVICE");

@@ -111,7 +111,6 @@ static int parse_calib_args(int argc, char **argv, calib_args *a)
     const cli_opt opts[] = {
         CLI_MODEL_PATH_OPTION(a->mo.model_path),
         {.type = CLI_STR_LIST, .names = "--corpus", .metavar = "FILE...", .dest = &a->corpus,
-         .flags = CLI_SEEN_TWICE_OK,
          .help = "plain text, or JSONL with a \"text\" member per line (C4 shards: .jsonl or a\n"
                  "first character '{'); several files may follow, and --corpus may repeat"},
         {.type = CLI_I64, .names = "--tokens", .metavar = "N", .dest = &a->n_tokens, .min = 2, .max = 0x1p40,

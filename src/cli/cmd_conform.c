@@ -6,23 +6,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "conform/conform.h"
 #include "core/json_write.h"
-
-static void print_usage(void)
-{
-    printf("usage: vkvector conform [--device N] [--op NAME] [--json FILE] [--no-big] [--seed S]\n\n"
-           "Runs every GPU op on every Vulkan device (or device N) against its CPU reference and\n"
-           "prints a table per device. Exit status is 1 when any case fails or any validation\n"
-           "error is reported (VKVECTOR_VALIDATE=1 enables the validation layers).\n\n"
-           "  --device N   only device N (default: all devices; also VKVECTOR_DEVICE)\n"
-           "  --op NAME    only ops whose name contains NAME (get_rows, rms_norm, matvec,\n"
-           "               matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax,\n"
-           "               attn_prefill, attn_decode, topk_select, press_<scorer>, gram)\n"
-           "  --json FILE  also write the results as JSON\n"
-           "  --no-big     skip the cases with a weight over 128 MiB\n"
-           "  --seed S     random seed (default 1)\n");
-}
 
 static void write_json_device(vkv_json_writer *w, const vkv_caps *caps, uint32_t index, const conform_result *results,
                               size_t n_results, const char *error, uint32_t validation_errors)
@@ -79,33 +65,28 @@ static void print_device(uint32_t d, const vkv_caps *caps, const conform_result 
 int cmd_conform(int argc, char **argv)
 {
     const char *json_path = NULL, *filter = NULL;
-    int device = cli_device_index_from_env();
-    bool big = true;
+    int32_t device = cli_device_index_from_env();
+    bool no_big = false;
     uint64_t seed = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        int64_t iv;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            print_usage();
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            if (!(json_path = cli_flag_value("conform", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--op")) {
-            if (!(filter = cli_flag_value("conform", argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--device")) {
-            if (!(v = cli_flag_value("conform", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, 1024, &iv)) return cli_usage_error("conform", "--device wants a device index, got '%s'", v);
-            device = (int)iv;
-        } else if (!strcmp(a, "--seed")) {
-            if (!(v = cli_flag_value("conform", argc, argv, &i))) return 2;
-            if (!cli_parse_i64(v, 0, INT64_MAX, &iv)) return cli_usage_error("conform", "--seed wants a number, got '%s'", v);
-            seed = (uint64_t)iv;
-        } else if (!strcmp(a, "--no-big")) {
-            big = false;
-        } else {
-            return cli_usage_error("conform", "unknown option '%s'", a);
-        }
-    }
+    const cli_opt opts[] = {
+        {.type = CLI_I32, .names = "--device", .metavar = "N", .dest = &device, .min = 0, .max = 1024,
+         .help = "only device N (default: all devices; also VKVECTOR_DEVICE)"},
+        {.type = CLI_STR, .names = "--op", .metavar = "NAME", .dest = &filter,
+         .help = "only ops whose name contains NAME (get_rows, rms_norm, matvec,\n"
+                 "matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax,\n"
+                 "attn_prefill, attn_decode, topk_select, press_<scorer>, gram)"},
+        {.type = CLI_STR, .names = "--json", .metavar = "FILE", .dest = &json_path, .help = "also write the results as JSON"},
+        {.type = CLI_FLAG, .names = "--no-big", .dest = &no_big, .help = "skip the cases with a weight over 128 MiB"},
+        {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &seed, .min = 0, .max = (double)UINT64_MAX,
+         .help = "random seed (default 1)"},
+    };
+    int parsed = cli_parse("conform", "vkvector conform [--device N] [--op NAME] [--json FILE] [--no-big] [--seed S]\n\n"
+                           "Runs every GPU op on every Vulkan device (or device N) against its CPU reference and\n"
+                           "prints a table per device. Exit status is 1 when any case fails or any validation\n"
+                           "error is reported (VKVECTOR_VALIDATE=1 enables the validation layers).",
+                           opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    const bool big = !no_big;
     vkv_instance *inst;
     vkv_status st = vkv_instance_create(vkv_validation_requested(), vkv_validation_requested(), &inst);
     if (st) return cli_fail("conform", st);

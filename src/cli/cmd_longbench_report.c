@@ -11,25 +11,13 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "cli/strset.h"
 #include "core/json.h"
 #include "eval/lb_jsonl.h"
 #include "eval/lb_report.h"
 #include "eval/metrics.h"
 #include "kv/kv_counts.h"
-
-static void report_usage(void)
-{
-    printf("usage: vkvector longbench-report [--csv] [--strict] [--code-sim levenshtein|difflib] FILE...\n\n"
-           "Scores LongBench result files (vkvector longbench --out, or LongBench's pred/<model>/<task>.jsonl) and\n"
-           "prints a Markdown table: one row per model, method and p_c; one column per task (100 x the mean score,\n"
-           "2 decimals) and the average over the tasks present. Several files are merged (shards of one run);\n"
-           "a sample seen twice for the same row counts once.\n\n"
-           "  --csv                 CSV instead of Markdown\n"
-           "  --strict              a malformed line is fatal (default: reported and skipped)\n"
-           "  --code-sim KIND       lcc / repobench-p similarity: levenshtein (fuzzywuzzy with python-Levenshtein,\n"
-           "                        default) or difflib (fuzzywuzzy's pure-Python fallback)\n");
-}
 
 /* Short column names (LongBench's own abbreviations). */
 static const char *const short_names[VKV_LB_N_TASKS] = {
@@ -66,23 +54,26 @@ static void method_label(const vkv_lb_row *r, bool show_pa, char *buf, size_t n)
 /* Options and files; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, report *rep, const char **files, size_t max_files, size_t *n_files)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { report_usage(); return 0; }
-        else if (!strcmp(a, "--csv")) rep->csv = true;
-        else if (!strcmp(a, "--strict")) rep->strict = true;
-        else if (!strcmp(a, "--code-sim")) {
-            const char *v = cli_flag_value("longbench-report", argc, argv, &i);
-            if (!v) return 2;
-            if (!strcmp(v, "levenshtein")) rep->so.code_sim = VKV_CODE_SIM_LEVENSHTEIN;
-            else if (!strcmp(v, "difflib")) rep->so.code_sim = VKV_CODE_SIM_DIFFLIB;
-            else return cli_usage_error("longbench-report", "--code-sim wants levenshtein or difflib, got '%s'", v);
-        } else if (a[0] == '-' && a[1]) return cli_usage_error("longbench-report", "unknown option '%s'", a);
-        else {
-            if (*n_files == max_files) return cli_usage_error("longbench-report", "too many files");
-            files[(*n_files)++] = a;
-        }
-    }
+    int code_sim = 0; /* index into the choices below */
+    cli_str_list list = {.items = files, .cap = max_files};
+    const cli_opt opts[] = {
+        {.type = CLI_ARGS, .names = "FILE...", .dest = &list, .help = "result files (JSON lines)"},
+        {.type = CLI_FLAG, .names = "--csv", .dest = &rep->csv, .help = "CSV instead of Markdown"},
+        {.type = CLI_FLAG, .names = "--strict", .dest = &rep->strict,
+         .help = "a malformed line is fatal (default: reported and skipped)"},
+        {.type = CLI_ENUM, .names = "--code-sim", .metavar = "KIND", .dest = &code_sim, .choices = "levenshtein|difflib",
+         .help = "lcc / repobench-p similarity: levenshtein (fuzzywuzzy with python-Levenshtein,\n"
+                 "default) or difflib (fuzzywuzzy's pure-Python fallback)"},
+    };
+    int parsed = cli_parse("longbench-report", "vkvector longbench-report [--csv] [--strict] [--code-sim levenshtein|difflib] FILE...\n\n"
+                           "Scores LongBench result files (vkvector longbench --out, or LongBench's pred/<model>/<task>.jsonl) and\n"
+                           "prints a Markdown table: one row per model, method and p_c; one column per task (100 x the mean score,\n"
+                           "2 decimals) and the average over the tasks present. Several files are merged (shards of one run);\n"
+                           "a sample seen twice for the same row counts once.",
+                           opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    rep->so.code_sim = code_sim ? VKV_CODE_SIM_DIFFLIB : VKV_CODE_SIM_LEVENSHTEIN;
+    *n_files = list.n;
     if (!*n_files) return cli_usage_error("longbench-report", "give one or more result files");
     return -1;
 }

@@ -7,61 +7,41 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/options.h"
 #include "viz/viz.h"
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: vkvector viz DUMP.json -o REPORT.html [options]\n"
-            "       vkvector viz --term DUMP.json [options]\n\n"
-            "Shows a tier dump (vkvector run ... --press P --tier-dump DUMP.json): which context positions\n"
-            "each layer and KV head retained, approximated or evicted, the memory each tier holds, how well\n"
-            "the approximated values are rebuilt (R², relative error) and the distortion E per layer.\n\n"
-            "  -o, --output FILE   write a self-contained HTML report (no network needed; open it in a browser)\n"
-            "  --values KIND       per-position scores and residuals in the report: f16 (default, ~3 digits),\n"
-            "                      u8 (half the size) or none (tiers only, the smallest report)\n"
-            "  --term              print a summary to stdout (tier bars, tokens, bytes, R², E)\n"
-            "  --heads             with --term: a line per KV head too\n"
-            "  --color WHEN        with --term: auto (default: colour when stdout is a terminal and NO_COLOR\n"
-            "                      is unset), always or never\n"
-            "  -h, --help          this help\n");
-}
 
 int cmd_viz(int argc, char **argv)
 {
-    const char *cmd = "viz", *dump_path = NULL, *out_path = NULL, *color_when = "auto";
+    const char *cmd = "viz", *out_path = NULL, *dumps_given[2];
     bool term = false, per_head = false;
-    viz_html_opts opts = {.values = VIZ_VALUES_F16};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!(out_path = cli_flag_value(cmd, argc, argv, &i))) return 2;
-        } else if (!strcmp(a, "--values")) {
-            const char *v = cli_flag_value(cmd, argc, argv, &i);
-            if (!v) return 2;
-            if (!strcmp(v, "f16")) opts.values = VIZ_VALUES_F16;
-            else if (!strcmp(v, "u8")) opts.values = VIZ_VALUES_U8;
-            else if (!strcmp(v, "none")) opts.values = VIZ_VALUES_NONE;
-            else return cli_usage_error(cmd, "--values wants f16, u8 or none, not '%s'", v);
-        } else if (!strcmp(a, "--term")) {
-            term = true;
-        } else if (!strcmp(a, "--heads")) {
-            per_head = true;
-        } else if (!strcmp(a, "--color") || !strcmp(a, "--colour")) {
-            if (!(color_when = cli_flag_value(cmd, argc, argv, &i))) return 2;
-            if (strcmp(color_when, "auto") && strcmp(color_when, "always") && strcmp(color_when, "never"))
-                return cli_usage_error(cmd, "--color wants auto, always or never, not '%s'", color_when);
-        } else if (a[0] == '-' && a[1]) {
-            return cli_usage_error(cmd, "unknown option '%s'", a);
-        } else if (dump_path) {
-            return cli_usage_error(cmd, "one tier dump at a time ('%s' and '%s')", dump_path, a);
-        } else {
-            dump_path = a;
-        }
-    }
+    int values_index = 0, color_index = 0; /* into the choices below */
+    cli_str_list dumps = {.items = dumps_given, .cap = 2};
+    const cli_opt table[] = {
+        {.type = CLI_ARGS, .names = "DUMP.json", .dest = &dumps, .help = "the tier dump to show"},
+        {.type = CLI_STR, .names = "-o|--output", .metavar = "FILE", .dest = &out_path,
+         .help = "write a self-contained HTML report (no network needed; open it in a browser)"},
+        {.type = CLI_ENUM, .names = "--values", .metavar = "KIND", .dest = &values_index, .choices = "f16|u8|none",
+         .help = "per-position scores and residuals in the report: f16 (default, ~3 digits),\n"
+                 "u8 (half the size) or none (tiers only, the smallest report)"},
+        {.type = CLI_FLAG, .names = "--term", .dest = &term, .help = "print a summary to stdout (tier bars, tokens, bytes, R², E)"},
+        {.type = CLI_FLAG, .names = "--heads", .dest = &per_head, .help = "with --term: a line per KV head too"},
+        {.type = CLI_ENUM, .names = "--color|--colour", .metavar = "WHEN", .dest = &color_index, .choices = "auto|always|never",
+         .help = "with --term: auto (default: colour when stdout is a terminal and NO_COLOR\n"
+                 "is unset), always or never"},
+    };
+    int parsed = cli_parse(cmd, "vkvector viz DUMP.json -o REPORT.html [options]\n"
+                           "       vkvector viz --term DUMP.json [options]\n\n"
+                           "Shows a tier dump (vkvector run ... --press P --tier-dump DUMP.json): which context positions\n"
+                           "each layer and KV head retained, approximated or evicted, the memory each tier holds, how well\n"
+                           "the approximated values are rebuilt (R², relative error) and the distortion E per layer.",
+                           table, CLI_N(table), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    if (dumps.n > 1) return cli_usage_error(cmd, "one tier dump at a time ('%s' and '%s')", dumps.items[0], dumps.items[1]);
+    const char *dump_path = dumps.n ? dumps.items[0] : NULL;
+    static const viz_values kinds[] = {VIZ_VALUES_F16, VIZ_VALUES_U8, VIZ_VALUES_NONE};
+    static const char *const whens[] = {"auto", "always", "never"};
+    viz_html_opts opts = {.values = kinds[values_index]};
+    const char *color_when = whens[color_index];
     if (!dump_path) return cli_usage_error(cmd, "which tier dump? (vkvector viz DUMP.json -o REPORT.html)");
     if (!out_path && !term) return cli_usage_error(cmd, "nothing to do: give -o REPORT.html and/or --term");
     if (per_head && !term) return cli_usage_error(cmd, "--heads goes with --term");

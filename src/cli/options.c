@@ -235,8 +235,26 @@ static bool store_list(const char *cmd, const cli_opt *o, const char *name, cons
 static const cli_opt *find_option(const cli_opt *opts, size_t n_opts, const char *name, size_t len)
 {
     for (size_t k = 0; k < n_opts; k++)
-        if (opts[k].type != CLI_SECTION && list_has(opts[k].names, name, len, NULL)) return &opts[k];
+        if (opts[k].type != CLI_SECTION && opts[k].type != CLI_ARGS && list_has(opts[k].names, name, len, NULL))
+            return &opts[k];
     return NULL;
+}
+
+/* An argument that is not an option ("-" alone is one: standard input). */
+static bool store_arg(const char *cmd, const cli_opt *opts, size_t n_opts, const char *arg)
+{
+    for (size_t k = 0; k < n_opts; k++)
+        if (opts[k].type == CLI_ARGS) {
+            cli_str_list *list = opts[k].dest;
+            if (list->n == list->cap) {
+                cli_usage_error(cmd, "more than %zu %s", list->cap, opts[k].names);
+                return false;
+            }
+            list->items[list->n++] = arg;
+            return true;
+        }
+    cli_usage_error(cmd, "unexpected argument '%s'", arg);
+    return false;
 }
 
 int cli_parse(const char *cmd, const char *usage_line, const cli_opt *opts, size_t n_opts, int argc, char **argv)
@@ -246,6 +264,10 @@ int cli_parse(const char *cmd, const char *usage_line, const cli_opt *opts, size
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             cli_print_usage(stdout, usage_line, opts, n_opts);
             return CLI_HELP;
+        }
+        if (arg[0] != '-' || !arg[1]) {
+            if (!store_arg(cmd, opts, n_opts, arg)) return CLI_USAGE_ERROR;
+            continue;
         }
         size_t len = strlen(arg);
         const char *eq = strncmp(arg, "--", 2) ? NULL : strchr(arg, '=');

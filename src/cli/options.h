@@ -39,12 +39,12 @@ typedef enum cli_opt_type {
     CLI_F32,      /* float: parsed and range-checked as a double, then rounded to float */
     CLI_ENUM,     /* int: the index of the value in choices ("f16|f32": f16 = 0, f32 = 1) */
     CLI_STR_LIST, /* cli_str_list: every argument after the option up to the next one starting with '-' */
+    CLI_ARGS,     /* cli_str_list: the arguments that are not options (names = how --help shows them) */
 } cli_opt_type;
 
 /* Entry flags. */
 #define CLI_MIN_EXCLUSIVE 1u  /* the value must be > min (an integer: >= min + 1) */
 #define CLI_MAX_EXCLUSIVE 2u  /* the value must be < max */
-#define CLI_SEEN_TWICE_OK 4u  /* may be given more than once: the last value wins (a list collects all) */
 
 typedef struct cli_opt {
     cli_opt_type type;     /* CLI_SECTION: a heading line in --help (names = the heading text) */
@@ -53,7 +53,7 @@ typedef struct cli_opt {
     void *dest;            /* bool*, const char**, int64_t*, int32_t*, uint64_t*, double*, float*, int* (ENUM: index
                               into choices), cli_str_list* */
     double min, max;       /* numeric range, inclusive (I64/I32/U64/F64/F32) */
-    unsigned flags;        /* CLI_MIN_EXCLUSIVE, CLI_MAX_EXCLUSIVE, CLI_SEEN_TWICE_OK */
+    unsigned flags;        /* CLI_MIN_EXCLUSIVE, CLI_MAX_EXCLUSIVE */
     const char *choices;   /* CLI_ENUM: "f16|f32" */
     const char *help;      /* one line; a "\n" starts another, indented to the help column */
     bool *given;           /* optional: set true when the option appears */

@@ -21,7 +21,7 @@ expect() {
 expect 2 "usage: vkvector" -- "$vkv"
 expect 2 "unknown command 'frobnicate'" -- "$vkv" frobnicate
 expect 2 "unknown option '--bogus'" -- "$vkv" conform --bogus
-expect 2 "--device wants a device index" -- "$vkv" conform --device minus-one
+expect 2 "--device wants an integer in 0..1024" -- "$vkv" conform --device minus-one
 expect 2 "--json needs a value" -- "$vkv" conform --json
 expect 2 "unknown option" -- "$vkv" devices --frob
 expect 2 "unknown benchmark" -- "$vkv" bench nope

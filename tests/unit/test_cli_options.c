@@ -128,7 +128,7 @@ static void all_types_table(all_types *v, cli_opt opts[N_ALL_TYPES])
         {.type = CLI_F32, .names = "--temp", .metavar = "T", .dest = &v->f32, .min = 0, .max = 100, .help = "a float"},
         {.type = CLI_ENUM, .names = "--mode", .dest = &v->choice, .choices = "on|off|auto", .help = "an enum"},
         {.type = CLI_STR_LIST, .names = "--files", .metavar = "FILE...", .dest = &v->list,
-         .flags = CLI_SEEN_TWICE_OK, .help = "a list"},
+         .help = "a list"},
     };
     memcpy(opts, table, sizeof table);
 }
@@ -231,12 +231,12 @@ static void unknown_and_missing(void **state)
     parse_result r = PARSE_ALL("--bogus");
     assert_error(&r, "unknown option '--bogus'");
     assert_non_null(strstr(r.err, "vkvector test --help"));
-    EXPECT_ERROR("unknown option 'stray'", "stray");
+    EXPECT_ERROR("unexpected argument 'stray'", "stray"); /* the table takes no arguments */
     EXPECT_ERROR("unknown option '--coun'", "--coun", "3"); /* no prefix matching */
     EXPECT_ERROR("--count needs a value", "--count");
     EXPECT_ERROR("-s needs a value", "-s");
     EXPECT_ERROR("--files needs at least one file", "--files", "--flag");
-    EXPECT_ERROR("unknown option 'A heading:'", "A heading:");
+    EXPECT_ERROR("unexpected argument 'A heading:'", "A heading:"); /* a heading is not an option */
 }
 
 static void enum_errors_list_the_choices(void **state)
@@ -265,6 +265,28 @@ static void equals_form(void **state)
     EXPECT_ERROR("--count wants an integer in 1..10, got ''", "--count=");
     EXPECT_ERROR("--flag takes no value, got '1'", "--flag=1");
     EXPECT_ERROR("unknown option '-s=x'", "-s=x"); /* short names take no '=' */
+}
+
+/* CLI_ARGS collects what is not an option, "-" (standard input) included,
+ * wherever it stands; a full list is an error. */
+static void arguments_between_options(void **state)
+{
+    (void)state;
+    const char *items[2];
+    cli_str_list args = {.items = items, .cap = 2};
+    bool flag = false;
+    const cli_opt table[] = {
+        {.type = CLI_ARGS, .names = "FILE...", .dest = &args, .help = "inputs"},
+        {.type = CLI_FLAG, .names = "--flag", .dest = &flag, .help = "a flag"},
+    };
+    parse_result r = PARSE(table, "a.json", "--flag", "-");
+    assert_int_equal(r.rc, CLI_OK);
+    assert_true(flag);
+    assert_int_equal(args.n, 2);
+    assert_string_equal(items[0], "a.json");
+    assert_string_equal(items[1], "-");
+    args.n = 0;
+    EXPECT_ERROR_IN(table, "more than 2 FILE...", "a", "b", "c");
 }
 
 static void given_twice(void **state)
@@ -368,6 +390,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(enum_errors_list_the_choices, fresh_table, free_table),
         cmocka_unit_test_setup_teardown(equals_form, fresh_table, free_table),
         cmocka_unit_test_setup_teardown(given_twice, fresh_table, free_table),
+        cmocka_unit_test(arguments_between_options),
         cmocka_unit_test_setup_teardown(help_lists_every_option, fresh_table, free_table),
         cmocka_unit_test(shared_groups),
     };
