@@ -37,7 +37,7 @@ vkv_status vkv_op_gram(vkv_gpu *gpu, const vkv_gram_params *p, vkv_view x, vkv_v
     if (gx > caps->max_workgroup_count[0] || gy > caps->max_workgroup_count[1] || p->n_blocks > caps->max_workgroup_count[2])
         return vkv_error(VKV_ERR_UNSUPPORTED, "gram: %u x %u x %u blocks exceed this device's workgroup counts", p->n_blocks,
                          p->m, p->n);
-    struct { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_step, x_ones; } pc = {
+    vkv_pc_gram pc = {
         p->n_tok, p->m, p->n, p->ldx, p->ldy, p->x0, p->y0, p->x_step, p->y_step, p->x_ones};
     vkv_binding b[3] = {vkv_ops_bind(x, 0, x_need ? 4 * x_need : 4), vkv_ops_bind(y, 0, y_need ? 4 * y_need : 4),
                         vkv_ops_bind(out, 0, out_bytes)};

@@ -97,7 +97,7 @@ static vkv_status expected_capture(vkv_gpu *gpu, const vkv_press_params *p, cons
         return st;
     if (wg < 64 || wg > 256 || (wg & (wg - 1)))
         return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup size %u is not a power of two in [64, 256]", name, wg);
-    struct { uint32_t n_head, head_dim, n_rot, neox, pos0, t_begin, t_end, c_row; } pc = {
+    vkv_pc_press_expected_stats pc = {
         in->n_head, in->head_dim, in->n_rot, in->rope_neox, pos0, first < end ? first - pos0 : 0,
         first < end ? end - pos0 : 0, has_c ? sink - pos0 : 0xffffffffu};
     vkv_binding b[3] = {vkv_ops_bind(q, 0, q_bytes),
@@ -135,7 +135,7 @@ static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
     const vkv_view lse = vkv_press_scratch_at(in, lse_off);
     const uint64_t lb = 4ull * in->n_head, scb = 4ull * in->n_kv_head * in->n;
 
-    struct { uint32_t n_head, head_dim, n_rot, neox, n_count, fut0, n_fut; } ppc = {
+    vkv_pc_press_expected_prep ppc = {
         in->n_head, in->head_dim, in->n_rot, in->rope_neox, n_z, in->n, EXPECTED_FUTURE};
     vkv_binding bp[3] = {vkv_ops_bind(in->state, 0, sb),
                          in->n_rot ? vkv_ops_bind(in->inv_freq, 0, 2ull * in->n_rot) : vkv_ops_bind(in->state, 0, 16),
@@ -147,18 +147,18 @@ static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
         return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %u keys need too many workgroups", name, n_z);
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
-        struct { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; float inv_sqrt_d, inv_2d; } lpc = {
+        vkv_pc_press_expected_logits lpc = {
             in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0,
             (float)(1.0 / sqrt((double)in->head_dim)), (float)(0.5 / in->head_dim)};
         vkv_binding bl[3] = {vkv_ops_bind(prep, 0, pb), vkv_press_bind_k(in, h0, nh), vkv_ops_bind(z, 0, zb)};
         if ((st = vkv_cmd_dispatch(gpu, klog, bl, 3, &lpc, sizeof lpc, tiles, nh, 1))) return st;
     }
-    struct { uint32_t n_z; } zpc = {n_z};
+    vkv_pc_press_expected_lse zpc = {n_z};
     vkv_binding bz[2] = {vkv_ops_bind(z, 0, zb), vkv_ops_bind(lse, 0, lb)};
     if ((st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_LSE, bz, 2, &zpc, sizeof zpc, in->n_head, 1, 1))) return st;
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
-        struct { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } fpc = {
+        vkv_pc_press_expected fpc = {
             in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0};
         vkv_press_layer vin = *in;
         vin.k = in->v; /* the V cache has the K cache's layout */

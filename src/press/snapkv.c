@@ -45,7 +45,7 @@ vkv_status vkv_snapkv_score_gpu(vkv_gpu *gpu, const vkv_press_params *p, const v
     const uint32_t group = in->n_head / in->n_kv_head;
     if ((st = vkv_press_window_gpu(gpu, in, w, n_pre, name))) return st;
     const uint64_t rb = 4ull * in->n_kv_head * n_pre;
-    struct { uint32_t n, n_pre, kernel; float inv_div; } pc = {in->n, n_pre, kernel,
+    vkv_pc_press_snapkv pc = {in->n, n_pre, kernel,
                                                                 (float)(1.0 / ((double)kernel * w * group))};
     vkv_binding b[2] = {vkv_ops_bind(vkv_press_scratch_at(in, vkv_press_window_raw_offset(in, w)), 0, rb ? rb : 16),
                         vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};

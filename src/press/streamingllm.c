@@ -20,7 +20,7 @@ static vkv_status streamingllm_gpu(vkv_gpu *gpu, const vkv_press_params *p, cons
         (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores")) ||
         (st = vkv_press_groups_x(gpu, VKV_K_PRESS_STREAMINGLLM, in->n, name, &gx)))
         return st;
-    struct { uint32_t n, n_sink; } pc = {in->n, p->n_sink};
+    vkv_pc_press_streamingllm pc = {in->n, p->n_sink};
     vkv_binding b[1] = {vkv_ops_bind(scores, 0, bytes)};
     return vkv_cmd_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, b, 1, &pc, sizeof pc, gx, in->n_kv_head, 1);
 }

@@ -27,7 +27,7 @@ static vkv_status tova_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_pr
         return st;
     const uint32_t n_pre = in->n - 1;
     const uint64_t rb = 4ull * in->n_kv_head * n_pre;
-    struct { uint32_t n, n_pre, n_kv_head; float inv_heads; } pc = {in->n, n_pre, in->n_kv_head,
+    vkv_pc_press_tova pc = {in->n, n_pre, in->n_kv_head,
                                                                      (float)(1.0 / in->n_head)};
     vkv_binding b[2] = {vkv_ops_bind(vkv_press_scratch_at(in, vkv_press_window_raw_offset(in, 1)), 0, rb ? rb : 16),
                         vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};

@@ -190,9 +190,7 @@ static void GramAccumulationMatchesDoubleOver1MTokens(vkv_gpu *gpu)
         vkv_gram_accum_set_target(acc, set);
         TRY(vkv_cmd_begin(gpu));
         vkv_status st = vkv_gram_accum_record(acc, 0, vkv_view_of(kb), vkv_view_of(vb), n);
-        vkv_status st2 = vkv_cmd_submit(gpu);
-        TRY(st);
-        TRY(st2);
+        TRY(st ? vkv_cmd_abort(gpu, st) : vkv_cmd_submit(gpu));
         done += n;
     }
     vkv_gram_accum_collect(acc);
@@ -290,9 +288,7 @@ static void HookKeysEqualInverseRopeOfCache(vkv_gpu *gpu, const char *model_file
         for (uint32_t h = 0; h < H && !st; h++)
             st = vkv_op_rope(gpu, &rp, (vkv_view){cache.buf, cache.offset + 4ull * h * n_ctx * hd}, n, 1,
                              vkv_view_of(pos), vkv_view_of(m->rope_inv_freq), (vkv_view){out, 4ull * h * n * hd});
-        vkv_status st2 = vkv_cmd_submit(gpu);
-        TRY(st);
-        TRY(st2);
+        TRY(st ? vkv_cmd_abort(gpu, st) : vkv_cmd_submit(gpu));
         TRY(vkv_buffer_download(gpu, hs.keys[l], 0, hook_k, 4 * n * row));
         TRY(vkv_buffer_download(gpu, hs.vals[l], 0, hook_v, 4 * n * row));
         double num = 0, den = 0;
