@@ -10,14 +10,9 @@
 #include "cli/cli.h"
 #include "cli/load_report.h"
 #include "cli/options.h"
-#include "session/session.h"
 #include "core/rng.h"
 #include "kv/kv_counts.h"
-#include "calib/calib.h"
-#include "infer/forward.h"
-#include "press/kvzip.h"
-#include "press/vector.h"
-#include "tok/tokenizer.h"
+#include "session/session.h"
 #include "vk/ops.h"
 
 /* Peak figures of devices we know (dense fp16 TFLOP/s, memory TB/s). */

@@ -8,7 +8,6 @@
 #include "cli/cli.h"
 #include "core/json_write.h"
 #include "kv/kv_counts.h"
-#include "kv/kv_counts.h"
 
 void eval_opts_init(eval_opts *o)
 {

@@ -7,16 +7,16 @@
 
 bool cli_press_opts_check(const char *cmd, const cli_press_opts *po, const vkv_press_ops **press)
 {
+    char ratios[160];
+    const char *why = NULL;
     *press = NULL;
-    if (po->press && !(*press = vkv_press_find(po->press))) return cli_usage_error(cmd, "%s", vkv_last_error()), false;
-    if (po->press && po->compression < 0) return cli_usage_error(cmd, "--press needs --compression P"), false;
-    if (!po->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->query_aware ||
-                       po->materialized))
-        return cli_usage_error(cmd, "--compression, --vector, --pa, --calib, --query-aware and --materialized need "
-                                    "--press NAME"), false;
-    if ((po->pa >= 0 || po->calib) && !po->vector) return cli_usage_error(cmd, "--pa and --calib need --vector"), false;
-    char why[160];
-    if (vkv_kv_check_ratios(po->compression < 0 ? 0 : po->compression, po->pa, po->vector, why, sizeof why))
-        return cli_usage_error(cmd, "%s", why), false;
-    return true;
+    if (po->press && !(*press = vkv_press_find(po->press))) why = vkv_last_error();
+    else if (po->press && po->compression < 0) why = "--press needs --compression P";
+    else if (!po->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->query_aware ||
+                            po->materialized))
+        why = "--compression, --vector, --pa, --calib, --query-aware and --materialized need --press NAME";
+    else if ((po->pa >= 0 || po->calib) && !po->vector) why = "--pa and --calib need --vector";
+    else why = vkv_kv_check_ratios(po->compression < 0 ? 0 : po->compression, po->pa, po->vector, ratios, sizeof ratios);
+    if (why) cli_usage_error(cmd, "%s", why);
+    return !why;
 }

@@ -58,7 +58,6 @@ vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
         free(s);
         return oom();
     }
-    s->model_path = p->model_path;
     const char *base = strrchr(p->model_path, '/');
     snprintf(s->model_name, sizeof s->model_name, "%s", base ? base + 1 : p->model_path);
     char *dot = strrchr(s->model_name, '.');

@@ -45,7 +45,6 @@ typedef struct vkv_session {
     vkv_ctx *ctx;             /* NULL until vkv_session_reserve */
     vkv_chat_template chat;   /* VKV_CHAT_UNKNOWN: prompts go without a template */
     char model_name[256];     /* the model file's name without .gguf */
-    const char *model_path;
     double load_seconds;      /* reading and uploading the weights */
     vkv_session_kvzip *kvzip; /* KVzip's reconstruction prompts, made when first needed */
 } vkv_session;
