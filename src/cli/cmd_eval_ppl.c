@@ -48,7 +48,7 @@ typedef struct eppl_opts {
     int n_ratios;
     int64_t n_context, n_cont, n_windows, start_byte;
     double pa;
-    bool vector_only, both, query_aware, markdown;
+    bool vector_only, both, aware_flag, agnostic_flag, markdown;
     const vkv_press_ops *presses[16];
     int n_presses;
 } eppl_opts;
@@ -77,8 +77,7 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
          .help = "calibration for VECTOR (default: beside the model)"},
         {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &o->pa, .min = 0, .max = 1,
          .help = "approximation ratio (default min(p_c/2, (1-p_c)/2))"},
-        {.type = CLI_FLAG, .names = "--query-aware", .dest = &o->query_aware,
-         .help = "score with the continuation's first tokens inside the prefill (not default)"},
+        CLI_QUERY_MODE_OPTIONS(o->aware_flag, o->agnostic_flag),
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
@@ -102,6 +101,8 @@ static int check_eppl_options(eppl_opts *o)
 {
     if (!o->text_path || !o->press_list || !o->n_ratios || !o->n_context || !o->n_cont)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
+    if (o->aware_flag && o->agnostic_flag)
+        return cli_usage_error("eval-ppl", "--query-aware and --query-agnostic exclude each other");
     char buf[256];
     snprintf(buf, sizeof buf, "%s", o->press_list);
     for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -192,14 +193,16 @@ static vkv_status reference_pass(vkv_session *s, const eppl_opts *o, eppl_data *
     return VKV_OK;
 }
 
-/* One row of the table: press, ratio and method over every window. */
+/* One row of the table: press, ratio and method over every window, in the
+ * press's query mode (its own unless overridden). */
 static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press, double ratio,
                             bool vector)
 {
     uint32_t nv = s->model->hp.n_vocab;
     vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = o->pa, .plain_prompt = true};
+    const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
-    uint32_t n_comp = o->query_aware ? d->c0 + 1 : d->c0;
+    uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
     double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0;
     for (int64_t w = 0; w < o->n_windows; w++) {
         vkv_prompt pr = window_prompt(d, w, n_comp);
@@ -210,7 +213,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         ms += pf.report.seconds * 1e3;
         used_pa = pf.report.pa;
         vkv_prefill_free(&pf);
-        for (int64_t t = (o->query_aware ? 1 : 0); t < o->n_cont; t++) {
+        for (int64_t t = (query_aware ? 1 : 0); t < o->n_cont; t++) {
             /* prediction made at position c0 + t: compressed logits row (c0 + t - n_comp) */
             const float *lr = d->ref + ((size_t)w * o->n_cont + t) * nv;
             const float *lc = d->logits + (size_t)(d->c0 + t - n_comp) * nv;
@@ -224,13 +227,13 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
             kl += k;
         }
     }
-    double cnt = (double)o->n_windows * (o->n_cont - (o->query_aware ? 1 : 0));
-    const char *meth = vector ? "VECTOR" : "baseline";
+    double cnt = (double)o->n_windows * (o->n_cont - (query_aware ? 1 : 0));
+    const char *meth = vector ? "VECTOR" : "baseline", *mode = query_aware ? "aware" : "agnostic";
     if (o->markdown)
-        printf("| %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, ratio, meth, used_pa,
+        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
     else
-        printf("%-13s %5.2f %-8s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, ratio, meth, used_pa,
+        printf("%-13s %-8s %5.2f %-8s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
     fflush(stdout);
     return VKV_OK;
@@ -264,9 +267,10 @@ int cmd_eval_ppl(int argc, char **argv)
     vkv_status st;
     if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d)) || (st = reserve_windows(s, &o, &d)))
         goto out;
-    printf(o.markdown ? "| press | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
-                      : "%-13s %5s %-8s %6s %10s %12s %10s %11s\n",
-           "press", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
+    printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n"
+                        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
+                      : "%-13s %-8s %5s %-8s %6s %10s %12s %10s %11s\n",
+           "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
     if ((st = reference_pass(s, &o, &d))) goto out;
     int m0 = o.both ? 0 : o.vector_only ? 1 : 0, m1 = o.both || o.vector_only ? 1 : 0;
     for (int pi = 0; pi < o.n_presses && !st; pi++)

@@ -23,7 +23,7 @@ static const char *chat_template_arg(int i)
     return names[i >= 0 && i < 4 ? i : 0];
 }
 
-bool eval_opts_check(const char *cmd, const eval_opts *o)
+bool eval_opts_check(const char *cmd, eval_opts *o)
 {
     const vkv_press_ops *press;
     return cli_press_opts_check(cmd, &o->po, &press);

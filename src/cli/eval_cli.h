@@ -36,7 +36,7 @@ void eval_opts_init(eval_opts *o);
     CLI_KV_TYPE_OPTION((o).mo.kv_type), CLI_DEVICE_OPTION((o).mo.device)
 
 /* Cross-option checks (printed); false on a usage error. */
-bool eval_opts_check(const char *cmd, const eval_opts *o);
+bool eval_opts_check(const char *cmd, eval_opts *o);
 
 typedef struct eval_env {
     vkv_session *s;              /* device, model, tokenizer, calibration, context */

@@ -24,7 +24,8 @@ vkv_dtype cli_kv_dtype(int kv_type) { return kv_type == 1 ? VKV_F32 : VKV_F16; }
 void cli_press_opts_init(cli_press_opts *po)
 {
     *po = (cli_press_opts){.press = NULL, .compression = -1, .vector = false, .pa = -1, .calib = NULL,
-                           .query_aware = false, .materialized = false};
+                           .aware_flag = false, .agnostic_flag = false, .query_aware = false,
+                           .materialized = false};
 }
 
 /* The i-th of the '|'-separated words of list (as a pointer and length);

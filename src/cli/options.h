@@ -140,16 +140,29 @@ typedef struct cli_press_opts {
     bool vector;
     double pa;              /* -1 = default */
     const char *calib;      /* NULL: MODEL.vkcal beside the model */
-    bool query_aware, materialized;
+    bool aware_flag, agnostic_flag; /* --query-aware / --query-agnostic as given */
+    bool query_aware;       /* the mode used: the flags', else the scorer's (cli_press_opts_check) */
+    bool materialized;
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
 /* The rules between the press and VECTOR options: --press names a scorer and
  * needs --compression, the others need --press, --pa and --calib need
- * --vector, and the ratios obey vkv_kv_check_ratios (kv/kv_counts.h). Prints
- * the problem and returns false; *press is the scorer (NULL without --press). */
+ * --vector, --query-aware and --query-agnostic exclude each other, and the
+ * ratios obey vkv_kv_check_ratios (kv/kv_counts.h). Prints the problem and
+ * returns false; *press is the scorer (NULL without --press), and
+ * po->query_aware the mode the run uses (vkv_press_query_aware). */
 struct vkv_press_ops;
-bool cli_press_opts_check(const char *cmd, const cli_press_opts *po, const struct vkv_press_ops **press);
+bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const struct vkv_press_ops **press);
+/* The --query-aware / --query-agnostic pair as the press library's override. */
+int cli_query_mode(bool aware_flag, bool agnostic_flag);
+
+/* The query mode's override; default: the scorer's own (press/press.h). */
+#define CLI_QUERY_MODE_OPTIONS(aware_dest, agnostic_dest)                                                      \
+    {.type = CLI_FLAG, .names = "--query-aware", .dest = &(aware_dest),                                        \
+     .help = "compress context and question together (default for snapkv, pyramidkv, tova)"},                 \
+    {.type = CLI_FLAG, .names = "--query-agnostic", .dest = &(agnostic_dest),                                  \
+     .help = "compress the context alone (default for the other scorers)"}
 
 #define CLI_PRESS_OPTIONS(po)                                                                                  \
     {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press,                              \
@@ -157,8 +170,7 @@ bool cli_press_opts_check(const char *cmd, const cli_press_opts *po, const struc
              "observed, expected, kvzip"},                                                                    \
     {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &(po).compression, .min = 0, .max = 1, \
      .flags = CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c in [0, 1)"},                                  \
-    {.type = CLI_FLAG, .names = "--query-aware", .dest = &(po).query_aware,                                    \
-     .help = "compress context and question together (the question is in the scored prefill)"},              \
+    CLI_QUERY_MODE_OPTIONS((po).aware_flag, (po).agnostic_flag),                                               \
     {.type = CLI_FLAG, .names = "--vector", .dest = &(po).vector,                                              \
      .help = "VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)"},                       \
     {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &(po).calib,                              \

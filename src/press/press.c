@@ -31,6 +31,13 @@ const vkv_press_ops *vkv_press_find(const char *name)
     return NULL;
 }
 
+bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode)
+{
+    if (mode == VKV_QUERY_AWARE) return true;
+    if (mode == VKV_QUERY_AGNOSTIC) return false;
+    return ops && ops->query_aware;
+}
+
 vkv_press_params vkv_press_params_default(double compression)
 {
     return (vkv_press_params){.compression = compression, .window = 64, .kernel = 5, .n_sink = 4, .block = 0,

@@ -113,6 +113,17 @@ typedef struct vkv_press_ops {
     bool global_selection;
 } vkv_press_ops;
 
+/* Whether the question is compressed with the context. The paper runs
+ * SnapKV and PyramidKV query-aware and KeyDiff and KVzip query-agnostic
+ * (vkv_press_ops.query_aware holds each scorer's mode); a command line may
+ * override it either way. */
+typedef enum vkv_query_mode {
+    VKV_QUERY_DEFAULT = 0,     /* the scorer's own mode */
+    VKV_QUERY_AWARE,
+    VKV_QUERY_AGNOSTIC,
+} vkv_query_mode;
+bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode);
+
 /* All scorers, NULL-terminated; one file per scorer under src/press/. */
 const vkv_press_ops *const *vkv_press_all(void);
 /* By name; NULL (with a message listing the names) when unknown. */

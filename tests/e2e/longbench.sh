@@ -143,6 +143,7 @@ for r in k:   # query-agnostic: the context is compressed, the question comes af
 assert q[0]["query_aware"] is True and q[0]["compressed_tokens"] == q[0]["prompt_tokens"]
 r = v[0]
 assert r["press"] == "snapkv" and r["vector"] is True and abs(r["pa"] - 0.25) < 1e-3
+assert r["query_aware"] is True, r   # snapkv's own mode, as the paper ran it
 assert abs(r["kv_bytes"] / r["kv_bytes_full"] - 0.5) < 0.02, r   # 2 n_kept rows either way
 PY
 
@@ -161,9 +162,10 @@ PY
 # ---- the report ----
 expect 0 "^\| full \| 0 \|.*\|$" -- "$vkv" longbench-report "$full" "$tmp/knorm.jsonl"
 out=$("$vkv" longbench-report "$full" "$tmp/knorm.jsonl" "$tmp/vector.jsonl" "$tmp/shard0.jsonl" "$tmp/shard1.jsonl" 2>"$tmp/rep.err")
-grep -qE "^\| Method \| p_c \| HotpotQA \| TREC \| PRe \| Avg \|$" <<<"$out" && ok || bad "report header: $out"
-grep -qE "^\| knorm \| 0.5 \|" <<<"$out" && ok || bad "report knorm row: $out"
-grep -qE "^\| snapkv \+ VECTOR \| 0.5 \| — \| — \|" <<<"$out" && ok || bad "report VECTOR row: $out"
+# knorm ran query-agnostic and snapkv query-aware (each scorer's own mode): the report says which
+grep -qE "^\| Method \| Mode \| p_c \| HotpotQA \| TREC \| PRe \| Avg \|$" <<<"$out" && ok || bad "report header: $out"
+grep -qE "^\| knorm \| query-agnostic \| 0.5 \|" <<<"$out" && ok || bad "report knorm row: $out"
+grep -qE "^\| snapkv \+ VECTOR \| query-aware \| 0.5 \| — \| — \|" <<<"$out" && ok || bad "report VECTOR row: $out"
 grep -q "duplicates ignored" "$tmp/rep.err" && ok || bad "shards merged with the full run count once: $(cat "$tmp/rep.err")"
 grep -q "full.jsonl:[0-9]*: malformed line skipped" "$tmp/rep.err" && ok || bad "report of the cut line: $(cat "$tmp/rep.err")"
 expect 1 "malformed line" -- "$vkv" longbench-report --strict "$full"

@@ -29,7 +29,10 @@ run --dump-logits "$tmp/plain.bin" 2>/dev/null || bad "uncompressed run"
 run --press keydiff --compression 0 --dump-logits "$tmp/pc0.bin" 2>/dev/null || bad "p_c = 0 run"
 cmp -s "$tmp/plain.bin" "$tmp/pc0.bin" && ok || bad "p_c = 0 does not reproduce the uncompressed logits exactly"
 
+# Query-agnostic (snapkv's own mode is query-aware): the question's logits
+# come after compression, so they show what VECTOR changes.
 for press in keydiff snapkv; do
+  run() { "$vkv" run -m "$model" -p "$context" --question "$question" -n 0 --query-agnostic "$@"; }
   run --press $press --compression 0.5 --dump-logits "$tmp/base.bin" 2>/dev/null || bad "$press baseline run"
   run --press $press --compression 0.5 --vector --pa 0 --calib "$tmp/s.vkcal" --dump-logits "$tmp/pa0.bin" 2>/dev/null ||
     bad "$press --pa 0 run"
@@ -46,6 +49,7 @@ num = sum((x - y) ** 2 for x, y in zip(fa, fb)); den = sum(x * x for x in fa)
 sys.exit(0 if len(a) == len(b) and len(a) > 0 and num / den <= 1e-9 and a != c else 1)
 PY
 done
+run() { "$vkv" run -m "$model" -p "$context" --question "$question" -n 0 "$@"; }
 grep -q "approximated tier: mean R^2" "$tmp/fused.err" && ok || bad "no approximated-tier report: $(cat "$tmp/fused.err")"
 
 # The tier dump: counts per head add up and match the tiers string.
