@@ -32,6 +32,9 @@ vkv_status case_topk(conform_ctx *c, uint32_t rows, uint32_t n, uint32_t k, bool
 vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,
                       uint32_t hd, uint32_t n, uint32_t n_ctx, uint32_t block);
 vkv_status case_gram(conform_ctx *c, vkv_gram_params p, const char *what);
-vkv_status case_vector_truncation(conform_ctx *c, bool assign, uint32_t total);
+/* VECTOR's elementwise selection steps (ops_vector.h). */
+typedef enum { TRUNC_POOL_SCORES, TRUNC_ASSIGN_TIERS, TRUNC_POOL_EXTEND } trunc_kind;
+vkv_status case_vector_truncation(conform_ctx *c, trunc_kind kind, uint32_t total);
+vkv_status case_mask_row_counts(conform_ctx *c, uint32_t rows, uint32_t n);
 
 #endif

@@ -66,6 +66,49 @@ done:
     return st;
 }
 
+/* ---------------- mask_row_counts ---------------- */
+
+typedef struct { guarded mask, counts; uint32_t rows, n; } counts_args;
+
+static vkv_status rec_counts(conform_ctx *c, void *p)
+{
+    counts_args *a = p;
+    return vkv_op_mask_row_counts(c->gpu, a->mask.view, a->rows, a->n, a->counts.view);
+}
+
+/* Exact. Row 0 is all set, row 1 (when there is one) empty, the rest random
+ * with any nonzero word counting as set. */
+vkv_status case_mask_row_counts(conform_ctx *c, uint32_t rows, uint32_t n)
+{
+    char shape[64];
+    snprintf(shape, sizeof shape, "%ux%u", rows, n);
+    conform_result *r = conform_new_result(c, "mask_row_counts", "u32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    size_t sz = (size_t)rows * n;
+    uint32_t *mask = malloc(sz * 4), *ref = malloc(rows * 4ull), *got = malloc(rows * 4ull);
+    counts_args a = {.rows = rows, .n = n};
+    vkv_status st = VKV_OK;
+    if (!mask || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (size_t i = 0; i < sz; i++) {
+        size_t row = i / n;
+        mask[i] = row == 0 ? 1 : row == 1 ? 0 : vkv_rng_below(&c->rng, 2) * (1 + vkv_rng_below(&c->rng, 3));
+    }
+    vkv_ref_mask_row_counts(mask, rows, n, ref);
+    if ((st = conform_guarded_create(c, sz * 4, mask, &a.mask)) || (st = conform_guarded_create(c, rows * 4ull, NULL, &a.counts)))
+        goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = conform_run_recorded(c, rec_counts, &a, &ms)) || (st = conform_guarded_read(c, &a.counts, got, &guards))) goto done;
+    uint32_t wrong = 0;
+    for (uint32_t i = 0; i < rows; i++) wrong += ref[i] != got[i];
+    conform_finish(r, (double)wrong / rows, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%u of %u rows differ", wrong, rows);
+done:
+    conform_guarded_destroy(c, &a.mask); conform_guarded_destroy(c, &a.counts);
+    free(mask); free(ref); free(got);
+    return st;
+}
+
 /* ---------------- press scorers ---------------- */
 
 typedef struct {

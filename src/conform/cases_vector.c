@@ -228,37 +228,44 @@ done:
 
 /* ---------------- VECTOR: the truncation's elementwise steps ---------------- */
 
-typedef struct { bool assign; guarded pool, b, out; uint32_t total; } trunc_args;
+typedef struct { trunc_kind kind; guarded pool, b, out; uint32_t total; } trunc_args;
 
 static vkv_status rec_trunc(conform_ctx *c, void *p)
 {
     trunc_args *a = p;
-    return a->assign ? vkv_op_vector_assign_tiers(c->gpu, a->pool.view, a->b.view, a->total, a->out.view)
-                     : vkv_op_vector_pool_scores(c->gpu, a->pool.view, a->b.view, a->total, a->out.view);
+    switch (a->kind) {
+    case TRUNC_ASSIGN_TIERS: return vkv_op_vector_assign_tiers(c->gpu, a->pool.view, a->b.view, a->total, a->out.view);
+    case TRUNC_POOL_EXTEND: return vkv_op_vector_pool_extend(c->gpu, a->pool.view, a->b.view, a->total, a->out.view);
+    default: return vkv_op_vector_pool_scores(c->gpu, a->pool.view, a->b.view, a->total, a->out.view);
+    }
 }
 
-/* Exact: every output word must equal the reference's (inf, NaN residuals included). */
-vkv_status case_vector_truncation(conform_ctx *c, bool assign, uint32_t total)
+/* Exact: every output word must equal the reference's (inf and NaN inputs included). */
+vkv_status case_vector_truncation(conform_ctx *c, trunc_kind kind, uint32_t total)
 {
+    static const char *const names[] = {"vector_pool_scores", "vector_assign_tiers", "vector_pool_extend"};
+    const bool assign = kind == TRUNC_ASSIGN_TIERS;
     char shape[96];
-    snprintf(shape, sizeof shape, "%u tokens%s", total, assign ? "" : " (with inf / NaN residuals)");
-    conform_result *r = conform_new_result(c, assign ? "vector_assign_tiers" : "vector_pool_scores", assign ? "u32" : "f32", shape);
+    snprintf(shape, sizeof shape, "%u tokens%s", total, assign ? "" : " (with inf / NaN inputs)");
+    conform_result *r = conform_new_result(c, names[kind], assign ? "u32" : "f32", shape);
     if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
     uint32_t *pool = malloc(4ull * total), *b = malloc(4ull * total), *ref = malloc(4ull * total), *got = malloc(4ull * total);
-    trunc_args a = {.assign = assign, .total = total};
+    trunc_args a = {.kind = kind, .total = total};
     vkv_status st = VKV_OK;
     if (!pool || !b || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (uint32_t i = 0; i < total; i++) {
         pool[i] = vkv_rng_below(&c->rng, 3) != 0;
         if (assign) b[i] = pool[i] && vkv_rng_below(&c->rng, 2);
         else {
-            float e = vkv_rng_uniform(&c->rng, 0, 4);
+            float e = vkv_rng_uniform(&c->rng, kind == TRUNC_POOL_EXTEND ? -4 : 0, 4);
             if (i % 97 == 5) e = INFINITY;
             if (i % 89 == 7) e = NAN;
+            if (kind == TRUNC_POOL_EXTEND && i % 83 == 3) e = -INFINITY;
             memcpy(&b[i], &e, 4);
         }
     }
     if (assign) vkv_ref_vector_assign_tiers(pool, b, total, ref);
+    else if (kind == TRUNC_POOL_EXTEND) vkv_ref_vector_pool_extend(pool, (const float *)b, total, (float *)ref);
     else vkv_ref_vector_pool_scores(pool, (const float *)b, total, (float *)ref);
     if ((st = conform_guarded_create(c, 4ull * total, pool, &a.pool)) || (st = conform_guarded_create(c, 4ull * total, b, &a.b)) ||
         (st = conform_guarded_create(c, 4ull * total, NULL, &a.out)))

@@ -210,14 +210,20 @@ static void family_vector_residual(conform_ctx *c, const char *op)
 
 static void family_vector_pool_scores(conform_ctx *c, const char *op)
 {
-    RUN(case_vector_truncation(c, false, 1));
-    RUN(case_vector_truncation(c, false, 4 * 1000 + 3));
+    RUN(case_vector_truncation(c, TRUNC_POOL_SCORES, 1));
+    RUN(case_vector_truncation(c, TRUNC_POOL_SCORES, 4 * 1000 + 3));
+}
+
+static void family_vector_pool_extend(conform_ctx *c, const char *op)
+{
+    RUN(case_vector_truncation(c, TRUNC_POOL_EXTEND, 3));
+    RUN(case_vector_truncation(c, TRUNC_POOL_EXTEND, 5 * 8 * 1000 + 1));
 }
 
 static void family_vector_assign_tiers(conform_ctx *c, const char *op)
 {
-    RUN(case_vector_truncation(c, true, 7));
-    RUN(case_vector_truncation(c, true, 8 * 4100));
+    RUN(case_vector_truncation(c, TRUNC_ASSIGN_TIERS, 7));
+    RUN(case_vector_truncation(c, TRUNC_ASSIGN_TIERS, 8 * 4100));
 }
 
 static void family_tiered(conform_ctx *c, const char *op)
@@ -272,6 +278,12 @@ static void family_gram(conform_ctx *c, const char *op)
          " 1 token"},
     };
     for (size_t i = 0; i < N_OF(shapes); i++) RUN(case_gram(c, shapes[i].p, shapes[i].what));
+}
+
+static void family_mask_row_counts(conform_ctx *c, const char *op)
+{
+    static const struct { uint32_t rows, n; } shapes[] = {{1, 1}, {7, 300}, {40, 1023}, {1, 70000}};
+    for (size_t i = 0; i < N_OF(shapes); i++) RUN(case_mask_row_counts(c, shapes[i].rows, shapes[i].n));
 }
 
 static void family_topk_select(conform_ctx *c, const char *op)
@@ -335,10 +347,12 @@ static const struct {
     {{"vector_residual"}, family_vector_residual},
     {{"vector_pool_scores"}, family_vector_pool_scores},
     {{"vector_assign_tiers"}, family_vector_assign_tiers},
+    {{"vector_pool_extend"}, family_vector_pool_extend},
     {{"tiered", "kv_compact"}, family_tiered},
     {{"argmax"}, family_argmax},
     {{"gram"}, family_gram},
     {{"topk_select"}, family_topk_select},
+    {{"mask_row_counts"}, family_mask_row_counts},
     {{"press_knorm"}, family_press},
     {{"press_keydiff"}, family_press},
     {{"press_streamingllm"}, family_press},

@@ -106,10 +106,10 @@ typedef struct vkv_press_ops {
      * continuing after it; in->span0/span1 name the chunk), then drops them. */
     bool repeat_pass;
     /* One selection over every (layer, KV head, token) (KVzip's default): the
-     * driver scores all layers, evicts the int(N p_c) lowest of the N =
-     * n_layer n_kv_head n scores (at least one; ties with the threshold score
-     * evicted too, as kvpress's `<= threshold`) and each (layer, KV head)
-     * keeps what is left of its row. n_kept is ignored. */
+     * driver scores all layers, evicts exactly the max(int(N p_c), 1) lowest
+     * of the N = n_layer n_kv_head n scores (kvpress's top-k; ties broken by
+     * the flat index, press/select_global.h) and each (layer, KV head) keeps
+     * what is left of its row. n_kept is ignored. */
     bool global_selection;
 } vkv_press_ops;
 

@@ -48,3 +48,23 @@ vkv_status vkv_op_topk_select(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint
     }
     return VKV_OK;
 }
+
+vkv_status vkv_op_mask_row_counts(vkv_gpu *gpu, vkv_view mask, uint32_t rows, uint32_t n, vkv_view counts)
+{
+    const char *op = "mask_row_counts";
+    const uint64_t bytes = 4ull * rows * n;
+    vkv_status st;
+    if (!rows) return VKV_OK;
+    if ((st = vkv_ops_check_view(gpu, mask, bytes, op, "the mask")) ||
+        (st = vkv_ops_check_view(gpu, counts, 4ull * rows, op, "the counts")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, op, "the mask")))
+        return st;
+    const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_MASK_ROW_COUNTS);
+    if (wg > 256 || (wg & (wg - 1)))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: workgroup size %u is not a power of two <= 256", op, wg);
+    uint32_t gx, gy;
+    vkv_ops_spread_groups(gpu, rows, &gx, &gy);
+    vkv_pc_mask_row_counts pc = {rows, n, gx};
+    vkv_binding b[2] = {vkv_ops_bind(mask, 0, bytes ? bytes : 4), vkv_ops_bind(counts, 0, 4ull * rows)};
+    return vkv_cmd_dispatch(gpu, VKV_K_MASK_ROW_COUNTS, b, 2, &pc, sizeof pc, gx, gy, 1);
+}

@@ -20,4 +20,9 @@
 vkv_status vkv_op_topk_select(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, vkv_view k_per_row,
                               uint32_t k_uniform, vkv_view mask);
 
+/* counts[r] uint32 = how many entries of row r of mask[rows, n] uint32 are
+ * set: the tokens each (layer, KV head) keeps after a selection over several
+ * rows. One workgroup per row; the oracle is vkv_ref_mask_row_counts. */
+vkv_status vkv_op_mask_row_counts(vkv_gpu *gpu, vkv_view mask, uint32_t rows, uint32_t n, vkv_view counts);
+
 #endif

@@ -1,9 +1,15 @@
 /* The global selection of KVzip (vkv_press_ops.global_selection), as kvpress's
- * KVzipPress.compress_post does it with layerwise off: over all N = rows * n
- * scores of the model (rows = n_layer * n_kv_head), the threshold is the
- * (max(int(N p_c), 1))-th smallest score, every score <= threshold is evicted
- * (ties included) and each row keeps the count of its scores above it. NaN
- * ranks as -inf. */
+ * KVzipPress does it with layerwise off: over all N = rows * n scores of the
+ * model (rows = n_layer * n_kv_head), exactly max(int(N p_c), 1) are evicted
+ * by a top-k (kvpress at the paper's commit takes a top-k, not a threshold);
+ * ties are broken by the flat index (layer, head, position: the earlier
+ * token wins) and NaN ranks as -inf. Each row keeps the count of its
+ * selected scores.
+ *
+ * An earlier version evicted every score <= the threshold, ties included.
+ * On the default model (kvzip, p_c 0.5 / 0.75 / 0.9) that evicted the same
+ * count: f32 scores rarely tie (docs/ARCHITECTURE.md §2 has the figures), so
+ * the exact top-k is kept for the count it guarantees. */
 #ifndef VKV_PRESS_SELECT_GLOBAL_H
 #define VKV_PRESS_SELECT_GLOBAL_H
 
@@ -13,10 +19,8 @@
 
 /* kept[rows]: tokens each row keeps, for the scores [rows, n] f32 on the
  * device (one storage range). On the GPU: the global top-k mask of the
- * N - max(int(N p_c), 1) largest (vkv_op_topk_select over one row of N), the
- * largest unselected score of each row (shaders/press_global_rows.comp), the
- * threshold (their maximum, on the host), then each row's count above it
- * (the count evicted: vkv_kv_n_evicted_global).
+ * N - max(int(N p_c), 1) largest (vkv_op_topk_select over one row of N),
+ * then each row's count of it (vkv_op_mask_row_counts).
  * Records and submits on its own (no recording may be open). */
 vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression,
                                     uint32_t *kept);

@@ -39,3 +39,12 @@ vkv_status vkv_ref_topk_select(const float *scores, uint32_t rows, uint32_t n, c
     free(buf);
     return VKV_OK;
 }
+
+void vkv_ref_mask_row_counts(const uint32_t *mask, uint32_t rows, uint32_t n, uint32_t *counts)
+{
+    for (uint32_t r = 0; r < rows; r++) {
+        uint32_t c = 0;
+        for (uint32_t j = 0; j < n; j++) c += mask[(size_t)r * n + j] != 0;
+        counts[r] = c;
+    }
+}

@@ -16,4 +16,7 @@
 vkv_status vkv_ref_topk_select(const float *scores, uint32_t rows, uint32_t n, const uint32_t *k_per_row,
                                uint32_t k_uniform, uint32_t *mask);
 
+/* counts[r] = how many entries of row r of mask[rows, n] are nonzero. */
+void vkv_ref_mask_row_counts(const uint32_t *mask, uint32_t rows, uint32_t n, uint32_t *counts);
+
 #endif

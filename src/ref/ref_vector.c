@@ -138,6 +138,14 @@ void vkv_ref_vector_pool_scores(const uint32_t *pool, const float *eps, uint32_t
     }
 }
 
+void vkv_ref_vector_pool_extend(const uint32_t *base, const float *scores, uint32_t total, float *s)
+{
+    for (uint32_t i = 0; i < total; i++) {
+        float x = scores[i];
+        s[i] = base[i] ? INFINITY : isnan(x) ? -INFINITY : (x < FLT_MAX ? x : FLT_MAX);
+    }
+}
+
 void vkv_ref_vector_assign_tiers(const uint32_t *pool, const uint32_t *apx, uint32_t total, uint32_t *tiers)
 {
     for (uint32_t i = 0; i < total; i++)

@@ -24,10 +24,12 @@ void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq,
                              const void *k, const void *v, uint32_t n_kv_head, uint32_t n_ctx, uint32_t head_dim,
                              uint32_t n, const float *w, float *eps);
 
-/* The asymmetric truncation's two elementwise steps over [n_kv_head, n]:
- * s = pool ? max(-eps, -FLT_MAX) (NaN -> -FLT_MAX) : -inf, and
+/* The asymmetric truncation's elementwise steps over [n_kv_head, n]:
+ * s = pool ? max(-eps, -FLT_MAX) (NaN -> -FLT_MAX) : -inf;
+ * the pool extension's s = base ? +inf : (NaN ? -inf : min(x, FLT_MAX));
  * tier = pool ? (apx ? approximated : retained) : evicted. */
 void vkv_ref_vector_pool_scores(const uint32_t *pool, const float *eps, uint32_t total, float *s);
+void vkv_ref_vector_pool_extend(const uint32_t *base, const float *scores, uint32_t total, float *s);
 void vkv_ref_vector_assign_tiers(const uint32_t *pool, const uint32_t *apx, uint32_t total, uint32_t *tiers);
 
 /* Compaction: tiers[h, j] (n positions per head) -> the tiered layout.

@@ -23,6 +23,7 @@ typedef struct vkv_pc_get_rows { uint32_t n_cols, n_ids, row_base, n_rows; } vkv
 typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_step, x_ones; } vkv_pc_gram;
 typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words; } vkv_pc_kv_compact;
 typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode; } vkv_pc_kv_store;
+typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
 typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x; } vkv_pc_matvec;
 typedef struct vkv_pc_press_expected { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } vkv_pc_press_expected;
@@ -32,7 +33,6 @@ typedef struct vkv_pc_press_expected_lse { uint32_t n_z; } vkv_pc_press_expected
 typedef struct vkv_pc_press_expected_prep { uint32_t n_head, head_dim, n_rot, neox, n_count, fut0, n_fut; } vkv_pc_press_expected_prep;
 typedef struct vkv_pc_press_expected_stats { uint32_t n_head, head_dim, n_rot, neox, pos0, t_begin, t_end, c_row; } vkv_pc_press_expected_stats;
 typedef struct vkv_pc_press_from_state { uint32_t n, mode, group, n_one; } vkv_pc_press_from_state;
-typedef struct vkv_pc_press_global_rows { uint32_t rows, n, mode, groups_x; float thres; } vkv_pc_press_global_rows;
 typedef struct vkv_pc_press_keydiff { uint32_t n, n_ctx, head_dim, kv_head0, block, n_anchor; } vkv_pc_press_keydiff;
 typedef struct vkv_pc_press_keydiff_anchor { uint32_t n, head_dim, chunk, n_chunk, block_mode; } vkv_pc_press_keydiff_anchor;
 typedef struct vkv_pc_press_keydiff_sum { uint32_t n, n_ctx, head_dim, kv_head0, chunk, n_chunk; } vkv_pc_press_keydiff_sum;
@@ -55,6 +55,7 @@ typedef struct vkv_pc_softmax { uint32_t rows, cols; float scale; uint32_t causa
 typedef struct vkv_pc_topk_select { uint32_t rows, n, k_uniform, use_k_buf, row0, groups_x; } vkv_pc_topk_select;
 typedef struct vkv_pc_vector_assign_tiers { uint32_t total; } vkv_pc_vector_assign_tiers;
 typedef struct vkv_pc_vector_materialize { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x; } vkv_pc_vector_materialize;
+typedef struct vkv_pc_vector_pool_extend { uint32_t total; } vkv_pc_vector_pool_extend;
 typedef struct vkv_pc_vector_pool_scores { uint32_t total; } vkv_pc_vector_pool_scores;
 typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x; } vkv_pc_vector_residual;
 
@@ -113,6 +114,7 @@ typedef enum vkv_wg_class {
     X(ATTN_TIERED_SPLIT_NOAPX_F32, attn_tiered_split_noapx_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
     X(ATTN_TIERED_REDUCE, attn_tiered_reduce, 4, vkv_pc_attn_tiered_reduce, VKV_WG_NARROW)             \
     X(VECTOR_POOL_SCORES, vector_pool_scores, 3, vkv_pc_vector_pool_scores, VKV_WG_WIDE)               \
+    X(VECTOR_POOL_EXTEND, vector_pool_extend, 3, vkv_pc_vector_pool_extend, VKV_WG_WIDE)               \
     X(VECTOR_ASSIGN_TIERS, vector_assign_tiers, 3, vkv_pc_vector_assign_tiers, VKV_WG_WIDE)            \
     X(ATTN_PREFILL_F32, attn_prefill_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
     X(ATTN_PREFILL_F16, attn_prefill_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
@@ -147,7 +149,7 @@ typedef enum vkv_wg_class {
     X(PRESS_EXPECTED_LSE, press_expected_lse, 2, vkv_pc_press_expected_lse, VKV_WG_WIDE)               \
     X(PRESS_EXPECTED_F32, press_expected_f32, 4, vkv_pc_press_expected, VKV_WG_WIDE)                   \
     X(PRESS_EXPECTED_F16, press_expected_f16, 4, vkv_pc_press_expected, VKV_WG_WIDE)                   \
-    X(PRESS_GLOBAL_ROWS, press_global_rows, 3, vkv_pc_press_global_rows, VKV_WG_WIDE)
+    X(MASK_ROW_COUNTS, mask_row_counts, 2, vkv_pc_mask_row_counts, VKV_WG_WIDE)
 
 typedef enum vkv_kernel {
 #define VKV_KERNEL_ENUM(e, name, nb, pc, wg) VKV_K_##e,

@@ -196,6 +196,11 @@ vkv_status vkv_op_vector_pool_scores(vkv_gpu *gpu, vkv_view pool, vkv_view eps, 
     return elementwise3(gpu, VKV_K_VECTOR_POOL_SCORES, "vector_pool_scores", pool, eps, total, s);
 }
 
+vkv_status vkv_op_vector_pool_extend(vkv_gpu *gpu, vkv_view base, vkv_view scores, uint32_t total, vkv_view s)
+{
+    return elementwise3(gpu, VKV_K_VECTOR_POOL_EXTEND, "vector_pool_extend", base, scores, total, s);
+}
+
 vkv_status vkv_op_vector_assign_tiers(vkv_gpu *gpu, vkv_view pool, vkv_view apx, uint32_t total, vkv_view tiers)
 {
     return elementwise3(gpu, VKV_K_VECTOR_ASSIGN_TIERS, "vector_assign_tiers", pool, apx, total, tiers);

@@ -38,6 +38,10 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
 
 /* s[h, j] = pool ? -eps : -inf over [n_kv_head, n] (pool: uint32 0/1). */
 vkv_status vkv_op_vector_pool_scores(vkv_gpu *gpu, vkv_view pool, vkv_view eps, uint32_t total, vkv_view s);
+/* s = base ? +inf : (NaN ? -inf : min(x, FLT_MAX)) over [rows, n] (base:
+ * uint32 0/1, the scorer's kept set): a top-k over s keeps base and extends
+ * it by the highest scores outside it (VECTOR's layer and global pools). */
+vkv_status vkv_op_vector_pool_extend(vkv_gpu *gpu, vkv_view base, vkv_view scores, uint32_t total, vkv_view s);
 /* tier = pool ? (apx ? 2 : 1) : 0 over [n_kv_head, n] uint32. */
 vkv_status vkv_op_vector_assign_tiers(vkv_gpu *gpu, vkv_view pool, vkv_view apx, uint32_t total, vkv_view tiers);
 

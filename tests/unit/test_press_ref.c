@@ -429,15 +429,24 @@ static void kvzip_prompt_follows_the_chat_template(void **state)
     vkv_tokenizer_free(tok);
 }
 
-static void global_selection_evicts_every_score_up_to_the_threshold(void **state)
+static void global_selection_evicts_exactly_int_n_pc_ties_by_position(void **state)
 {
     (void)state;
-    /* N = 8, p_c 0.5: the 4th smallest is 0.2, and all three 0.2 go with it. */
+    /* N = 8, p_c 0.5: exactly 4 go, as kvpress's top-k. Three scores tie at
+     * 0.2 across the boundary: the earliest (row 0, position 2) stays. A
+     * threshold rule (<= the 4th smallest) would evict all three: 5 of 8. */
     const float s[2 * 4] = {0.1f, 0.5f, 0.2f, 0.2f, /**/ 0.2f, 0.9f, 0.05f, 0.3f};
     uint32_t kept[2];
-    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.5f, kept), VKV_OK);
-    assert_int_equal(kept[0], 1);
+    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.5, kept), VKV_OK);
+    assert_int_equal(kept[0], 2);
     assert_int_equal(kept[1], 2);
+    /* All equal: still exactly int(N p_c), the earliest positions kept. */
+    const float flat[3 * 5] = {0};
+    uint32_t kept3[3];
+    assert_int_equal(vkv_global_select_counts_ref(flat, 3, 5, 0.6, kept3), VKV_OK);
+    assert_int_equal(kept3[0], 5);
+    assert_int_equal(kept3[1], 1);
+    assert_int_equal(kept3[2], 0);
     /* int(8 * 0.01) = 0: still one evicted (kvpress's max(.. - 1, 0) index) */
     assert_int_equal(vkv_kv_n_evicted_global(8, 0.01), 1);
     assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.01, kept), VKV_OK);
@@ -562,7 +571,7 @@ int main(void)
         cmocka_unit_test(kvzip_scores_the_largest_attention_from_the_repeat_queries),
         cmocka_unit_test(kvzip_passes_chunk_the_context_after_its_prefix),
         cmocka_unit_test(kvzip_prompt_follows_the_chat_template),
-        cmocka_unit_test(global_selection_evicts_every_score_up_to_the_threshold),
+        cmocka_unit_test(global_selection_evicts_exactly_int_n_pc_ties_by_position),
         cmocka_unit_test(uniform_count_is_kvpress_int_of_n_times_one_minus_pc),
         cmocka_unit_test(pyramid_budgets_shrink_with_depth_and_average_n_times_one_minus_pc),
         cmocka_unit_test(pyramid_clamps_the_top_budget_to_the_prefix),
