@@ -51,6 +51,9 @@ typedef struct eppl_opts {
     bool vector_only, both, aware_flag, agnostic_flag, markdown;
     const vkv_press_ops *presses[16];
     int n_presses;
+    const char *pool_list;     /* --vector-pool LIST; NULL: each scorer's own scope */
+    vkv_pool_scope pools[3];
+    int n_pools;
 } eppl_opts;
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
@@ -78,6 +81,9 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &o->pa, .min = 0, .max = 1,
          .help = "approximation ratio (default min(p_c/2, (1-p_c)/2))"},
         CLI_QUERY_MODE_OPTIONS(o->aware_flag, o->agnostic_flag),
+        {.type = CLI_STR, .names = "--vector-pool", .metavar = "LIST", .dest = &o->pool_list,
+         .help = "VECTOR's pool scopes, comma-separated (row,layer,global); one VECTOR row each\n"
+                 "(default: each scorer's own scope)"},
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
@@ -96,6 +102,26 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
     return -1;
 }
 
+/* --vector-pool's list; false (printed) on a bad word. */
+static bool parse_pools(eppl_opts *o)
+{
+    static const vkv_pool_scope scopes[] = {VKV_POOL_ROW, VKV_POOL_LAYER, VKV_POOL_GLOBAL};
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", o->pool_list);
+    o->n_pools = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        size_t i = 0;
+        while (i < 3 && strcmp(t, vkv_pool_scope_name(scopes[i]))) i++;
+        if (i == 3 || o->n_pools == 3) {
+            cli_usage_error("eval-ppl", "--vector-pool wants row, layer or global, comma-separated, got '%s'", o->pool_list);
+            return false;
+        }
+        o->pools[o->n_pools++] = scopes[i];
+    }
+    if (!o->n_pools) cli_usage_error("eval-ppl", "--vector-pool is empty");
+    return o->n_pools > 0;
+}
+
 /* The rules between options; -1 when they hold, else 2 (printed). */
 static int check_eppl_options(eppl_opts *o)
 {
@@ -110,6 +136,7 @@ static int check_eppl_options(eppl_opts *o)
             return cli_usage_error("eval-ppl", "%s", vkv_last_error());
         o->n_presses++;
     }
+    if (o->pool_list && !parse_pools(o)) return 2;
     for (int r = 0; r < o->n_ratios; r++) {
         char why[160];
         if (vkv_kv_check_ratios(o->ratios[r], o->pa, o->vector_only || o->both, why, sizeof why))
@@ -196,10 +223,10 @@ static vkv_status reference_pass(vkv_session *s, const eppl_opts *o, eppl_data *
 /* One row of the table: press, ratio and method over every window, in the
  * press's query mode (its own unless overridden). */
 static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press, double ratio,
-                            bool vector)
+                            bool vector, vkv_pool_scope pool)
 {
     uint32_t nv = s->model->hp.n_vocab;
-    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = o->pa, .plain_prompt = true};
+    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = o->pa, .pool = pool, .plain_prompt = true};
     const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
@@ -228,12 +255,14 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         }
     }
     double cnt = (double)o->n_windows * (o->n_cont - (query_aware ? 1 : 0));
-    const char *meth = vector ? "VECTOR" : "baseline", *mode = query_aware ? "aware" : "agnostic";
+    const char *mode = query_aware ? "aware" : "agnostic";
+    char meth[32] = "baseline";
+    if (vector) snprintf(meth, sizeof meth, pool ? "VECTOR/%s" : "VECTOR", vkv_pool_scope_name(pool));
     if (o->markdown)
         printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
     else
-        printf("%-13s %-8s %5.2f %-8s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, mode, ratio, meth, used_pa,
+        printf("%-13s %-8s %5.2f %-13s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
     fflush(stdout);
     return VKV_OK;
@@ -269,14 +298,16 @@ int cmd_eval_ppl(int argc, char **argv)
         goto out;
     printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n"
                         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
-                      : "%-13s %-8s %5s %-8s %6s %10s %12s %10s %11s\n",
+                      : "%-13s %-8s %5s %-13s %6s %10s %12s %10s %11s\n",
            "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
     if ((st = reference_pass(s, &o, &d))) goto out;
     int m0 = o.both ? 0 : o.vector_only ? 1 : 0, m1 = o.both || o.vector_only ? 1 : 0;
     for (int pi = 0; pi < o.n_presses && !st; pi++)
         for (int ri = 0; ri < o.n_ratios && !st; ri++)
             for (int method = m0; method <= m1 && !st; method++)
-                st = grid_cell(s, &o, &d, o.presses[pi], o.ratios[ri], method == 1);
+                for (int k = 0; k < (method == 1 && o.n_pools ? o.n_pools : 1) && !st; k++)
+                    st = grid_cell(s, &o, &d, o.presses[pi], o.ratios[ri], method == 1,
+                                   method == 1 && o.n_pools ? o.pools[k] : VKV_POOL_DEFAULT);
 out:
     rc = st ? cli_fail("eval-ppl", st) : 0;
     eppl_data_free(&d);

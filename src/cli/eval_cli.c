@@ -59,10 +59,13 @@ void eval_env_close(eval_env *e)
     memset(e, 0, sizeof *e);
 }
 
+vkv_pool_scope eval_pool_scope(const eval_opts *o) { return (vkv_pool_scope)cli_pool_scope(o->po.vector_pool); }
+
 vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat)
 {
     return (vkv_compression){.press = e->press, .p_c = o->po.compression < 0 ? 0 : o->po.compression, .vector = o->po.vector,
-                             .p_a = o->po.pa, .query_aware = o->po.query_aware, .materialized = o->po.materialized,
+                             .p_a = o->po.pa, .pool = eval_pool_scope(o),
+                             .query_aware = o->po.query_aware, .materialized = o->po.materialized,
                              .plain_prompt = !chat};
 }
 
@@ -79,6 +82,9 @@ void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env 
     vkv_json_bool(w, o->po.vector);
     vkv_json_key(w, "pa");
     vkv_json_num(w, eval_effective_pa(o)); /* NaN -> null */
+    vkv_json_key(w, "vector_pool");
+    if (o->po.vector) vkv_json_str(w, vkv_pool_scope_name(vkv_press_pool_scope(e->press, eval_pool_scope(o))));
+    else vkv_json_null(w);
     vkv_json_key(w, "query_aware");
     vkv_json_bool(w, o->po.query_aware);
 }

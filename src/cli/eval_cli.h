@@ -53,6 +53,8 @@ void eval_env_close(eval_env *e);
 vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat);
 /* p_a the run uses (VECTOR), NAN without VECTOR. */
 double eval_effective_pa(const eval_opts *o);
+/* --vector-pool as requested (VKV_POOL_DEFAULT: the scorer's own). */
+vkv_pool_scope eval_pool_scope(const eval_opts *o);
 /* Appends the JSON members of the run settings: model, press, compression,
  * vector, pa, query_aware. */
 struct vkv_json_writer;

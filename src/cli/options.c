@@ -25,7 +25,7 @@ void cli_press_opts_init(cli_press_opts *po)
 {
     *po = (cli_press_opts){.press = NULL, .compression = -1, .vector = false, .pa = -1, .calib = NULL,
                            .aware_flag = false, .agnostic_flag = false, .query_aware = false,
-                           .materialized = false};
+                           .materialized = false, .vector_pool = -1};
 }
 
 /* The i-th of the '|'-separated words of list (as a pointer and length);

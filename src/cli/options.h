@@ -143,6 +143,7 @@ typedef struct cli_press_opts {
     bool aware_flag, agnostic_flag; /* --query-aware / --query-agnostic as given */
     bool query_aware;       /* the mode used: the flags', else the scorer's (cli_press_opts_check) */
     bool materialized;
+    int vector_pool;        /* -1: the scorer's own; else an index into "row|layer|global" */
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
@@ -156,6 +157,9 @@ struct vkv_press_ops;
 bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const struct vkv_press_ops **press);
 /* The --query-aware / --query-agnostic pair as the press library's override. */
 int cli_query_mode(bool aware_flag, bool agnostic_flag);
+
+/* VECTOR's pool scope as the press library's vkv_pool_scope (kv/kv_counts.h). */
+int cli_pool_scope(int vector_pool);
 
 /* The query mode's override; default: the scorer's own (press/press.h). */
 #define CLI_QUERY_MODE_OPTIONS(aware_dest, agnostic_dest)                                                      \
@@ -177,6 +181,9 @@ int cli_query_mode(bool aware_flag, bool agnostic_flag);
      .help = "calibration (default: MODEL.vkcal beside the model)"},                                          \
     {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &(po).pa, .min = 0, .max = 1,                   \
      .help = "approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline)"},               \
+    {.type = CLI_ENUM, .names = "--vector-pool", .dest = &(po).vector_pool, .choices = "row|layer|global",        \
+     .help = "where VECTOR's budget, pool and residual ranking are taken (default: the\n"                      \
+             "scorer's own selection scope: global for kvzip, layer for pyramidkv, row otherwise)"},              \
     {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
      .help = "attention rebuilds every approximated value (reference path; default: fused)"}
 

@@ -43,6 +43,21 @@ double vkv_kv_default_pa(double p_c)
     return a < b ? a : b;
 }
 
+const char *vkv_pool_scope_name(vkv_pool_scope s)
+{
+    switch (s) {
+    case VKV_POOL_ROW: return "row";
+    case VKV_POOL_LAYER: return "layer";
+    case VKV_POOL_GLOBAL: return "global";
+    default: return "default";
+    }
+}
+
+uint32_t vkv_pool_rows(vkv_pool_scope s, uint32_t n_layer, uint32_t n_kv_head)
+{
+    return s == VKV_POOL_GLOBAL ? n_layer * n_kv_head : s == VKV_POOL_LAYER ? n_kv_head : 1;
+}
+
 vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool vector)
 {
     vkv_tier_counts c = {.n_kept = n_kept > n ? n : n_kept};

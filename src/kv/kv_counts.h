@@ -22,15 +22,33 @@ uint64_t vkv_kv_n_evicted_global(uint64_t total, double p_c);
 /* VECTOR's default approximation ratio: min(p_c / 2, (1 - p_c) / 2). */
 double vkv_kv_default_pa(double p_c);
 
-/* Integer counts of one (layer, KV head) with n context tokens and n_kept
- * the scorer's count: a = min(floor(vkv_kv_decimal(p_a n)), n_kept,
+/* Integer counts of one pool scope: n its tokens (n context tokens times its
+ * rows) and n_kept the scorer's count over those rows. For a row: a = min(floor(vkv_kv_decimal(p_a n)), n_kept,
  * n - n_kept) (0 without VECTOR); pool = n_kept + a; retained = n_kept - a;
  * approximated = 2a; evicted = n - n_kept - a. Keys held = n_kept + a,
- * values = n_kept - a: exactly n_kept full KV pairs either way. */
+ * values = n_kept - a: exactly n_kept full KV pairs either way, in every
+ * scope (the byte equation). */
 typedef struct vkv_tier_counts {
     uint32_t n_kept, a, pool, retained, approximated, evicted;
 } vkv_tier_counts;
 vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool vector);
+
+/* VECTOR's pool scope (docs/ARCHITECTURE.md §2): the rows over which the
+ * approximation budget a = floor(p_a n_S), the pool's extension past the
+ * scorer's own kept set and the choice of the 2a lowest residuals are taken.
+ * ROW: each (layer, KV head) alone; LAYER: the KV heads of a layer together;
+ * GLOBAL: every row of the model. DEFAULT: the scorer's own selection scope
+ * (vkv_press_ops.pool_scope). */
+typedef enum vkv_pool_scope {
+    VKV_POOL_DEFAULT = 0,
+    VKV_POOL_ROW,
+    VKV_POOL_LAYER,
+    VKV_POOL_GLOBAL,
+} vkv_pool_scope;
+/* "row", "layer", "global" ("default" for VKV_POOL_DEFAULT). */
+const char *vkv_pool_scope_name(vkv_pool_scope s);
+/* Rows per pool of a model with n_layer layers of n_kv_head KV heads. */
+uint32_t vkv_pool_rows(vkv_pool_scope s, uint32_t n_layer, uint32_t n_kv_head);
 
 /* The decimal a product or sum of typed decimals stands for: x rounded to
  * 15 significant digits, which removes the binary error (0.3 * 10 =

@@ -126,6 +126,7 @@ const vkv_press_ops vkv_press_kvzip = {
     .capture_gpu = kvzip_capture,
     .repeat_pass = true,
     .global_selection = true,
+    .pool_scope = VKV_POOL_GLOBAL,
 };
 
 /* ---- the reconstruction prompt ---- */

@@ -38,6 +38,12 @@ bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode)
     return ops && ops->query_aware;
 }
 
+vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope requested)
+{
+    if (requested != VKV_POOL_DEFAULT) return requested;
+    return ops && ops->pool_scope != VKV_POOL_DEFAULT ? ops->pool_scope : VKV_POOL_ROW;
+}
+
 vkv_press_params vkv_press_params_default(double compression)
 {
     return (vkv_press_params){.compression = compression, .window = 64, .kernel = 5, .n_sink = 4, .block = 0,

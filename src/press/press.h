@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "kv/kv_counts.h"
 #include "vk/ops.h"
 
 /* What a scorer sees for one layer, after the prefill of n context tokens.
@@ -111,6 +112,9 @@ typedef struct vkv_press_ops {
      * the flat index, press/select_global.h) and each (layer, KV head) keeps
      * what is left of its row. n_kept is ignored. */
     bool global_selection;
+    /* VECTOR's default pool scope: the scorer's own selection scope (global
+     * for KVzip, layer for PyramidKV's per-layer budgets; 0 = row). */
+    vkv_pool_scope pool_scope;
 } vkv_press_ops;
 
 /* Whether the question is compressed with the context. The paper runs
@@ -123,6 +127,9 @@ typedef enum vkv_query_mode {
     VKV_QUERY_AGNOSTIC,
 } vkv_query_mode;
 bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode);
+
+/* The pool scope a run uses: the requested one, or the scorer's own. */
+vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope requested);
 
 /* All scorers, NULL-terminated; one file per scorer under src/press/. */
 const vkv_press_ops *const *vkv_press_all(void);

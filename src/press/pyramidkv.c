@@ -58,5 +58,6 @@ const vkv_press_ops vkv_press_pyramidkv = {
     .score_gpu = pyramidkv_gpu,
     .score_ref = pyramidkv_ref,
     .n_kept = pyramid_n_kept,
+    .pool_scope = VKV_POOL_LAYER,
     .scratch_bytes = vkv_snapkv_scratch_bytes,
 };

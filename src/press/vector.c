@@ -39,6 +39,7 @@ struct vkv_press_session {
 
 void vkv_vector_report_free(vkv_vector_report *r)
 {
+    free(r->n_kept);
     free(r->n_ret);
     free(r->n_apx);
     free(r->n_evict);
@@ -130,6 +131,7 @@ vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_
     s->m = m;
     s->p = *p;
     s->p.pa = p->vector ? pa : 0;
+    s->p.pool = vkv_press_pool_scope(p->press, p->pool);
     s->n = n_context;
     s->window = window;
     const vkv_hparams *hp = &m->hp;
@@ -268,248 +270,433 @@ static vkv_status repeat_pass(vkv_press_session *s)
     return st;
 }
 
-vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *rep)
+/* The buffers and host copies of one compression. Layer buffers hold
+ * [n_kv_head, n]; with a global selection or a layer / global pool scope,
+ * `all` holds every layer's scores [n_layer, n_kv_head, n] and the group
+ * buffers one pool scope's [rows, n] (rows: vkv_pool_rows). */
+typedef struct compress_job {
+    vkv_press_session *s;
+    vkv_vector_report *rep;
+    vkv_gpu *gpu;
+    uint32_t L, H, n, hd;
+    size_t keep;             /* host copies per layer (keep_details: all layers) */
+    vkv_buffer *scores, *pool, *eps, *s2, *apx, *tiers, *scratch, *kpool, *kapx;
+    vkv_buffer *all;         /* every layer's scores */
+    vkv_buffer *g_base, *g_ext, *g_pool, *g_eps, *g_s2, *g_apx, *g_tiers, *g_kept, *g_counts, *g_counts_apx;
+    uint32_t *kept_rows;     /* [L * H] the scorer's count of every (layer, KV head) */
+    uint32_t *n_ret, *n_apx, *tiers_u32, *k_pool, *k_apx; /* [H], [H], [H * n], [H], [H] */
+    uint32_t *g_counts_host; /* [2 * rows]: pool and approximated counts per row of a group */
+    float *vhost;            /* [H, n, hd] f32 values (VECTOR) */
+    void *vraw;
+} compress_job;
+
+static vkv_status job_fail(vkv_gpu *gpu, vkv_status st, uint32_t l)
 {
-    double t0 = now_s();
-    vkv_ctx *ctx = s->ctx;
-    vkv_gpu *gpu = vkv_ctx_gpu(ctx);
-    const vkv_hparams *hp = &s->m->hp;
-    uint32_t H = hp->n_head_kv, L = hp->n_layer, n = s->n, hd = hp->head_dim;
-    if (vkv_ctx_n_past(ctx) != n)
-        return vkv_error(VKV_ERR_ARG, "compress: the cache holds %u tokens, the session was set up for %u",
-                         vkv_ctx_n_past(ctx), n);
-    memset(rep, 0, sizeof *rep);
-    rep->n_layer = L;
-    rep->n_kv_head = H;
-    rep->n = n;
-    rep->pa = s->p.pa;
-    size_t LH = (size_t)L * H, LHn = LH * n;
+    return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
+}
+
+/* Report rows of a compression that changed nothing (p_c = 0). */
+static void report_untouched(compress_job *j)
+{
+    vkv_vector_report *rep = j->rep;
+    for (size_t i = 0; i < (size_t)j->L * j->H; i++) {
+        rep->n_ret[i] = rep->n_kept[i] = j->n;
+        rep->r2_apx[i] = rep->rel_err_apx[i] = NAN;
+    }
+    for (size_t i = 0; i < j->keep; i++) {
+        rep->scores[i] = NAN;
+        rep->eps[i] = NAN;
+        rep->tiers[i] = VKV_TIER_RETAINED;
+    }
+}
+
+static vkv_status job_alloc(compress_job *j)
+{
+    vkv_vector_report *rep = j->rep;
+    const size_t LH = (size_t)j->L * j->H;
+    const bool vector = j->s->p.vector;
     rep->n_ret = calloc(LH, sizeof *rep->n_ret);
     rep->n_apx = calloc(LH, sizeof *rep->n_apx);
     rep->n_evict = calloc(LH, sizeof *rep->n_evict);
+    rep->n_kept = calloc(LH, sizeof *rep->n_kept);
     rep->r2_apx = calloc(LH, sizeof *rep->r2_apx);
     rep->rel_err_apx = calloc(LH, sizeof *rep->rel_err_apx);
-    rep->distortion = calloc(L, sizeof *rep->distortion);
+    rep->distortion = calloc(j->L, sizeof *rep->distortion);
     /* Host copies of one layer (always: the report needs tiers and, with
      * VECTOR, residuals and values); kept for all layers with keep_details. */
-    size_t keep = s->p.keep_details ? LHn : (size_t)H * n;
-    rep->scores = malloc(sizeof *rep->scores * keep);
-    rep->eps = malloc(sizeof *rep->eps * keep);
-    rep->tiers = malloc(keep);
-    uint32_t *n_ret = calloc(H, 4), *n_apx = calloc(H, 4), *tiers_u32 = malloc(4ull * H * n);
-    float *vhost = s->p.vector ? malloc(sizeof *vhost * (size_t)H * n * hd) : NULL;
-    void *vraw = s->p.vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(ctx), H, n, hd)) : NULL;
-    vkv_buffer *b_scores = NULL, *b_pool = NULL, *b_eps = NULL, *b_s2 = NULL, *b_apx = NULL, *b_tiers = NULL;
-    vkv_buffer *b_scratch = NULL, *b_all = NULL, *b_kpool = NULL, *b_kapx = NULL;
-    const bool global = s->p.press->global_selection;
-    /* per (KV head) counts of the layer; with a global selection, the kept count of every (layer, head) */
-    vkv_tier_counts *tcs = malloc(sizeof *tcs * H);
-    uint32_t *kept_rows = global ? malloc(4 * LH) : NULL, *k_pool = malloc(4ull * H), *k_apx = malloc(4ull * H);
-    vkv_status st = VKV_OK;
-    if (!rep->n_ret || !rep->n_apx || !rep->n_evict || !rep->r2_apx || !rep->rel_err_apx || !rep->distortion ||
-        !rep->scores || !rep->eps || !rep->tiers || !n_ret || !n_apx || !tiers_u32 ||
-        (s->p.vector && (!vhost || !vraw)) || !tcs || (global && !kept_rows) || !k_pool || !k_apx) {
-        st = vkv_error(VKV_ERR_OOM, "out of host memory for the compression report");
-        goto done;
+    j->keep = j->s->p.keep_details ? LH * j->n : (size_t)j->H * j->n;
+    rep->scores = malloc(sizeof *rep->scores * j->keep);
+    rep->eps = malloc(sizeof *rep->eps * j->keep);
+    rep->tiers = malloc(j->keep);
+    j->n_ret = calloc(j->H, 4);
+    j->n_apx = calloc(j->H, 4);
+    j->tiers_u32 = malloc(4ull * j->H * j->n);
+    j->k_pool = malloc(4ull * j->H);
+    j->k_apx = malloc(4ull * j->H);
+    j->kept_rows = malloc(4 * LH);
+    j->g_counts_host = malloc(8 * LH);
+    j->vhost = vector ? malloc(sizeof *j->vhost * (size_t)j->H * j->n * j->hd) : NULL;
+    j->vraw = vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(j->s->ctx), j->H, j->n, j->hd)) : NULL;
+    if (!rep->n_ret || !rep->n_apx || !rep->n_evict || !rep->n_kept || !rep->r2_apx || !rep->rel_err_apx ||
+        !rep->distortion || !rep->scores || !rep->eps || !rep->tiers || !j->n_ret || !j->n_apx || !j->tiers_u32 ||
+        !j->k_pool || !j->k_apx || !j->kept_rows || !j->g_counts_host || (vector && (!j->vhost || !j->vraw)))
+        return vkv_error(VKV_ERR_OOM, "out of host memory for the compression report");
+    return VKV_OK;
+}
+
+static vkv_status job_buffers(compress_job *j)
+{
+    vkv_gpu *gpu = j->gpu;
+    const uint64_t hn4 = 4ull * j->H * j->n;
+    vkv_status st;
+    if ((st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "scores", &j->scores)) ||
+        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "pool mask", &j->pool)) ||
+        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "residuals", &j->eps)) ||
+        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "pool ranking", &j->s2)) ||
+        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "approximation mask", &j->apx)) ||
+        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "tiers", &j->tiers)) ||
+        (st = vkv_buffer_create(gpu, 4ull * j->H, VKV_MEM_DEVICE, "pool counts", &j->kpool)) ||
+        (st = vkv_buffer_create(gpu, 4ull * j->H, VKV_MEM_DEVICE, "approximation counts", &j->kapx)))
+        return st;
+    vkv_press_session *s = j->s;
+    if (s->scratch) {
+        j->scratch = s->scratch; /* the capture's, kept by the session */
+        return VKV_OK;
     }
+    const vkv_hparams *hp = &s->m->hp;
+    vkv_press_layer shape = {.n_layer = j->L, .n = j->n, .n_head = hp->n_head, .n_kv_head = j->H, .head_dim = j->hd,
+                             .n_ctx = vkv_ctx_n_ctx(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx), .window = s->window};
+    return vkv_buffer_create(gpu, vkv_press_scratch_bytes(s->p.press, &s->p.pp, &shape), VKV_MEM_DEVICE,
+                             "scorer scratch", &j->scratch);
+}
+
+/* The scorer's own count of every (layer, KV head): one global selection
+ * over every layer's scores (in j->all), or each layer's n_kept. */
+static vkv_status scorer_counts(compress_job *j)
+{
+    const vkv_press_session *s = j->s;
+    if (s->p.press->global_selection)
+        return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->H, j->n, s->p.pp.compression,
+                                        j->kept_rows);
+    for (uint32_t l = 0; l < j->L; l++) {
+        uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, j->L, j->n)
+                                           : vkv_kv_n_kept(s->p.pp.compression, j->n);
+        for (uint32_t h = 0; h < j->H; h++) j->kept_rows[(size_t)l * j->H + h] = kept;
+    }
+    return VKV_OK;
+}
+
+/* Every layer's scores into j->all (before anything is compacted). */
+static vkv_status score_all_layers(compress_job *j)
+{
+    const uint64_t hn4 = 4ull * j->H * j->n;
+    vkv_status st;
+    if ((st = vkv_buffer_create(j->gpu, hn4 * j->L, VKV_MEM_DEVICE, "the scores of every layer", &j->all))) return st;
+    for (uint32_t l = 0; l < j->L; l++) {
+        vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
+        if ((st = vkv_cmd_begin(j->gpu))) return st;
+        st = j->s->p.press->score_gpu(j->gpu, &j->s->p.pp, &in, vkv_view_of(j->scores));
+        if (!st) st = vkv_cmd_copy(j->gpu, j->scores, 0, j->all, (uint64_t)l * hn4, hn4);
+        if (st) return job_fail(j->gpu, st, l);
+        if ((st = vkv_cmd_submit(j->gpu))) return st;
+    }
+    return VKV_OK;
+}
+
+/* After layer l's tiers are in j->tiers (its scores in j->scores and, when
+ * any_apx, its residuals in j->eps): the report's rows of the layer, a check
+ * of the counts against ret[H] / apx[H], and the compaction. */
+static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret, const uint32_t *apx, bool any_apx)
+{
+    vkv_press_session *s = j->s;
+    vkv_vector_report *rep = j->rep;
+    vkv_gpu *gpu = j->gpu;
+    const uint32_t H = j->H, n = j->n, hd = j->hd;
+    const uint64_t hn4 = 4ull * H * n;
+    vkv_status st;
+    for (uint32_t h = 0; h < H; h++) {
+        size_t lh = (size_t)l * H + h;
+        rep->n_kept[lh] = j->kept_rows[lh];
+        rep->n_ret[lh] = j->n_ret[h] = ret[h];
+        rep->n_apx[lh] = j->n_apx[h] = apx[h];
+        rep->n_evict[lh] = n - ret[h] - apx[h];
+        rep->r2_apx[lh] = rep->rel_err_apx[lh] = NAN;
+    }
+    if (s->p.lean) {
+        rep->distortion[l] = NAN;
+        return vkv_kv_compress_layer(vkv_ctx_kv(s->ctx), l, n, vkv_view_of(j->tiers), j->n_ret, j->n_apx);
+    }
+    size_t off = s->p.keep_details ? (size_t)l * H * n : 0;
+    float *sc = rep->scores + off, *ep = rep->eps + off;
+    uint8_t *ti = rep->tiers + off;
+    if ((st = vkv_buffer_download(gpu, j->scores, 0, sc, hn4)) || (st = vkv_buffer_download(gpu, j->tiers, 0, j->tiers_u32, hn4)))
+        return st;
+    if (any_apx) {
+        if ((st = vkv_buffer_download(gpu, j->eps, 0, ep, hn4))) return st;
+    } else {
+        for (size_t i = 0; i < (size_t)H * n; i++) ep[i] = NAN;
+    }
+    for (size_t i = 0; i < (size_t)H * n; i++) {
+        ti[i] = (uint8_t)j->tiers_u32[i];
+        if (ti[i] == VKV_TIER_EVICTED) ep[i] = NAN;
+    }
+    vkv_view v = vkv_ctx_v_cache(s->ctx, l);
+    if (any_apx) {
+        /* Only the n context rows of each head come back. */
+        vkv_dtype kt = vkv_ctx_kv_type(s->ctx);
+        uint64_t head_rows = vkv_kv_cache_bytes(kt, 1, n, hd);
+        uint64_t head_stride = vkv_kv_cache_bytes(kt, 1, vkv_ctx_n_ctx(s->ctx), hd);
+        for (uint32_t h = 0; h < H; h++)
+            if ((st = vkv_buffer_download(gpu, v.buf, v.offset + h * head_stride, (char *)j->vraw + h * head_rows,
+                                          head_rows)))
+                return st;
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t t = 0; t < n; t++)
+                for (uint32_t d = 0; d < hd; d++)
+                    j->vhost[((size_t)h * n + t) * hd + d] = vkv_kv_cache_get(kt, j->vraw, n, hd, h, t, d);
+    }
+    double e_sum = 0;
+    for (uint32_t h = 0; h < H; h++) {
+        size_t lh = (size_t)l * H + h;
+        const uint8_t *th = ti + (size_t)h * n;
+        uint32_t r = 0, a2 = 0;
+        for (uint32_t t = 0; t < n; t++) {
+            r += th[t] == VKV_TIER_RETAINED;
+            a2 += th[t] == VKV_TIER_APPROXIMATED;
+        }
+        if (r != ret[h] || a2 != apx[h])
+            return vkv_error(VKV_ERR_CHECK, "layer %u head %u: the selection kept %u + %u tokens, expected %u + %u", l, h,
+                             r, a2, ret[h], apx[h]);
+        const float *vh = any_apx ? j->vhost + (size_t)h * n * hd : NULL;
+        if (any_apx) apx_quality(th, ep + (size_t)h * n, vh, n, hd, &rep->r2_apx[lh], &rep->rel_err_apx[lh]);
+        e_sum += head_distortion(th, sc + (size_t)h * n, ep + (size_t)h * n, vh, n, hd);
+    }
+    rep->distortion[l] = e_sum / H;
+    return vkv_kv_compress_layer(vkv_ctx_kv(s->ctx), l, n, vkv_view_of(j->tiers), j->n_ret, j->n_apx);
+}
+
+/* Records layer l's OLS residuals eps[H, n] into j->eps (W uploaded first). */
+static vkv_status upload_w(compress_job *j, uint32_t l, vkv_view *w)
+{
+    const size_t hd2 = (size_t)j->hd * j->hd;
+    return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->s->p.w + (size_t)l * j->H * hd2, w);
+}
+
+static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
+{
+    const vkv_hparams *hp = &j->s->m->hp;
+    vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
+    vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
+    return vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w, vkv_view_of(j->s->m->rope_inv_freq),
+                                  vkv_view_of(j->eps));
+}
+
+/* Row scope: each (layer, KV head) its own pool, per-row top-k counts. */
+static vkv_status compress_rows(compress_job *j)
+{
+    vkv_press_session *s = j->s;
+    vkv_gpu *gpu = j->gpu;
+    const uint32_t H = j->H, n = j->n;
+    const uint64_t hn4 = 4ull * H * n;
+    const bool global = s->p.press->global_selection;
+    vkv_view vs = vkv_view_of(j->scores), vp = vkv_view_of(j->pool), v2 = vkv_view_of(j->s2);
+    vkv_view va = vkv_view_of(j->apx), none = {0};
+    vkv_status st;
+    for (uint32_t l = 0; l < j->L; l++) {
+        uint32_t a_max = 0, same = 1;
+        for (uint32_t h = 0; h < H; h++) {
+            vkv_tier_counts tc = vkv_kv_tier_counts(n, j->kept_rows[(size_t)l * H + h], s->p.pa, s->p.vector);
+            j->k_pool[h] = tc.pool;
+            j->k_apx[h] = tc.approximated;
+            j->g_counts_host[h] = tc.retained;
+            if (tc.a > a_max) a_max = tc.a;
+            same &= tc.pool == j->k_pool[0];
+        }
+        /* Per-row counts through a buffer only when the rows differ (a global selection). */
+        const bool per_row = global || !same;
+        if (per_row && ((st = vkv_buffer_upload(gpu, j->kpool, 0, j->k_pool, 4ull * H)) ||
+                        (st = vkv_buffer_upload(gpu, j->kapx, 0, j->k_apx, 4ull * H))))
+            return st;
+        if (!a_max && (st = vkv_buffer_fill(gpu, j->apx, 0, hn4, 0))) return st;
+        if ((st = vkv_cmd_begin(gpu))) return st;
+        if (global) {
+            st = vkv_cmd_copy(gpu, j->all, (uint64_t)l * hn4, j->scores, 0, hn4);
+        } else {
+            vkv_press_layer in = layer_input(s, l, vkv_view_of(j->scratch));
+            st = s->p.press->score_gpu(gpu, &s->p.pp, &in, vs);
+        }
+        if (!st) st = vkv_op_topk_select(gpu, vs, H, n, per_row ? vkv_view_of(j->kpool) : none, j->k_pool[0], vp);
+        if (st) return job_fail(gpu, st, l);
+        if ((st = vkv_cmd_submit(gpu))) return st;
+        if (a_max) {
+            /* The residual reads W on the device: the cache uploads it once
+             * and keeps it for attention; the truncation in a second recording. */
+            vkv_view w;
+            if ((st = upload_w(j, l, &w)) || (st = vkv_cmd_begin(gpu))) return st;
+            st = record_residual(j, l, w);
+            if (!st) st = vkv_op_vector_pool_scores(gpu, vp, vkv_view_of(j->eps), H * n, v2);
+            if (!st) st = vkv_op_topk_select(gpu, v2, H, n, per_row ? vkv_view_of(j->kapx) : none, j->k_apx[0], va);
+            if (st) return job_fail(gpu, st, l);
+            if ((st = vkv_cmd_submit(gpu))) return st;
+        }
+        if ((st = vkv_cmd_begin(gpu))) return st;
+        if ((st = vkv_op_vector_assign_tiers(gpu, vp, va, H * n, vkv_view_of(j->tiers)))) return vkv_cmd_abort(gpu, st);
+        if ((st = vkv_cmd_submit(gpu)) || (st = finish_layer(j, l, j->g_counts_host, j->k_apx, a_max > 0))) return st;
+    }
+    return VKV_OK;
+}
+
+static vkv_status group_buffers(compress_job *j, uint64_t bytes)
+{
+    vkv_gpu *gpu = j->gpu;
+    const uint64_t rows = bytes / (4ull * j->n);
+    vkv_status st;
+    if ((st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: the scorer's kept set", &j->g_base)) ||
+        (st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: extension ranking", &j->g_ext)) ||
+        (st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: pool mask", &j->g_pool)) ||
+        (st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: residuals", &j->g_eps)) ||
+        (st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: residual ranking", &j->g_s2)) ||
+        (st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: approximation mask", &j->g_apx)) ||
+        (st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "pool scope: tiers", &j->g_tiers)) ||
+        (st = vkv_buffer_create(gpu, 4 * rows, VKV_MEM_DEVICE, "pool scope: kept per row", &j->g_kept)) ||
+        (st = vkv_buffer_create(gpu, 4 * rows, VKV_MEM_DEVICE, "pool scope: pool tokens per row", &j->g_counts)) ||
+        (st = vkv_buffer_create(gpu, 4 * rows, VKV_MEM_DEVICE, "pool scope: approximated per row", &j->g_counts_apx)))
+        return st;
+    return VKV_OK;
+}
+
+/* One pool over layers [l0, l0 + nl) (all their KV heads): the scorer's kept
+ * set of every row, extended by the scope's a_S highest other scores, the
+ * 2 a_S lowest residuals of the pool approximated (docs/ARCHITECTURE.md §2). */
+static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
+{
+    vkv_press_session *s = j->s;
+    vkv_gpu *gpu = j->gpu;
+    const uint32_t H = j->H, n = j->n, rows = nl * H, total = rows * n;
+    const uint64_t hn4 = 4ull * H * n, bytes = 4ull * total;
+    const uint32_t *kept = j->kept_rows + (size_t)l0 * H;
+    uint64_t k_sum = 0;
+    for (uint32_t r = 0; r < rows; r++) k_sum += kept[r];
+    const vkv_tier_counts tc = vkv_kv_tier_counts(total, (uint32_t)k_sum, s->p.pa, s->p.vector);
+    /* The scope's scores: every layer's buffer, or one layer's copied out of
+     * it (a view at l0's offset could break the storage alignment). */
+    vkv_view gs = nl == j->L ? vkv_view_of(j->all) : vkv_view_of(j->scores), none = {0};
+    vkv_view base = vkv_view_of(j->g_base), pool = tc.a ? vkv_view_of(j->g_pool) : base, apx = vkv_view_of(j->g_apx);
+    vkv_status st;
+    if ((st = vkv_buffer_upload(gpu, j->g_kept, 0, kept, 4ull * rows))) return st;
+    if (!tc.a && (st = vkv_buffer_fill(gpu, j->g_apx, 0, bytes, 0))) return st;
+    if (tc.a) {
+        /* residuals of every layer of the scope, side by side */
+        for (uint32_t l = l0; l < l0 + nl; l++) {
+            vkv_view w;
+            if ((st = upload_w(j, l, &w)) || (st = vkv_cmd_begin(gpu))) return st;
+            st = record_residual(j, l, w);
+            if (!st) st = vkv_cmd_copy(gpu, j->eps, 0, j->g_eps, (uint64_t)(l - l0) * hn4, hn4);
+            if (st) return job_fail(gpu, st, l);
+            if ((st = vkv_cmd_submit(gpu))) return st;
+        }
+    }
+    if ((st = vkv_cmd_begin(gpu))) return st;
+    st = nl == j->L ? VKV_OK : vkv_cmd_copy(gpu, j->all, (uint64_t)l0 * hn4, j->scores, 0, hn4 * nl);
+    if (!st) st = vkv_op_topk_select(gpu, gs, rows, n, vkv_view_of(j->g_kept), 0, base);
+    if (!st && tc.a) st = vkv_op_vector_pool_extend(gpu, base, gs, total, vkv_view_of(j->g_ext));
+    if (!st && tc.a) st = vkv_op_topk_select(gpu, vkv_view_of(j->g_ext), 1, total, none, tc.pool, pool);
+    if (!st && tc.a) st = vkv_op_vector_pool_scores(gpu, pool, vkv_view_of(j->g_eps), total, vkv_view_of(j->g_s2));
+    if (!st && tc.a) st = vkv_op_topk_select(gpu, vkv_view_of(j->g_s2), 1, total, none, tc.approximated, apx);
+    if (!st) st = vkv_op_vector_assign_tiers(gpu, pool, apx, total, vkv_view_of(j->g_tiers));
+    if (!st) st = vkv_op_mask_row_counts(gpu, pool, rows, n, vkv_view_of(j->g_counts));
+    if (!st) st = vkv_op_mask_row_counts(gpu, apx, rows, n, vkv_view_of(j->g_counts_apx));
+    if (st) return job_fail(gpu, st, l0);
+    if ((st = vkv_cmd_submit(gpu)) || (st = vkv_buffer_download(gpu, j->g_counts, 0, j->g_counts_host, 4ull * rows)) ||
+        (st = vkv_buffer_download(gpu, j->g_counts_apx, 0, j->g_counts_host + rows, 4ull * rows)))
+        return st;
+    uint32_t *pool_rows = j->g_counts_host, *apx_rows = j->g_counts_host + rows;
+    uint64_t pool_sum = 0, apx_sum = 0;
+    for (uint32_t r = 0; r < rows; r++) {
+        pool_sum += pool_rows[r];
+        apx_sum += apx_rows[r];
+        pool_rows[r] -= apx_rows[r]; /* now the retained count */
+    }
+    if (pool_sum != tc.pool || apx_sum != tc.approximated)
+        return vkv_error(VKV_ERR_CHECK, "layers %u..%u: the %s pool holds %llu tokens, %llu approximated; expected %u, %u",
+                         l0, l0 + nl - 1, vkv_pool_scope_name(s->p.pool), (unsigned long long)pool_sum,
+                         (unsigned long long)apx_sum, tc.pool, tc.approximated);
+    for (uint32_t l = l0; l < l0 + nl; l++) {
+        const uint64_t off = (uint64_t)(l - l0) * hn4;
+        if ((st = vkv_cmd_begin(gpu))) return st;
+        st = vkv_cmd_copy(gpu, j->g_tiers, off, j->tiers, 0, hn4);
+        if (!st) st = vkv_cmd_copy(gpu, j->all, (uint64_t)l * hn4, j->scores, 0, hn4);
+        if (!st && tc.a) st = vkv_cmd_copy(gpu, j->g_eps, off, j->eps, 0, hn4);
+        if (st) return job_fail(gpu, st, l);
+        if ((st = vkv_cmd_submit(gpu)) ||
+            (st = finish_layer(j, l, pool_rows + (size_t)(l - l0) * H, apx_rows + (size_t)(l - l0) * H, tc.a > 0)))
+            return st;
+    }
+    return VKV_OK;
+}
+
+static void job_free(compress_job *j)
+{
+    vkv_buffer *bufs[] = {j->scores, j->pool, j->eps, j->s2, j->apx, j->tiers, j->kpool, j->kapx, j->all,
+                          j->g_base, j->g_ext, j->g_pool, j->g_eps, j->g_s2, j->g_apx, j->g_tiers, j->g_kept,
+                          j->g_counts, j->g_counts_apx};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(j->gpu, bufs[i]);
+    if (j->scratch != j->s->scratch) vkv_buffer_destroy(j->gpu, j->scratch);
+    free(j->kept_rows);
+    free(j->n_ret);
+    free(j->n_apx);
+    free(j->tiers_u32);
+    free(j->k_pool);
+    free(j->k_apx);
+    free(j->g_counts_host);
+    free(j->vhost);
+    free(j->vraw);
+}
+
+vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *rep)
+{
+    double t0 = now_s();
+    const vkv_hparams *hp = &s->m->hp;
+    if (vkv_ctx_n_past(s->ctx) != s->n)
+        return vkv_error(VKV_ERR_ARG, "compress: the cache holds %u tokens, the session was set up for %u",
+                         vkv_ctx_n_past(s->ctx), s->n);
+    memset(rep, 0, sizeof *rep);
+    compress_job j = {.s = s, .rep = rep, .gpu = vkv_ctx_gpu(s->ctx), .L = hp->n_layer, .H = hp->n_head_kv, .n = s->n,
+                      .hd = hp->head_dim};
+    rep->n_layer = j.L;
+    rep->n_kv_head = j.H;
+    rep->n = j.n;
+    rep->pa = s->p.pa;
+    rep->pool = s->p.pool;
+    vkv_status st = job_alloc(&j);
+    if (st) goto done;
     if (s->p.pp.compression == 0) {
         /* kvpress leaves the cache untouched at p_c = 0: so do we, which makes
          * the output bit-identical to no compression. */
-        for (size_t i = 0; i < LH; i++) {
-            rep->n_ret[i] = n;
-            rep->r2_apx[i] = rep->rel_err_apx[i] = NAN;
-        }
-        for (size_t i = 0; i < keep; i++) {
-            rep->scores[i] = NAN;
-            rep->eps[i] = NAN;
-            rep->tiers[i] = VKV_TIER_RETAINED;
-        }
-        rep->seconds = now_s() - t0;
+        report_untouched(&j);
         goto done;
     }
-    uint64_t hn4 = 4ull * H * n;
-    if ((st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "scores", &b_scores)) ||
-        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "pool mask", &b_pool)) ||
-        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "residuals", &b_eps)) ||
-        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "pool ranking", &b_s2)) ||
-        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "approximation mask", &b_apx)) ||
-        (st = vkv_buffer_create(gpu, hn4, VKV_MEM_DEVICE, "tiers", &b_tiers)))
+    /* Without an approximated tier every scope is the scorer's own selection. */
+    const bool wide = s->p.pool != VKV_POOL_ROW && s->p.vector && s->p.pa > 0;
+    if (wide && (uint64_t)j.L * j.H * j.n > UINT32_MAX) {
+        st = vkv_error(VKV_ERR_UNSUPPORTED, "the %s pool of %u x %u x %u tokens is over 2^32", vkv_pool_scope_name(s->p.pool),
+                       j.L, j.H, j.n);
         goto done;
-    if (s->scratch) {
-        b_scratch = s->scratch; /* the capture's, kept by the session */
-    } else {
-        vkv_press_layer shape = {.n_layer = L, .n = n, .n_head = hp->n_head, .n_kv_head = H, .head_dim = hd,
-                                 .n_ctx = vkv_ctx_n_ctx(ctx), .kv_type = vkv_ctx_kv_type(ctx), .window = s->window};
-        if ((st = vkv_buffer_create(gpu, vkv_press_scratch_bytes(s->p.press, &s->p.pp, &shape), VKV_MEM_DEVICE,
-                                    "scorer scratch", &b_scratch)))
-            goto done;
     }
-    vkv_view vs = vkv_view_of(b_scores), vp = vkv_view_of(b_pool), ve = vkv_view_of(b_eps), v2 = vkv_view_of(b_s2);
-    vkv_view va = vkv_view_of(b_apx), vt = vkv_view_of(b_tiers);
-    vkv_view none = {0};
+    if ((st = job_buffers(&j))) goto done;
     if (s->p.press->repeat_pass && (st = repeat_pass(s))) goto done;
-    if (global) {
-        /* Every layer's scores side by side, one threshold over all of them. */
-        if ((st = vkv_buffer_create(gpu, 4 * LHn, VKV_MEM_DEVICE, "the scores of every layer", &b_all)) ||
-            (st = vkv_buffer_create(gpu, 4ull * H, VKV_MEM_DEVICE, "pool counts", &b_kpool)) ||
-            (st = vkv_buffer_create(gpu, 4ull * H, VKV_MEM_DEVICE, "approximation counts", &b_kapx)))
-            goto done;
-        for (uint32_t l = 0; l < L; l++) {
-            vkv_press_layer in = layer_input(s, l, vkv_view_of(b_scratch));
-            if ((st = vkv_cmd_begin(gpu))) goto done;
-            st = s->p.press->score_gpu(gpu, &s->p.pp, &in, vs);
-            if (!st) st = vkv_cmd_copy(gpu, b_scores, 0, b_all, (uint64_t)l * hn4, hn4);
-            if (st) {
-                st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-                goto done;
-            }
-            if ((st = vkv_cmd_submit(gpu))) goto done;
-        }
-        if ((st = vkv_global_select_counts(gpu, vkv_view_of(b_all), (uint32_t)LH, n, s->p.pp.compression, kept_rows)))
-            goto done;
+    if ((s->p.press->global_selection || wide) && (st = score_all_layers(&j))) goto done;
+    if ((st = scorer_counts(&j))) goto done;
+    if (!wide) {
+        st = compress_rows(&j);
+    } else {
+        const uint32_t nl = s->p.pool == VKV_POOL_GLOBAL ? j.L : 1;
+        if (!(st = group_buffers(&j, 4ull * nl * j.H * j.n)))
+            for (uint32_t l0 = 0; l0 < j.L && !st; l0 += nl) st = compress_group(&j, l0, nl);
     }
-    for (uint32_t l = 0; l < L; l++) {
-        uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, L, n)
-                                           : vkv_kv_n_kept(s->p.pp.compression, n);
-        vkv_tier_counts tc = vkv_kv_tier_counts(n, kept, s->p.pa, s->p.vector);
-        /* Per-head counts: all tc, or each (layer, head)'s own under a global selection. */
-        uint32_t a_max = 0;
-        for (uint32_t h = 0; h < H; h++) {
-            tcs[h] = global ? vkv_kv_tier_counts(n, kept_rows[(size_t)l * H + h], s->p.pa, s->p.vector) : tc;
-            k_pool[h] = tcs[h].pool;
-            k_apx[h] = tcs[h].approximated;
-            if (tcs[h].a > a_max) a_max = tcs[h].a;
-        }
-        tc.a = a_max; /* whether this layer approximates anything */
-        vkv_press_layer in = layer_input(s, l, vkv_view_of(b_scratch));
-        if (global && ((st = vkv_buffer_upload(gpu, b_kpool, 0, k_pool, 4ull * H)) ||
-                       (st = vkv_buffer_upload(gpu, b_kapx, 0, k_apx, 4ull * H))))
-            goto done;
-        if (!tc.a && (st = vkv_buffer_fill(gpu, b_apx, 0, hn4, 0))) goto done;
-        if ((st = vkv_cmd_begin(gpu))) goto done;
-        if (global) {
-            st = vkv_cmd_copy(gpu, b_all, (uint64_t)l * hn4, b_scores, 0, hn4);
-            if (!st) st = vkv_op_topk_select(gpu, vs, H, n, vkv_view_of(b_kpool), 0, vp);
-        } else {
-            st = s->p.press->score_gpu(gpu, &s->p.pp, &in, vs);
-            if (!st) st = vkv_op_topk_select(gpu, vs, H, n, none, tc.pool, vp);
-        }
-        if (st) {
-            st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-            goto done;
-        }
-        if ((st = vkv_cmd_submit(gpu))) goto done;
-        if (tc.a) {
-            /* The residual reads W on the device: the cache uploads it once
-             * and keeps it for attention; the truncation in a second recording. */
-            vkv_vector_geom g = {in.kv_type, H, hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
-            vkv_view w;
-            if ((st = vkv_kv_layer_w(vkv_ctx_kv(ctx), l, s->p.w + (size_t)l * H * hd * hd, &w)) ||
-                (st = vkv_cmd_begin(gpu)))
-                goto done;
-            st = vkv_op_vector_residual(gpu, &g, in.k, in.v, in.n_ctx, n, w, vkv_view_of(s->m->rope_inv_freq), ve);
-            if (!st) st = vkv_op_vector_pool_scores(gpu, vp, ve, H * n, v2);
-            if (!st) st = global ? vkv_op_topk_select(gpu, v2, H, n, vkv_view_of(b_kapx), 0, va)
-                              : vkv_op_topk_select(gpu, v2, H, n, none, tc.approximated, va);
-            if (st) {
-                st = vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-                goto done;
-            }
-            if ((st = vkv_cmd_submit(gpu))) goto done;
-        }
-        if ((st = vkv_cmd_begin(gpu))) goto done;
-        if ((st = vkv_op_vector_assign_tiers(gpu, vp, va, H * n, vt))) {
-            st = vkv_cmd_abort(gpu, st);
-            goto done;
-        }
-        if ((st = vkv_cmd_submit(gpu))) goto done;
-
-        if (s->p.lean) {
-            for (uint32_t h = 0; h < H; h++) {
-                size_t lh = (size_t)l * H + h;
-                n_ret[h] = rep->n_ret[lh] = tcs[h].retained;
-                n_apx[h] = rep->n_apx[lh] = tcs[h].approximated;
-                rep->n_evict[lh] = tcs[h].evicted;
-                rep->r2_apx[lh] = rep->rel_err_apx[lh] = NAN;
-            }
-            rep->distortion[l] = NAN;
-        } else {
-            size_t off = s->p.keep_details ? (size_t)l * H * n : 0;
-            float *sc = rep->scores + off, *ep = rep->eps + off;
-            uint8_t *ti = rep->tiers + off;
-            if ((st = vkv_buffer_download(gpu, b_scores, 0, sc, hn4)) || (st = vkv_buffer_download(gpu, b_tiers, 0, tiers_u32, hn4)))
-                goto done;
-            if (tc.a) {
-                if ((st = vkv_buffer_download(gpu, b_eps, 0, ep, hn4))) goto done;
-            } else {
-                for (size_t i = 0; i < (size_t)H * n; i++) ep[i] = NAN;
-            }
-            for (size_t i = 0; i < (size_t)H * n; i++) ti[i] = (uint8_t)tiers_u32[i];
-            for (size_t i = 0; i < (size_t)H * n; i++)
-                if (ti[i] == VKV_TIER_EVICTED) ep[i] = NAN;
-            if (tc.a) {
-                /* Only the n context rows of each head come back. */
-                vkv_dtype kt = vkv_ctx_kv_type(ctx);
-                uint64_t head_rows = vkv_kv_cache_bytes(kt, 1, n, hd);
-                uint64_t head_stride = vkv_kv_cache_bytes(kt, 1, vkv_ctx_n_ctx(ctx), hd);
-                for (uint32_t h = 0; h < H; h++)
-                    if ((st = vkv_buffer_download(gpu, in.v.buf, in.v.offset + h * head_stride,
-                                                  (char *)vraw + h * head_rows, head_rows)))
-                        goto done;
-                for (uint32_t h = 0; h < H; h++)
-                    for (uint32_t j = 0; j < n; j++)
-                        for (uint32_t d = 0; d < hd; d++)
-                            vhost[((size_t)h * n + j) * hd + d] = vkv_kv_cache_get(kt, vraw, n, hd, h, j, d);
-            }
-            double e_sum = 0;
-            for (uint32_t h = 0; h < H; h++) {
-                size_t lh = (size_t)l * H + h;
-                const uint8_t *th = ti + (size_t)h * n;
-                uint32_t r = 0, a2 = 0;
-                for (uint32_t j = 0; j < n; j++) {
-                    r += th[j] == VKV_TIER_RETAINED;
-                    a2 += th[j] == VKV_TIER_APPROXIMATED;
-                }
-                if (r != tcs[h].retained || a2 != tcs[h].approximated) {
-                    st = vkv_error(VKV_ERR_CHECK, "layer %u head %u: the selection kept %u + %u tokens, expected %u + %u", l, h,
-                                   r, a2, tcs[h].retained, tcs[h].approximated);
-                    goto done;
-                }
-                n_ret[h] = r;
-                n_apx[h] = a2;
-                rep->n_ret[lh] = r;
-                rep->n_apx[lh] = a2;
-                rep->n_evict[lh] = n - r - a2;
-                const float *vh = tc.a ? vhost + (size_t)h * n * hd : NULL;
-                if (tc.a) apx_quality(th, ep + (size_t)h * n, vh, n, hd, &rep->r2_apx[lh], &rep->rel_err_apx[lh]);
-                else rep->r2_apx[lh] = rep->rel_err_apx[lh] = NAN;
-                e_sum += head_distortion(th, sc + (size_t)h * n, ep + (size_t)h * n, vh, n, hd);
-            }
-            rep->distortion[l] = e_sum / H;
-        }
-        if ((st = vkv_kv_compress_layer(vkv_ctx_kv(ctx), l, n, vt, n_ret, n_apx))) goto done;
-    }
-    rep->seconds = now_s() - t0;
 done:
-    vkv_buffer_destroy(gpu, b_scores);
-    vkv_buffer_destroy(gpu, b_pool);
-    vkv_buffer_destroy(gpu, b_eps);
-    vkv_buffer_destroy(gpu, b_s2);
-    vkv_buffer_destroy(gpu, b_apx);
-    vkv_buffer_destroy(gpu, b_tiers);
-    if (b_scratch != s->scratch) vkv_buffer_destroy(gpu, b_scratch);
-    vkv_buffer_destroy(gpu, b_all);
-    vkv_buffer_destroy(gpu, b_kpool);
-    vkv_buffer_destroy(gpu, b_kapx);
-    free(tcs);
-    free(kept_rows);
-    free(k_pool);
-    free(k_apx);
-    free(n_ret);
-    free(n_apx);
-    free(tiers_u32);
-    free(vhost);
-    free(vraw);
+    rep->seconds = now_s() - t0;
+    job_free(&j);
     if (st) vkv_vector_report_free(rep);
     return st;
 }

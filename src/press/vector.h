@@ -19,6 +19,7 @@ typedef struct vkv_vector_params {
     vkv_press_params pp;       /* compression, window, ... */
     bool vector;               /* approximate tier on */
     double pa;                 /* approximation ratio; < 0 = the default (vkv_kv_default_pa) */
+    vkv_pool_scope pool;       /* VECTOR's pool scope; VKV_POOL_DEFAULT = the scorer's own (press->pool_scope) */
     const float *w;            /* [n_layer, n_kv_head, head_dim, head_dim] OLS maps (vector only) */
     bool keep_details;         /* keep per-token scores, residuals and tiers for a tier dump */
     bool lean;                 /* benchmarks: no per-head quality figures, no host copies (counts only) */
@@ -40,6 +41,8 @@ uint32_t vkv_press_session_extra_tokens(const vkv_vector_params *p, uint32_t n_c
 typedef struct vkv_vector_report {
     uint32_t n_layer, n_kv_head, n;
     double pa;                 /* the approximation ratio used */
+    vkv_pool_scope pool;       /* the pool scope used */
+    uint32_t *n_kept;          /* the scorer's own count (the eviction baseline's) */
     uint32_t *n_ret, *n_apx, *n_evict;
     double *r2_apx;            /* R^2 of the rebuilt values over the approximated tokens (NaN: none) */
     double *rel_err_apx;       /* sum ||v - v^||^2 / sum ||v||^2 over them */

@@ -67,6 +67,7 @@ typedef struct vkv_compression {
     double p_c;                 /* compression ratio */
     bool vector;                /* VECTOR's approximated tier (needs the calibration) */
     double p_a;                 /* approximation ratio; < 0: the default */
+    vkv_pool_scope pool;        /* VECTOR's pool scope; VKV_POOL_DEFAULT: the scorer's own */
     bool query_aware;           /* compress the question with the context */
     bool materialized;          /* attention rebuilds every approximated value (reference path) */
     bool keep_details;          /* per-token scores, residuals and tiers in the report (tier dump) */

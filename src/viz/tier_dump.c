@@ -12,7 +12,7 @@
 
 static void num_or_null(vkv_json_writer *w, double v)
 {
-    /* 4 significant digits keep a 32k-token dump compact */
+    /* 4 significant digits for the per-head and per-layer figures */
     if (!isfinite(v)) {
         vkv_json_null(w);
         return;
@@ -20,6 +20,26 @@ static void num_or_null(vkv_json_writer *w, double v)
     char buf[32];
     snprintf(buf, sizeof buf, "%.4g", v);
     vkv_json_num(w, strtod(buf, NULL));
+}
+
+/* VECTOR's pool scope and its totals: K the scorer's own count, a the
+ * approximation budget; keys K + a and values K - a (the byte equation). */
+static void write_pool(vkv_json_writer *w, const vkv_vector_report *r)
+{
+    uint64_t k = 0, ret = 0, apx = 0;
+    for (size_t i = 0; i < (size_t)r->n_layer * r->n_kv_head; i++) {
+        k += r->n_kept[i];
+        ret += r->n_ret[i];
+        apx += r->n_apx[i];
+    }
+    vkv_json_key(w, "vector_pool");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "scope"); vkv_json_str(w, vkv_pool_scope_name(r->pool));
+    vkv_json_key(w, "kept"); vkv_json_uint(w, k);
+    vkv_json_key(w, "a"); vkv_json_uint(w, ret + apx - k);
+    vkv_json_key(w, "keys"); vkv_json_uint(w, ret + apx);
+    vkv_json_key(w, "values"); vkv_json_uint(w, ret);
+    vkv_json_end_object(w);
 }
 
 vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, const vkv_vector_report *r)
@@ -45,6 +65,7 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
     vkv_json_key(&w, "vector"); vkv_json_bool(&w, in->vector);
     vkv_json_key(&w, "query_aware"); vkv_json_bool(&w, in->query_aware);
     vkv_json_key(&w, "n_context"); vkv_json_uint(&w, r->n);
+    if (in->vector) write_pool(&w, r);
     vkv_json_key(&w, "tokens");
     vkv_json_begin_array(&w);
     for (uint32_t j = 0; j < r->n; j++) {
@@ -101,6 +122,7 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
             size_t lh = (size_t)l * r->n_kv_head + h, base = lh * r->n;
             vkv_json_begin_object(&w);
             vkv_json_key(&w, "head"); vkv_json_uint(&w, h);
+            vkv_json_key(&w, "n_kept"); vkv_json_uint(&w, r->n_kept[lh]);
             vkv_json_key(&w, "n_retained"); vkv_json_uint(&w, r->n_ret[lh]);
             vkv_json_key(&w, "n_approximated"); vkv_json_uint(&w, r->n_apx[lh]);
             vkv_json_key(&w, "n_evicted"); vkv_json_uint(&w, r->n_evict[lh]);
@@ -114,11 +136,12 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
             vkv_json_key(&w, "tiers"); vkv_json_str(&w, tiers);
             vkv_json_key(&w, "scores");
             vkv_json_begin_array(&w);
-            for (uint32_t j = 0; j < r->n; j++) num_or_null(&w, r->scores[base + j]);
+            /* f32 to 9 digits: exact, so the selection can be recomputed from the dump */
+            for (uint32_t j = 0; j < r->n; j++) vkv_json_num(&w, r->scores[base + j]);
             vkv_json_end_array(&w);
             vkv_json_key(&w, "residuals");
             vkv_json_begin_array(&w);
-            for (uint32_t j = 0; j < r->n; j++) num_or_null(&w, r->eps[base + j]);
+            for (uint32_t j = 0; j < r->n; j++) vkv_json_num(&w, r->eps[base + j]);
             vkv_json_end_array(&w);
             vkv_json_end_object(&w);
         }

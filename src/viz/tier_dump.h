@@ -6,13 +6,16 @@
  *   "model": path, "arch": "llama", "n_layer": L, "n_kv_head": H, "head_dim": d,
  *   "kv_type": "f16", "press": "keydiff", "compression": p_c, "approx_ratio": p_a,
  *   "vector": bool, "query_aware": bool, "n_context": n,
+ *   "vector_pool": {"scope": "row" | "layer" | "global", "kept": K, "a": a, "keys": K + a, "values": K - a}
+ *     (VECTOR only; K: the scorer's own count over every layer x head),
  *   "tokens": [n strings],
  *   "bytes": {"uncompressed": .., "retained": .., "approximated": .., "w_matrices": .., "kept_total": ..},
  *   "layers": [{"layer": l, "distortion": E, "bytes_retained": .., "bytes_approximated": ..,
- *               "heads": [{"head": h, "n_retained": .., "n_approximated": .., "n_evicted": ..,
+ *               "heads": [{"head": h, "n_kept": (the scorer's count), "n_retained": .., "n_approximated": .., "n_evicted": ..,
  *                          "r2": .. | null, "rel_err": .. | null,
  *                          "tiers": "RRAE.." (one letter per position: R retained, A approximated, E evicted),
  *                          "scores": [n numbers | null for +-inf], "residuals": [n numbers | null outside the pool]}]}]
+ *     (scores and residuals: the f32 values to 9 significant digits, exact)
  * } */
 #ifndef VKV_TIER_DUMP_H
 #define VKV_TIER_DUMP_H

@@ -4,22 +4,9 @@
 # for bit, the fused and materialised attention paths agree, the tier dump is
 # consistent, bench vector runs, and bad inputs give clear errors.
 set -u
-vkv=$1
-shared=${VKVECTOR_SHARED:-../shared}
-model=$shared/models/stories260K-f32.gguf
-other=$shared/models/synth-llama-f32.gguf
-[ -f "$model" ] || { echo "vector: $model not found (set VKVECTOR_SHARED)"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# A calibration of this model (a small one: this test checks plumbing, not R^2).
-if ! "$vkv" calib -m "$model" --corpus "$shared/data/tinyshakespeare.txt" --byte-tokens --tokens 6144 --seq-len 256 \
-     --ridge 1e-4 -o "$tmp/s.vkcal" > "$tmp/calib.log" 2>&1; then
-  echo "FAIL: calibration: $(tail -3 "$tmp/calib.log")"; exit 1
-fi
+vkv=$1 name=vector
+other=${VKVECTOR_SHARED:-../shared}/models/synth-llama-f32.gguf
+. "$(dirname "$0")/stories_vector.sh"
 
 context=$(head -c 300 "$shared/data/tinyshakespeare.txt")
 question="Who speaks first?"

@@ -1,0 +1,75 @@
+#!/bin/bash
+# VECTOR's pool scopes on the device (docs/ARCHITECTURE.md §2): for keydiff
+# (row by default), pyramidkv (layer) and kvzip (global), in every scope, the
+# tier dump's tiers equal the selection rules recomputed here in Python from
+# the dump's own scores, residuals and scorer counts; each pool's counts obey
+# a_S = min(floor(p_a n_S), K_S, n_S - K_S) and the byte equation (keys K + a,
+# values K - a); run prints the scope and its totals; the default scope is the
+# scorer's own; bad values are refused.
+set -u
+vkv=$1 name=vector_pool
+. "$(dirname "$0")/stories_vector.sh"
+
+context=$(head -c 700 "$shared/data/tinyshakespeare.txt")
+run() { "$vkv" run -m "$model" -p "$context" --question "Who?" -n 0 --calib "$tmp/s.vkcal" "$@"; }
+
+for press in keydiff pyramidkv kvzip; do
+  for pool in row layer global; do
+    run --press $press --compression 0.75 --vector --vector-pool $pool --tier-dump "$tmp/$press-$pool.json" \
+      2>"$tmp/$press-$pool.err" >/dev/null || { bad "$press $pool run: $(tail -2 "$tmp/$press-$pool.err")"; continue; }
+    grep -q "$pool pool: scorer's count K" "$tmp/$press-$pool.err" && ok || bad "$press $pool: no pool line"
+    python3 - "$tmp/$press-$pool.json" "$pool" <<'PY' && ok || bad "$press $pool: the device's tiers break the rules"
+import json, math, sys
+d = json.load(open(sys.argv[1])); scope = sys.argv[2]
+assert d["vector_pool"]["scope"] == scope, d["vector_pool"]
+n = d["n_context"]; pa = d["approx_ratio"]
+rows = [h for L in d["layers"] for h in L["heads"]]
+per = {"row": 1, "layer": d["n_kv_head"], "global": len(rows)}[scope]
+def key(x): return math.inf if x is None else x    # null scores are the forced keeps (+inf)
+def decimal_floor(x): return math.floor(float("%.15g" % x))
+tot_k = tot_a = 0
+for g in range(0, len(rows), per):
+    grp = rows[g:g + per]
+    base, ext = set(), []
+    for r, h in enumerate(grp):
+        order = sorted(range(n), key=lambda j: (-key(h["scores"][j]), j))
+        base |= {(r, j) for j in order[:h["n_kept"]]}
+    K = sum(h["n_kept"] for h in grp); nS = n * len(grp)
+    a = min(decimal_floor(pa * nS), K, nS - K)
+    flat = [(r, j) for r in range(len(grp)) for j in range(n)]
+    def ext_key(t):
+        r, j = t
+        if t in base: return (0, 0.0, r * n + j)
+        return (1, -min(key(grp[r]["scores"][j]), 3.4028234663852886e38), r * n + j)
+    pool = sorted(flat, key=ext_key)[:K + a]
+    def res_key(t):
+        r, j = t
+        e = grp[r]["residuals"][j]
+        return (math.inf if e is None else e, r * n + j)
+    apx = set(sorted(pool, key=res_key)[:2 * a])
+    pool = set(pool)
+    for r, h in enumerate(grp):
+        want = "".join("A" if (r, j) in apx else "R" if (r, j) in pool else "E" for j in range(n))
+        assert h["tiers"] == want, (g, r, h["tiers"], want)
+    ret = sum(h["n_retained"] for h in grp); ap = sum(h["n_approximated"] for h in grp)
+    assert ret + ap == K + a and ret == K - a and ap == 2 * a, (K, a, ret, ap)
+    tot_k += K; tot_a += a
+vp = d["vector_pool"]
+assert (vp["kept"], vp["a"], vp["keys"], vp["values"]) == (tot_k, tot_a, tot_k + tot_a, tot_k - tot_a), vp
+PY
+  done
+done
+
+# The default scope is the scorer's own; without VECTOR the scopes do not apply.
+for pair in keydiff:row pyramidkv:layer kvzip:global; do
+  press=${pair%%:*} want=${pair##*:}
+  run --press $press --compression 0.5 --vector 2>"$tmp/def.err" >/dev/null || bad "$press default run"
+  grep -q "$want pool:" "$tmp/def.err" && ok || bad "$press: default scope is not $want: $(grep pool "$tmp/def.err")"
+done
+out=$(run --press keydiff --compression 0.5 --vector-pool layer 2>&1); [ $? -eq 2 ] && grep -q "need --vector" <<<"$out" &&
+  ok || bad "--vector-pool without --vector: $out"
+out=$(run --press keydiff --compression 0.5 --vector --vector-pool rows 2>&1); [ $? -eq 2 ] &&
+  grep -q "row, layer or global" <<<"$out" && ok || bad "--vector-pool rows: $out"
+
+echo "vector_pool: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
