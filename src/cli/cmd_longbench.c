@@ -21,6 +21,7 @@
 #include "core/json_write.h"
 #include "session/session.h"
 #include "eval/metrics.h"
+#include "eval/kvpress_prompt.h"
 #include "eval/prompt.h"
 
 /* ---- run settings, as stored in each result line ---- */
@@ -33,9 +34,19 @@ static bool num_eq(const vkv_json *v, double want)
 
 static bool bool_eq(const vkv_json *v, bool want) { return v && v->type == VKV_JSON_BOOL && v->boolean == want; }
 
-/* Whether a result line was made with these settings. */
-static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env *e)
+/* kvpress's LongBench pipeline (the paper's), or THUDM/LongBench's pred.py. */
+enum { LB_PROTOCOL_KVPRESS, LB_PROTOCOL_LONGBENCH };
+static const char *const protocol_names[] = {"kvpress", "longbench"};
+
+/* Whether a result line was made with these settings (a line without a
+ * protocol or a pool scope predates them: THUDM's prompts, row pools). */
+static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env *e, int protocol)
 {
+    const char *proto = json_get_str(r, "protocol"), *pool = json_get_str(r, "vector_pool");
+    if (strcmp(proto ? proto : "longbench", protocol_names[protocol])) return false;
+    if (o->po.vector &&
+        strcmp(pool ? pool : "row", vkv_pool_scope_name(vkv_press_pool_scope(e->press, eval_pool_scope(o)))))
+        return false;
     const char *model = json_get_str(r, "model");
     const vkv_json *press = vkv_json_get(r, "press");
     if (!model || strcmp(model, e->s->model_name)) return false;
@@ -56,7 +67,9 @@ static void describe_settings(const vkv_json *r, char *buf, size_t n)
 {
     const char *model = json_get_str(r, "model"), *press = json_get_str(r, "press");
     const vkv_json *c = vkv_json_get(r, "compression"), *v = vkv_json_get(r, "vector"), *q = vkv_json_get(r, "query_aware");
-    snprintf(buf, n, "model %s, press %s, p_c %g%s%s", model ? model : "?", press ? press : "none",
+    const char *proto = json_get_str(r, "protocol");
+    snprintf(buf, n, "%s protocol, model %s, press %s, p_c %g%s%s", proto ? proto : "longbench", model ? model : "?",
+             press ? press : "none",
              c && c->type == VKV_JSON_NUMBER ? c->number : 0, v && v->boolean ? ", VECTOR" : "",
              q && q->boolean ? ", query-aware" : "");
 }
@@ -93,7 +106,7 @@ static bool open_jsonl(jsonl_reader *rd, const char *path)
 /* Reads what an earlier run wrote: the keys ("dataset\n_id") done with these
  * settings, their scores; refuses a file of other settings. *needs_newline:
  * the file ends inside a line (a crash mid-write). */
-static int scan_results(const char *path, const eval_opts *o, const eval_env *e, strset *done, task_acc *acc,
+static int scan_results(const char *path, const eval_opts *o, const eval_env *e, int protocol, strset *done, task_acc *acc,
                         bool *needs_newline, size_t *n_done)
 {
     *needs_newline = false;
@@ -121,7 +134,7 @@ static int scan_results(const char *path, const eval_opts *o, const eval_env *e,
             continue;
         }
         const vkv_json *r = vkv_json_root(doc);
-        if (!same_settings(r, o, e)) {
+        if (!same_settings(r, o, e, protocol)) {
             char have[512];
             describe_settings(r, have, sizeof have);
             fprintf(stderr, "vkvector longbench: %s:%zu holds a result of other settings (%s); write this run to "
@@ -223,6 +236,7 @@ typedef struct lb_opts {
     eval_opts common;
     const char *data_dir, *out_path, *tasks_arg, *prompts_dir;
     int64_t limit, shard_i, shard_n, max_length, max_new;
+    int protocol;              /* LB_PROTOCOL_* */
     bool strict, quiet;
     const char *tasks[64];     /* task names: the --tasks list or all of them */
     size_t n_tasks;
@@ -236,6 +250,7 @@ typedef struct lb_run {
     FILE *out;
     const char *out_path;
     int64_t max_length, max_new;
+    int protocol;
     bool quiet;
     size_t chat_overhead;
     /* progress */
@@ -252,8 +267,54 @@ typedef struct lb_prompt {
     size_t max_len;
 } lb_prompt;
 
-static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const char *tmpl, const lb_sample *s,
-                               uint32_t max_gen, lb_prompt *p)
+/* kvpress's: the context part (cut at its head to what the context leaves)
+ * compressed, the question, the template's closing and the answer prefix
+ * after it; the chat template on every task (src/eval/kvpress_prompt.h). */
+static vkv_status build_prompt_kvpress(const lb_run *run, const vkv_lb_task *task, const char *tmpl,
+                                       const lb_sample *s, uint32_t max_gen, lb_prompt *p)
+{
+    memset(p, 0, sizeof *p);
+    const eval_env *e = run->e;
+    vkv_kvpress_parts parts;
+    char *ctx_text = NULL, *q_text = NULL;
+    p->chat = e->s->chat != VKV_CHAT_UNKNOWN;
+    vkv_status st = vkv_kvpress_split(task->name, tmpl, s->context, s->input, &parts);
+    if (!st) st = vkv_kvpress_texts(e->s->chat, &parts, run->o->po.query_aware, &ctx_text, &q_text);
+    int32_t *ids = NULL;
+    size_t n = 0, n_ctx = 0, n_orig = 0;
+    if (!st) st = vkv_kvpress_tokenize(e->s->tok, ctx_text, q_text, 0, &ids, &n, &n_ctx, &n_orig);
+    /* What the context may keep: the cache minus the question, the answer and KVzip's passes. */
+    uint32_t extra = 0;
+    vkv_compression c = eval_compression(run->o, e, p->chat);
+    if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)n_ctx, &extra);
+    int64_t room = (int64_t)e->n_ctx - (int64_t)(n - n_ctx) - max_gen - 1 - extra;
+    int64_t max_ctx = run->max_length && run->max_length < room ? run->max_length : room;
+    if (!st && max_ctx < 8)
+        st = vkv_error(VKV_ERR_ARG, "the %u-token context leaves no room for the context part (question %zu tokens, "
+                       "generation %u)", e->n_ctx, n - n_ctx, max_gen);
+    if (!st && n_ctx > (size_t)max_ctx) {
+        free(ids);
+        ids = NULL;
+        st = vkv_kvpress_tokenize(e->s->tok, ctx_text, q_text, (size_t)max_ctx, &ids, &n, &n_ctx, &n_orig);
+    }
+    if (!st) {
+        p->tokens = (vkv_prompt){.ids = ids, .n = n, .n_context = n_ctx};
+        p->n_orig = n - n_ctx + n_orig;
+        p->truncated = n_orig > n_ctx;
+        p->max_len = (size_t)max_ctx;
+    } else {
+        free(ids);
+    }
+    free(ctx_text);
+    free(q_text);
+    vkv_kvpress_parts_free(&parts);
+    return st;
+}
+
+/* THUDM's: the whole prompt, cut in the middle; the chat template except on
+ * the few-shot and code tasks. */
+static vkv_status build_prompt_longbench(const lb_run *run, const vkv_lb_task *task, const char *tmpl,
+                                         const lb_sample *s, uint32_t max_gen, lb_prompt *p)
 {
     memset(p, 0, sizeof *p);
     const eval_env *e = run->e;
@@ -293,6 +354,13 @@ static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const
     return st;
 }
 
+static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const char *tmpl, const lb_sample *s,
+                               uint32_t max_gen, lb_prompt *p)
+{
+    return run->protocol == LB_PROTOCOL_KVPRESS ? build_prompt_kvpress(run, task, tmpl, s, max_gen, p)
+                                                : build_prompt_longbench(run, task, tmpl, s, max_gen, p);
+}
+
 /* Runs one sample and appends its line. 0, or an exit status. */
 static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_name, const char *tmpl, uint32_t max_gen,
                       const lb_sample *s, const char *id, double *score_out, bool *written, const char *where)
@@ -306,8 +374,10 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         return st == VKV_ERR_ARG || st == VKV_ERR_FORMAT ? 0 : 1;
     }
     vkv_compression comp = eval_compression(run->o, e, p.chat);
+    /* kvpress's prompt carries its split: the compressed part ends where the prompt says */
+    if (run->protocol == LB_PROTOCOL_KVPRESS) comp.query_aware = false;
     vkv_gen_params gp = {.max_new = max_gen, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
-    if (!strcmp(task->name, "samsum")) {
+    if (run->protocol == LB_PROTOCOL_LONGBENCH && !strcmp(task->name, "samsum")) {
         /* pred.py: eos_token_id=[eos, encode("\n")[-1]], min_length=context+1 */
         int32_t *nl = NULL;
         size_t nn = 0;
@@ -354,6 +424,8 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
     vkv_json_key(&w, "score");
     vkv_json_num(&w, score);
     eval_write_settings(&w, run->o, e);
+    vkv_json_key(&w, "protocol");
+    vkv_json_str(&w, protocol_names[run->protocol]);
     vkv_json_key(&w, "chat_template");
     vkv_json_bool(&w, p.chat);
     vkv_json_key(&w, "prompt_tokens");
@@ -464,9 +536,13 @@ static int parse_longbench_options(int argc, char **argv, lb_opts *l)
          .help = "the first N samples of each task"},
         {.type = CLI_STR, .names = "--shard", .metavar = "I/N", .dest = &shard,
          .help = "this job's share: sample k of a task when k mod N = I (0 <= I < N)"},
+        {.type = CLI_ENUM, .names = "--protocol", .dest = &l->protocol, .choices = "kvpress|longbench",
+         .help = "the prompts: kvpress's LongBench pipeline, the paper's (default), or\n"
+                 "THUDM/LongBench's pred.py"},
         {.type = CLI_I64, .names = "--max-length", .metavar = "N", .dest = &l->max_length, .min = 16, .max = 1 << 24,
-         .help = "LongBench's max_length: prompts over N tokens are cut in the middle\n"
-                 "(default and cap: the context minus the task's generation length and the\nchat template)"},
+         .help = "kvpress: max_context_length, the context part's first N tokens are kept;\n"
+                 "longbench: max_length, prompts over N tokens are cut in the middle\n"
+                 "(default and cap: what the context leaves for them)"},
         {.type = CLI_I64, .names = "--max-new-tokens", .metavar = "N", .dest = &l->max_new, .min = 1, .max = 1 << 20,
          .help = "cap on dataset2maxlen's generation lengths"},
         {.type = CLI_FLAG, .names = "--strict", .dest = &l->strict,
@@ -524,7 +600,7 @@ static int tasks_with_data(lb_opts *l, const vkv_json_doc *prompts, const vkv_js
 static int open_results(lb_run *run, size_t *n_done)
 {
     bool needs_newline;
-    int rc = scan_results(run->out_path, run->o, run->e, &run->done, run->acc, &needs_newline, n_done);
+    int rc = scan_results(run->out_path, run->o, run->e, run->protocol, &run->done, run->acc, &needs_newline, n_done);
     if (rc) return rc;
     if (!(run->out = fopen(run->out_path, "ab"))) {
         fprintf(stderr, "vkvector longbench: cannot write '%s': %s\n", run->out_path, strerror(errno));
@@ -597,6 +673,7 @@ static int run_task(lb_run *run, const lb_opts *l, const char *task_name, const 
     const vkv_lb_task *task = vkv_longbench_task(task_name);
     const char *tmpl = vkv_json_get(vkv_json_root(prompts), task->name)->string;
     double ml = vkv_json_get(vkv_json_root(maxlens), task->name)->number;
+    if (run->protocol == LB_PROTOCOL_KVPRESS) ml += VKV_KVPRESS_EXTRA_NEW_TOKENS; /* kvpress's generosity */
     uint32_t max_gen = (uint32_t)(l->max_new && l->max_new < ml ? l->max_new : ml);
     char path[2048];
     snprintf(path, sizeof path, "%s/%s.jsonl", l->data_dir, task_name);
@@ -640,8 +717,9 @@ static void print_banner(const lb_run *run, const eval_opts *o, size_t n_done)
 {
     const vkv_session *s = run->e->s;
     bool chat = s->chat != VKV_CHAT_UNKNOWN;
-    fprintf(stderr, "vkvector longbench: %s, %s%s, %u-token context%s%s; %zu results already in %s\n", s->model_name,
-            o->po.press ? o->po.press : "full cache", o->po.vector ? " + VECTOR" : "", run->e->n_ctx,
+    fprintf(stderr, "vkvector longbench: %s protocol, %s, %s%s, %u-token context%s%s; %zu results already in %s\n",
+            protocol_names[run->protocol], s->model_name, o->po.press ? o->po.press : "full cache",
+            o->po.vector ? " + VECTOR" : "", run->e->n_ctx,
             chat ? ", chat template " : "", chat ? vkv_chat_template_name(s->chat) : "", n_done, run->out_path);
     if (o->po.press)
         fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->po.compression, o->po.query_aware ? "query-aware" : "query-agnostic");
@@ -658,7 +736,7 @@ int cmd_longbench(int argc, char **argv)
     const eval_opts *o = &l.common;
     eval_env e = {0};
     lb_run run = {.o = o, .e = &e, .out_path = l.out_path, .max_length = l.max_length, .max_new = l.max_new,
-                  .quiet = l.quiet};
+                  .protocol = l.protocol, .quiet = l.quiet};
     vkv_json_doc *prompts = NULL, *maxlens = NULL;
     char path[2048];
     vkv_status st = VKV_OK;

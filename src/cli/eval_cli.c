@@ -19,8 +19,8 @@ void eval_opts_init(eval_opts *o)
 /* The --chat-template name of an index into EVAL_CHAT_TEMPLATES. */
 static const char *chat_template_arg(int i)
 {
-    static const char *const names[] = {"auto", "none", "llama3", "chatml"};
-    return names[i >= 0 && i < 4 ? i : 0];
+    static const char *const names[] = {"auto", "none", "llama3", "chatml", "llama31"};
+    return names[i >= 0 && i < 5 ? i : 0];
 }
 
 bool eval_opts_check(const char *cmd, eval_opts *o)

@@ -18,7 +18,7 @@ typedef struct eval_opts {
 } eval_opts;
 
 /* "auto": the model's template when it has one. */
-#define EVAL_CHAT_TEMPLATES "auto|none|llama3|chatml"
+#define EVAL_CHAT_TEMPLATES "auto|none|llama3|chatml|llama31"
 
 void eval_opts_init(eval_opts *o);
 /* The model, compression and device options of the evaluation harnesses, as

@@ -12,12 +12,14 @@ vkv_chat_template vkv_chat_template_detect(const char *src)
     if (!src) return VKV_CHAT_UNKNOWN;
     if (!strcmp(src, "chatml")) return VKV_CHAT_CHATML;
     if (!strcmp(src, "llama3")) return VKV_CHAT_LLAMA3;
+    if (!strcmp(src, "llama31")) return VKV_CHAT_LLAMA31;
     if (strstr(src, "<|im_start|>")) {
         /* Phi-4 and SmolVLM use these markers with a different layout */
         if (strstr(src, "<|im_sep|>") || strstr(src, "<end_of_utterance>")) return VKV_CHAT_UNKNOWN;
         return VKV_CHAT_CHATML;
     }
-    if (strstr(src, "<|start_header_id|>") && strstr(src, "<|end_header_id|>")) return VKV_CHAT_LLAMA3;
+    if (strstr(src, "<|start_header_id|>") && strstr(src, "<|end_header_id|>"))
+        return strstr(src, "Cutting Knowledge Date") ? VKV_CHAT_LLAMA31 : VKV_CHAT_LLAMA3;
     return VKV_CHAT_UNKNOWN;
 }
 
@@ -25,6 +27,7 @@ const char *vkv_chat_template_name(vkv_chat_template t)
 {
     switch (t) {
     case VKV_CHAT_LLAMA3: return "llama3";
+    case VKV_CHAT_LLAMA31: return "llama31";
     case VKV_CHAT_CHATML: return "chatml";
     default: return "unknown";
     }
@@ -38,7 +41,7 @@ vkv_status vkv_tokenizer_chat_template(const vkv_tokenizer *tok, vkv_chat_templa
     vkv_chat_template t = vkv_chat_template_detect(tok->chat_template);
     if (t == VKV_CHAT_UNKNOWN)
         return vkv_error(VKV_ERR_UNSUPPORTED,
-                         "the model's chat template is not one this build knows (supported: llama3, chatml); it begins \"%.60s\"",
+                         "the model's chat template is not one this build knows (supported: llama3, llama31, chatml); it begins \"%.60s\"",
                          tok->chat_template);
     *out = t;
     return VKV_OK;
@@ -47,20 +50,40 @@ vkv_status vkv_tokenizer_chat_template(const vkv_tokenizer *tok, vkv_chat_templa
 
 static bool ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
+/* Hugging Face's Llama-3.1 system header, with the template's default date
+ * (date_string = "26 Jul 2024") and the system message, if any, trimmed. */
+static void llama31_system(vkv_strbuf *b, const char *system)
+{
+    size_t sl = system ? strlen(system) : 0;
+    while (sl && ascii_space(*system)) system++, sl--;
+    while (sl && ascii_space(system[sl - 1])) sl--;
+    vkv_strbuf_puts(b, "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+                       "Today Date: 26 Jul 2024\n\n");
+    vkv_strbuf_put(b, system ? system : "", sl);
+    vkv_strbuf_puts(b, "<|eot_id|>");
+}
+
 vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t n_msgs, bool add_generation_prompt,
                           char **text, size_t *len)
 {
     *text = NULL;
     *len = 0;
-    if (t != VKV_CHAT_LLAMA3 && t != VKV_CHAT_CHATML)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "unknown chat template (supported: llama3, chatml)");
+    if (t != VKV_CHAT_LLAMA3 && t != VKV_CHAT_LLAMA31 && t != VKV_CHAT_CHATML)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "unknown chat template (supported: llama3, llama31, chatml)");
     vkv_strbuf b = {0};
     vkv_strbuf_puts(&b, "");
-    for (size_t i = 0; i < n_msgs; i++) {
+    size_t first = 0;
+    if (t == VKV_CHAT_LLAMA31) {
+        /* a leading system message goes into the header */
+        bool sys = n_msgs && msgs[0].role && !strcmp(msgs[0].role, "system");
+        llama31_system(&b, sys ? msgs[0].content : NULL);
+        first = sys;
+    }
+    for (size_t i = first; i < n_msgs; i++) {
         const char *role = msgs[i].role ? msgs[i].role : "";
         const char *c = msgs[i].content ? msgs[i].content : "";
         size_t cl = strlen(c);
-        if (t == VKV_CHAT_LLAMA3) {
+        if (t == VKV_CHAT_LLAMA3 || t == VKV_CHAT_LLAMA31) {
             /* Llama 3's template trims each message */
             while (cl && ascii_space(*c)) c++, cl--;
             while (cl && ascii_space(c[cl - 1])) cl--;
@@ -78,7 +101,7 @@ vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t 
         }
     }
     if (add_generation_prompt)
-        vkv_strbuf_puts(&b, t == VKV_CHAT_LLAMA3 ? "<|start_header_id|>assistant<|end_header_id|>\n\n" : "<|im_start|>assistant\n");
+        vkv_strbuf_puts(&b, t == VKV_CHAT_CHATML ? "<|im_start|>assistant\n" : "<|start_header_id|>assistant<|end_header_id|>\n\n");
     if (b.oom) {
         free(b.p);
         return vkv_error(VKV_ERR_OOM, "out of memory applying the chat template");

@@ -132,6 +132,10 @@ typedef enum vkv_chat_template {
     VKV_CHAT_UNKNOWN = 0,
     VKV_CHAT_LLAMA3 = 1,  /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
     VKV_CHAT_CHATML = 2,  /* <|im_start|>role\ncontent<|im_end|>\n (Qwen) */
+    /* Llama 3 as Hugging Face's Llama-3.1 template renders it: a system
+     * header "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024"
+     * (its default date) before the first message, always. */
+    VKV_CHAT_LLAMA31 = 3,
 } vkv_chat_template;
 
 typedef struct vkv_chat_msg {
@@ -139,7 +143,7 @@ typedef struct vkv_chat_msg {
     const char *content;
 } vkv_chat_msg;
 
-/* A template from its Jinja source or its name ("llama3", "chatml");
+/* A template from its Jinja source or its name ("llama3", "llama31", "chatml");
  * VKV_CHAT_UNKNOWN when neither matches. */
 vkv_chat_template vkv_chat_template_detect(const char *source);
 /* The model's template: VKV_ERR_UNSUPPORTED (naming the problem) when the

@@ -122,6 +122,8 @@ expect 2 "holds a result of other settings" -- run --out "$full" --press knorm -
 # ---- presses, query-aware, VECTOR ----
 expect 0 "new results" -- run --out "$tmp/knorm.jsonl" --press knorm --compression 0.5 --tasks hotpotqa,trec --limit 1
 expect 0 "new results" -- run --out "$tmp/knorm-qa.jsonl" --press knorm --compression 0.5 --query-aware --tasks trec --limit 1
+expect 0 "new results" -- run --out "$tmp/knorm-qa-lb.jsonl" --press knorm --compression 0.5 --query-aware --tasks trec --limit 1 \
+  --protocol longbench
 calib=models/vkvector-shakespeare.vkcal
 if [ "$model" != models/vkvector-shakespeare.gguf ] || [ ! -f "$calib" ]; then
   calib=$tmp/c.vkcal
@@ -130,21 +132,36 @@ if [ "$model" != models/vkvector-shakespeare.gguf ] || [ ! -f "$calib" ]; then
 fi
 expect 0 "new results" -- run --out "$tmp/vector.jsonl" --press snapkv --compression 0.5 --vector --calib "$calib" \
   --tasks passage_retrieval_en --limit 1
-py "$tmp/knorm.jsonl" "$tmp/knorm-qa.jsonl" "$tmp/vector.jsonl" <<'PY' && ok || bad "press result lines"
+py "$tmp/knorm.jsonl" "$tmp/knorm-qa.jsonl" "$tmp/vector.jsonl" "$tmp/knorm-qa-lb.jsonl" <<'PY' && ok || bad "press result lines"
 import json, sys
 k = [json.loads(l) for l in open(sys.argv[1])]
 q = [json.loads(l) for l in open(sys.argv[2])]
 v = [json.loads(l) for l in open(sys.argv[3])]
+qlb = [json.loads(l) for l in open(sys.argv[4])]
 assert len(k) == 2 and len(q) == 1 and len(v) == 1
 for r in k:   # query-agnostic: the context is compressed, the question comes after
     assert r["press"] == "knorm" and r["compression"] == 0.5 and r["query_aware"] is False
     assert 0 < r["compressed_tokens"] < r["prompt_tokens"], r
     assert abs(r["kv_bytes"] / r["kv_bytes_full"] - 0.5) < 0.02, r
-assert q[0]["query_aware"] is True and q[0]["compressed_tokens"] == q[0]["prompt_tokens"]
+# kvpress (the default protocol): the question is compressed with the context, the answer prefix
+# comes after; THUDM's: the whole prompt is compressed
+assert q[0]["query_aware"] is True and q[0]["protocol"] == "kvpress", q[0]
+assert q[0]["compressed_tokens"] < q[0]["prompt_tokens"], q[0]
+assert qlb[0]["protocol"] == "longbench" and qlb[0]["compressed_tokens"] == qlb[0]["prompt_tokens"], qlb[0]
+assert all(r["protocol"] == "kvpress" for r in k + v)
 r = v[0]
 assert r["press"] == "snapkv" and r["vector"] is True and abs(r["pa"] - 0.25) < 1e-3
 assert r["query_aware"] is True, r   # snapkv's own mode, as the paper ran it
 assert abs(r["kv_bytes"] / r["kv_bytes_full"] - 0.5) < 0.02, r   # 2 n_kept rows either way
+PY
+
+# kvpress's max_context_length keeps the context part's first N tokens; the question is never cut
+expect 0 "new results" -- run --out "$tmp/cut.jsonl" --press knorm --compression 0.5 --max-length 16 --tasks hotpotqa --limit 1
+py "$tmp/cut.jsonl" <<'PY' && ok || bad "kvpress context cut"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["truncated"] is True and r["compressed_tokens"] == 16, r
+assert r["prompt_tokens_untruncated"] > r["prompt_tokens"] > 16, r
 PY
 
 # ---- shards: disjoint, together the whole ----
