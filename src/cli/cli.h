@@ -16,6 +16,7 @@ int cmd_bench(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_calib(int argc, char **argv);
+int cmd_calib_report(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_eval_ppl(int argc, char **argv);
 int cmd_viz(int argc, char **argv);

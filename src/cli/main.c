@@ -14,6 +14,7 @@ static const subcommand subcommands[] = {
     {"run", cmd_run, "generate text from a GGUF model (streams tokens, prints speed and memory)"},
     {"perplexity", cmd_perplexity, "perplexity of text under a model, and loss by position"},
     {"calib", cmd_calib, "offline OLS calibration of the V-from-K maps VECTOR needs (writes a .vkcal)"},
+    {"calib-report", cmd_calib_report, "the R² tables of calibration files (OLS, joint, Moore-Penrose per layer)"},
     {"eval-ppl", cmd_eval_ppl, "what KV compression loses: perplexity and KL over a continuation"},
     {"viz", cmd_viz, "the tier memory visualizer: an HTML report or terminal summary of a --tier-dump"},
     {"longbench", cmd_longbench, "the LongBench harness: predictions and scores of a press / VECTOR setting"},

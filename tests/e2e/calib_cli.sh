@@ -59,5 +59,21 @@ else
     "$vkv" bench ops --quick --types f16 --reps 1
 fi
 
+# calib-report: the R² tables read back from the files equal the fit's own JSON report
+out=$("$vkv" calib-report "$tmp/s.vkcal" "$tmp/s.vkcal" --markdown 2>&1)
+printf '%s\n' "$out" > "$tmp/report.md"
+if python3 - "$tmp/s.vkcal.json" "$tmp/report.md" <<'PY'; then passes=$((passes + 1)); else echo "FAIL: calib-report: $out"; fails=$((fails + 1)); fi
+import json, sys, re
+rep = json.load(open(sys.argv[1]))["summary"]; text = open(sys.argv[2]).read()
+rows = re.findall(r"^\| \S+ \| (\d+) \| (\d+) \| ([-\d.]+) \| ([-\d.na]+) \| ([-\d.]+) \|$", text, re.M)
+assert len(rows) == 2, text
+assert abs(float(rows[0][2]) - rep["r2_mean"]) < 6e-5, (rows, rep["r2_mean"])
+layers = re.findall(r"^\| (\d+) \| ([-\d.]+) \| ([-\d.]+) \| ([-\d.]+) \|", text, re.M)
+assert len(layers) == 2 * int(rows[0][0]), layers
+PY
+head -c 100 "$tmp/s.vkcal" > "$tmp/cut.vkcal"
+expect 1 "cut.vkcal" -- "$vkv" calib-report "$tmp/cut.vkcal"
+expect 2 "give one or more calibration files" -- "$vkv" calib-report
+
 echo "calib_cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
