@@ -43,11 +43,12 @@ static void log_softmax(const float *l, uint32_t n, double *out)
 
 typedef struct eppl_opts {
     cli_model_opts mo;
-    const char *text_path, *press_list, *ratio_list, *calib_path;
+    const char *text_path, *press_list, *ratio_list, *calib_path, *pa_list;
     double ratios[16];
     int n_ratios;
+    double pas[16];            /* --pa LIST; one -1 = the default */
+    int n_pas;
     int64_t n_context, n_cont, n_windows, start_byte;
-    double pa;
     bool vector_only, both, aware_flag, agnostic_flag, markdown;
     const vkv_press_ops *presses[16];
     int n_presses;
@@ -59,7 +60,7 @@ typedef struct eppl_opts {
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
 {
-    *o = (eppl_opts){.n_windows = 4, .pa = -1};
+    *o = (eppl_opts){.n_windows = 4, .pas = {-1}, .n_pas = 1};
     cli_model_opts_init(&o->mo);
     const cli_opt opts[] = {
         CLI_MODEL_PATH_OPTION(o->mo.model_path),
@@ -78,8 +79,9 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         {.type = CLI_FLAG, .names = "--both", .dest = &o->both, .help = "the eviction baseline and VECTOR"},
         {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->calib_path,
          .help = "calibration for VECTOR (default: beside the model)"},
-        {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &o->pa, .min = 0, .max = 1,
-         .help = "approximation ratio (default min(p_c/2, (1-p_c)/2))"},
+        {.type = CLI_STR, .names = "--pa", .metavar = "LIST", .dest = &o->pa_list,
+         .help = "approximation ratios, comma-separated (default min(p_c/2, (1-p_c)/2)); with\n"
+                 "several, one VECTOR row each and a table of KL with a column per p_a"},
         CLI_QUERY_MODE_OPTIONS(o->aware_flag, o->agnostic_flag),
         {.type = CLI_STR, .names = "--vector-pool", .metavar = "LIST", .dest = &o->pool_list,
          .help = "VECTOR's pool scopes, comma-separated (row,layer,global); one VECTOR row each\n"
@@ -96,6 +98,10 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
                        "                        --compression LIST [--vector | --both] [options]",
                        opts, CLI_N(opts), argc, argv);
     if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+    if (o->pa_list && (o->n_pas = parse_list(o->pa_list, 0, 1.5, o->pas, 16)) <= 0)
+        return cli_usage_error("eval-ppl", "--pa wants ratios in [0, 1], comma-separated, got '%s'", o->pa_list);
+    for (int i = 0; i < o->n_pas; i++)
+        if (o->pas[i] > 1) return cli_usage_error("eval-ppl", "--pa wants ratios in [0, 1], got '%s'", o->pa_list);
     if (o->ratio_list && (o->n_ratios = parse_list(o->ratio_list, 0, 1, o->ratios, 16)) <= 0)
         return cli_usage_error("eval-ppl", "--compression wants ratios in [0, 1), comma-separated, got '%s'",
                                o->ratio_list);
@@ -137,11 +143,12 @@ static int check_eppl_options(eppl_opts *o)
         o->n_presses++;
     }
     if (o->pool_list && !parse_pools(o)) return 2;
-    for (int r = 0; r < o->n_ratios; r++) {
-        char why[160];
-        if (vkv_kv_check_ratios(o->ratios[r], o->pa, o->vector_only || o->both, why, sizeof why))
-            return cli_usage_error("eval-ppl", "%s", why);
-    }
+    for (int r = 0; r < o->n_ratios; r++)
+        for (int k = 0; k < o->n_pas; k++) {
+            char why[160];
+            if (vkv_kv_check_ratios(o->ratios[r], o->pas[k], o->vector_only || o->both, why, sizeof why))
+                return cli_usage_error("eval-ppl", "%s", why);
+        }
     return -1;
 }
 
@@ -223,10 +230,10 @@ static vkv_status reference_pass(vkv_session *s, const eppl_opts *o, eppl_data *
 /* One row of the table: press, ratio and method over every window, in the
  * press's query mode (its own unless overridden). */
 static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press, double ratio,
-                            bool vector, vkv_pool_scope pool)
+                            bool vector, vkv_pool_scope pool, double pa, double *kl_out)
 {
     uint32_t nv = s->model->hp.n_vocab;
-    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = o->pa, .pool = pool, .plain_prompt = true};
+    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = pa, .pool = pool, .plain_prompt = true};
     const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
@@ -255,6 +262,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         }
     }
     double cnt = (double)o->n_windows * (o->n_cont - (query_aware ? 1 : 0));
+    *kl_out = kl / cnt;
     const char *mode = query_aware ? "aware" : "agnostic";
     char meth[32] = "baseline";
     if (vector) snprintf(meth, sizeof meth, pool ? "VECTOR/%s" : "VECTOR", vkv_pool_scope_name(pool));
@@ -284,6 +292,60 @@ static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl
     return vkv_session_reserve(s, &cp);
 }
 
+/* The KL of one (press, p_c, pool) row of the p_a table: the baseline's, then one per p_a. */
+typedef struct pa_row {
+    const char *press;
+    double p_c, base_kl, kl[16];
+    vkv_pool_scope pool;
+} pa_row;
+
+static void print_pa_table(const eppl_opts *o, const pa_row *rows, int n)
+{
+    printf(o->markdown ? "\n| press | p_c | pool | baseline |" : "\nmean KL by p_a\n%-13s %5s %-7s %9s", "press", "p_c", "pool",
+           "baseline");
+    for (int k = 0; k < o->n_pas; k++) printf(o->markdown ? " p_a %g |" : " %9.3g", o->pas[k]);
+    if (o->markdown) {
+        printf("\n| --- | ---: | --- | ---: |");
+        for (int k = 0; k < o->n_pas; k++) printf(" ---: |");
+    }
+    printf("\n");
+    for (int i = 0; i < n; i++) {
+        const char *pool = rows[i].pool ? vkv_pool_scope_name(rows[i].pool) : "own";
+        printf(o->markdown ? "| %s | %.2f | %s | %.5f |" : "%-13s %5.2f %-7s %9.5f", rows[i].press, rows[i].p_c, pool,
+               rows[i].base_kl);
+        for (int k = 0; k < o->n_pas; k++) printf(o->markdown ? " %.5f |" : " %9.5f", rows[i].kl[k]);
+        printf("\n");
+    }
+}
+
+/* Every row of the table: press x p_c x (baseline, VECTOR x pool x p_a); with
+ * several p_a, a second table of the KLs with a column per p_a. */
+static vkv_status run_grid(vkv_session *s, const eppl_opts *o, eppl_data *d)
+{
+    const int n_pools = o->n_pools ? o->n_pools : 1;
+    const bool baseline = !o->vector_only, vector = o->vector_only || o->both;
+    pa_row *rows = calloc((size_t)o->n_presses * o->n_ratios * n_pools, sizeof *rows);
+    if (!rows) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_status st = VKV_OK;
+    int n = 0;
+    for (int pi = 0; pi < o->n_presses && !st; pi++)
+        for (int ri = 0; ri < o->n_ratios && !st; ri++) {
+            double base_kl = NAN;
+            if (baseline)
+                st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], false, VKV_POOL_DEFAULT, -1, &base_kl);
+            for (int k = 0; vector && k < n_pools && !st; k++) {
+                pa_row *r = &rows[n++];
+                *r = (pa_row){.press = o->presses[pi]->name, .p_c = o->ratios[ri], .base_kl = base_kl,
+                              .pool = o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT};
+                for (int a = 0; a < o->n_pas && !st; a++)
+                    st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], true, r->pool, o->pas[a], &r->kl[a]);
+            }
+        }
+    if (!st && vector && o->n_pas > 1) print_pa_table(o, rows, n);
+    free(rows);
+    return st;
+}
+
 int cmd_eval_ppl(int argc, char **argv)
 {
     eppl_opts o;
@@ -301,13 +363,7 @@ int cmd_eval_ppl(int argc, char **argv)
                       : "%-13s %-8s %5s %-13s %6s %10s %12s %10s %11s\n",
            "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
     if ((st = reference_pass(s, &o, &d))) goto out;
-    int m0 = o.both ? 0 : o.vector_only ? 1 : 0, m1 = o.both || o.vector_only ? 1 : 0;
-    for (int pi = 0; pi < o.n_presses && !st; pi++)
-        for (int ri = 0; ri < o.n_ratios && !st; ri++)
-            for (int method = m0; method <= m1 && !st; method++)
-                for (int k = 0; k < (method == 1 && o.n_pools ? o.n_pools : 1) && !st; k++)
-                    st = grid_cell(s, &o, &d, o.presses[pi], o.ratios[ri], method == 1,
-                                   method == 1 && o.n_pools ? o.pools[k] : VKV_POOL_DEFAULT);
+    st = run_grid(s, &o, &d);
 out:
     rc = st ? cli_fail("eval-ppl", st) : 0;
     eppl_data_free(&d);
