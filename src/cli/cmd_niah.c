@@ -20,6 +20,7 @@
 #include "core/strbuf.h"
 #include "session/session.h"
 #include "eval/metrics.h"
+#include "eval/kvpress_prompt.h"
 #include "eval/prompt.h"
 
 #define DEFAULT_NEEDLE "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day."
@@ -185,6 +186,15 @@ static char *run_text(const char *hay, size_t hay_len, size_t offset, size_t byt
 
 /* ---- the grid ---- */
 
+/* kvpress's needle in a haystack (the paper's), or this harness's own. */
+enum { NIAH_PROTOCOL_KVPRESS, NIAH_PROTOCOL_OWN };
+static const char *const protocol_names[] = {"kvpress", "vkvector"};
+/* kvpress's wrapper around the haystack, and the tokens it leaves for the
+ * prompt's other parts (its "system prompts and other overhead"). */
+#define KVPRESS_BOOK_OPEN "This is a very long story book: <book> "
+#define KVPRESS_BOOK_CLOSE " </book>."
+#define KVPRESS_OVERHEAD 150
+
 typedef struct cell {
     double length, depth;
     double *scores, *needle_depth;
@@ -196,7 +206,8 @@ typedef struct cell {
 typedef struct niah {
     const eval_opts *o;
     eval_env *e;
-    const char *needle, *question, *haystack_dir, *out_path, *html_path;
+    const char *needle, *question, *haystack_dir, *out_path, *html_path, *answer_prefix;
+    int protocol;              /* NIAH_PROTOCOL_* */
     dlist lengths, depths;
     size_t runs, n_predict;
     uint64_t seed;
@@ -206,6 +217,7 @@ typedef struct niah {
     bool chat;                 /* prompts in the model's chat template */
     vkv_strbuf ask;            /* the question as asked after the haystack */
     size_t overhead, n_needle; /* tokens of the prompt without the haystack; of the needle */
+    size_t kvpress_question;   /* kvpress: a bound on the question part's tokens */
     vkv_compression comp;
     vkv_gen_params gen;
 } niah;
@@ -239,6 +251,10 @@ static bool write_json(const niah *g)
     vkv_json_init(&w, f, true);
     vkv_json_begin_object(&w);
     eval_write_settings(&w, g->o, g->e);
+    vkv_json_key(&w, "protocol");
+    vkv_json_str(&w, protocol_names[g->protocol]);
+    vkv_json_key(&w, "answer_prefix");
+    vkv_json_str(&w, g->answer_prefix);
     vkv_json_key(&w, "needle");
     vkv_json_str(&w, g->needle);
     vkv_json_key(&w, "question");
@@ -447,8 +463,9 @@ static vkv_status count_tokens(const vkv_tokenizer *tok, const char *text, size_
 static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
 {
     eval_opts_init(o);
-    *g = (niah){.o = o, .needle = DEFAULT_NEEDLE, .question = DEFAULT_QUESTION, .runs = 1, .n_predict = 64};
-    const char *lengths = "3000:30000:3000", *depths = "0:100:11";
+    *g = (niah){.o = o, .needle = DEFAULT_NEEDLE, .question = DEFAULT_QUESTION, .runs = 1, .n_predict = 64,
+                .answer_prefix = ""};
+    const char *lengths = "3000:30000:3000", *depths = "0:100:10";
     int64_t runs = 1, n_predict = 64;
     const cli_opt opts[] = {
         {.type = CLI_STR, .names = "--haystack", .metavar = "DIR", .dest = &g->haystack_dir,
@@ -458,7 +475,14 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
                  "(default 3000:30000:3000); lengths over the context are capped to it"},
         {.type = CLI_STR, .names = "--depths", .metavar = "SPEC", .dest = &depths,
          .help = "needle depths in percent of the haystack: START:STOP:COUNT (COUNT evenly\n"
-                 "spaced values, STOP included) or a list (default 0:100:11)"},
+                 "spaced values, STOP included) or a list (default 0:100:10)"},
+        {.type = CLI_ENUM, .names = "--protocol", .dest = &g->protocol, .choices = "kvpress|vkvector",
+         .help = "kvpress's (the paper's, default): the length is max_context_length, the haystack\n"
+                 "its first length - needle - 150 tokens with the needle at a token index, wrapped\n"
+                 "as a story book; the question and answer prefix after compression. vkvector's:\n"
+                 "the whole prompt's length, the needle at a sentence boundary"},
+        {.type = CLI_STR, .names = "--answer-prefix", .metavar = "TEXT", .dest = &g->answer_prefix,
+         .help = "kvpress: text after the question's chat turn, where the answer starts (default none)"},
         {.type = CLI_I64, .names = "--runs", .metavar = "N", .dest = &runs, .min = 1, .max = 1000,
          .help = "runs per cell, each from another offset in the haystack (default 1)"},
         {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &g->seed, .min = 0, .max = (double)UINT64_MAX,
@@ -499,6 +523,19 @@ static vkv_status measure_prompt(niah *g)
 {
     const vkv_session *s = g->e->s;
     g->chat = s->chat != VKV_CHAT_UNKNOWN;
+    if (g->protocol == NIAH_PROTOCOL_KVPRESS) {
+        /* kvpress: the length is the context part's cap; the question comes on top */
+        size_t n_q;
+        vkv_status st;
+        if ((st = count_tokens(s->tok, g->needle, &g->n_needle)) || (st = count_tokens(s->tok, g->question, &n_q)))
+            return st;
+        g->overhead = KVPRESS_OVERHEAD;
+        g->kvpress_question = n_q + 16 + strlen(g->answer_prefix); /* + the chat turn's close, a bound */
+        g->comp = eval_compression(g->o, g->e, g->chat);
+        g->comp.query_aware = false; /* the split is in the prompt (src/eval/kvpress_prompt.h) */
+        g->gen = (vkv_gen_params){.max_new = (uint32_t)g->n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
+        return VKV_OK;
+    }
     vkv_strbuf_puts(&g->ask, g->question);
     vkv_strbuf_puts(&g->ask, ASK_SUFFIX);
     if (!g->chat) vkv_strbuf_puts(&g->ask, "\nAnswer:");
@@ -521,7 +558,8 @@ static bool plan_lengths(niah *g)
 {
     uint32_t n_ctx = g->e->n_ctx;
     size_t least = g->overhead + g->n_needle + 16;
-    size_t cap = n_ctx > g->n_predict + least ? n_ctx - g->n_predict - 1 : 0;
+    size_t after = g->n_predict + 1 + g->kvpress_question; /* what follows the length's tokens */
+    size_t cap = n_ctx > after + least ? n_ctx - after : 0;
     if (!cap) {
         fprintf(stderr, "vkvector niah: the %u-token context has no room for a haystack\n", n_ctx);
         return false;
@@ -612,9 +650,9 @@ static vkv_status haystack_for_run(const niah *g, const char *hay, size_t hay_le
     return VKV_OK;
 }
 
-/* One cell of one run: the needle at the cell's depth in a haystack of the
- * cell's length, the question, the answer scored. */
-static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
+/* This harness's own prompt of a cell: a prompt of the cell's length with the
+ * needle at the sentence boundary nearest the depth. */
+static vkv_status own_cell_prompt(const niah *g, const haystack_run *h, const cell *c, vkv_prompt *pr, double *ins_frac)
 {
     const char *text = h->text;
     size_t hay_tokens = (size_t)c->length - g->overhead - g->n_needle;
@@ -637,9 +675,52 @@ static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
         free(u.p);
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
-    vkv_prompt pr;
-    vkv_status st = vkv_session_tokenize(g->e->s, u.p, u.n, split, g->chat, VKV_SPLIT_WHOLE, &pr);
+    vkv_status st = vkv_session_tokenize(g->e->s, u.p, u.n, split, g->chat, VKV_SPLIT_WHOLE, pr);
     free(u.p);
+    *ins_frac = cut ? 100.0 * (double)ins / (double)cut : 0;
+    return st;
+}
+
+/* kvpress's prompt of a cell: the haystack's first length - needle - 150
+ * tokens, the needle inserted at token int(n depth / 100), the story-book
+ * wrapper, then kvpress's pipeline (src/eval/kvpress_prompt.h). *ins_frac:
+ * where the needle went, in percent of the haystack. */
+static vkv_status kvpress_cell_prompt(const niah *g, const haystack_run *h, const cell *c, vkv_prompt *pr,
+                                      double *ins_frac)
+{
+    size_t limit = (size_t)c->length > g->n_needle + KVPRESS_OVERHEAD ? (size_t)c->length - g->n_needle - KVPRESS_OVERHEAD : 1;
+    if (limit > h->n_ids) limit = h->n_ids;
+    size_t at_token = (size_t)((double)limit * c->depth / 100.0);
+    size_t at = at_token ? h->ends[at_token - 1] : 0, end = h->ends[limit - 1];
+    vkv_strbuf u = {0};
+    vkv_strbuf_puts(&u, KVPRESS_BOOK_OPEN);
+    vkv_strbuf_put(&u, h->text, at);
+    vkv_strbuf_puts(&u, g->needle);
+    vkv_strbuf_put(&u, h->text + at, end - at);
+    vkv_strbuf_puts(&u, KVPRESS_BOOK_CLOSE);
+    vkv_kvpress_parts parts = {.context = u.p, .question = strdup(g->question), .answer_prefix = g->answer_prefix};
+    char *ctx_text = NULL, *q_text = NULL;
+    vkv_status st = u.oom || !parts.question ? vkv_error(VKV_ERR_OOM, "out of host memory") : VKV_OK;
+    if (!st) st = vkv_kvpress_texts(g->e->s->chat, &parts, g->o->po.query_aware, &ctx_text, &q_text);
+    size_t n, n_ctx, n_orig;
+    int32_t *ids = NULL;
+    if (!st) st = vkv_kvpress_tokenize(g->e->s->tok, ctx_text, q_text, (size_t)c->length, &ids, &n, &n_ctx, &n_orig);
+    if (!st) *pr = (vkv_prompt){.ids = ids, .n = n, .n_context = n_ctx};
+    *ins_frac = end ? 100.0 * (double)at / (double)end : 0;
+    free(ctx_text);
+    free(q_text);
+    vkv_kvpress_parts_free(&parts);
+    return st;
+}
+
+/* One cell of one run: the needle at the cell's depth in a haystack of the
+ * cell's length, the question, the answer scored. */
+static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
+{
+    vkv_prompt pr;
+    double ins_frac = 0;
+    vkv_status st = g->protocol == NIAH_PROTOCOL_KVPRESS ? kvpress_cell_prompt(g, h, c, &pr, &ins_frac)
+                                                           : own_cell_prompt(g, h, c, &pr, &ins_frac);
     if (st) return st;
     size_t pn = pr.n;
     vkv_gen_result res;
@@ -654,7 +735,7 @@ static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
     double score = vkv_metric_rouge_l(res.text, g->needle);
     c->scores[c->n_done] = score;
     c->prompt_tokens[c->n_done] = pn;
-    c->needle_depth[c->n_done] = cut ? 100.0 * (double)ins / (double)cut : 0;
+    c->needle_depth[c->n_done] = ins_frac;
     c->answers[c->n_done] = res.text;
     res.text = NULL;
     c->n_done++;

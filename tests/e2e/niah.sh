@@ -27,7 +27,7 @@ expect() {
     bad "$* -> exit $rc (want $want), output: $(head -c 800 <<<"$out")"
   else ok; fi
 }
-niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet "$@"; }
+niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --protocol vkvector "$@"; }
 
 expect 0 "usage: vkvector niah" -- "$vkv" niah --help
 expect 2 "give the grid's JSON file" -- niah
@@ -73,6 +73,21 @@ python3 - "$tmp/p.json" <<'PY' && ok || bad "press grid: $(head -c 600 "$tmp/p.j
 import json, sys
 g = json.load(open(sys.argv[1]))
 assert g["press"] == "knorm" and g["compression"] == 0.5 and g["query_aware"] is False and len(g["cells"]) == 1
+PY
+
+# kvpress's protocol (the default): the length caps the context part; its first length - needle - 150
+# haystack tokens hold the needle at a token index, wrapped as a story book; the question comes after.
+kv_len=$((l1 + 150))
+expect 0 "mean ROUGE-L F over 3 cells" -- "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --lengths $kv_len \
+  --depths 0:100:3 --press knorm --compression 0.5 --answer-prefix "Answer:" --out "$tmp/k.json"
+python3 - "$tmp/k.json" $kv_len <<'PY' && ok || bad "kvpress grid: $(head -c 900 "$tmp/k.json")"
+import json, sys
+g = json.load(open(sys.argv[1])); L = int(sys.argv[2])
+assert g["protocol"] == "kvpress" and g["answer_prefix"] == "Answer:" and len(g["cells"]) == 3, g
+for c in g["cells"]:
+    assert L - 150 < c["prompt_tokens"][0] <= L + 40, c     # haystack L - needle - 150 tokens, wrapper, question
+    d = c["needle_depth"][0]
+    assert abs(d - c["depth"]) <= 5, c                        # a token index (here in bytes), not a sentence end
 PY
 
 echo "niah: $passes passed, $fails failed"
