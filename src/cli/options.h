@@ -182,8 +182,8 @@ int cli_pool_scope(int vector_pool);
     {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &(po).pa, .min = 0, .max = 1,                   \
      .help = "approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline)"},               \
     {.type = CLI_ENUM, .names = "--vector-pool", .dest = &(po).vector_pool, .choices = "row|layer|global",        \
-     .help = "where VECTOR's budget, pool and residual ranking are taken (default: the\n"                      \
-             "scorer's own selection scope: global for kvzip, layer for pyramidkv, row otherwise)"},              \
+     .help = "where VECTOR's budget, pool and residual ranking are taken (default: layer for\n"                \
+             "pyramidkv, row otherwise, as measured in models/README.md)"},                                       \
     {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
      .help = "attention rebuilds every approximated value (reference path; default: fused)"}
 

@@ -37,8 +37,8 @@ vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool
  * approximation budget a = floor(p_a n_S), the pool's extension past the
  * scorer's own kept set and the choice of the 2a lowest residuals are taken.
  * ROW: each (layer, KV head) alone; LAYER: the KV heads of a layer together;
- * GLOBAL: every row of the model. DEFAULT: the scorer's own selection scope
- * (vkv_press_ops.pool_scope). */
+ * GLOBAL: every row of the model. DEFAULT: the scorer's default
+ * (vkv_press_ops.pool_scope, measured per scorer). */
 typedef enum vkv_pool_scope {
     VKV_POOL_DEFAULT = 0,
     VKV_POOL_ROW,

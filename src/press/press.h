@@ -112,8 +112,9 @@ typedef struct vkv_press_ops {
      * the flat index, press/select_global.h) and each (layer, KV head) keeps
      * what is left of its row. n_kept is ignored. */
     bool global_selection;
-    /* VECTOR's default pool scope: the scorer's own selection scope (global
-     * for KVzip, layer for PyramidKV's per-layer budgets; 0 = row). */
+    /* VECTOR's default pool scope, picked per scorer from the measured
+     * comparison in models/README.md (layer for PyramidKV; row for KVzip,
+     * where its own global scope lost on average; 0 = row). */
     vkv_pool_scope pool_scope;
 } vkv_press_ops;
 

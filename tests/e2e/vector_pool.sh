@@ -1,11 +1,11 @@
 #!/bin/bash
-# VECTOR's pool scopes on the device (docs/ARCHITECTURE.md §2): for keydiff
-# (row by default), pyramidkv (layer) and kvzip (global), in every scope, the
+# VECTOR's pool scopes on the device (docs/ARCHITECTURE.md §2): for keydiff,
+# pyramidkv (per-layer budgets) and kvzip (a global selection), in every scope, the
 # tier dump's tiers equal the selection rules recomputed here in Python from
 # the dump's own scores, residuals and scorer counts; each pool's counts obey
 # a_S = min(floor(p_a n_S), K_S, n_S - K_S) and the byte equation (keys K + a,
 # values K - a); run prints the scope and its totals; the default scope is the
-# scorer's own; bad values are refused.
+# measured one (models/README.md); bad values are refused.
 set -u
 vkv=$1 name=vector_pool
 . "$(dirname "$0")/stories_vector.sh"
@@ -60,8 +60,8 @@ PY
   done
 done
 
-# The default scope is the scorer's own; without VECTOR the scopes do not apply.
-for pair in keydiff:row pyramidkv:layer kvzip:global; do
+# The default scope is the one models/README.md measured best per scorer.
+for pair in keydiff:row pyramidkv:layer kvzip:row; do
   press=${pair%%:*} want=${pair##*:}
   run --press $press --compression 0.5 --vector 2>"$tmp/def.err" >/dev/null || bad "$press default run"
   grep -q "$want pool:" "$tmp/def.err" && ok || bad "$press: default scope is not $want: $(grep pool "$tmp/def.err")"
