@@ -519,6 +519,7 @@ static int parse_longbench_options(int argc, char **argv, lb_opts *l)
     memset(l, 0, sizeof *l);
     eval_opts *o = &l->common;
     eval_opts_init(o);
+    o->po.pa_list_ok = true;
     l->limit = -1;
     l->shard_n = 1;
     const char *shard = NULL;
@@ -725,6 +726,31 @@ static void print_banner(const lb_run *run, const eval_opts *o, size_t n_done)
         fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->po.compression, o->po.query_aware ? "query-aware" : "query-agnostic");
 }
 
+/* OUT.jsonl -> OUT.pa0.1.jsonl: the results file of one p_a of a list. */
+static void per_pa_path(const char *out, double pa, char *buf, size_t n)
+{
+    size_t len = strlen(out);
+    bool jsonl = len > 6 && !strcmp(out + len - 6, ".jsonl");
+    snprintf(buf, n, "%.*s.pa%g%s", (int)(jsonl ? len - 6 : len), out, pa, jsonl ? ".jsonl" : "");
+}
+
+/* Every task of one setting into run->out_path; 0, or the exit status. */
+static int run_setting(lb_run *run, const lb_opts *l, const vkv_json_doc *prompts, const vkv_json_doc *maxlens)
+{
+    size_t n_done;
+    strset_free(&run->done);
+    memset(run->acc, 0, sizeof run->acc);
+    run->n_new = run->n_bad = run->n_failed = 0;
+    int rc = open_results(run, &n_done);
+    if (rc) return rc;
+    print_banner(run, run->o, n_done);
+    for (size_t t = 0; t < l->n_tasks && !rc; t++) rc = run_task(run, l, l->tasks[t], prompts, maxlens);
+    if (!rc) print_summary(run);
+    fclose(run->out);
+    run->out = NULL;
+    return rc;
+}
+
 int cmd_longbench(int argc, char **argv)
 {
     lb_opts l;
@@ -740,7 +766,6 @@ int cmd_longbench(int argc, char **argv)
     vkv_json_doc *prompts = NULL, *maxlens = NULL;
     char path[2048];
     vkv_status st = VKV_OK;
-    size_t n_done;
     rc = 1;
     snprintf(path, sizeof path, "%s/dataset2prompt.json", l.prompts_dir);
     if ((st = vkv_json_parse_file(path, &prompts))) goto out;
@@ -748,16 +773,17 @@ int cmd_longbench(int argc, char **argv)
     if ((st = vkv_json_parse_file(path, &maxlens))) goto out;
     if (tasks_with_data(&l, prompts, maxlens)) goto out;
     if ((st = eval_env_open("longbench", o, 0, &e))) goto out;
-    int opened = open_results(&run, &n_done);
-    if (opened) {
-        rc = opened;
-        goto out;
-    }
     if (e.s->chat != VKV_CHAT_UNKNOWN && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &run.chat_overhead))) goto out;
-    print_banner(&run, o, n_done);
     rc = 0;
-    for (size_t t = 0; t < l.n_tasks && !rc; t++) rc = run_task(&run, &l, l.tasks[t], prompts, maxlens);
-    if (!rc) print_summary(&run);
+    /* A list of p_a (the paper's Figure 3): each in turn, one results file each. */
+    for (int k = 0; k < (l.common.po.n_pas > 1 ? l.common.po.n_pas : 1) && !rc; k++) {
+        if (l.common.po.n_pas > 1) {
+            l.common.po.pa = l.common.po.pas[k];
+            per_pa_path(l.out_path, l.common.po.pa, path, sizeof path);
+            run.out_path = path;
+        }
+        rc = run_setting(&run, &l, prompts, maxlens);
+    }
 out:
     if (st) rc = cli_fail("longbench", st);
     if (run.out) fclose(run.out);

@@ -26,7 +26,7 @@ static const char *const short_names[VKV_LB_N_TASKS] = {
 };
 
 typedef struct report {
-    bool csv, strict;
+    bool csv, strict, by_pa;
     vkv_lb_score_opts so;
     vkv_lb_rows rows;
     strset seen;    /* row, task and _id of every sample scored */
@@ -59,6 +59,8 @@ static int parse_args(int argc, char **argv, report *rep, const char **files, si
     const cli_opt opts[] = {
         {.type = CLI_ARGS, .names = "FILE...", .dest = &list, .help = "result files (JSON lines)"},
         {.type = CLI_FLAG, .names = "--csv", .dest = &rep->csv, .help = "CSV instead of Markdown"},
+        {.type = CLI_FLAG, .names = "--by-pa", .dest = &rep->by_pa,
+         .help = "also the average score with a column per p_a (the baseline as p_a 0)"},
         {.type = CLI_FLAG, .names = "--strict", .dest = &rep->strict,
          .help = "a malformed line is fatal (default: reported and skipped)"},
         {.type = CLI_ENUM, .names = "--code-sim", .metavar = "KIND", .dest = &code_sim, .choices = "levenshtein|difflib",
@@ -187,19 +189,26 @@ static void print_header(bool csv, const layout *lo)
     printf("---:|\n");
 }
 
-static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
+/* A row's average over the table's task columns (NaN: none); *all: every column has samples. */
+static double row_avg(const layout *lo, const vkv_lb_row *r, bool *all)
 {
     double avg = 0;
     size_t n_avg = 0;
-    bool all = true;
+    *all = true;
     for (int t = 0; t < VKV_LB_N_TASKS; t++)
         if (lo->col[t]) {
             if (r->n[t]) {
                 avg += 100.0 * r->sum[t] / r->n[t];
                 n_avg++;
-            } else all = false;
+            } else *all = false;
         }
-    avg = n_avg ? avg / n_avg : NAN;
+    return n_avg ? avg / n_avg : NAN;
+}
+
+static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
+{
+    bool all;
+    double avg = row_avg(lo, r, &all);
     if (csv) {
         printf("%s,%s,%s,", r->model, r->press ? r->press : "", r->vector ? "true" : "false");
         if (!isnan(r->pa)) printf("%.6g", r->pa);
@@ -228,6 +237,52 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
     printf(" %.2f%s |\n", avg, all ? "" : "*");
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The p_a sweep: one row per (model, press, p_c, mode), the baseline's
+ * average then VECTOR's at each p_a found (the paper's Figure 3 as a table). */
+static void print_pa_table(const vkv_lb_rows *rs, const layout *lo)
+{
+    double pas[64];
+    size_t n_pa = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < n_pa; k++) seen |= vkv_lb_same_num(pas[k], rs->r[i].pa);
+        if (rs->r[i].vector && !seen && n_pa < 64) pas[n_pa++] = rs->r[i].pa;
+    }
+    qsort(pas, n_pa, sizeof *pas, cmp_double);
+    printf("\n| Model | Method | Mode | p_c | baseline |");
+    for (size_t k = 0; k < n_pa; k++) printf(" p_a %g |", pas[k]);
+    printf("\n|---|---|---|---:|---:|");
+    for (size_t k = 0; k < n_pa; k++) printf("---:|");
+    printf("\n");
+    for (size_t i = 0; i < rs->n; i++) {
+        const vkv_lb_row *r = &rs->r[i];
+        bool first = r->press != NULL, all;
+        for (size_t j = 0; j < i && first; j++) /* one line per setting: its first row */
+            first = !(rs->r[j].press && !strcmp(rs->r[j].press, r->press) && !strcmp(rs->r[j].model, r->model) &&
+                      rs->r[j].pc == r->pc && rs->r[j].query_aware == r->query_aware);
+        if (!first) continue;
+        printf("| %s | %s | %s | %g |", r->model, r->press, r->query_aware ? "query-aware" : "query-agnostic", r->pc);
+        double cells[65];
+        for (size_t k = 0; k <= n_pa; k++) cells[k] = NAN;
+        for (size_t j = 0; j < rs->n; j++) {
+            const vkv_lb_row *q = &rs->r[j];
+            if (!q->press || strcmp(q->press, r->press) || strcmp(q->model, r->model) || q->pc != r->pc ||
+                q->query_aware != r->query_aware)
+                continue;
+            for (size_t k = 0; k <= n_pa; k++)
+                if (k == 0 ? !q->vector : q->vector && vkv_lb_same_num(q->pa, pas[k - 1])) cells[k] = row_avg(lo, q, &all);
+        }
+        for (size_t k = 0; k <= n_pa; k++) printf(isnan(cells[k]) ? " — |" : " %.2f |", cells[k]);
+        printf("\n");
+    }
+}
+
 static void print_table(const report *rep)
 {
     const vkv_lb_rows *rs = &rep->rows;
@@ -235,6 +290,7 @@ static void print_table(const report *rep)
     plan_layout(rs, &lo);
     print_header(rep->csv, &lo);
     for (size_t i = 0; i < rs->n; i++) print_row(rep->csv, &lo, &rs->r[i]);
+    if (rep->by_pa && !rep->csv) print_pa_table(rs, &lo);
     if (!rep->csv) {
         bool any_missing = false;
         for (size_t i = 0; i < rs->n; i++)

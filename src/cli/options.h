@@ -138,7 +138,11 @@ typedef struct cli_press_opts {
     const char *press;      /* NULL: no compression */
     double compression;     /* -1 until given */
     bool vector;
-    double pa;              /* -1 = default */
+    double pa;              /* -1 = default; the first of --pa's list */
+    const char *pa_arg;     /* --pa as given: a number, or a comma list where pa_list_ok */
+    double pas[16];         /* --pa's values (n_pas of them; none: the default) */
+    int n_pas;
+    bool pa_list_ok;        /* the command runs a list of p_a (longbench) */
     const char *calib;      /* NULL: MODEL.vkcal beside the model */
     bool aware_flag, agnostic_flag; /* --query-aware / --query-agnostic as given */
     bool query_aware;       /* the mode used: the flags', else the scorer's (cli_press_opts_check) */
@@ -179,8 +183,9 @@ int cli_pool_scope(int vector_pool);
      .help = "VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)"},                       \
     {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &(po).calib,                              \
      .help = "calibration (default: MODEL.vkcal beside the model)"},                                          \
-    {.type = CLI_F64, .names = "--pa", .metavar = "X", .dest = &(po).pa, .min = 0, .max = 1,                   \
-     .help = "approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline)"},               \
+    {.type = CLI_STR, .names = "--pa", .metavar = "X", .dest = &(po).pa_arg,                                   \
+     .help = "approximation ratio (default min(p_c/2, (1-p_c)/2); 0 = the eviction baseline;\n"                \
+             "longbench: a comma list runs each, one results file per value)"},                                   \
     {.type = CLI_ENUM, .names = "--vector-pool", .dest = &(po).vector_pool, .choices = "row|layer|global",        \
      .help = "where VECTOR's budget, pool and residual ranking are taken (default: layer for\n"                \
              "pyramidkv, row otherwise, as measured in models/README.md)"},                                       \

@@ -1,5 +1,8 @@
 /* The press and VECTOR options' cross-option rules (cli/options.h), apart
  * from the parser so that the parser links without the GPU library. */
+#include <stdio.h>
+#include <string.h>
+
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "kv/kv_counts.h"
@@ -12,11 +15,40 @@ int cli_query_mode(bool aware_flag, bool agnostic_flag)
     return aware_flag ? VKV_QUERY_AWARE : agnostic_flag ? VKV_QUERY_AGNOSTIC : VKV_QUERY_DEFAULT;
 }
 
+/* --pa's list into po->pas; the message, or NULL. */
+static const char *parse_pa(cli_press_opts *po, char *msg, size_t size)
+{
+    po->n_pas = 0;
+    po->pa = -1;
+    if (!po->pa_arg) return NULL;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", po->pa_arg);
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        double v;
+        if (po->n_pas == 16 || !cli_parse_f64(t, 0, 1, &v)) {
+            snprintf(msg, size, "--pa wants a number in [0, 1]%s, got '%s'", po->pa_list_ok ? " or a comma list of them" : "",
+                     po->pa_arg);
+            return msg;
+        }
+        po->pas[po->n_pas++] = v;
+    }
+    if (!po->n_pas || (po->n_pas > 1 && !po->pa_list_ok)) {
+        snprintf(msg, size, "--pa wants a number in [0, 1], got '%s'", po->pa_arg);
+        return msg;
+    }
+    po->pa = po->pas[0];
+    return NULL;
+}
+
 bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_ops **press)
 {
-    char ratios[160];
-    const char *why = NULL;
+    char ratios[160], pa_msg[320];
+    const char *why = parse_pa(po, pa_msg, sizeof pa_msg);
     *press = NULL;
+    if (why) {
+        cli_usage_error(cmd, "%s", why);
+        return false;
+    }
     if (po->press && !(*press = vkv_press_find(po->press))) why = vkv_last_error();
     else if (po->press && po->compression < 0) why = "--press needs --compression P";
     else if (!po->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->aware_flag ||
@@ -26,7 +58,10 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
     else if (po->aware_flag && po->agnostic_flag) why = "--query-aware and --query-agnostic exclude each other";
     else if ((po->pa >= 0 || po->calib || po->vector_pool >= 0) && !po->vector)
         why = "--pa, --calib and --vector-pool need --vector";
-    else why = vkv_kv_check_ratios(po->compression < 0 ? 0 : po->compression, po->pa, po->vector, ratios, sizeof ratios);
+    else
+        for (int k = 0; k < (po->n_pas ? po->n_pas : 1) && !why; k++)
+            why = vkv_kv_check_ratios(po->compression < 0 ? 0 : po->compression, po->n_pas ? po->pas[k] : -1, po->vector,
+                                      ratios, sizeof ratios);
     if (why) cli_usage_error(cmd, "%s", why);
     else po->query_aware = vkv_press_query_aware(*press, (vkv_query_mode)cli_query_mode(po->aware_flag, po->agnostic_flag));
     return !why;

@@ -155,6 +155,15 @@ assert r["query_aware"] is True, r   # snapkv's own mode, as the paper ran it
 assert abs(r["kv_bytes"] / r["kv_bytes_full"] - 0.5) < 0.02, r   # 2 n_kept rows either way
 PY
 
+# A p_a list: one results file per value, and the report's column per p_a (the baseline as p_a 0)
+expect 0 "new results" -- run --out "$tmp/sweep.jsonl" --press snapkv --compression 0.5 --vector --calib "$calib" \
+  --pa 0,0.25 --tasks passage_retrieval_en --limit 1
+expect 0 "new results" -- run --out "$tmp/sweep-base.jsonl" --press snapkv --compression 0.5 --tasks passage_retrieval_en --limit 1
+out=$("$vkv" longbench-report --by-pa "$tmp/sweep.pa0.jsonl" "$tmp/sweep.pa0.25.jsonl" "$tmp/sweep-base.jsonl" 2>&1)
+grep -qE "^\| Model \| Method \| Mode \| p_c \| baseline \| p_a 0 \| p_a 0.25 \|$" <<<"$out" &&
+  grep -qE "^\| [^|]+ \| snapkv \| query-aware \| 0.5 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|$" <<<"$out" && ok || bad "p_a report: $out"
+expect 2 "too large for --compression" -- run --out "$tmp/x.jsonl" --press snapkv --compression 0.5 --vector --pa 0.1,0.6
+
 # kvpress's max_context_length keeps the context part's first N tokens; the question is never cut
 expect 0 "new results" -- run --out "$tmp/cut.jsonl" --press knorm --compression 0.5 --max-length 16 --tasks hotpotqa --limit 1
 py "$tmp/cut.jsonl" <<'PY' && ok || bad "kvpress context cut"
