@@ -81,15 +81,16 @@ typedef struct task_acc {
     size_t n;
 } task_acc;
 
-static double rescore(const vkv_json *r, const vkv_lb_task *task)
+static double rescore(const vkv_json *r, const vkv_lb_task *task, int protocol)
 {
+    const vkv_lb_score_opts so = {.code_sim = VKV_CODE_SIM_LEVENSHTEIN, .lstrip = protocol == LB_PROTOCOL_KVPRESS};
     const char *pred = json_get_str(r, "pred");
     char **answers = NULL, **classes = NULL;
     size_t na = 0, nc = 0;
     double s = NAN;
     if (pred && json_string_list(vkv_json_get(r, "answers"), &answers, &na) &&
         json_string_list(vkv_json_get(r, "all_classes"), &classes, &nc))
-        s = vkv_longbench_score(task, pred, (const char *const *)answers, na, (const char *const *)classes, nc, NULL);
+        s = vkv_longbench_score(task, pred, (const char *const *)answers, na, (const char *const *)classes, nc, &so);
     string_list_free(answers);
     string_list_free(classes);
     return s;
@@ -153,7 +154,7 @@ static int scan_results(const char *path, const eval_opts *o, const eval_env *e,
                 if (strset_add(done, key, &oom)) {
                     (*n_done)++;
                     int t = vkv_longbench_task_index(ds);
-                    double s = t >= 0 ? rescore(r, &vkv_lb_tasks[t]) : NAN;
+                    double s = t >= 0 ? rescore(r, &vkv_lb_tasks[t], protocol) : NAN;
                     if (t >= 0 && !isnan(s)) {
                         acc[t].sum += s;
                         acc[t].n++;
@@ -392,8 +393,9 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         fprintf(stderr, "vkvector longbench: %s: %s: %s\n", where, vkv_status_name(st), vkv_last_error());
         return st == VKV_ERR_ARG ? 0 : cli_fail("longbench", st);
     }
+    const vkv_lb_score_opts so = {.code_sim = VKV_CODE_SIM_LEVENSHTEIN, .lstrip = run->protocol == LB_PROTOCOL_KVPRESS};
     double score = vkv_longbench_score(task, g.text, (const char *const *)s->answers, s->n_answers,
-                                       (const char *const *)s->classes, s->n_classes, NULL);
+                                       (const char *const *)s->classes, s->n_classes, &so);
     *score_out = score;
 
     char *buf = NULL;

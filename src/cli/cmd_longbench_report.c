@@ -38,7 +38,7 @@ typedef struct report {
 typedef struct layout {
     bool col[VKV_LB_N_TASKS];
     size_t max_n[VKV_LB_N_TASKS];
-    bool many_models, mixed_mode, show_pa, incomplete;
+    bool many_models, mixed_mode, mixed_protocol, show_pa, incomplete;
 } layout;
 
 static void method_label(const vkv_lb_row *r, bool show_pa, char *buf, size_t n)
@@ -153,6 +153,7 @@ static void plan_layout(const vkv_lb_rows *rs, layout *lo)
         }
         if (strcmp(rs->r[i].model, rs->r[0].model)) lo->many_models = true;
         if (rs->r[i].query_aware != rs->r[0].query_aware) lo->mixed_mode = true;
+        if (rs->r[i].kvpress != rs->r[0].kvpress) lo->mixed_protocol = true;
         if (rs->r[i].vector && !vkv_lb_same_num(rs->r[i].pa, vkv_kv_default_pa(rs->r[i].pc)))
             lo->show_pa = true;
     }
@@ -180,10 +181,12 @@ static void print_header(bool csv, const layout *lo)
         printf(",avg\n");
         return;
     }
-    printf("|%s Method |%s p_c |", lo->many_models ? " Model |" : "", lo->mixed_mode ? " Mode |" : "");
+    printf("|%s Method |%s%s p_c |", lo->many_models ? " Model |" : "", lo->mixed_protocol ? " Protocol |" : "",
+           lo->mixed_mode ? " Mode |" : "");
     for (int t = 0; t < VKV_LB_N_TASKS; t++)
         if (lo->col[t]) printf(" %s |", short_names[t]);
-    printf(" Avg |\n|%s---|%s---:|", lo->many_models ? "---|" : "", lo->mixed_mode ? "---|" : "");
+    printf(" Avg |\n|%s---|%s%s---:|", lo->many_models ? "---|" : "", lo->mixed_protocol ? "---|" : "",
+           lo->mixed_mode ? "---|" : "");
     for (int t = 0; t < VKV_LB_N_TASKS; t++)
         if (lo->col[t]) printf("---:|");
     printf("---:|\n");
@@ -226,6 +229,7 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
     printf("|");
     if (lo->many_models) printf(" %s |", r->model);
     printf(" %s |", m);
+    if (lo->mixed_protocol) printf(" %s |", r->kvpress ? "kvpress" : "longbench");
     if (lo->mixed_mode) printf(" %s |", r->press ? (r->query_aware ? "query-aware" : "query-agnostic") : "");
     if (r->press) printf(" %g |", r->pc);
     else printf(" 0 |");

@@ -1,4 +1,4 @@
-/* kvpress's LongBench format, the paper's protocol (docs/ARCHITECTURE.md §6):
+/* kvpress's LongBench format, the paper's protocol (docs/ARCHITECTURE.md §5):
  *
  *   context part  = the task's prompt up to its question, {context} filled:
  *                   compressed (with the question too when query-aware);

@@ -34,6 +34,8 @@ const char *vkv_lb_result_read(const vkv_json *r, const char *file_task, const c
     out->vector = jv && jv->type == VKV_JSON_BOOL && jv->boolean;
     out->pa = out->vector && ja && ja->type == VKV_JSON_NUMBER ? ja->number : NAN;
     out->query_aware = jq && jq->type == VKV_JSON_BOOL && jq->boolean;
+    const char *proto = json_get_str(r, "protocol");
+    out->kvpress = proto && !strcmp(proto, "kvpress");
     out->id = json_get_str(r, "_id");
     return why;
 }
@@ -74,7 +76,7 @@ vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
         vkv_lb_row *r = &rs->r[i];
         if (!strcmp(r->model, model) && ((!r->press && !press) || (r->press && press && !strcmp(r->press, press))) &&
             vkv_lb_same_num(r->pc, res->pc) && r->vector == res->vector && vkv_lb_same_num(r->pa, res->pa) &&
-            r->query_aware == res->query_aware)
+            r->query_aware == res->query_aware && r->kvpress == res->kvpress)
             return r;
     }
     if (rs->n == rs->cap) {
@@ -97,6 +99,7 @@ vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
     r->vector = res->vector;
     r->pa = res->pa;
     r->query_aware = res->query_aware;
+    r->kvpress = res->kvpress;
     rs->n++;
     return r;
 }
@@ -104,8 +107,10 @@ vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
 void vkv_lb_row_add(vkv_lb_row *row, const vkv_lb_result *res, const vkv_lb_score_opts *opts)
 {
     int t = (int)(res->task - vkv_lb_tasks);
+    vkv_lb_score_opts o = opts ? *opts : (vkv_lb_score_opts){.code_sim = VKV_CODE_SIM_LEVENSHTEIN};
+    o.lstrip = res->kvpress;
     row->sum[t] += vkv_longbench_score(res->task, res->pred, (const char *const *)res->answers, res->n_answers,
-                                       (const char *const *)res->classes, res->n_classes, opts);
+                                       (const char *const *)res->classes, res->n_classes, &o);
     row->n[t]++;
 }
 
@@ -119,7 +124,8 @@ static int row_cmp(const void *a, const void *b)
     if (x->press && (c = strcmp(x->press, y->press))) return c;
     if (x->vector != y->vector) return x->vector ? 1 : -1;
     if (!vkv_lb_same_num(x->pa, y->pa)) return isnan(x->pa) ? -1 : isnan(y->pa) ? 1 : (x->pa < y->pa ? -1 : 1);
-    return (int)x->query_aware - (int)y->query_aware;
+    if (x->query_aware != y->query_aware) return (int)x->query_aware - (int)y->query_aware;
+    return (int)x->kvpress - (int)y->kvpress;
 }
 
 void vkv_lb_rows_sort(vkv_lb_rows *rs) { qsort(rs->r, rs->n, sizeof *rs->r, row_cmp); }

@@ -702,6 +702,8 @@ double vkv_longbench_score(const vkv_lb_task *task, const char *pred, const char
 {
     vkv_code_sim_kind cs = opts ? opts->code_sim : VKV_CODE_SIM_LEVENSHTEIN;
     char *first = NULL;
+    if (opts && opts->lstrip)
+        while (*pred == ' ' || (*pred >= '\t' && *pred <= '\r')) pred++;
     if (task->first_line) { /* prediction.lstrip('\n').split('\n')[0] */
         while (*pred == '\n') pred++;
         const char *e = strchr(pred, '\n');

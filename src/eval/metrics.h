@@ -91,6 +91,11 @@ int vkv_longbench_task_index(const char *name);
 
 typedef struct vkv_lb_score_opts {
     vkv_code_sim_kind code_sim;
+    /* kvpress's scorer: the prediction's leading white space removed
+     * (Python's lstrip(), ASCII white space here) before the first-line cut
+     * and before every metric; eval.py removes only leading newlines, and
+     * only for the first-line tasks. */
+    bool lstrip;
 } vkv_lb_score_opts;
 
 /* eval.py's scorer for one sample: first line where the task says so, then

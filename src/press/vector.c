@@ -8,9 +8,11 @@
  * Scorers with a capture (observed, expected, kvzip) get a per-layer state
  * updated from every query of the prefill (or, for KVzip, of the
  * reconstruction pass run here before scoring). With a global selection
- * (KVzip) every layer is scored first, one threshold over all of them gives
- * each (layer, KV head) its own n_kept, and the pool / residual / truncation
- * steps take per-row counts. */
+ * (KVzip) every layer is scored first, one top-k over all of them gives each
+ * (layer, KV head) its own n_kept, and the pool / residual / truncation steps
+ * take per-row counts (compress_rows). With a layer or global pool scope the
+ * pool, residual and truncation steps run over several rows at once, a
+ * layer's or the model's (compress_group; docs/ARCHITECTURE.md §2). */
 #include "press/vector.h"
 
 #include <math.h>
@@ -475,13 +477,15 @@ static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret,
     return vkv_kv_compress_layer(vkv_ctx_kv(s->ctx), l, n, vkv_view_of(j->tiers), j->n_ret, j->n_apx);
 }
 
-/* Records layer l's OLS residuals eps[H, n] into j->eps (W uploaded first). */
+/* Layer l's maps W [H, hd, hd] on the device (the cache uploads them once
+ * and keeps them for attention). */
 static vkv_status upload_w(compress_job *j, uint32_t l, vkv_view *w)
 {
     const size_t hd2 = (size_t)j->hd * j->hd;
     return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->s->p.w + (size_t)l * j->H * hd2, w);
 }
 
+/* Records layer l's OLS residuals eps[H, n] into j->eps. */
 static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
 {
     const vkv_hparams *hp = &j->s->m->hp;

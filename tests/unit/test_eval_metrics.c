@@ -167,6 +167,23 @@ static void task_table_has_the_16_english_tasks_in_order(void **state)
     assert_int_equal(no_chat, 5); /* trec, triviaqa, samsum, lcc, repobench-p (lsht is Chinese) */
 }
 
+/* kvpress's scorer strips all leading white space (eval.py only newlines, only
+ * for the first-line tasks): a space before the first line decides trec. */
+static void kvpress_scoring_strips_leading_white_space(void **state)
+{
+    (void)state;
+    const vkv_lb_task *trec = vkv_longbench_task("trec"), *lcc = vkv_longbench_task("lcc");
+    const char *classes[] = {"City", "Country"}, *answers[] = {"City"}, *code[] = {"return a - b"};
+    const vkv_lb_score_opts thudm = {VKV_CODE_SIM_LEVENSHTEIN, false}, kvpress = {VKV_CODE_SIM_LEVENSHTEIN, true};
+    /* " \nCity": eval.py keeps " " as the first line (no class), kvpress reads "City" */
+    assert_near(vkv_longbench_score(trec, " \nCity", answers, 1, classes, 2, &thudm), 0);
+    assert_near(vkv_longbench_score(trec, " \nCity", answers, 1, classes, 2, &kvpress), 1);
+    /* indentation before code counts against eval.py's similarity, not kvpress's */
+    double a = vkv_longbench_score(lcc, "    return a - b", code, 1, NULL, 0, &thudm);
+    double b = vkv_longbench_score(lcc, "    return a - b", code, 1, NULL, 0, &kvpress);
+    assert_true(a < 1 && b == 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -179,6 +196,7 @@ int main(void)
         cmocka_unit_test(code_sim_scores_the_first_line_that_is_not_a_comment),
         cmocka_unit_test(longbench_score_takes_the_first_line_and_the_best_answer),
         cmocka_unit_test(task_table_has_the_16_english_tasks_in_order),
+        cmocka_unit_test(kvpress_scoring_strips_leading_white_space),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
