@@ -93,6 +93,12 @@ const float *vkv_calib_map(const vkv_calib *c, uint32_t layer, uint32_t head)
     return c->w + ((size_t)layer * c->id.n_head_kv + head) * c->d_v * c->d_k;
 }
 
+const float *vkv_calib_joint_map(const vkv_calib *c, uint32_t layer)
+{
+    size_t per_layer = (size_t)c->id.n_head_kv * c->d_v * c->id.n_head_kv * c->d_k;
+    return c->w_joint ? c->w_joint + (size_t)layer * per_layer : NULL;
+}
+
 void vkv_calib_free(vkv_calib *c)
 {
     if (!c) return;
@@ -103,6 +109,7 @@ void vkv_calib_free(vkv_calib *c)
     free(c->rel_err);
     free(c->r2_joint);
     free(c->ridge_joint);
+    free(c->w_joint);
     for (uint32_t i = 0; i < c->corpus.n_sources; i++) free(c->corpus.sources[i]);
     free(c->corpus.sources);
     free(c);
@@ -222,8 +229,8 @@ static vkv_status solve_layer(solve_job *j, uint32_t l)
             !vkv_ols_moore_penrose(wk, wv, dk, dv, hp->n_embd, w))
             c->r2_mp[i] = vkv_ols_r2(&hs, dk, dv, w);
     }
-    /* One joint map over all KV heads (report only; a singular joint Gram
-     * leaves NaN). */
+    /* One joint map over all KV heads (--vector-map joint; a singular joint
+     * Gram leaves NaN, and vkv_calib_solve then drops every joint map). */
     if (tr->g_joint) {
         vkv_ols_sums tj = layer_sums(tr, n_kv, dk, dv), hj = layer_sums(ho, n_kv, dk, dv);
         snprintf(what, sizeof what, "layer %u (all KV heads)", l);
@@ -235,6 +242,8 @@ static vkv_status solve_layer(solve_job *j, uint32_t l)
         if (!vkv_ols_fit(&tj, Dk, Dv, r, what, w)) {
             c->r2_joint[l] = vkv_ols_r2(&hj, Dk, Dv, w);
             c->ridge_joint[l] = r;
+            float *dst = c->w_joint + (size_t)l * Dk * Dv;
+            for (size_t e = 0; e < (size_t)Dk * Dv; e++) dst[e] = (float)w[e];
         }
     }
 out:
@@ -326,6 +335,11 @@ vkv_status vkv_calib_solve(const vkv_gram_accum *a, const vkv_model *m, double r
         }
     }
     c->ridge = ridge = want;
+    const size_t joint_floats = (size_t)L * H * c->d_k * H * c->d_v;
+    if (s0->g_joint && !(c->w_joint = calloc(joint_floats, sizeof *c->w_joint))) {
+        vkv_calib_free(c);
+        return vkv_error(VKV_ERR_OOM, "out of host memory for the joint maps");
+    }
     /* Layers are independent: solve them on all cores (the joint maps of big
      * models are [n_kv·d_k]² systems per layer). */
     solve_job j = {.a = a, .m = m, .c = c, .ridge = ridge};
@@ -344,6 +358,11 @@ vkv_status vkv_calib_solve(const vkv_gram_accum *a, const vkv_model *m, double r
         vkv_calib_free(c);
         return vkv_error(j.st, "%s", j.msg);
     }
+    for (uint32_t l = 0; l < L && c->w_joint; l++)
+        if (isnan(c->ridge_joint[l])) { /* joint maps are all or nothing */
+            free(c->w_joint);
+            c->w_joint = NULL;
+        }
     *out = c;
     return VKV_OK;
 }

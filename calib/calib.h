@@ -26,6 +26,9 @@
  * .vkcal format (GGUF v3, vkv_gguf_writer):
  *   tensors  calib.blk.N.w  ne = (d_k, d_v, n_head_kv), f32 or f16: layer N's
  *            maps as [n_head_kv, d_v, d_k] row-major (v̂ = W k)
+ *            calib.blk.N.w_joint  ne = (D_k, D_v), f32 or f16, optional (every
+ *            layer or none): layer N's joint map as [D_v, D_k] row-major, the
+ *            heads' keys (values) concatenated head after head
  *   metadata vkvector.calib.version (u32, VKV_CALIB_VERSION)
  *            vkvector.calib.model.{architecture (str), n_layer, n_head_kv,
  *              head_dim, head_dim_v, n_embd (u32), kv_hash (u64), name (str)}
@@ -178,10 +181,14 @@ typedef struct vkv_calib {
     double *r2_joint;        /* [n_layer] one map over all KV heads jointly */
     double *ridge_joint;     /* [n_layer] the ridge that map needed (>= ridge; the
                                 smallest power of ten that made it solvable) */
+    float *w_joint;          /* [n_layer, D_v, D_k] the joint maps (--vector-map joint),
+                                NULL when calibrated without them or any layer's failed */
 } vkv_calib;
 
 /* Layer l, KV head h: W [d_v, d_k] row-major. */
 const float *vkv_calib_map(const vkv_calib *c, uint32_t layer, uint32_t head);
+/* Layer l's joint map [D_v, D_k] row-major, or NULL without joint maps. */
+const float *vkv_calib_joint_map(const vkv_calib *c, uint32_t layer);
 
 /* The ridge vkv_calib_solve picks itself: 0 when every per-head map is
  * solvable without one, else the smallest of 1e-9, 1e-8, ..., 1e-1 that makes

@@ -20,6 +20,20 @@ static vkv_status set_f32_arr(vkv_gguf_writer *w, const char *key, const double 
     return st;
 }
 
+/* One map tensor, f32 or (checked to fit) f16. */
+static vkv_status add_map(vkv_gguf_writer *w, const char *name, const float *src, const uint64_t ne[3], bool f16,
+                          uint16_t *half)
+{
+    size_t n = (size_t)(ne[0] * ne[1] * ne[2]);
+    if (!f16) return vkv_gguf_add_tensor(w, name, VKV_F32, 3, ne, src, n * 4);
+    for (size_t i = 0; i < n; i++) {
+        if (!(fabsf(src[i]) <= 65504.0f))
+            return vkv_error(VKV_ERR_ARG, "'%s' has an entry %g that f16 cannot hold; write f32", name, src[i]);
+        half[i] = vkv_f32_to_fp16(src[i]);
+    }
+    return vkv_gguf_add_tensor(w, name, VKV_F16, 3, ne, half, n * 2);
+}
+
 static double mean_n(const double *x, size_t n)
 {
     double s = 0;
@@ -30,10 +44,10 @@ static double mean_n(const double *x, size_t n)
 vkv_status vkv_calib_write(const vkv_calib *c, const char *path, bool f16)
 {
     uint32_t L = c->id.n_layer, H = c->id.n_head_kv;
-    size_t per_layer = (size_t)H * c->d_v * c->d_k;
+    size_t per_layer = (size_t)H * c->d_v * c->d_k, joint_layer = per_layer * H;
     vkv_gguf_writer *w = vkv_gguf_writer_new(32);
     if (!w) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    uint16_t *half = f16 ? malloc(per_layer * sizeof *half) : NULL;
+    uint16_t *half = f16 ? malloc(joint_layer * sizeof *half) : NULL;
     vkv_status st = VKV_OK;
     char key[128];
     if (f16 && !half) {
@@ -79,21 +93,13 @@ vkv_status vkv_calib_write(const vkv_calib *c, const char *path, bool f16)
         TRY(vkv_gguf_set_f32(w, key, (float)c->ridge_joint[l]));
     }
     for (uint32_t l = 0; l < L; l++) {
-        const float *src = c->w + (size_t)l * per_layer;
         uint64_t ne[3] = {c->d_k, c->d_v, H};
         snprintf(key, sizeof key, "calib.blk.%u.w", l);
-        if (f16) {
-            for (size_t i = 0; i < per_layer; i++) {
-                if (!(fabsf(src[i]) <= 65504.0f)) {
-                    st = vkv_error(VKV_ERR_ARG, "layer %u's map has an entry %g that f16 cannot hold; write f32", l, src[i]);
-                    goto out;
-                }
-                half[i] = vkv_f32_to_fp16(src[i]);
-            }
-            TRY(vkv_gguf_add_tensor(w, key, VKV_F16, 3, ne, half, per_layer * 2));
-        } else {
-            TRY(vkv_gguf_add_tensor(w, key, VKV_F32, 3, ne, src, per_layer * 4));
-        }
+        TRY(add_map(w, key, c->w + (size_t)l * per_layer, ne, f16, half));
+        if (!c->w_joint) continue;
+        uint64_t ne_joint[3] = {(uint64_t)H * c->d_k, (uint64_t)H * c->d_v, 1};
+        snprintf(key, sizeof key, "calib.blk.%u.w_joint", l);
+        TRY(add_map(w, key, c->w_joint + (size_t)l * joint_layer, ne_joint, f16, half));
     }
     TRY(vkv_gguf_writer_to_file(w, path));
 #undef TRY
@@ -128,6 +134,32 @@ static char *gguf_strdup(vkv_gguf_str s)
         p[s.len] = 0;
     }
     return p;
+}
+
+/* Tensor `name` of shape ne (f32 or f16) into dst as f32, every entry finite. */
+static vkv_status read_map(const vkv_gguf *g, const char *path, const char *name, const uint64_t ne[3], float *dst)
+{
+    const vkv_gguf_tensor *t = vkv_gguf_find_tensor(g, name);
+    if (!t) return vkv_error(VKV_ERR_FORMAT, "'%s' has no tensor '%s'", path, name);
+    if (t->ne[0] != ne[0] || t->ne[1] != ne[1] || t->ne[2] != ne[2] || t->ne[3] != 1 ||
+        (t->type != VKV_F32 && t->type != VKV_F16))
+        return vkv_error(VKV_ERR_FORMAT, "'%s': tensor '%s' is %llux%llux%llu of type %u, expected %llux%llux%llu f32 or f16",
+                         path, name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                         (unsigned long long)t->ne[2], t->type, (unsigned long long)ne[0], (unsigned long long)ne[1],
+                         (unsigned long long)ne[2]);
+    size_t n = (size_t)(ne[0] * ne[1] * ne[2]);
+    if (t->type == VKV_F32) {
+        memcpy(dst, t->data, n * 4);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint16_t hbits;
+            memcpy(&hbits, (const uint8_t *)t->data + 2 * i, 2);
+            dst[i] = vkv_fp16_to_f32(hbits);
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(dst[i])) return vkv_error(VKV_ERR_FORMAT, "'%s': tensor '%s' has a non-finite entry", path, name);
+    return VKV_OK;
 }
 
 vkv_status vkv_calib_read(const char *path, vkv_calib **out)
@@ -212,33 +244,22 @@ vkv_status vkv_calib_read(const char *path, vkv_calib **out)
         vkv_clear_error();
 
         snprintf(key, sizeof key, "calib.blk.%u.w", l);
-        const vkv_gguf_tensor *tt = vkv_gguf_find_tensor(g, key);
-        if (!tt) {
-            st = vkv_error(VKV_ERR_FORMAT, "'%s' has no tensor '%s' (%u layers expected)", path, key, id.n_layer);
+        uint64_t ne[3] = {c->d_k, c->d_v, H};
+        if ((st = read_map(g, path, key, ne, c->w + (size_t)l * per_layer))) goto error;
+    }
+    /* The joint maps: every layer's or none (a calibration made without them). */
+    snprintf(key, sizeof key, "calib.blk.0.w_joint");
+    if (vkv_gguf_find_tensor(g, key)) {
+        uint64_t ne[3] = {(uint64_t)H * c->d_k, (uint64_t)H * c->d_v, 1};
+        size_t joint_layer = per_layer * H;
+        if (!(c->w_joint = malloc(joint_layer * id.n_layer * sizeof *c->w_joint))) {
+            st = vkv_error(VKV_ERR_OOM, "out of host memory for the joint maps");
             goto error;
         }
-        if (tt->ne[0] != c->d_k || tt->ne[1] != c->d_v || tt->ne[2] != H || tt->ne[3] != 1 ||
-            (tt->type != VKV_F32 && tt->type != VKV_F16)) {
-            st = vkv_error(VKV_ERR_FORMAT, "'%s': tensor '%s' is %llux%llux%llu of type %u, expected %ux%ux%u f32 or f16",
-                           path, key, (unsigned long long)tt->ne[0], (unsigned long long)tt->ne[1],
-                           (unsigned long long)tt->ne[2], tt->type, c->d_k, c->d_v, H);
-            goto error;
+        for (uint32_t l = 0; l < id.n_layer; l++) {
+            snprintf(key, sizeof key, "calib.blk.%u.w_joint", l);
+            if ((st = read_map(g, path, key, ne, c->w_joint + (size_t)l * joint_layer))) goto error;
         }
-        float *dst = c->w + (size_t)l * per_layer;
-        if (tt->type == VKV_F32) {
-            memcpy(dst, tt->data, per_layer * 4);
-        } else {
-            for (size_t i = 0; i < per_layer; i++) {
-                uint16_t hbits;
-                memcpy(&hbits, (const uint8_t *)tt->data + 2 * i, 2);
-                dst[i] = vkv_fp16_to_f32(hbits);
-            }
-        }
-        for (size_t i = 0; i < per_layer; i++)
-            if (!isfinite(dst[i])) {
-                st = vkv_error(VKV_ERR_FORMAT, "'%s': layer %u's map has a non-finite entry", path, l);
-                goto error;
-            }
     }
     vkv_gguf_close(g);
     *out = c;

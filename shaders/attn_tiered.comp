@@ -6,6 +6,11 @@
 // values, approximated ones the value rebuilt from the key:
 //   FUSED:        out = sum_v p V + W_h (sum_apx p R^-1 K)   (by linearity of
 //                 the map: one d x d matvec per query row, not one per token)
+//                 With a joint map (kv/kv_layout.h, S = n_kv_head blocks) the
+//                 host runs the kernel once per block s: run s takes the
+//                 approximated "values" from KV head (h + s) mod H (the same
+//                 tokens in the same slots) and, for s > 0, adds only
+//                 W[s, h] (sum_apx p R^-1 K_(h+s)) to out (accumulate).
 //   MATERIALIZED: out = sum_v p V + sum_apx p V^, V^ = W_h R^-1 K precomputed
 //                 by vector_materialize (the reference path).
 // The tile loop is attn.comp's (common/attn_tile.glsl), run over the tier
@@ -32,7 +37,7 @@ layout(binding = 0) readonly buffer Qbuf { vec4 q4[]; };        // [n_q, n_head,
 layout(binding = 3) readonly buffer Mbuf { uint meta[]; };      // [n_kv_head, 8]: k_off, v_off, p_off, n_ret, n_apx
 layout(binding = 4) readonly buffer Pbuf { int pos[]; };        // positions of the compressed slots
 #if defined(FUSED)
-layout(binding = 5) readonly buffer Wbuf { float w[]; };        // [n_kv_head, head_dim, head_dim] f32
+layout(binding = 5) readonly buffer Wbuf { float w[]; };        // [S, n_kv_head, head_dim, head_dim] f32, block s at w_off
 #else
 layout(binding = 5) readonly buffer Hbuf { vec4 vhat4[]; };     // [K slots, head_dim] f32, at approximated slots
 #endif
@@ -41,7 +46,7 @@ layout(binding = 6) readonly buffer Fbuf { float inv_freq[]; }; // [n_rot / 2]
 // [n_split, n_q * n_head, 2 * head_dim / 4 + 1] vec4: sum_v p V, sum_apx p R^-1 K (or 0), then (m, l, 0, 0)
 layout(binding = 7) writeonly buffer PartBuf { vec4 part[]; };
 #else
-layout(binding = 7) writeonly buffer Obuf { vec4 out4[]; };     // [n_q, n_head, head_dim] f32
+layout(binding = 7) buffer Obuf { vec4 out4[]; };               // [n_q, n_head, head_dim] f32 (read when accumulating)
 #endif
 
 layout(push_constant) uniform PC {
@@ -52,6 +57,9 @@ layout(push_constant) uniform PC {
     uint tile_q;     // rows per workgroup (power of two dividing the workgroup size)
     uint tile_k;     // keys per shared tile
     uint split_len;  // keys per split (SPLIT only)
+    uint apx_shift;  // FUSED: approximated values from KV head (h + apx_shift) mod n_kv_head
+    uint w_off;      // FUSED: first float of the map block applied
+    uint accumulate; // FUSED, not SPLIT: out += the block's approximated part only
 } pc;
 
 #if !defined(NO_APX)
@@ -144,6 +152,18 @@ void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstr
 void attn_apx_value_tile(uint k_row0, uint p_idx0, uint nk)
 {
 #if defined(FUSED)
+    if (pc.apx_shift != 0u) {
+        // Another head's keys of the same tokens: its slots sit at the same
+        // offsets from its own k_off (joint maps keep the heads' tiers equal).
+        const uint kh = gl_WorkGroupID.z, src = (kh + pc.apx_shift) % pc.n_kv_head;
+        k_row0 = k_row0 - meta[kh * 8u] + meta[src * 8u];
+        const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
+        for (uint e = tid; e < nk * d4n; e += wg) {
+            uint c = e / d4n, d4 = e % d4n;
+            skv[c * kstride + d4] = load_k((k_row0 + c) * d4n + d4);
+        }
+        barrier();
+    }
     unrope_tile_in_place(k_row0, p_idx0, nk, d4n, kstride);
 #else
     const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
@@ -225,12 +245,13 @@ void main()
         if (d4 >= d4n) continue;
         vec4 res = ov[j] * inv;
 #if defined(FUSED)
+        if (pc.accumulate != 0u) res = out4[orow + d4];
         if (n_apx > 0u) {
             uint hd = pc.head_dim;
             for (uint e4 = 0u; e4 < d4n; e4++) {
                 vec4 kv = sq[r * d4n + e4];
                 [[unroll]] for (uint jj = 0u; jj < 4u; jj++) {
-                    uint row = (kh * hd + 4u * d4 + jj) * hd + 4u * e4;
+                    uint row = pc.w_off + (kh * hd + 4u * d4 + jj) * hd + 4u * e4;
                     res[jj] += dot(vec4(w[row], w[row + 1u], w[row + 2u], w[row + 3u]), kv);
                 }
             }

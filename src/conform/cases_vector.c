@@ -23,28 +23,30 @@ static vkv_status rec_resid(conform_ctx *c, void *p)
 }
 
 vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_rot, bool neox,
-                                       uint32_t n_ctx, uint32_t n)
+                                       uint32_t n_ctx, uint32_t n, bool joint)
 {
-    char shape[96];
-    snprintf(shape, sizeof shape, "%u heads x %u tokens (of %u) x %u, rot %u %s", n_kv, n, n_ctx, hd, n_rot,
-             neox ? "neox" : "interleaved");
+    char shape[112];
+    const uint32_t S = joint ? n_kv : 1;
+    snprintf(shape, sizeof shape, "%u heads x %u tokens (of %u) x %u, rot %u %s%s", n_kv, n, n_ctx, hd, n_rot,
+             neox ? "neox" : "interleaved", joint ? ", joint map" : "");
     conform_result *r = conform_new_result(c, "vector_residual", t == VKV_F16 ? "f16" : "f32", shape);
     if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
     size_t rows = (size_t)n_kv * n_ctx, cb = (t == VKV_F16 ? 2 : 4) * rows * hd;
     void *k = malloc(cb), *v = malloc(cb);
-    float *w = conform_random_f32(c, (size_t)n_kv * hd * hd), inv_freq[128];
+    const size_t wn = (size_t)S * n_kv * hd * hd;
+    float *w = conform_random_f32(c, wn), inv_freq[128];
     float *ref = malloc(4ull * n_kv * n), *got = malloc(4ull * n_kv * n);
-    resid_args a = {.g = {t, n_kv, hd, n_rot, neox}, .n_ctx = n_ctx, .n = n};
+    resid_args a = {.g = {t, n_kv, hd, n_rot, neox, S}, .n_ctx = n_ctx, .n = n};
     vkv_status st = VKV_OK;
     if (!k || !v || !w || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     conform_fill_cache(c, t, k, rows, hd, 1.0f);
     conform_fill_cache(c, t, v, rows, hd, 1.0f);
-    for (size_t i = 0; i < (size_t)n_kv * hd * hd; i++) w[i] /= sqrtf((float)hd);
+    for (size_t i = 0; i < wn; i++) w[i] /= sqrtf((float)(S * hd));
     vkv_rope_params rp = {neox ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, hd, n_rot, 10000.0f, 1.0f, NULL, false};
     vkv_rope_inv_freq(&rp, inv_freq);
-    vkv_ref_vector_residual(&rp, inv_freq, t, k, v, n_kv, n_ctx, hd, n, w, ref);
+    vkv_ref_vector_residual(&rp, inv_freq, t, k, v, n_kv, n_ctx, hd, n, S, w, ref);
     if ((st = conform_guarded_create(c, cb, k, &a.k)) || (st = conform_guarded_create(c, cb, v, &a.v)) ||
-        (st = conform_guarded_create(c, 4ull * n_kv * hd * hd, w, &a.w)) || (st = conform_guarded_create(c, 4ull * (n_rot / 2), inv_freq, &a.f)) ||
+        (st = conform_guarded_create(c, 4 * wn, w, &a.w)) || (st = conform_guarded_create(c, 4ull * (n_rot / 2), inv_freq, &a.f)) ||
         (st = conform_guarded_create(c, 4ull * n_kv * n, NULL, &a.eps)))
         goto done;
     double ms = 0;
@@ -105,12 +107,14 @@ static vkv_status rec_tiered(conform_ctx *c, void *p)
 }
 
 vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv, uint32_t hd, uint32_t n_rot,
-                              bool neox, uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q)
+                              bool neox, uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q, bool joint)
 {
-    char shape[112], rot[32] = "";
+    char shape[128], rot[32] = "";
+    const uint32_t S = joint ? n_kv : 1;
+    const size_t wn = (size_t)S * n_kv * hd * hd;
     if (n_rot != hd) snprintf(rot, sizeof rot, " (rot %u%s)", n_rot, neox ? " neox" : "");
-    snprintf(shape, sizeof shape, "%u/%u heads x %u%s, ctx %u -> R %u A %u, +%u new, %u q", n_head, n_kv, hd, rot, n,
-             n_ret, n_apx, n_new0, n_q);
+    snprintf(shape, sizeof shape, "%u/%u heads x %u%s, ctx %u -> R %u A %u, +%u new, %u q%s", n_head, n_kv, hd, rot, n,
+             n_ret, n_apx, n_new0, n_q, joint ? ", joint map" : "");
     const char *tn = t == VKV_F16 ? "f16" : "f32";
     if (!conform_reserve_results(c, 5)) return vkv_error(VKV_ERR_OOM, "out of host memory");
     conform_result *rc = conform_new_result(c, "kv_compact", tn, shape), *ra = conform_new_result(c, "kv_store_tiered", tn, shape);
@@ -119,7 +123,7 @@ vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_
     if (!rc || !ra || !rf || !rm || !rx) return vkv_error(VKV_ERR_OOM, "out of host memory");
     uint32_t n_app = n_new0 + n_q, n_ctx = n + 3;
     size_t es = t == VKV_F16 ? 2 : 4, rb = es * hd, plain = (size_t)n_kv * n_ctx;
-    tiered_args a = {.g = {t, n_kv, hd, n_rot, neox}, .n_ctx = n_ctx, .n = n, .n_head = n_head, .n_q = n_q,
+    tiered_args a = {.g = {t, n_kv, hd, n_rot, neox, S}, .n_ctx = n_ctx, .n = n, .n_head = n_head, .n_q = n_q,
                      .n_new0 = n_new0, .max_apx = n_apx, .max_comp = n_ret + n_apx};
     a.k_rows = (uint64_t)n_kv * (n_ret + n_apx + n_app);
     a.v_rows = (uint64_t)n_kv * (n_ret + n_app);
@@ -131,7 +135,7 @@ vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_
     vkv_tier_head *meta = calloc(n_kv, sizeof *meta);
     int32_t *pos = calloc(a.p_entries + 1, 4), *pos_got = calloc(a.p_entries + 1, 4);
     float *src_k = conform_random_f32(c, (size_t)n_app * n_kv * hd), *src_v = conform_random_f32(c, (size_t)n_app * n_kv * hd);
-    float *q = conform_random_f32(c, (size_t)n_q * n_head * hd), *w = conform_random_f32(c, (size_t)n_kv * hd * hd), inv_freq[128];
+    float *q = conform_random_f32(c, (size_t)n_q * n_head * hd), *w = conform_random_f32(c, wn), inv_freq[128];
     float *ref = malloc(4ull * n_q * n_head * hd), *got_f = malloc(4ull * n_q * n_head * hd), *got_m = malloc(4ull * n_q * n_head * hd);
     vkv_status st = VKV_OK;
     if (!k || !v || !kt || !vt || !kt_got || !vt_got || !tiers || !tiers8 || !meta || !pos || !pos_got || !src_k || !src_v ||
@@ -141,16 +145,19 @@ vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_
     }
     conform_fill_cache(c, t, k, plain, hd, 1.0f);
     conform_fill_cache(c, t, v, plain, hd, 1.0f);
-    for (size_t i = 0; i < (size_t)n_kv * hd * hd; i++) w[i] /= sqrtf((float)hd);
+    for (size_t i = 0; i < wn; i++) w[i] /= sqrtf((float)(S * hd));
     for (size_t i = 0; i < (size_t)n_q * n_head * hd; i++) q[i] *= 3.0f; /* peaked softmax */
-    /* exactly n_ret retained and n_apx approximated per head, at random positions */
+    /* exactly n_ret retained and n_apx approximated per head, at random
+     * positions (the same in every head with a joint map) */
     for (uint32_t h = 0; h < n_kv; h++) {
         uint8_t *th = tiers8 + (size_t)h * n;
         for (uint32_t j = 0; j < n; j++) th[j] = j < n_ret ? VKV_TIER_RETAINED : j < n_ret + n_apx ? VKV_TIER_APPROXIMATED : 0;
-        for (uint32_t j = n - 1; j > 0; j--) {
-            uint32_t o = vkv_rng_below(&c->rng, j + 1);
-            uint8_t x = th[j]; th[j] = th[o]; th[o] = x;
-        }
+        if (joint && h > 0) memcpy(th, tiers8, n);
+        else
+            for (uint32_t j = n - 1; j > 0; j--) {
+                uint32_t o = vkv_rng_below(&c->rng, j + 1);
+                uint8_t x = th[j]; th[j] = th[o]; th[o] = x;
+            }
         for (uint32_t j = 0; j < n; j++) tiers[(size_t)h * n + j] = th[j];
         meta[h].k_off = h * (n_ret + n_apx + n_app);
         meta[h].v_off = h * (n_ret + n_app);
@@ -169,7 +176,7 @@ vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_
         }
     vkv_rope_params rp = {neox ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, hd, n_rot, 10000.0f, 1.0f, NULL, false};
     vkv_rope_inv_freq(&rp, inv_freq);
-    vkv_tiered_attn_params tp = {n_q, n_head, n_kv, hd, n_new0, n, 1.0f / sqrtf((float)hd), t};
+    vkv_tiered_attn_params tp = {n_q, n_head, n_kv, hd, n_new0, n, 1.0f / sqrtf((float)hd), t, S};
     vkv_ref_attention_tiered(&tp, &rp, inv_freq, meta, q, kt, vt, pos, w, ref);
 
     if ((st = conform_guarded_create(c, plain * rb, k, &a.k)) || (st = conform_guarded_create(c, plain * rb, v, &a.v)) ||
@@ -178,7 +185,7 @@ vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_
         (st = conform_guarded_create(c, 4ull * (a.p_entries + 1), NULL, &a.pos)) ||
         (st = conform_guarded_create(c, 4ull * n_app * n_kv * hd, src_k, &a.src_k)) ||
         (st = conform_guarded_create(c, 4ull * n_app * n_kv * hd, src_v, &a.src_v)) ||
-        (st = conform_guarded_create(c, 4ull * n_q * n_head * hd, q, &a.q)) || (st = conform_guarded_create(c, 4ull * n_kv * hd * hd, w, &a.w)) ||
+        (st = conform_guarded_create(c, 4ull * n_q * n_head * hd, q, &a.q)) || (st = conform_guarded_create(c, 4 * wn, w, &a.w)) ||
         (st = conform_guarded_create(c, 4ull * (n_rot / 2 ? n_rot / 2 : 1), inv_freq, &a.f)) || (st = conform_guarded_create(c, 4ull * a.k_rows * hd, NULL, &a.vhat)) ||
         (st = conform_guarded_create(c, 4ull * n_q * n_head * hd, NULL, &a.out)) ||
         (st = conform_guarded_create(c, 4ull * n_kv * hd * hd, NULL, &a.wzero)) ||
@@ -223,6 +230,45 @@ done:
     conform_guarded_destroy(c, &a.vhat); conform_guarded_destroy(c, &a.out); conform_guarded_destroy(c, &a.scratch); conform_guarded_destroy(c, &a.wzero);
     free(k); free(v); free(kt); free(vt); free(kt_got); free(vt_got); free(tiers); free(tiers8); free(meta); free(pos);
     free(pos_got); free(src_k); free(src_v); free(q); free(w); free(ref); free(got_f); free(got_m);
+    return st;
+}
+
+/* ---------------- VECTOR: pooling a layer's heads (joint map) ---------------- */
+
+typedef struct { guarded x, out; uint32_t rows, n; } head_mean_args;
+
+static vkv_status rec_head_mean(conform_ctx *c, void *p)
+{
+    head_mean_args *a = p;
+    return vkv_op_vector_head_mean(c->gpu, a->x.view, a->rows, a->n, a->out.view);
+}
+
+vkv_status case_vector_head_mean(conform_ctx *c, uint32_t rows, uint32_t n)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u heads x %u tokens (with +inf forced keeps)", rows, n);
+    conform_result *r = conform_new_result(c, "vector_head_mean", "f32", shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    float *x = conform_random_f32(c, (size_t)rows * n), *ref = malloc(4ull * n), *got = malloc(4ull * n);
+    head_mean_args a = {.rows = rows, .n = n};
+    vkv_status st = VKV_OK;
+    if (!x || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t j = 0; j < n; j += 13)
+        for (uint32_t h = 0; h < rows; h++) x[(size_t)h * n + j] = INFINITY; /* a scorer's forced keeps */
+    vkv_ref_vector_head_mean(x, rows, n, ref);
+    if ((st = conform_guarded_create(c, 4ull * rows * n, x, &a.x)) || (st = conform_guarded_create(c, 4ull * n, NULL, &a.out)))
+        goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = conform_run_recorded(c, rec_head_mean, &a, &ms)) || (st = conform_guarded_read(c, &a.out, got, &guards))) goto done;
+    /* The same additions in the same order, then one division: bit-exact. */
+    uint32_t wrong = 0;
+    for (uint32_t j = 0; j < n; j++) wrong += memcmp(&ref[j], &got[j], 4) != 0;
+    conform_finish(r, (double)wrong / n, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%u of %u outputs differ", wrong, n);
+done:
+    conform_guarded_destroy(c, &a.x); conform_guarded_destroy(c, &a.out);
+    free(x); free(ref); free(got);
     return st;
 }
 

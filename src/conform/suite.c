@@ -199,13 +199,15 @@ static void family_attention(conform_ctx *c, const char *op)
 
 static void family_vector_residual(conform_ctx *c, const char *op)
 {
-    static const struct { uint32_t n_kv, hd, n_rot; bool neox; uint32_t n_ctx, n; } shapes[] = {
-        {4, 8, 8, false, 40, 37}, {2, 64, 64, true, 300, 300}, {2, 128, 64, true, 70, 65},
+    static const struct { uint32_t n_kv, hd, n_rot; bool neox; uint32_t n_ctx, n; bool joint; } shapes[] = {
+        {4, 8, 8, false, 40, 37, false}, {2, 64, 64, true, 300, 300, false}, {2, 128, 64, true, 70, 65, false},
+        /* joint maps: stories260K (4 x 8), the default model (2 x 48), 8 x 128 (Llama-3-8B's 1024 dims) */
+        {4, 8, 8, false, 40, 37, true}, {2, 48, 48, false, 300, 290, true}, {8, 128, 64, true, 20, 19, true},
     };
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t i = 0; i < N_OF(shapes); i++)
             RUN(case_vector_residual(c, f16 ? VKV_F16 : VKV_F32, shapes[i].n_kv, shapes[i].hd, shapes[i].n_rot,
-                                     shapes[i].neox, shapes[i].n_ctx, shapes[i].n));
+                                     shapes[i].neox, shapes[i].n_ctx, shapes[i].n, shapes[i].joint));
 }
 
 static void family_vector_pool_scores(conform_ctx *c, const char *op)
@@ -226,35 +228,52 @@ static void family_vector_assign_tiers(conform_ctx *c, const char *op)
     RUN(case_vector_truncation(c, TRUNC_ASSIGN_TIERS, 8 * 4100));
 }
 
+static void family_vector_head_mean(conform_ctx *c, const char *op)
+{
+    RUN(case_vector_head_mean(c, 2, 1000));
+    RUN(case_vector_head_mean(c, 8, 4099));
+    RUN(case_vector_head_mean(c, 1, 7));
+}
+
 static void family_tiered(conform_ctx *c, const char *op)
 {
     static const struct {
         uint32_t n_head, n_kv, hd, n_rot;
         bool neox;
         uint32_t n, n_ret, n_apx, n_new0, n_q;
+        bool joint;
     } shapes[] = {
-        {8, 4, 8, 8, false, 37, 12, 10, 0, 1},          /* stories260K shape */
-        {8, 2, 64, 64, true, 300, 100, 50, 5, 1},        /* decode after 5 generated */
-        {4, 4, 128, 128, false, 600, 150, 300, 0, 23},   /* query-agnostic question prefill */
-        {4, 2, 64, 64, true, 260, 130, 0, 3, 2},         /* p_a = 0: the eviction baseline */
-        {2, 1, 256, 256, true, 129, 1, 128, 0, 1},       /* head dim 256, nearly all approximated */
-        {4, 2, 48, 48, false, 1200, 300, 400, 7, 1},     /* decode split over the keys */
-        {8, 4, 8, 8, true, 700, 600, 0, 1, 3},           /* split, baseline, 3 queries */
-        {8, 4, 8, 8, false, 300, 40, 110, 0, 6},         /* stories260K question prefill */
-        {8, 4, 8, 8, false, 300, 40, 110, 6, 1},         /* stories260K decode after it */
+        {8, 4, 8, 8, false, 37, 12, 10, 0, 1, false},          /* stories260K shape */
+        {8, 2, 64, 64, true, 300, 100, 50, 5, 1, false},        /* decode after 5 generated */
+        {4, 4, 128, 128, false, 600, 150, 300, 0, 23, false},   /* query-agnostic question prefill */
+        {4, 2, 64, 64, true, 260, 130, 0, 3, 2, false},         /* p_a = 0: the eviction baseline */
+        {2, 1, 256, 256, true, 129, 1, 128, 0, 1, false},       /* head dim 256, nearly all approximated */
+        {4, 2, 48, 48, false, 1200, 300, 400, 7, 1, false},     /* decode split over the keys */
+        {8, 4, 8, 8, true, 700, 600, 0, 1, 3, false},           /* split, baseline, 3 queries */
+        {8, 4, 8, 8, false, 300, 40, 110, 0, 6, false},         /* stories260K question prefill */
+        {8, 4, 8, 8, false, 300, 40, 110, 6, 1, false},         /* stories260K decode after it */
         /* Partial rotation: the un-RoPE's fallbacks (interleaved n_rot % 4 != 0,
          * NeoX n_rot % 8 != 0) and unrotated tail dims. */
-        {4, 2, 64, 20, true, 300, 60, 90, 2, 1},
-        {4, 2, 64, 32, true, 300, 60, 90, 0, 5},
-        {4, 2, 64, 32, false, 300, 60, 90, 2, 1},
-        {4, 2, 8, 2, false, 300, 60, 90, 0, 5},
-        {4, 2, 16, 6, false, 300, 60, 90, 1, 1},
+        {4, 2, 64, 20, true, 300, 60, 90, 2, 1, false},
+        {4, 2, 64, 32, true, 300, 60, 90, 0, 5, false},
+        {4, 2, 64, 32, false, 300, 60, 90, 2, 1, false},
+        {4, 2, 8, 2, false, 300, 60, 90, 0, 5, false},
+        {4, 2, 16, 6, false, 300, 60, 90, 1, 1, false},
+        /* Joint maps (one per layer, the heads' tiers equal): the default
+         * model's decode (split) and question prefill, stories260K's 4 KV
+         * heads, NeoX with a partial rotation, the baseline. */
+        {4, 2, 48, 48, false, 1200, 300, 400, 7, 1, true},
+        {4, 2, 48, 48, false, 300, 60, 90, 0, 23, true},
+        {8, 4, 8, 8, false, 300, 40, 110, 6, 1, true},
+        {8, 4, 8, 8, false, 300, 40, 110, 0, 6, true},
+        {4, 2, 64, 32, true, 300, 60, 90, 2, 3, true},
+        {4, 2, 48, 48, false, 300, 130, 0, 1, 1, true},
     };
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t i = 0; i < N_OF(shapes); i++)
             RUN(case_tiered(c, f16 ? VKV_F16 : VKV_F32, shapes[i].n_head, shapes[i].n_kv, shapes[i].hd,
                             shapes[i].n_rot, shapes[i].neox, shapes[i].n, shapes[i].n_ret, shapes[i].n_apx,
-                            shapes[i].n_new0, shapes[i].n_q));
+                            shapes[i].n_new0, shapes[i].n_q, shapes[i].joint));
 }
 
 static void family_argmax(conform_ctx *c, const char *op)
@@ -347,6 +366,7 @@ static const struct {
     {{"vector_residual"}, family_vector_residual},
     {{"vector_pool_scores"}, family_vector_pool_scores},
     {{"vector_assign_tiers"}, family_vector_assign_tiers},
+    {{"vector_head_mean"}, family_vector_head_mean},
     {{"vector_pool_extend"}, family_vector_pool_extend},
     {{"tiered", "kv_compact"}, family_tiered},
     {{"argmax"}, family_argmax},

@@ -35,6 +35,7 @@ struct vkv_kv_cache {
     vkv_buffer *w_zero;       /* bound as W where nothing is approximated */
     vkv_buffer *tiered_scratch; /* split decode partials of tier-aware attention */
     bool materialized;
+    uint32_t map_shifts;      /* W blocks per KV head (kv/kv_layout.h) */
 };
 
 static vkv_view V(const vkv_buffer *b) { return vkv_view_of(b); }
@@ -82,7 +83,7 @@ vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, vkv_d
     const vkv_hparams *hp = &m->hp;
     vkv_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    *kv = (vkv_kv_cache){.gpu = gpu, .m = m, .n_ctx = n_ctx, .kv_type = kv_type};
+    *kv = (vkv_kv_cache){.gpu = gpu, .m = m, .n_ctx = n_ctx, .kv_type = kv_type, .map_shifts = 1};
     vkv_status st = VKV_OK;
     if (!(kv->k_cache = calloc(hp->n_layer, sizeof *kv->k_cache)) ||
         !(kv->v_cache = calloc(hp->n_layer, sizeof *kv->v_cache)) || !(kv->w = calloc(hp->n_layer, sizeof *kv->w)) ||
@@ -153,12 +154,42 @@ vkv_status vkv_kv_set_materialized(vkv_kv_cache *kv, bool materialized)
     return VKV_OK;
 }
 
+vkv_status vkv_kv_set_map_shifts(vkv_kv_cache *kv, uint32_t map_shifts)
+{
+    if (map_shifts != 1 && map_shifts != kv->m->hp.n_head_kv)
+        return vkv_error(VKV_ERR_ARG, "%u map blocks for %u KV heads (1 or all)", map_shifts, kv->m->hp.n_head_kv);
+    if (kv->n_ctx0 && map_shifts != kv->map_shifts)
+        return vkv_error(VKV_ERR_ARG, "choose the maps before compressing");
+    for (uint32_t l = 0; l < kv->m->hp.n_layer; l++)
+        if (kv->w[l] && map_shifts != kv->map_shifts) return vkv_error(VKV_ERR_ARG, "choose the maps before uploading one");
+    if (kv->w_zero && map_shifts != kv->map_shifts) {
+        vkv_buffer_destroy(kv->gpu, kv->w_zero);
+        kv->w_zero = NULL;
+    }
+    kv->map_shifts = map_shifts;
+    return VKV_OK;
+}
+
+/* Bytes of one layer's maps on the device. */
+static uint64_t w_bytes(const vkv_kv_cache *kv)
+{
+    const vkv_hparams *hp = &kv->m->hp;
+    return 4ull * kv->map_shifts * hp->n_head_kv * hp->head_dim * hp->head_dim;
+}
+
+static vkv_vector_geom geom(const vkv_kv_cache *kv)
+{
+    const vkv_hparams *hp = &kv->m->hp;
+    return (vkv_vector_geom){kv->kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX,
+                             kv->map_shifts};
+}
+
 vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_view *out)
 {
     const vkv_hparams *hp = &kv->m->hp;
     if (layer >= hp->n_layer) return vkv_error(VKV_ERR_ARG, "layer %u does not exist", layer);
     if (!kv->w[layer]) {
-        uint64_t wb = 4ull * hp->n_head_kv * hp->head_dim * hp->head_dim;
+        uint64_t wb = w_bytes(kv);
         vkv_status st;
         if ((st = make(kv->gpu, wb, "the OLS maps", &kv->w[layer]))) return st;
         if ((st = vkv_buffer_upload(kv->gpu, kv->w[layer], 0, w, wb))) {
@@ -191,6 +222,11 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
             free(meta);
             return vkv_error(VKV_ERR_ARG, "layer %u head %u keeps %u + %u of %u tokens", layer, h, n_ret[h], n_apx[h], n);
         }
+        if (kv->map_shifts > 1 && (n_ret[h] != n_ret[0] || n_apx[h] != n_apx[0])) {
+            free(meta);
+            return vkv_error(VKV_ERR_ARG, "layer %u: a joint map needs the same tiers in every head (head %u keeps %u + %u, "
+                             "head 0 %u + %u)", layer, h, n_ret[h], n_apx[h], n_ret[0], n_apx[0]);
+        }
         meta[h] = (vkv_tier_head){(uint32_t)k_rows, (uint32_t)v_rows, (uint32_t)p_entries, n_ret[h], n_apx[h], {0}};
         k_rows += n_ret[h] + n_apx[h] + cap_new;
         v_rows += n_ret[h] + cap_new;
@@ -204,7 +240,7 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
     t.v_rows = v_rows ? v_rows : 1;
     t.p_entries = p_entries ? p_entries : 1;
     uint64_t rb = (kv->kv_type == VKV_F16 ? 2ull : 4ull) * hd;
-    vkv_vector_geom g = {kv->kv_type, H, hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
+    vkv_vector_geom g = geom(kv);
     vkv_status st;
     if (t.n_apx_total && !kv->w[layer]) {
         st = vkv_error(VKV_ERR_ARG, "layer %u approximates tokens but has no OLS map", layer);
@@ -220,7 +256,7 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
         (st = vkv_buffer_upload(gpu, t.meta, 0, meta, sizeof *meta * H)) ||
         (st = make(gpu, 4ull * t.p_entries, "tier positions", &t.pos)))
         goto error;
-    uint64_t wb = 4ull * H * hd * hd;
+    uint64_t wb = w_bytes(kv);
     if (!kv->w_zero && ((st = make(gpu, wb, "an empty map", &kv->w_zero)) || (st = vkv_buffer_fill(gpu, kv->w_zero, 0, wb, 0))))
         goto error;
     uint64_t sb = vkv_tiered_attn_scratch_bytes(VKV_ATTN_DECODE_MAX_Q, hp->n_head, hd, kv->n_ctx);
@@ -264,7 +300,7 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
     vkv_status st;
     if (T->on) {
         uint32_t n_new0 = n_past - kv->n_ctx0;
-        vkv_vector_geom g = {kv->kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
+        vkv_vector_geom g = geom(kv);
         vkv_tiered_attn ta = {n, hp->n_head, n_new0, scale, !kv->materialized, T->max_comp,
                               kv->tiered_scratch ? V(kv->tiered_scratch) : (vkv_view){0}, V(kv->w_zero), T->max_apx};
         const vkv_buffer *w_or_vhat = kv->materialized ? T->vhat : kv->w[layer] ? kv->w[layer] : kv->w_zero;

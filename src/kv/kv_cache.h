@@ -43,9 +43,10 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
 /* Forgets every token: compressed layers get their plain caches back. */
 vkv_status vkv_kv_reset(vkv_kv_cache *kv);
 
-/* Layer `layer`'s OLS maps w [n_kv_head, head_dim, head_dim] f32 on the
- * device, uploaded on the first call: the residual reads them, and the
- * compressed layer keeps them for attention. *out: the view. */
+/* Layer `layer`'s OLS maps w [S, n_kv_head, head_dim, head_dim] f32 (S:
+ * vkv_kv_set_map_shifts; kv/kv_layout.h) on the device, uploaded on the
+ * first call: the residual reads them, and the compressed layer keeps them
+ * for attention. *out: the view. */
 vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_view *out);
 
 /* Compacts a plain layer holding the n context tokens into the tiered layout
@@ -58,6 +59,10 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
 /* Attention over compressed layers: the fused path (default) or the
  * reference path that materialises the rebuilt values once. */
 vkv_status vkv_kv_set_materialized(vkv_kv_cache *kv, bool materialized);
+/* The maps' blocks per KV head: 1 (per-head maps, the default) or n_kv_head
+ * (one joint map per layer; every compressed layer's heads then hold the
+ * same tiers). Before anything is compressed. */
+vkv_status vkv_kv_set_map_shifts(vkv_kv_cache *kv, uint32_t map_shifts);
 /* Context length at compression (0 when nothing is compressed). */
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv);
 

@@ -15,7 +15,18 @@
  *     (approximated tokens have no value: it is rebuilt as W R^-1 K);
  *   positions [p_off[h], p_off[h] + n_ret[h] + n_apx[h]) of the compressed
  *     slots (appended token t is at position n_ctx0 + t).
- * Rows are head_dim elements of the cache's type (f16 or f32). */
+ * Rows are head_dim elements of the cache's type (f16 or f32).
+ *
+ * VECTOR's maps of one layer on the device, W [S, n_kv_head, head_dim (d_v),
+ * head_dim (d_k)] f32: block (s, h) maps the pre-RoPE key of KV head
+ * (h + s) mod n_kv_head to the value of KV head h, and a rebuilt value is
+ *   V^_h = sum_s W[s, h] R^-1 K_((h + s) mod n_kv_head).
+ * S = 1: a map per (layer, KV head), the paper's (--vector-map head).
+ * S = n_kv_head: one joint map per layer over all KV heads' keys
+ * (--vector-map joint), its [D, D] matrix (D = n_kv_head head_dim) cut into
+ * blocks by vkv_vector_joint_blocks; every head of such a layer then has the
+ * same tiers, so the approximated slot t of every head holds the same token
+ * (docs/ARCHITECTURE.md §2). */
 #ifndef VKV_KV_LAYOUT_H
 #define VKV_KV_LAYOUT_H
 
@@ -41,6 +52,11 @@ typedef struct vkv_attn_params {
  * elements of t (f16 or f32). */
 size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim);
 
+/* w_joint [D, D] row-major (v^ = W k over the heads' keys concatenated head
+ * after head) -> out [n_kv_head, n_kv_head, head_dim, head_dim], the blocks
+ * above: out[s, h] = w_joint[h rows, ((h + s) mod n_kv_head) columns]. */
+void vkv_vector_joint_blocks(const float *w_joint, uint32_t n_kv_head, uint32_t head_dim, float *out);
+
 /* Per-layer tier metadata, mirrored on the device as uint32 [n_kv_head, 8]. */
 typedef struct vkv_tier_head {
     uint32_t k_off, v_off, p_off; /* first K slot, V slot, position entry */
@@ -62,6 +78,7 @@ typedef struct vkv_tiered_attn_params {
     uint32_t n_ctx0;     /* context length at compression (position of appended token 0) */
     float scale;
     vkv_dtype kv_type;
+    uint32_t map_shifts; /* S of the maps' layout above (0 counts as 1) */
 } vkv_tiered_attn_params;
 
 #endif

@@ -12,7 +12,12 @@
  * (layer, KV head) its own n_kept, and the pool / residual / truncation steps
  * take per-row counts (compress_rows). With a layer or global pool scope the
  * pool, residual and truncation steps run over several rows at once, a
- * layer's or the model's (compress_group; docs/ARCHITECTURE.md §2). */
+ * layer's or the model's (compress_group; docs/ARCHITECTURE.md §2).
+ * With a joint map (vkv_vector_map) a layer's KV heads share one tier per
+ * token: its scores and residuals are pooled over the heads first
+ * (vector_head_mean), every step above runs on that single row (R = 1 row
+ * per layer instead of H), and the tiers are copied to every head before the
+ * compaction. */
 #include "press/vector.h"
 
 #include <math.h>
@@ -38,6 +43,8 @@ struct vkv_press_session {
     bool repeating;          /* inside KVzip's reconstruction pass */
     uint32_t span0, span1;   /* the context tokens that pass repeats */
 };
+
+const char *vkv_vector_map_name(vkv_vector_map m) { return m == VKV_MAP_JOINT ? "joint" : "head"; }
 
 void vkv_vector_report_free(vkv_vector_report *r)
 {
@@ -111,6 +118,12 @@ vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_
     if (vkv_kv_check_ratios(pc, p->pa, p->vector, why, sizeof why)) return vkv_error(VKV_ERR_ARG, "%s", why);
     const double pa = p->pa < 0 ? vkv_kv_default_pa(pc) : p->pa;
     if (p->vector && !p->w) return vkv_error(VKV_ERR_ARG, "VECTOR needs a calibration file (--calib)");
+    if (p->vector && p->map == VKV_MAP_JOINT && !p->w_joint)
+        return vkv_error(VKV_ERR_ARG, "--vector-map joint needs a calibration file with joint maps (this one has none: "
+                                      "recalibrate with 'vkvector calib --joint on')");
+    if (p->map == VKV_MAP_JOINT && (uint64_t)m->hp.n_head_kv * m->hp.head_dim > VKV_MAP_MAX_DIM)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "--vector-map joint: %u KV heads x %u dims is over the %u-dim joint maps "
+                                              "the kernels hold", m->hp.n_head_kv, m->hp.head_dim, VKV_MAP_MAX_DIM);
     if (n_context == 0) return vkv_error(VKV_ERR_ARG, "nothing to compress: the context is empty");
     uint32_t window = vkv_press_queries_needed(p->press, &p->pp);
     if (window && n_context < window)
@@ -274,13 +287,17 @@ static vkv_status repeat_pass(vkv_press_session *s)
 
 /* The buffers and host copies of one compression. Layer buffers hold
  * [n_kv_head, n]; with a global selection or a layer / global pool scope,
- * `all` holds every layer's scores [n_layer, n_kv_head, n] and the group
- * buffers one pool scope's [rows, n] (rows: vkv_pool_rows). */
+ * `all` holds every layer's selection scores [n_layer, R, n] and the group
+ * buffers one pool scope's [rows, n]. */
 typedef struct compress_job {
     vkv_press_session *s;
     vkv_vector_report *rep;
     vkv_gpu *gpu;
     uint32_t L, H, n, hd;
+    uint32_t R;              /* selection rows per layer: H, or 1 with a joint map */
+    bool joint;
+    vkv_buffer *sel, *eps_sel; /* joint: a layer's pooled scores and residuals [n] */
+    float *w_blocks;         /* joint: one layer's map as blocks [H, H, hd, hd] (kv/kv_layout.h) */
     size_t keep;             /* host copies per layer (keep_details: all layers) */
     vkv_buffer *scores, *pool, *eps, *s2, *apx, *tiers, *scratch, *kpool, *kapx;
     vkv_buffer *all;         /* every layer's scores */
@@ -339,9 +356,11 @@ static vkv_status job_alloc(compress_job *j)
     j->g_counts_host = malloc(8 * LH);
     j->vhost = vector ? malloc(sizeof *j->vhost * (size_t)j->H * j->n * j->hd) : NULL;
     j->vraw = vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(j->s->ctx), j->H, j->n, j->hd)) : NULL;
+    j->w_blocks = vector && j->joint ? malloc(sizeof *j->w_blocks * (size_t)j->H * j->H * j->hd * j->hd) : NULL;
     if (!rep->n_ret || !rep->n_apx || !rep->n_evict || !rep->n_kept || !rep->r2_apx || !rep->rel_err_apx ||
         !rep->distortion || !rep->scores || !rep->eps || !rep->tiers || !j->n_ret || !j->n_apx || !j->tiers_u32 ||
-        !j->k_pool || !j->k_apx || !j->kept_rows || !j->g_counts_host || (vector && (!j->vhost || !j->vraw)))
+        !j->k_pool || !j->k_apx || !j->kept_rows || !j->g_counts_host || (vector && (!j->vhost || !j->vraw)) ||
+        (vector && j->joint && !j->w_blocks))
         return vkv_error(VKV_ERR_OOM, "out of host memory for the compression report");
     return VKV_OK;
 }
@@ -360,6 +379,9 @@ static vkv_status job_buffers(compress_job *j)
         (st = vkv_buffer_create(gpu, 4ull * j->H, VKV_MEM_DEVICE, "pool counts", &j->kpool)) ||
         (st = vkv_buffer_create(gpu, 4ull * j->H, VKV_MEM_DEVICE, "approximation counts", &j->kapx)))
         return st;
+    if (j->joint && ((st = vkv_buffer_create(gpu, 4ull * j->n, VKV_MEM_DEVICE, "pooled scores", &j->sel)) ||
+                     (st = vkv_buffer_create(gpu, 4ull * j->n, VKV_MEM_DEVICE, "pooled residuals", &j->eps_sel))))
+        return st;
     vkv_press_session *s = j->s;
     if (s->scratch) {
         j->scratch = s->scratch; /* the capture's, kept by the session */
@@ -372,37 +394,60 @@ static vkv_status job_buffers(compress_job *j)
                              "scorer scratch", &j->scratch);
 }
 
-/* The scorer's own count of every (layer, KV head): one global selection
- * over every layer's scores (in j->all), or each layer's n_kept. */
+/* The scorer's own count of every selection row [L, R]: one global
+ * selection over every layer's scores (in j->all), or each layer's n_kept. */
 static vkv_status scorer_counts(compress_job *j)
 {
     const vkv_press_session *s = j->s;
     if (s->p.press->global_selection)
-        return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->H, j->n, s->p.pp.compression,
+        return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->R, j->n, s->p.pp.compression,
                                         j->kept_rows);
     for (uint32_t l = 0; l < j->L; l++) {
         uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, j->L, j->n)
                                            : vkv_kv_n_kept(s->p.pp.compression, j->n);
-        for (uint32_t h = 0; h < j->H; h++) j->kept_rows[(size_t)l * j->H + h] = kept;
+        for (uint32_t r = 0; r < j->R; r++) j->kept_rows[(size_t)l * j->R + r] = kept;
     }
     return VKV_OK;
 }
 
-/* Every layer's scores into j->all (before anything is compacted). */
+/* Records layer l's scores [H, n] into j->scores and, with a joint map,
+ * their mean over the heads into j->sel [n]. */
+static vkv_status record_scores(compress_job *j, uint32_t l)
+{
+    vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
+    vkv_status st = j->s->p.press->score_gpu(j->gpu, &j->s->p.pp, &in, vkv_view_of(j->scores));
+    if (!st && j->joint) st = vkv_op_vector_head_mean(j->gpu, vkv_view_of(j->scores), j->H, j->n, vkv_view_of(j->sel));
+    return st;
+}
+
+/* The selection rows of a layer: its scores, or their mean over the heads. */
+static vkv_buffer *selection_scores(const compress_job *j) { return j->joint ? j->sel : j->scores; }
+
+/* Every layer's selection scores into j->all [L, R, n] (before anything is
+ * compacted). */
 static vkv_status score_all_layers(compress_job *j)
 {
-    const uint64_t hn4 = 4ull * j->H * j->n;
+    const uint64_t rn4 = 4ull * j->R * j->n;
     vkv_status st;
-    if ((st = vkv_buffer_create(j->gpu, hn4 * j->L, VKV_MEM_DEVICE, "the scores of every layer", &j->all))) return st;
+    if ((st = vkv_buffer_create(j->gpu, rn4 * j->L, VKV_MEM_DEVICE, "the scores of every layer", &j->all))) return st;
     for (uint32_t l = 0; l < j->L; l++) {
-        vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
         if ((st = vkv_cmd_begin(j->gpu))) return st;
-        st = j->s->p.press->score_gpu(j->gpu, &j->s->p.pp, &in, vkv_view_of(j->scores));
-        if (!st) st = vkv_cmd_copy(j->gpu, j->scores, 0, j->all, (uint64_t)l * hn4, hn4);
+        st = record_scores(j, l);
+        if (!st) st = vkv_cmd_copy(j->gpu, selection_scores(j), 0, j->all, (uint64_t)l * rn4, rn4);
         if (st) return job_fail(j->gpu, st, l);
         if ((st = vkv_cmd_submit(j->gpu))) return st;
     }
     return VKV_OK;
+}
+
+/* Joint map: row 0 of a [H, n] buffer copied to rows 1..H-1 (the layer's
+ * one decision, or its pooled score / residual for the report). */
+static vkv_status repeat_row(compress_job *j, vkv_buffer *b)
+{
+    const uint64_t n4 = 4ull * j->n;
+    vkv_status st = VKV_OK;
+    for (uint32_t h = 1; h < j->H && !st; h++) st = vkv_cmd_copy(j->gpu, b, 0, b, h * n4, n4);
+    return st;
 }
 
 /* After layer l's tiers are in j->tiers (its scores in j->scores and, when
@@ -477,59 +522,83 @@ static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret,
     return vkv_kv_compress_layer(vkv_ctx_kv(s->ctx), l, n, vkv_view_of(j->tiers), j->n_ret, j->n_apx);
 }
 
-/* Layer l's maps W [H, hd, hd] on the device (the cache uploads them once
- * and keeps them for attention). */
+/* Layer l's maps on the device (the cache uploads them once and keeps them
+ * for attention): W [H, hd, hd], or the joint map as blocks [H, H, hd, hd]. */
 static vkv_status upload_w(compress_job *j, uint32_t l, vkv_view *w)
 {
     const size_t hd2 = (size_t)j->hd * j->hd;
-    return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->s->p.w + (size_t)l * j->H * hd2, w);
+    if (!j->joint) return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->s->p.w + (size_t)l * j->H * hd2, w);
+    vkv_vector_joint_blocks(j->s->p.w_joint + (size_t)l * j->H * j->H * hd2, j->H, j->hd, j->w_blocks);
+    return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->w_blocks, w);
 }
 
-/* Records layer l's OLS residuals eps[H, n] into j->eps. */
+/* Records layer l's OLS residuals eps[H, n] into j->eps (each head's error
+ * under its map, the joint one included) and, with a joint map, their mean
+ * over the heads into j->eps_sel [n]. */
 static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
 {
     const vkv_hparams *hp = &j->s->m->hp;
     vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
-    vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX};
-    return vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w, vkv_view_of(j->s->m->rope_inv_freq),
-                                  vkv_view_of(j->eps));
+    vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX, j->joint ? j->H : 1};
+    vkv_status st = vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w,
+                                           vkv_view_of(j->s->m->rope_inv_freq), vkv_view_of(j->eps));
+    if (!st && j->joint) st = vkv_op_vector_head_mean(j->gpu, vkv_view_of(j->eps), j->H, j->n, vkv_view_of(j->eps_sel));
+    return st;
 }
 
-/* Row scope: each (layer, KV head) its own pool, per-row top-k counts. */
+/* The residuals the selection ranks: per head, or pooled. */
+static vkv_buffer *selection_eps(const compress_job *j) { return j->joint ? j->eps_sel : j->eps; }
+
+/* Joint map, before finish_layer: the layer's one tier row and its pooled
+ * scores (row 0 of j->tiers, j->sel) repeated for every head. */
+static vkv_status record_joint_rows(compress_job *j)
+{
+    vkv_status st = repeat_row(j, j->tiers);
+    if (!st) st = vkv_cmd_copy(j->gpu, j->sel, 0, j->scores, 0, 4ull * j->n);
+    if (!st) st = repeat_row(j, j->scores);
+    return st;
+}
+
+/* finish_layer's per-head counts from per-row ones: the same with one row
+ * per head, else the layer's one row for every head (joint map). */
+static const uint32_t *head_counts(const compress_job *j, const uint32_t *rows, uint32_t *heads)
+{
+    if (!j->joint) return rows;
+    for (uint32_t h = 0; h < j->H; h++) heads[h] = rows[0];
+    return heads;
+}
+
+/* Row scope: each selection row (a (layer, KV head), or a layer with a joint
+ * map) its own pool, per-row top-k counts. */
 static vkv_status compress_rows(compress_job *j)
 {
     vkv_press_session *s = j->s;
     vkv_gpu *gpu = j->gpu;
-    const uint32_t H = j->H, n = j->n;
-    const uint64_t hn4 = 4ull * H * n;
+    const uint32_t H = j->H, R = j->R, n = j->n;
+    const uint64_t hn4 = 4ull * H * n, rn4 = 4ull * R * n;
     const bool global = s->p.press->global_selection;
-    vkv_view vs = vkv_view_of(j->scores), vp = vkv_view_of(j->pool), v2 = vkv_view_of(j->s2);
+    vkv_view vs = vkv_view_of(selection_scores(j)), vp = vkv_view_of(j->pool), v2 = vkv_view_of(j->s2);
     vkv_view va = vkv_view_of(j->apx), none = {0};
     vkv_status st;
     for (uint32_t l = 0; l < j->L; l++) {
         uint32_t a_max = 0, same = 1;
-        for (uint32_t h = 0; h < H; h++) {
-            vkv_tier_counts tc = vkv_kv_tier_counts(n, j->kept_rows[(size_t)l * H + h], s->p.pa, s->p.vector);
-            j->k_pool[h] = tc.pool;
-            j->k_apx[h] = tc.approximated;
-            j->g_counts_host[h] = tc.retained;
+        for (uint32_t r = 0; r < R; r++) {
+            vkv_tier_counts tc = vkv_kv_tier_counts(n, j->kept_rows[(size_t)l * R + r], s->p.pa, s->p.vector);
+            j->k_pool[r] = tc.pool;
+            j->k_apx[r] = tc.approximated;
+            j->g_counts_host[r] = tc.retained;
             if (tc.a > a_max) a_max = tc.a;
             same &= tc.pool == j->k_pool[0];
         }
         /* Per-row counts through a buffer only when the rows differ (a global selection). */
         const bool per_row = global || !same;
-        if (per_row && ((st = vkv_buffer_upload(gpu, j->kpool, 0, j->k_pool, 4ull * H)) ||
-                        (st = vkv_buffer_upload(gpu, j->kapx, 0, j->k_apx, 4ull * H))))
+        if (per_row && ((st = vkv_buffer_upload(gpu, j->kpool, 0, j->k_pool, 4ull * R)) ||
+                        (st = vkv_buffer_upload(gpu, j->kapx, 0, j->k_apx, 4ull * R))))
             return st;
         if (!a_max && (st = vkv_buffer_fill(gpu, j->apx, 0, hn4, 0))) return st;
         if ((st = vkv_cmd_begin(gpu))) return st;
-        if (global) {
-            st = vkv_cmd_copy(gpu, j->all, (uint64_t)l * hn4, j->scores, 0, hn4);
-        } else {
-            vkv_press_layer in = layer_input(s, l, vkv_view_of(j->scratch));
-            st = s->p.press->score_gpu(gpu, &s->p.pp, &in, vs);
-        }
-        if (!st) st = vkv_op_topk_select(gpu, vs, H, n, per_row ? vkv_view_of(j->kpool) : none, j->k_pool[0], vp);
+        st = global ? vkv_cmd_copy(gpu, j->all, (uint64_t)l * rn4, selection_scores(j), 0, rn4) : record_scores(j, l);
+        if (!st) st = vkv_op_topk_select(gpu, vs, R, n, per_row ? vkv_view_of(j->kpool) : none, j->k_pool[0], vp);
         if (st) return job_fail(gpu, st, l);
         if ((st = vkv_cmd_submit(gpu))) return st;
         if (a_max) {
@@ -538,14 +607,19 @@ static vkv_status compress_rows(compress_job *j)
             vkv_view w;
             if ((st = upload_w(j, l, &w)) || (st = vkv_cmd_begin(gpu))) return st;
             st = record_residual(j, l, w);
-            if (!st) st = vkv_op_vector_pool_scores(gpu, vp, vkv_view_of(j->eps), H * n, v2);
-            if (!st) st = vkv_op_topk_select(gpu, v2, H, n, per_row ? vkv_view_of(j->kapx) : none, j->k_apx[0], va);
+            if (!st) st = vkv_op_vector_pool_scores(gpu, vp, vkv_view_of(selection_eps(j)), R * n, v2);
+            if (!st) st = vkv_op_topk_select(gpu, v2, R, n, per_row ? vkv_view_of(j->kapx) : none, j->k_apx[0], va);
             if (st) return job_fail(gpu, st, l);
             if ((st = vkv_cmd_submit(gpu))) return st;
         }
         if ((st = vkv_cmd_begin(gpu))) return st;
-        if ((st = vkv_op_vector_assign_tiers(gpu, vp, va, H * n, vkv_view_of(j->tiers)))) return vkv_cmd_abort(gpu, st);
-        if ((st = vkv_cmd_submit(gpu)) || (st = finish_layer(j, l, j->g_counts_host, j->k_apx, a_max > 0))) return st;
+        st = vkv_op_vector_assign_tiers(gpu, vp, va, R * n, vkv_view_of(j->tiers));
+        if (!st && j->joint) st = record_joint_rows(j);
+        if (st) return vkv_cmd_abort(gpu, st);
+        uint32_t ret_h[VKV_MAP_MAX_DIM], apx_h[VKV_MAP_MAX_DIM];
+        if ((st = vkv_cmd_submit(gpu)) ||
+            (st = finish_layer(j, l, head_counts(j, j->g_counts_host, ret_h), head_counts(j, j->k_apx, apx_h), a_max > 0)))
+            return st;
     }
     return VKV_OK;
 }
@@ -569,22 +643,23 @@ static vkv_status group_buffers(compress_job *j, uint64_t bytes)
     return VKV_OK;
 }
 
-/* One pool over layers [l0, l0 + nl) (all their KV heads): the scorer's kept
- * set of every row, extended by the scope's a_S highest other scores, the
- * 2 a_S lowest residuals of the pool approximated (docs/ARCHITECTURE.md §2). */
+/* One pool over layers [l0, l0 + nl) (all their selection rows): the
+ * scorer's kept set of every row, extended by the scope's a_S highest other
+ * scores, the 2 a_S lowest residuals of the pool approximated
+ * (docs/ARCHITECTURE.md §2). */
 static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
 {
     vkv_press_session *s = j->s;
     vkv_gpu *gpu = j->gpu;
-    const uint32_t H = j->H, n = j->n, rows = nl * H, total = rows * n;
-    const uint64_t hn4 = 4ull * H * n, bytes = 4ull * total;
-    const uint32_t *kept = j->kept_rows + (size_t)l0 * H;
+    const uint32_t R = j->R, n = j->n, rows = nl * R, total = rows * n;
+    const uint64_t rn4 = 4ull * R * n, bytes = 4ull * total;
+    const uint32_t *kept = j->kept_rows + (size_t)l0 * R;
     uint64_t k_sum = 0;
     for (uint32_t r = 0; r < rows; r++) k_sum += kept[r];
     const vkv_tier_counts tc = vkv_kv_tier_counts(total, (uint32_t)k_sum, s->p.pa, s->p.vector);
     /* The scope's scores: every layer's buffer, or one layer's copied out of
      * it (a view at l0's offset could break the storage alignment). */
-    vkv_view gs = nl == j->L ? vkv_view_of(j->all) : vkv_view_of(j->scores), none = {0};
+    vkv_view gs = nl == j->L ? vkv_view_of(j->all) : vkv_view_of(j->s2), none = {0};
     vkv_view base = vkv_view_of(j->g_base), pool = tc.a ? vkv_view_of(j->g_pool) : base, apx = vkv_view_of(j->g_apx);
     vkv_status st;
     if ((st = vkv_buffer_upload(gpu, j->g_kept, 0, kept, 4ull * rows))) return st;
@@ -595,13 +670,13 @@ static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
             vkv_view w;
             if ((st = upload_w(j, l, &w)) || (st = vkv_cmd_begin(gpu))) return st;
             st = record_residual(j, l, w);
-            if (!st) st = vkv_cmd_copy(gpu, j->eps, 0, j->g_eps, (uint64_t)(l - l0) * hn4, hn4);
+            if (!st) st = vkv_cmd_copy(gpu, selection_eps(j), 0, j->g_eps, (uint64_t)(l - l0) * rn4, rn4);
             if (st) return job_fail(gpu, st, l);
             if ((st = vkv_cmd_submit(gpu))) return st;
         }
     }
     if ((st = vkv_cmd_begin(gpu))) return st;
-    st = nl == j->L ? VKV_OK : vkv_cmd_copy(gpu, j->all, (uint64_t)l0 * hn4, j->scores, 0, hn4 * nl);
+    st = nl == j->L ? VKV_OK : vkv_cmd_copy(gpu, j->all, (uint64_t)l0 * rn4, j->s2, 0, rn4 * nl);
     if (!st) st = vkv_op_topk_select(gpu, gs, rows, n, vkv_view_of(j->g_kept), 0, base);
     if (!st && tc.a) st = vkv_op_vector_pool_extend(gpu, base, gs, total, vkv_view_of(j->g_ext));
     if (!st && tc.a) st = vkv_op_topk_select(gpu, vkv_view_of(j->g_ext), 1, total, none, tc.pool, pool);
@@ -626,14 +701,20 @@ static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
                          l0, l0 + nl - 1, vkv_pool_scope_name(s->p.pool), (unsigned long long)pool_sum,
                          (unsigned long long)apx_sum, tc.pool, tc.approximated);
     for (uint32_t l = l0; l < l0 + nl; l++) {
-        const uint64_t off = (uint64_t)(l - l0) * hn4;
+        const uint64_t off = (uint64_t)(l - l0) * rn4;
+        vkv_view w;
+        /* a joint map's per-head residuals (the report's) are recomputed per layer */
+        if (tc.a && j->joint && (st = upload_w(j, l, &w))) return st;
         if ((st = vkv_cmd_begin(gpu))) return st;
-        st = vkv_cmd_copy(gpu, j->g_tiers, off, j->tiers, 0, hn4);
-        if (!st) st = vkv_cmd_copy(gpu, j->all, (uint64_t)l * hn4, j->scores, 0, hn4);
-        if (!st && tc.a) st = vkv_cmd_copy(gpu, j->g_eps, off, j->eps, 0, hn4);
+        st = vkv_cmd_copy(gpu, j->g_tiers, off, j->tiers, 0, rn4);
+        if (!st) st = vkv_cmd_copy(gpu, j->all, (uint64_t)l * rn4, selection_scores(j), 0, rn4);
+        if (!st && tc.a) st = j->joint ? record_residual(j, l, w) : vkv_cmd_copy(gpu, j->g_eps, off, j->eps, 0, rn4);
+        if (!st && j->joint) st = record_joint_rows(j);
         if (st) return job_fail(gpu, st, l);
+        const uint32_t *ret_r = pool_rows + (size_t)(l - l0) * R, *apx_r = apx_rows + (size_t)(l - l0) * R;
+        uint32_t ret_h[VKV_MAP_MAX_DIM], apx_h[VKV_MAP_MAX_DIM];
         if ((st = vkv_cmd_submit(gpu)) ||
-            (st = finish_layer(j, l, pool_rows + (size_t)(l - l0) * H, apx_rows + (size_t)(l - l0) * H, tc.a > 0)))
+            (st = finish_layer(j, l, head_counts(j, ret_r, ret_h), head_counts(j, apx_r, apx_h), tc.a > 0)))
             return st;
     }
     return VKV_OK;
@@ -641,7 +722,7 @@ static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
 
 static void job_free(compress_job *j)
 {
-    vkv_buffer *bufs[] = {j->scores, j->pool, j->eps, j->s2, j->apx, j->tiers, j->kpool, j->kapx, j->all,
+    vkv_buffer *bufs[] = {j->scores, j->pool, j->eps, j->s2, j->apx, j->tiers, j->kpool, j->kapx, j->all, j->sel, j->eps_sel,
                           j->g_base, j->g_ext, j->g_pool, j->g_eps, j->g_s2, j->g_apx, j->g_tiers, j->g_kept,
                           j->g_counts, j->g_counts_apx};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(j->gpu, bufs[i]);
@@ -655,6 +736,7 @@ static void job_free(compress_job *j)
     free(j->g_counts_host);
     free(j->vhost);
     free(j->vraw);
+    free(j->w_blocks);
 }
 
 vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *rep)
@@ -665,13 +747,15 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
         return vkv_error(VKV_ERR_ARG, "compress: the cache holds %u tokens, the session was set up for %u",
                          vkv_ctx_n_past(s->ctx), s->n);
     memset(rep, 0, sizeof *rep);
+    const bool joint = s->p.map == VKV_MAP_JOINT;
     compress_job j = {.s = s, .rep = rep, .gpu = vkv_ctx_gpu(s->ctx), .L = hp->n_layer, .H = hp->n_head_kv, .n = s->n,
-                      .hd = hp->head_dim};
+                      .hd = hp->head_dim, .R = joint ? 1 : hp->n_head_kv, .joint = joint};
     rep->n_layer = j.L;
     rep->n_kv_head = j.H;
     rep->n = j.n;
     rep->pa = s->p.pa;
     rep->pool = s->p.pool;
+    rep->map = s->p.map;
     vkv_status st = job_alloc(&j);
     if (st) goto done;
     if (s->p.pp.compression == 0) {
@@ -682,7 +766,8 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     }
     /* Without an approximated tier every scope is the scorer's own selection. */
     const bool wide = s->p.pool != VKV_POOL_ROW && s->p.vector && s->p.pa > 0;
-    if (wide && (uint64_t)j.L * j.H * j.n > UINT32_MAX) {
+    if (joint && s->p.vector && (st = vkv_kv_set_map_shifts(vkv_ctx_kv(s->ctx), j.H))) goto done;
+    if (wide && (uint64_t)j.L * j.R * j.n > UINT32_MAX) {
         st = vkv_error(VKV_ERR_UNSUPPORTED, "the %s pool of %u x %u x %u tokens is over 2^32", vkv_pool_scope_name(s->p.pool),
                        j.L, j.H, j.n);
         goto done;
@@ -695,7 +780,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
         st = compress_rows(&j);
     } else {
         const uint32_t nl = s->p.pool == VKV_POOL_GLOBAL ? j.L : 1;
-        if (!(st = group_buffers(&j, 4ull * nl * j.H * j.n)))
+        if (!(st = group_buffers(&j, 4ull * nl * j.R * j.n)))
             for (uint32_t l0 = 0; l0 < j.L && !st; l0 += nl) st = compress_group(&j, l0, nl);
     }
 done:

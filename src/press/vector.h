@@ -14,6 +14,19 @@
 #include "press/kvzip.h"
 #include "press/press.h"
 
+/* Where VECTOR's maps and tier decisions live (docs/ARCHITECTURE.md §2).
+ * HEAD: a map per (layer, KV head) and a tier per (layer, KV head, token),
+ * the paper's. JOINT: one map per layer over all KV heads' keys, so one tier
+ * per (layer, token), chosen on the scores (and residuals) pooled over the
+ * layer's KV heads (vkv_op_vector_head_mean); the eviction baseline then
+ * selects per layer too. */
+typedef enum vkv_vector_map {
+    VKV_MAP_HEAD = 0,
+    VKV_MAP_JOINT,
+} vkv_vector_map;
+/* "head", "joint". */
+const char *vkv_vector_map_name(vkv_vector_map m);
+
 typedef struct vkv_vector_params {
     const vkv_press_ops *press;
     vkv_press_params pp;       /* compression, window, ... */
@@ -21,6 +34,8 @@ typedef struct vkv_vector_params {
     double pa;                 /* approximation ratio; < 0 = the default (vkv_kv_default_pa) */
     vkv_pool_scope pool;       /* VECTOR's pool scope; VKV_POOL_DEFAULT = the scorer's own (press->pool_scope) */
     const float *w;            /* [n_layer, n_kv_head, head_dim, head_dim] OLS maps (vector only) */
+    vkv_vector_map map;        /* per-head or joint maps and tiers */
+    const float *w_joint;      /* [n_layer, D, D] joint maps, D = n_kv_head head_dim (map JOINT with vector) */
     bool keep_details;         /* keep per-token scores, residuals and tiers for a tier dump */
     bool lean;                 /* benchmarks: no per-head quality figures, no host copies (counts only) */
     /* KVzip (press->repeat_pass): the context's token ids ([n_context], valid
@@ -42,6 +57,8 @@ typedef struct vkv_vector_report {
     uint32_t n_layer, n_kv_head, n;
     double pa;                 /* the approximation ratio used */
     vkv_pool_scope pool;       /* the pool scope used */
+    vkv_vector_map map;        /* JOINT: every KV head of a layer has the same tiers, and scores / eps
+                                * below are the layer's pooled ones, repeated per head */
     uint32_t *n_kept;          /* the scorer's own count (the eviction baseline's) */
     uint32_t *n_ret, *n_apx, *n_evict;
     double *r2_apx;            /* R^2 of the rebuilt values over the approximated tokens (NaN: none) */

@@ -28,18 +28,23 @@ static void cache_row(vkv_dtype t, const void *cache, uint32_t n_ctx, uint32_t h
 
 void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq, vkv_dtype kv_type, const void *k,
                              const void *v, uint32_t n_kv_head, uint32_t n_ctx, uint32_t hd, uint32_t n,
-                             const float *w, float *eps)
+                             uint32_t map_shifts, const float *w, float *eps)
 {
-    float *kr = malloc(sizeof *kr * hd), *ku = malloc(sizeof *ku * hd), *vr = malloc(sizeof *vr * hd);
+    const uint32_t S = map_shifts ? map_shifts : 1;
+    float *kr = malloc(sizeof *kr * hd), *ku = malloc(sizeof *ku * hd * S), *vr = malloc(sizeof *vr * hd);
     for (uint32_t h = 0; h < n_kv_head; h++)
         for (uint32_t j = 0; j < n; j++) {
-            cache_row(kv_type, k, n_ctx, hd, h, j, kr);
+            for (uint32_t s = 0; s < S; s++) {
+                cache_row(kv_type, k, n_ctx, hd, (h + s) % n_kv_head, j, kr);
+                vkv_ref_unrope_row(rope, inv_freq, kr, (int32_t)j, ku + (size_t)s * hd);
+            }
             cache_row(kv_type, v, n_ctx, hd, h, j, vr);
-            vkv_ref_unrope_row(rope, inv_freq, kr, (int32_t)j, ku);
             double e = 0;
             for (uint32_t r = 0; r < hd; r++) {
                 double pred = 0;
-                for (uint32_t c = 0; c < hd; c++) pred += (double)w[((size_t)h * hd + r) * hd + c] * ku[c];
+                for (uint32_t s = 0; s < S; s++)
+                    for (uint32_t c = 0; c < hd; c++)
+                        pred += (double)w[(((size_t)s * n_kv_head + h) * hd + r) * hd + c] * ku[(size_t)s * hd + c];
                 double d = vr[r] - pred;
                 e += d * d;
             }
@@ -48,6 +53,15 @@ void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq,
     free(kr);
     free(ku);
     free(vr);
+}
+
+void vkv_ref_vector_head_mean(const float *x, uint32_t rows, uint32_t n, float *out)
+{
+    for (uint32_t j = 0; j < n; j++) {
+        float sum = 0.0f;
+        for (uint32_t h = 0; h < rows; h++) sum += x[(size_t)h * n + j];
+        out[j] = sum / (float)rows;
+    }
 }
 
 void vkv_ref_kv_compact(vkv_dtype kv_type, const void *k, const void *v, uint32_t n_kv_head, uint32_t n_ctx,
@@ -90,7 +104,7 @@ void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_pa
                               const vkv_tier_head *meta, const float *q, const void *k, const void *v,
                               const int32_t *pos, const float *w, float *out)
 {
-    uint32_t hd = p->head_dim, group = p->n_head / p->n_kv_head;
+    uint32_t hd = p->head_dim, group = p->n_head / p->n_kv_head, S = p->map_shifts ? p->map_shifts : 1;
     float *kr = malloc(sizeof *kr * hd), *ku = malloc(sizeof *ku * hd);
     for (uint32_t i = 0; i < p->n_q; i++)
         for (uint32_t hq = 0; hq < p->n_head; hq++) {
@@ -110,13 +124,17 @@ void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_pa
             double acc[512] = {0};
             for (uint32_t t = 0; t < n_keys; t++) {
                 double pr = s[t] / z;
-                if (t >= m->n_ret && t < n_comp) { /* approximated: W R^-1 K */
-                    for (uint32_t d = 0; d < hd; d++) kr[d] = row_get(p->kv_type, k, m->k_off + t, hd, d);
-                    vkv_ref_unrope_row(rope, inv_freq, kr, pos[m->p_off + t], ku);
-                    for (uint32_t r = 0; r < hd; r++) {
-                        double vh = 0;
-                        for (uint32_t c = 0; c < hd; c++) vh += (double)w[((size_t)h * hd + r) * hd + c] * ku[c];
-                        acc[r] += pr * vh;
+                if (t >= m->n_ret && t < n_comp) { /* approximated: sum_s W[s, h] R^-1 K of head (h+s) */
+                    for (uint32_t sh = 0; sh < S; sh++) {
+                        const vkv_tier_head *src = &meta[(h + sh) % p->n_kv_head];
+                        for (uint32_t d = 0; d < hd; d++) kr[d] = row_get(p->kv_type, k, src->k_off + t, hd, d);
+                        vkv_ref_unrope_row(rope, inv_freq, kr, pos[m->p_off + t], ku);
+                        const float *blk = w + ((size_t)sh * p->n_kv_head + h) * hd * hd;
+                        for (uint32_t r = 0; r < hd; r++) {
+                            double vh = 0;
+                            for (uint32_t c = 0; c < hd; c++) vh += (double)blk[(size_t)r * hd + c] * ku[c];
+                            acc[r] += pr * vh;
+                        }
                     }
                 } else {
                     uint32_t vs = m->v_off + (t < m->n_ret ? t : t - m->n_apx);

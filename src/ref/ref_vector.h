@@ -17,12 +17,18 @@
  * are the model's per-pair frequencies as vkv_rope_inv_freq computes them). */
 void vkv_ref_unrope_row(const vkv_rope_params *rope, const float *inv_freq, const float *k, int32_t pos, float *out);
 
-/* eps[h, j] = ||V_j - W_h R_j^-1 K_j||^2 for the n context tokens of every KV
- * head of an uncompressed cache [n_kv_head, n_ctx, head_dim] (slot j =
- * position j); w: [n_kv_head, head_dim (d_v), head_dim (d_k)] f32. */
+/* eps[h, j] = ||V_hj - V^_hj||^2 for the n context tokens of every KV head of
+ * an uncompressed cache [n_kv_head, n_ctx, head_dim] (slot j = position j),
+ * V^_hj = sum_s W[s, h] R_j^-1 K_((h+s) mod n_kv_head) j with w [map_shifts,
+ * n_kv_head, head_dim (d_v), head_dim (d_k)] f32 (kv/kv_layout.h: 1 for the
+ * per-head maps, n_kv_head for the joint map). */
 void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq, vkv_dtype kv_type,
                              const void *k, const void *v, uint32_t n_kv_head, uint32_t n_ctx, uint32_t head_dim,
-                             uint32_t n, const float *w, float *eps);
+                             uint32_t n, uint32_t map_shifts, const float *w, float *eps);
+
+/* out[j] = (sum over rows h, in order, of x[h, j]) / rows in f32: a layer's
+ * scores or residuals pooled over its KV heads (--vector-map joint). */
+void vkv_ref_vector_head_mean(const float *x, uint32_t rows, uint32_t n, float *out);
 
 /* The asymmetric truncation's elementwise steps over [n_kv_head, n]:
  * s = pool ? max(-eps, -FLT_MAX) (NaN -> -FLT_MAX) : -inf;
@@ -41,8 +47,9 @@ void vkv_ref_kv_compact(vkv_dtype kv_type, const void *k, const void *v, uint32_
 
 /* Attention of q[n_q, n_head, head_dim] (post-RoPE; query i is appended
  * token n_new0 + i) over a tiered cache: every compressed slot plus the
- * appended tokens 0..n_new0+i; values of approximated slots are
- * W_h R_pos^-1 K. out[n_q, n_head, head_dim]. */
+ * appended tokens 0..n_new0+i; the value of approximated slot t of head h is
+ * sum_s W[s, h] R_pos^-1 K_t of head (h+s) mod n_kv_head (w [p->map_shifts,
+ * n_kv_head, head_dim, head_dim]). out[n_q, n_head, head_dim]. */
 void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_params *rope, const float *inv_freq,
                               const vkv_tier_head *meta, const float *q, const void *k, const void *v,
                               const int32_t *pos, const float *w, float *out);

@@ -17,8 +17,8 @@ typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_ma
                              uint32_t tile_q, tile_k, kv_head0, split_len, n_split; } vkv_pc_attn;
 typedef struct vkv_pc_attn_decode_reduce { uint32_t rows, d4n, n_split, groups_x; } vkv_pc_attn_decode_reduce;
 typedef struct vkv_pc_attn_tiered { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale;
-                                    uint32_t tile_q, tile_k, split_len; } vkv_pc_attn_tiered;
-typedef struct vkv_pc_attn_tiered_reduce { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split; } vkv_pc_attn_tiered_reduce;
+                                    uint32_t tile_q, tile_k, split_len, apx_shift, w_off, accumulate; } vkv_pc_attn_tiered;
+typedef struct vkv_pc_attn_tiered_reduce { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split, w_off, accumulate; } vkv_pc_attn_tiered_reduce;
 typedef struct vkv_pc_get_rows { uint32_t n_cols, n_ids, row_base, n_rows; } vkv_pc_get_rows;
 typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_step, x_ones; } vkv_pc_gram;
 typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words; } vkv_pc_kv_compact;
@@ -54,10 +54,11 @@ typedef struct vkv_pc_softmax { uint32_t rows, cols; float scale; uint32_t causa
                                 uint32_t groups_x; } vkv_pc_softmax;
 typedef struct vkv_pc_topk_select { uint32_t rows, n, k_uniform, use_k_buf, row0, groups_x; } vkv_pc_topk_select;
 typedef struct vkv_pc_vector_assign_tiers { uint32_t total; } vkv_pc_vector_assign_tiers;
-typedef struct vkv_pc_vector_materialize { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x; } vkv_pc_vector_materialize;
+typedef struct vkv_pc_vector_head_mean { uint32_t rows, n; } vkv_pc_vector_head_mean;
+typedef struct vkv_pc_vector_materialize { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x, map_shifts; } vkv_pc_vector_materialize;
 typedef struct vkv_pc_vector_pool_extend { uint32_t total; } vkv_pc_vector_pool_extend;
 typedef struct vkv_pc_vector_pool_scores { uint32_t total; } vkv_pc_vector_pool_scores;
-typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x; } vkv_pc_vector_residual;
+typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x, map_shifts; } vkv_pc_vector_residual;
 
 /* Workgroup size (specialization constant 0) by class; sizes in vk/tiles.h. */
 typedef enum vkv_wg_class {
@@ -116,6 +117,7 @@ typedef enum vkv_wg_class {
     X(VECTOR_POOL_SCORES, vector_pool_scores, 3, vkv_pc_vector_pool_scores, VKV_WG_WIDE)               \
     X(VECTOR_POOL_EXTEND, vector_pool_extend, 3, vkv_pc_vector_pool_extend, VKV_WG_WIDE)               \
     X(VECTOR_ASSIGN_TIERS, vector_assign_tiers, 3, vkv_pc_vector_assign_tiers, VKV_WG_WIDE)            \
+    X(VECTOR_HEAD_MEAN, vector_head_mean, 2, vkv_pc_vector_head_mean, VKV_WG_WIDE)                     \
     X(ATTN_PREFILL_F32, attn_prefill_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
     X(ATTN_PREFILL_F16, attn_prefill_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
     X(ATTN_DECODE_F32, attn_decode_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \

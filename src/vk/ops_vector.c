@@ -6,8 +6,21 @@
 
 static uint64_t row_bytes(const vkv_vector_geom *g) { return (g->kv_type == VKV_F16 ? 2ull : 4ull) * g->head_dim; }
 
+static uint32_t shifts(const vkv_vector_geom *g) { return g->map_shifts ? g->map_shifts : 1; }
+
+/* Bytes of the maps W [S, n_kv_head, head_dim, head_dim] f32. */
+static uint64_t map_bytes(const vkv_vector_geom *g)
+{
+    return 4ull * shifts(g) * g->n_kv_head * g->head_dim * g->head_dim;
+}
+
 static vkv_status check_geom(const vkv_vector_geom *g, const char *op)
 {
+    if (shifts(g) != 1 && shifts(g) != g->n_kv_head)
+        return vkv_error(VKV_ERR_ARG, "%s: %u map blocks for %u KV heads (1 or all)", op, shifts(g), g->n_kv_head);
+    if ((uint64_t)shifts(g) * g->head_dim > VKV_MAP_MAX_DIM)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: a joint map over %u KV heads of %u dims is over %u dims", op,
+                         g->n_kv_head, g->head_dim, VKV_MAP_MAX_DIM);
     if (g->kv_type != VKV_F16 && g->kv_type != VKV_F32)
         return vkv_error(VKV_ERR_ARG, "%s: the KV cache must be f16 or f32", op);
     if (!g->head_dim || g->head_dim > 256 || g->head_dim % 2 || g->n_rot > g->head_dim || g->n_rot % 2)
@@ -20,7 +33,7 @@ vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_vi
                                   uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view eps)
 {
     const char *op = "vector_residual";
-    uint64_t cache = row_bytes(g) * g->n_kv_head * n_ctx, wb = 4ull * g->n_kv_head * g->head_dim * g->head_dim;
+    uint64_t cache = row_bytes(g) * g->n_kv_head * n_ctx, wb = map_bytes(g);
     uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1), eb = 4ull * g->n_kv_head * n;
     vkv_status st;
     if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, cache, op, "K cache")) ||
@@ -34,8 +47,7 @@ vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_vi
     vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_RESIDUAL_F16 : VKV_K_VECTOR_RESIDUAL_F32;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, n, &gx, &gy);
-    vkv_pc_vector_residual pc = {
-        n, n_ctx, g->head_dim, g->n_kv_head, g->n_rot, g->neox, gx};
+    vkv_pc_vector_residual pc = {n, n_ctx, g->head_dim, g->n_kv_head, g->n_rot, g->neox, gx, shifts(g)};
     vkv_binding b[5] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(w, 0, wb),
                         vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(eps, 0, eb)};
     return vkv_cmd_dispatch(gpu, kk, b, 5, &pc, sizeof pc, gx, gy, g->n_kv_head);
@@ -70,7 +82,7 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
                                      uint32_t max_apx, vkv_view vhat)
 {
     const char *op = "vector_materialize";
-    uint64_t rb = row_bytes(g), wb = 4ull * g->n_kv_head * g->head_dim * g->head_dim;
+    uint64_t rb = row_bytes(g), wb = map_bytes(g);
     uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1), hb = 4ull * k_rows * g->head_dim;
     vkv_status st;
     if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, rb * k_rows, op, "tiered K")) ||
@@ -83,8 +95,7 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
     vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_MATERIALIZE_F16 : VKV_K_VECTOR_MATERIALIZE_F32;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, max_apx, &gx, &gy);
-    vkv_pc_vector_materialize pc = {g->head_dim, g->n_kv_head, g->n_rot,
-                                                                                 g->neox, max_apx, gx};
+    vkv_pc_vector_materialize pc = {g->head_dim, g->n_kv_head, g->n_rot, g->neox, max_apx, gx, shifts(g)};
     vkv_binding b[6] = {vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
                         vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)), vkv_ops_bind(w, 0, wb),
                         vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(vhat, 0, hb)};
@@ -118,7 +129,7 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
     const char *op = "attn_tiered";
     uint64_t rb = row_bytes(g), qb = 4ull * a->n_q * a->n_head * g->head_dim;
     uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1);
-    uint64_t wb = a->fused ? 4ull * g->n_kv_head * g->head_dim * g->head_dim : 4ull * k_rows * g->head_dim;
+    uint64_t wb = a->fused ? map_bytes(g) : 4ull * k_rows * g->head_dim;
     vkv_status st;
     if (!a->n_head || a->n_head % g->n_kv_head)
         return vkv_error(VKV_ERR_ARG, "%s: %u query heads for %u KV heads", op, a->n_head, g->n_kv_head);
@@ -149,16 +160,27 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
     uint32_t splits = a->scratch.buf ? tiered_splits(a->n_q, max_keys) : 1;
     uint32_t split_len = (max_keys + splits - 1) / splits;
     split_len = (split_len + tile_k - 1) / tile_k * tile_k; /* whole key tiles per split */
-    vkv_pc_attn_tiered pc = {
-        a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale, tile_q, tile_k, split_len};
+    /* A joint map: one run per block s (attn_tiered.comp), s > 0 adding to out. */
+    const uint32_t runs = a->fused && !no_apx ? shifts(g) : 1, block = g->n_kv_head * g->head_dim * g->head_dim;
+    vkv_pc_attn_tiered pc = {a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale,
+                             tile_q, tile_k, split_len, 0, 0, 0};
     vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(v, 0, rb * (v_rows ? v_rows : 1)),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)),
                         vkv_ops_bind(w_or_vhat, 0, wb), vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(out, 0, qb)};
-    if (splits == 1) return vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, 1, g->n_kv_head);
+    const uint32_t groups_q = (rows + tile_q - 1) / tile_q;
+    if (splits == 1) {
+        for (uint32_t s = 0; s < runs; s++) {
+            pc.apx_shift = s;
+            pc.w_off = s * block;
+            pc.accumulate = s > 0;
+            if ((st = vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, groups_q, 1, g->n_kv_head))) return st;
+        }
+        return VKV_OK;
+    }
 
     /* Split decode: partials, then the combining pass with the map. */
     uint64_t sb = vkv_tiered_attn_scratch_bytes(a->n_q, a->n_head, g->head_dim, max_keys);
-    uint64_t wbytes = 4ull * g->n_kv_head * g->head_dim * g->head_dim;
+    uint64_t wbytes = a->fused ? map_bytes(g) : 4ull * g->n_kv_head * g->head_dim * g->head_dim;
     vkv_view wmap = a->fused ? w_or_vhat : a->w;
     if ((st = vkv_ops_check_view(gpu, a->scratch, sb, op, "split scratch")) ||
         (st = vkv_ops_check_single_range(gpu, sb, op, "the split scratch")) ||
@@ -168,12 +190,18 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
                     : a->fused ? (f16 ? VKV_K_ATTN_TIERED_SPLIT_FUSED_F16 : VKV_K_ATTN_TIERED_SPLIT_FUSED_F32)
                                : (f16 ? VKV_K_ATTN_TIERED_SPLIT_MAT_F16 : VKV_K_ATTN_TIERED_SPLIT_MAT_F32);
     b[7] = vkv_ops_bind(a->scratch, 0, sb);
-    if ((st = vkv_cmd_dispatch(gpu, ks, b, 8, &pc, sizeof pc, (rows + tile_q - 1) / tile_q, splits, g->n_kv_head))) return st;
-    vkv_pc_attn_tiered_reduce rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head,
-                                                                           g->head_dim, splits};
+    vkv_pc_attn_tiered_reduce rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head, g->head_dim, splits, 0, 0};
     vkv_binding rb2[4] = {vkv_ops_bind(a->scratch, 0, sb), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
                           vkv_ops_bind(wmap, 0, wbytes), vkv_ops_bind(out, 0, qb)};
-    return vkv_cmd_dispatch(gpu, VKV_K_ATTN_TIERED_REDUCE, rb2, 4, &rp, sizeof rp, a->n_q * a->n_head, 1, 1);
+    for (uint32_t s = 0; s < runs; s++) {
+        pc.apx_shift = s;
+        rp.w_off = s * block;
+        rp.accumulate = s > 0;
+        if ((st = vkv_cmd_dispatch(gpu, ks, b, 8, &pc, sizeof pc, groups_q, splits, g->n_kv_head)) ||
+            (st = vkv_cmd_dispatch(gpu, VKV_K_ATTN_TIERED_REDUCE, rb2, 4, &rp, sizeof rp, a->n_q * a->n_head, 1, 1)))
+            return st;
+    }
+    return VKV_OK;
 }
 
 static vkv_status elementwise3(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_view a, vkv_view b, uint32_t total,
@@ -204,4 +232,21 @@ vkv_status vkv_op_vector_pool_extend(vkv_gpu *gpu, vkv_view base, vkv_view score
 vkv_status vkv_op_vector_assign_tiers(vkv_gpu *gpu, vkv_view pool, vkv_view apx, uint32_t total, vkv_view tiers)
 {
     return elementwise3(gpu, VKV_K_VECTOR_ASSIGN_TIERS, "vector_assign_tiers", pool, apx, total, tiers);
+}
+
+vkv_status vkv_op_vector_head_mean(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out)
+{
+    const char *op = "vector_head_mean";
+    uint64_t xb = 4ull * rows * n, ob = 4ull * n;
+    vkv_status st;
+    if (!rows) return vkv_error(VKV_ERR_ARG, "%s: no rows", op);
+    if ((st = vkv_ops_check_view(gpu, x, xb, op, "input")) || (st = vkv_ops_check_view(gpu, out, ob, op, "output")) ||
+        (st = vkv_ops_check_single_range(gpu, xb, op, "the input")))
+        return st;
+    if (!n) return VKV_OK;
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_VECTOR_HEAD_MEAN), gx, gy;
+    vkv_ops_spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
+    vkv_pc_vector_head_mean pc = {rows, n};
+    vkv_binding b[2] = {vkv_ops_bind(x, 0, xb), vkv_ops_bind(out, 0, ob)};
+    return vkv_cmd_dispatch(gpu, VKV_K_VECTOR_HEAD_MEAN, b, 2, &pc, sizeof pc, gx, gy, 1);
 }

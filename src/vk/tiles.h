@@ -35,4 +35,9 @@
 #define VKV_ATTN_MAX_TILE_Q 32u
 #define VKV_ATTN_MAX_TILE_K 64u
 
+/* vector_residual.comp and vector_materialize.comp: the floats of the
+ * shared pre-RoPE keys one rebuilt value reads (map_shifts * head_dim; the
+ * joint map of 8 KV heads of 256, or 16 of 128). */
+#define VKV_MAP_MAX_DIM 2048u
+
 #endif

@@ -416,6 +416,23 @@ static void CalibFileRoundTripsAndChecksIdentity(vkv_gpu *gpu)
               fabs(back->r2[3] - cal->r2[3]) < 1e-6 && fabs(back->r2_joint[2] - cal->r2_joint[2]) < 1e-6,
           "metadata differ after the round trip");
     CHECK(vkv_calib_map(back, 2, 1) == back->w + (2 * m->hp.n_head_kv + 1) * cal->d_k * cal->d_v, "map accessor");
+    /* The joint maps (--vector-map joint) travel with the per-head ones. */
+    size_t nj = (size_t)m->hp.n_layer * m->hp.n_head_kv * cal->d_k * m->hp.n_head_kv * cal->d_v;
+    CHECK(cal->w_joint && back->w_joint && !memcmp(back->w_joint, cal->w_joint, nj * sizeof *cal->w_joint),
+          "joint maps missing or different after the round trip");
+    CHECK(vkv_calib_joint_map(back, 3) == back->w_joint + nj / m->hp.n_layer * 3, "joint map accessor");
+    {
+        /* A calibration without them loads with none. */
+        float *wj = cal->w_joint;
+        vkv_calib *plain = NULL;
+        cal->w_joint = NULL;
+        st0 = vkv_calib_write(cal, cut, false);
+        cal->w_joint = wj;
+        if (!st0) st0 = vkv_calib_load(cut, m, &plain);
+        CHECK(!st0 && plain && !plain->w_joint && !vkv_calib_joint_map(plain, 0), "a file without joint maps: %s",
+              st0 ? vkv_last_error() : "loaded with some");
+        vkv_calib_free(plain);
+    }
     TRY(vkv_calib_load(out16, m, &back16));
     double maxd = 0;
     for (size_t i = 0; i < nw; i++) maxd = fmax(maxd, fabs(back16->w[i] - cal->w[i]) / (fabs(cal->w[i]) + 1e-3));
