@@ -55,6 +55,9 @@ typedef struct eppl_opts {
     const char *pool_list;     /* --vector-pool LIST; NULL: each scorer's own scope */
     vkv_pool_scope pools[3];
     int n_pools;
+    const char *map_list;      /* --vector-map LIST; NULL: head */
+    vkv_vector_map maps[2];
+    int n_maps;
 } eppl_opts;
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
@@ -86,6 +89,9 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         {.type = CLI_STR, .names = "--vector-pool", .metavar = "LIST", .dest = &o->pool_list,
          .help = "VECTOR's pool scopes, comma-separated (row,layer,global); one VECTOR row each\n"
                  "(default: each scorer's own scope)"},
+        {.type = CLI_STR, .names = "--vector-map", .metavar = "LIST", .dest = &o->map_list,
+         .help = "maps, comma-separated (head,joint); each its baseline and VECTOR rows (joint: one\n"
+                 "tier per layer and token, the baseline selecting per layer; default head)"},
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
@@ -128,6 +134,24 @@ static bool parse_pools(eppl_opts *o)
     return o->n_pools > 0;
 }
 
+/* --vector-map's list; false (printed) on a bad word. */
+static bool parse_maps(eppl_opts *o)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", o->map_list ? o->map_list : "head");
+    o->n_maps = 0;
+    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        vkv_vector_map m = !strcmp(t, "head") ? VKV_MAP_HEAD : !strcmp(t, "joint") ? VKV_MAP_JOINT : (vkv_vector_map)-1;
+        if ((int)m < 0 || o->n_maps == 2) {
+            cli_usage_error("eval-ppl", "--vector-map wants head or joint, comma-separated, got '%s'", o->map_list);
+            return false;
+        }
+        o->maps[o->n_maps++] = m;
+    }
+    if (!o->n_maps) cli_usage_error("eval-ppl", "--vector-map is empty");
+    return o->n_maps > 0;
+}
+
 /* The rules between options; -1 when they hold, else 2 (printed). */
 static int check_eppl_options(eppl_opts *o)
 {
@@ -143,6 +167,7 @@ static int check_eppl_options(eppl_opts *o)
         o->n_presses++;
     }
     if (o->pool_list && !parse_pools(o)) return 2;
+    if (!parse_maps(o)) return 2;
     for (int r = 0; r < o->n_ratios; r++)
         for (int k = 0; k < o->n_pas; k++) {
             char why[160];
@@ -230,10 +255,11 @@ static vkv_status reference_pass(vkv_session *s, const eppl_opts *o, eppl_data *
 /* One row of the table: press, ratio and method over every window, in the
  * press's query mode (its own unless overridden). */
 static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press, double ratio,
-                            bool vector, vkv_pool_scope pool, double pa, double *kl_out)
+                            bool vector, vkv_vector_map map, vkv_pool_scope pool, double pa, double *kl_out)
 {
     uint32_t nv = s->model->hp.n_vocab;
-    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = pa, .pool = pool, .plain_prompt = true};
+    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = pa, .pool = pool, .map = map,
+                         .plain_prompt = true};
     const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
@@ -264,13 +290,15 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     double cnt = (double)o->n_windows * (o->n_cont - (query_aware ? 1 : 0));
     *kl_out = kl / cnt;
     const char *mode = query_aware ? "aware" : "agnostic";
-    char meth[32] = "baseline";
-    if (vector) snprintf(meth, sizeof meth, pool ? "VECTOR/%s" : "VECTOR", vkv_pool_scope_name(pool));
+    /* baseline, VECTOR, then /joint for the joint maps' (per-layer) selection, then the pool scope */
+    char meth[40];
+    snprintf(meth, sizeof meth, "%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
+             vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "");
     if (o->markdown)
         printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
     else
-        printf("%-13s %-8s %5.2f %-13s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, mode, ratio, meth, used_pa,
+        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
     fflush(stdout);
     return VKV_OK;
@@ -296,51 +324,54 @@ static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl
 typedef struct pa_row {
     const char *press;
     double p_c, base_kl, kl[16];
+    vkv_vector_map map;
     vkv_pool_scope pool;
 } pa_row;
 
 static void print_pa_table(const eppl_opts *o, const pa_row *rows, int n)
 {
-    printf(o->markdown ? "\n| press | p_c | pool | baseline |" : "\nmean KL by p_a\n%-13s %5s %-7s %9s", "press", "p_c", "pool",
-           "baseline");
+    printf(o->markdown ? "\n| press | p_c | map | pool | baseline |" : "\nmean KL by p_a\n%-13s %5s %-5s %-7s %9s", "press", "p_c",
+           "map", "pool", "baseline");
     for (int k = 0; k < o->n_pas; k++) printf(o->markdown ? " p_a %g |" : " %9.3g", o->pas[k]);
     if (o->markdown) {
-        printf("\n| --- | ---: | --- | ---: |");
+        printf("\n| --- | ---: | --- | --- | ---: |");
         for (int k = 0; k < o->n_pas; k++) printf(" ---: |");
     }
     printf("\n");
     for (int i = 0; i < n; i++) {
         const char *pool = rows[i].pool ? vkv_pool_scope_name(rows[i].pool) : "own";
-        printf(o->markdown ? "| %s | %.2f | %s | %.5f |" : "%-13s %5.2f %-7s %9.5f", rows[i].press, rows[i].p_c, pool,
-               rows[i].base_kl);
+        printf(o->markdown ? "| %s | %.2f | %s | %s | %.5f |" : "%-13s %5.2f %-5s %-7s %9.5f", rows[i].press, rows[i].p_c,
+               vkv_vector_map_name(rows[i].map), pool, rows[i].base_kl);
         for (int k = 0; k < o->n_pas; k++) printf(o->markdown ? " %.5f |" : " %9.5f", rows[i].kl[k]);
         printf("\n");
     }
 }
 
-/* Every row of the table: press x p_c x (baseline, VECTOR x pool x p_a); with
- * several p_a, a second table of the KLs with a column per p_a. */
+/* Every row of the table: press x p_c x map x (baseline, VECTOR x pool x
+ * p_a); with several p_a, a second table of the KLs with a column per p_a. */
 static vkv_status run_grid(vkv_session *s, const eppl_opts *o, eppl_data *d)
 {
     const int n_pools = o->n_pools ? o->n_pools : 1;
     const bool baseline = !o->vector_only, vector = o->vector_only || o->both;
-    pa_row *rows = calloc((size_t)o->n_presses * o->n_ratios * n_pools, sizeof *rows);
+    pa_row *rows = calloc((size_t)o->n_presses * o->n_ratios * o->n_maps * n_pools, sizeof *rows);
     if (!rows) return vkv_error(VKV_ERR_OOM, "out of host memory");
     vkv_status st = VKV_OK;
     int n = 0;
     for (int pi = 0; pi < o->n_presses && !st; pi++)
-        for (int ri = 0; ri < o->n_ratios && !st; ri++) {
-            double base_kl = NAN;
-            if (baseline)
-                st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], false, VKV_POOL_DEFAULT, -1, &base_kl);
-            for (int k = 0; vector && k < n_pools && !st; k++) {
-                pa_row *r = &rows[n++];
-                *r = (pa_row){.press = o->presses[pi]->name, .p_c = o->ratios[ri], .base_kl = base_kl,
-                              .pool = o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT};
-                for (int a = 0; a < o->n_pas && !st; a++)
-                    st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], true, r->pool, o->pas[a], &r->kl[a]);
+        for (int ri = 0; ri < o->n_ratios && !st; ri++)
+            for (int mi = 0; mi < o->n_maps && !st; mi++) {
+                const vkv_vector_map map = o->maps[mi];
+                double base_kl = NAN;
+                if (baseline)
+                    st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], false, map, VKV_POOL_DEFAULT, -1, &base_kl);
+                for (int k = 0; vector && k < n_pools && !st; k++) {
+                    pa_row *r = &rows[n++];
+                    *r = (pa_row){.press = o->presses[pi]->name, .p_c = o->ratios[ri], .base_kl = base_kl, .map = map,
+                                  .pool = o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT};
+                    for (int a = 0; a < o->n_pas && !st; a++)
+                        st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], true, map, r->pool, o->pas[a], &r->kl[a]);
+                }
             }
-        }
     if (!st && vector && o->n_pas > 1) print_pa_table(o, rows, n);
     free(rows);
     return st;
@@ -360,7 +391,7 @@ int cmd_eval_ppl(int argc, char **argv)
         goto out;
     printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n"
                         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
-                      : "%-13s %-8s %5s %-13s %6s %10s %12s %10s %11s\n",
+                      : "%-13s %-8s %5s %-19s %6s %10s %12s %10s %11s\n",
            "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
     if ((st = reference_pass(s, &o, &d))) goto out;
     st = run_grid(s, &o, &d);

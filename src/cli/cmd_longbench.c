@@ -39,11 +39,14 @@ enum { LB_PROTOCOL_KVPRESS, LB_PROTOCOL_LONGBENCH };
 static const char *const protocol_names[] = {"kvpress", "longbench"};
 
 /* Whether a result line was made with these settings (a line without a
- * protocol or a pool scope predates them: THUDM's prompts, row pools). */
+ * protocol, a pool scope or a map predates them: THUDM's prompts, row pools,
+ * per-head maps). */
 static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env *e, int protocol)
 {
     const char *proto = json_get_str(r, "protocol"), *pool = json_get_str(r, "vector_pool");
+    const char *map = json_get_str(r, "vector_map");
     if (strcmp(proto ? proto : "longbench", protocol_names[protocol])) return false;
+    if (o->po.press && strcmp(map ? map : "head", vkv_vector_map_name((vkv_vector_map)o->po.vector_map))) return false;
     if (o->po.vector &&
         strcmp(pool ? pool : "row", vkv_pool_scope_name(vkv_press_pool_scope(e->press, eval_pool_scope(o)))))
         return false;

@@ -62,15 +62,16 @@ static void print_compression(FILE *f, const char *press, double pc, bool vector
     }
     uint64_t slots = ret + apx + ev;
     uint64_t kept = mem.k_retained + mem.v_retained + mem.k_approximated;
-    fprintf(f, "\n--- compression: %s, p_c %.3g%s%s, %u context tokens, %.3f s\n", press, pc,
-            vector ? ", VECTOR" : "", query_aware ? ", query-aware" : ", query-agnostic", r->n, seconds);
+    fprintf(f, "\n--- compression: %s, p_c %.3g%s%s%s, %u context tokens, %.3f s\n", press, pc,
+            vector ? ", VECTOR" : "", r->map == VKV_MAP_JOINT ? ", joint maps (one tier per layer and token)" : "",
+            query_aware ? ", query-aware" : ", query-agnostic", r->n, seconds);
     if (vector) {
         /* The byte equation: keys K + a, values K - a, K the scorer's own count (docs/ARCHITECTURE.md §2). */
         uint64_t k_sum = 0;
         for (size_t i = 0; i < (size_t)r->n_layer * r->n_kv_head; i++) k_sum += r->n_kept[i];
-        fprintf(f, "p_a %.4g, %s pool: scorer's count K %llu, a %llu, pool %llu; keys held %llu = K + a, values held "
-                   "%llu = K - a\n",
-                r->pa, vkv_pool_scope_name(r->pool), (unsigned long long)k_sum, (unsigned long long)(ret + apx - k_sum),
+        fprintf(f, "p_a %.4g, %s maps, %s pool: scorer's count K %llu, a %llu, pool %llu; keys held %llu = K + a, values "
+                   "held %llu = K - a\n",
+                r->pa, vkv_vector_map_name(r->map), vkv_pool_scope_name(r->pool), (unsigned long long)k_sum, (unsigned long long)(ret + apx - k_sum),
                 (unsigned long long)(ret + apx), (unsigned long long)(ret + apx), (unsigned long long)ret);
     }
     fprintf(f, "tokens (all layers x KV heads): retained %llu (%.1f%%), approximated %llu (%.1f%%), evicted %llu (%.1f%%)\n",
@@ -182,7 +183,7 @@ static vkv_compression run_compression(const run_opts *o)
     const cli_press_opts *po = &o->po;
     return (vkv_compression){.press = o->press, .p_c = po->compression, .vector = po->vector, .p_a = po->pa,
                              .pool = (vkv_pool_scope)cli_pool_scope(po->vector_pool),
-                             .query_aware = po->query_aware, .materialized = po->materialized,
+                             .map = (vkv_vector_map)po->vector_map, .query_aware = po->query_aware, .materialized = po->materialized,
                              .keep_details = o->tier_dump != NULL, .plain_prompt = !o->chat};
 }
 

@@ -64,7 +64,7 @@ vkv_pool_scope eval_pool_scope(const eval_opts *o) { return (vkv_pool_scope)cli_
 vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat)
 {
     return (vkv_compression){.press = e->press, .p_c = o->po.compression < 0 ? 0 : o->po.compression, .vector = o->po.vector,
-                             .p_a = o->po.pa, .pool = eval_pool_scope(o),
+                             .p_a = o->po.pa, .pool = eval_pool_scope(o), .map = (vkv_vector_map)o->po.vector_map,
                              .query_aware = o->po.query_aware, .materialized = o->po.materialized,
                              .plain_prompt = !chat};
 }
@@ -84,6 +84,9 @@ void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env 
     vkv_json_num(w, eval_effective_pa(o)); /* NaN -> null */
     vkv_json_key(w, "vector_pool");
     if (o->po.vector) vkv_json_str(w, vkv_pool_scope_name(vkv_press_pool_scope(e->press, eval_pool_scope(o))));
+    else vkv_json_null(w);
+    vkv_json_key(w, "vector_map");
+    if (o->po.press) vkv_json_str(w, vkv_vector_map_name((vkv_vector_map)o->po.vector_map));
     else vkv_json_null(w);
     vkv_json_key(w, "query_aware");
     vkv_json_bool(w, o->po.query_aware);

@@ -148,6 +148,7 @@ typedef struct cli_press_opts {
     bool query_aware;       /* the mode used: the flags', else the scorer's (cli_press_opts_check) */
     bool materialized;
     int vector_pool;        /* -1: the scorer's own; else an index into "row|layer|global" */
+    int vector_map;         /* an index into "head|joint" (vkv_vector_map) */
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
@@ -189,6 +190,10 @@ int cli_pool_scope(int vector_pool);
     {.type = CLI_ENUM, .names = "--vector-pool", .dest = &(po).vector_pool, .choices = "row|layer|global",        \
      .help = "where VECTOR's budget, pool and residual ranking are taken (default: layer for\n"                \
              "pyramidkv, row otherwise, as measured in models/README.md)"},                                       \
+    {.type = CLI_ENUM, .names = "--vector-map", .dest = &(po).vector_map, .choices = "head|joint",              \
+     .help = "VECTOR's maps: one per (layer, KV head), or one joint map per layer over all KV\n"             \
+             "heads, whose tiers are chosen per layer on the heads' mean score (the baseline\n"                \
+             "then selects per layer too); default head"},                                                      \
     {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
      .help = "attention rebuilds every approximated value (reference path; default: fused)"}
 

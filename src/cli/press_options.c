@@ -52,9 +52,9 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
     if (po->press && !(*press = vkv_press_find(po->press))) why = vkv_last_error();
     else if (po->press && po->compression < 0) why = "--press needs --compression P";
     else if (!po->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->aware_flag ||
-                            po->agnostic_flag || po->materialized || po->vector_pool >= 0))
-        why = "--compression, --vector, --pa, --calib, --vector-pool, --query-aware, --query-agnostic and "
-              "--materialized need --press NAME";
+                            po->agnostic_flag || po->materialized || po->vector_pool >= 0 || po->vector_map))
+        why = "--compression, --vector, --pa, --calib, --vector-pool, --vector-map, --query-aware, --query-agnostic "
+              "and --materialized need --press NAME";
     else if (po->aware_flag && po->agnostic_flag) why = "--query-aware and --query-agnostic exclude each other";
     else if ((po->pa >= 0 || po->calib || po->vector_pool >= 0) && !po->vector)
         why = "--pa, --calib and --vector-pool need --vector";

@@ -463,7 +463,7 @@ static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret,
     vkv_status st;
     for (uint32_t h = 0; h < H; h++) {
         size_t lh = (size_t)l * H + h;
-        rep->n_kept[lh] = j->kept_rows[lh];
+        rep->n_kept[lh] = j->kept_rows[(size_t)l * j->R + (j->joint ? 0 : h)];
         rep->n_ret[lh] = j->n_ret[h] = ret[h];
         rep->n_apx[lh] = j->n_apx[h] = apx[h];
         rep->n_evict[lh] = n - ret[h] - apx[h];

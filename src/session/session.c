@@ -211,11 +211,12 @@ static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt
 static vkv_status vector_params(vkv_session *s, const vkv_compression *c, const int32_t *ids, vkv_vector_params *vp)
 {
     *vp = (vkv_vector_params){.press = c->press, .pp = vkv_press_params_default(c->p_c), .vector = c->vector,
-                              .pa = c->p_a, .pool = c->pool, .keep_details = c->keep_details, .lean = c->lean,
-                              .context_ids = ids};
+                              .pa = c->p_a, .pool = c->pool, .map = c->map, .keep_details = c->keep_details,
+                              .lean = c->lean, .context_ids = ids};
     if (c->vector) {
         if (!s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
         vp->w = s->calib->w;
+        vp->w_joint = s->calib->w_joint;
     }
     /* At p_c = 0 nothing is scored and KVzip does not repeat the context. */
     if (c->press->repeat_pass && c->p_c > 0) {

@@ -68,6 +68,7 @@ typedef struct vkv_compression {
     bool vector;                /* VECTOR's approximated tier (needs the calibration) */
     double p_a;                 /* approximation ratio; < 0: the default */
     vkv_pool_scope pool;        /* VECTOR's pool scope; VKV_POOL_DEFAULT: the scorer's own */
+    vkv_vector_map map;         /* per-head or joint maps (and per-head or per-layer selection) */
     bool query_aware;           /* compress the question with the context */
     bool materialized;          /* attention rebuilds every approximated value (reference path) */
     bool keep_details;          /* per-token scores, residuals and tiers in the report (tier dump) */

@@ -35,6 +35,7 @@ static void write_pool(vkv_json_writer *w, const vkv_vector_report *r)
     vkv_json_key(w, "vector_pool");
     vkv_json_begin_object(w);
     vkv_json_key(w, "scope"); vkv_json_str(w, vkv_pool_scope_name(r->pool));
+    vkv_json_key(w, "map"); vkv_json_str(w, vkv_vector_map_name(r->map));
     vkv_json_key(w, "kept"); vkv_json_uint(w, k);
     vkv_json_key(w, "a"); vkv_json_uint(w, ret + apx - k);
     vkv_json_key(w, "keys"); vkv_json_uint(w, ret + apx);

@@ -17,7 +17,7 @@ for press in keydiff pyramidkv kvzip; do
   for pool in row layer global; do
     run --press $press --compression 0.75 --vector --vector-pool $pool --tier-dump "$tmp/$press-$pool.json" \
       2>"$tmp/$press-$pool.err" >/dev/null || { bad "$press $pool run: $(tail -2 "$tmp/$press-$pool.err")"; continue; }
-    grep -q "$pool pool: scorer's count K" "$tmp/$press-$pool.err" && ok || bad "$press $pool: no pool line"
+    grep -q "head maps, $pool pool: scorer's count K" "$tmp/$press-$pool.err" && ok || bad "$press $pool: no pool line"
     python3 - "$tmp/$press-$pool.json" "$pool" <<'PY' && ok || bad "$press $pool: the device's tiers break the rules"
 import json, math, sys
 d = json.load(open(sys.argv[1])); scope = sys.argv[2]
