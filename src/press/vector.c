@@ -766,7 +766,8 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     }
     /* Without an approximated tier every scope is the scorer's own selection. */
     const bool wide = s->p.pool != VKV_POOL_ROW && s->p.vector && s->p.pa > 0;
-    if (joint && s->p.vector && (st = vkv_kv_set_map_shifts(vkv_ctx_kv(s->ctx), j.H))) goto done;
+    /* The cache's maps follow this compression's (a session's cache outlives one compression). */
+    if ((st = vkv_kv_set_map_shifts(vkv_ctx_kv(s->ctx), joint && s->p.vector ? j.H : 1))) goto done;
     if (wide && (uint64_t)j.L * j.R * j.n > UINT32_MAX) {
         st = vkv_error(VKV_ERR_UNSUPPORTED, "the %s pool of %u x %u x %u tokens is over 2^32", vkv_pool_scope_name(s->p.pool),
                        j.L, j.H, j.n);
