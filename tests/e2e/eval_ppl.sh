@@ -14,7 +14,7 @@ printf '%s\n' "$out" > "$tmp/sweep.md"
 python3 - "$tmp/sweep.md" <<'PY' && ok || bad "pa sweep table: $out"
 import re, sys
 text = open(sys.argv[1]).read()
-rows = re.findall(r"^\| (keydiff|snapkv) \| 0\.50 \| own \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
+rows = re.findall(r"^\| (keydiff|snapkv) \| 0\.50 \| head \| own \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", text, re.M)
 assert len(rows) == 2, text
 for press, base, pa0, pa1, pa2 in rows:
     assert base == pa0, (press, base, pa0)        # p_a = 0 is the baseline, bit for bit
