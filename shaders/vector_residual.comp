@@ -1,7 +1,8 @@
 #version 450
 // VECTOR's OLS residual of every context token of every KV head:
 //   eps[h, j] = || V_hj - sum_s W[s, h] R_j^-1 K_((h+s) mod H) j ||^2
-// over an uncompressed cache (slot j = position j); S = map_shifts is 1 for
+// over an uncompressed cache (slot j = position j, or pos[j] with has_pos: a
+// tiered layer gathered back into that layout); S = map_shifts is 1 for
 // the per-head maps and H for the joint map (docs/ARCHITECTURE.md §2). One
 // workgroup per (token j, KV head h): the S pre-RoPE keys go to shared
 // memory, threads split the rows of W, and the squared error is reduced in
@@ -15,12 +16,14 @@ layout(binding = 1) readonly buffer Vbuf { uint v_words[]; };   // [n_kv_head, n
 layout(binding = 2) readonly buffer Wbuf { float w[]; };        // [map_shifts, n_kv_head, head_dim (d_v), head_dim (d_k)]
 layout(binding = 3) readonly buffer Fbuf { float inv_freq[]; }; // [n_rot / 2]
 layout(binding = 4) writeonly buffer Ebuf { float eps[]; };     // [n_kv_head, n]
+layout(binding = 5) readonly buffer Pbuf { int pos[]; };        // [n_kv_head, n] positions (has_pos)
 
 layout(push_constant) uniform PC {
     uint n, n_ctx, head_dim, n_kv_head;
     uint n_rot, neox;
     uint groups_x;
     uint map_shifts; // S: map_shifts * head_dim <= VKV_MAP_MAX_DIM
+    uint has_pos;    // 0: slot j is at position j
 } pc;
 
 #include "common/kv_rows.glsl"
@@ -48,7 +51,7 @@ void main()
     uint slot = h * pc.n_ctx + j, S = pc.map_shifts;
     for (uint e = tid; e < S * hd; e += wg) {
         uint src = (h + e / hd) % pc.n_kv_head;
-        ku[e] = unrope_elem(src * pc.n_ctx + j, hd, e % hd, int(j));
+        ku[e] = unrope_elem(src * pc.n_ctx + j, hd, e % hd, pc.has_pos != 0u ? pos[src * pc.n + j] : int(j));
     }
     barrier();
     float e = 0.0;

@@ -55,6 +55,7 @@ typedef struct eppl_opts {
     const char *pool_list;     /* --vector-pool LIST; NULL: each scorer's own scope */
     vkv_pool_scope pools[3];
     int n_pools;
+    int64_t compress_every, max_kv_tokens; /* compression during generation (0: off) */
     const char *map_list;      /* --vector-map LIST; NULL: head */
     vkv_vector_map maps[2];
     int n_maps;
@@ -92,6 +93,11 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         {.type = CLI_STR, .names = "--vector-map", .metavar = "LIST", .dest = &o->map_list,
          .help = "maps, comma-separated (head,joint); each its baseline and VECTOR rows (joint: one\n"
                  "tier per layer and token, the baseline selecting per layer; default head)"},
+        {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &o->compress_every, .min = 1,
+         .max = 1 << 24, .help = "compress during the continuation too: at most every N tokens, the cache\n"
+                                 "under --max-kv-tokens M pairs per head (keydiff, knorm)"},
+        {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &o->max_kv_tokens, .min = 2,
+         .max = 1 << 24, .help = "the budget of --compress-every (M > N)"},
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
@@ -159,6 +165,10 @@ static int check_eppl_options(eppl_opts *o)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
     if (o->aware_flag && o->agnostic_flag)
         return cli_usage_error("eval-ppl", "--query-aware and --query-agnostic exclude each other");
+    if (!o->compress_every != !o->max_kv_tokens)
+        return cli_usage_error("eval-ppl", "--compress-every and --max-kv-tokens go together");
+    if (o->compress_every && o->max_kv_tokens <= o->compress_every)
+        return cli_usage_error("eval-ppl", "--max-kv-tokens must be larger than --compress-every");
     char buf[256];
     snprintf(buf, sizeof buf, "%s", o->press_list);
     for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -259,7 +269,8 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
 {
     uint32_t nv = s->model->hp.n_vocab;
     vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = pa, .pool = pool, .map = map,
-                         .plain_prompt = true};
+                         .plain_prompt = true, .compress_every = (uint32_t)o->compress_every,
+                         .max_kv_tokens = (uint32_t)o->max_kv_tokens};
     const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
@@ -271,7 +282,8 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         vkv_status st = vkv_session_prefill(s, &c, &pr, VKV_LOGITS_REST, d->logits, &pf);
         if (st) return st;
         ms += pf.report.seconds * 1e3;
-        used_pa = pf.report.pa;
+        /* compression during generation resolves the default p_a per head at each compression: nan */
+        used_pa = c.compress_every && vector ? (pa >= 0 ? pa : NAN) : pf.report.pa;
         vkv_prefill_free(&pf);
         for (int64_t t = (query_aware ? 1 : 0); t < o->n_cont; t++) {
             /* prediction made at position c0 + t: compressed logits row (c0 + t - n_comp) */
@@ -292,8 +304,8 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     const char *mode = query_aware ? "aware" : "agnostic";
     /* baseline, VECTOR, then /joint for the joint maps' (per-layer) selection, then the pool scope */
     char meth[40];
-    snprintf(meth, sizeof meth, "%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
-             vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "");
+    snprintf(meth, sizeof meth, "%s%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
+             vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "", o->compress_every ? "/decode" : "");
     if (o->markdown)
         printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, mode, ratio, meth, used_pa,
                exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);

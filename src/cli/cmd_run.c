@@ -181,9 +181,10 @@ static int make_prompt(const vkv_session *s, const run_opts *o, vkv_prompt *pr, 
 static vkv_compression run_compression(const run_opts *o)
 {
     const cli_press_opts *po = &o->po;
-    return (vkv_compression){.press = o->press, .p_c = po->compression, .vector = po->vector, .p_a = po->pa,
+    return (vkv_compression){.press = o->press, .p_c = po->compression < 0 ? 0 : po->compression, .vector = po->vector, .p_a = po->pa,
                              .pool = (vkv_pool_scope)cli_pool_scope(po->vector_pool),
-                             .map = (vkv_vector_map)po->vector_map, .query_aware = po->query_aware, .materialized = po->materialized,
+                             .map = (vkv_vector_map)po->vector_map, .query_aware = po->query_aware,
+                             .compress_every = (uint32_t)po->compress_every, .max_kv_tokens = (uint32_t)po->max_kv_tokens, .materialized = po->materialized,
                              .keep_details = o->tier_dump != NULL, .plain_prompt = !o->chat};
 }
 
@@ -198,7 +199,10 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
     uint32_t room = 0;
     vkv_compression c = run_compression(o);
     if ((*st = vkv_session_press_room(s, &c, (uint32_t)(o->po.query_aware ? pr->n : pr->n_context), &room))) return 1;
-    if (!cp.n_ctx) {
+    if (!cp.n_ctx && o->po.compress_every) {
+        /* a budgeted cache: positions for the whole prompt and generation */
+        cp.n_ctx = (uint32_t)(pr->n + o->n_predict + room);
+    } else if (!cp.n_ctx) {
         cp.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
         if (cp.n_ctx < pr->n + o->n_predict && hp->n_ctx_train >= pr->n + o->n_predict) cp.n_ctx = (uint32_t)(pr->n + o->n_predict);
         if (cp.n_ctx < pr->n + room) cp.n_ctx = (uint32_t)(pr->n + room);
@@ -301,6 +305,15 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     if (n_gen > 1) fprintf(stderr, "generation: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)n_gen, t_gen, (n_gen - 1) / t_gen);
     else fprintf(stderr, "generation: %lld tokens\n", (long long)n_gen);
     if (stop) fprintf(stderr, "stopped:    %s\n", stop);
+    if (s->decode) {
+        /* The budget check of compression during generation: rows held against 2 M. */
+        vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
+        uint64_t row_bytes = (kv_type == VKV_F16 ? 2ull : 4ull) * hp->head_dim;
+        fprintf(stderr, "compression during generation: %u compressions in %.3f s; the most K+V rows any (layer, KV head) "
+                        "held: %llu of the budget's %llu (%.1f KiB of %.1f KiB per head)\n",
+                ds.compressions, ds.seconds, (unsigned long long)ds.max_rows, 2ull * (unsigned long long)o->po.max_kv_tokens,
+                ds.max_rows * row_bytes / 1024.0, 2.0 * o->po.max_kv_tokens * row_bytes / 1024.0);
+    }
     fprintf(stderr, "KV cache:   %.2f MiB (%s, %u slots x %u layers x %u KV heads x %u dims x K,V)\n",
             vkv_ctx_kv_bytes(s->ctx) / 1048576.0, kv_type == VKV_F16 ? "f16" : "f32", vkv_ctx_n_ctx(s->ctx),
             hp->n_layer, hp->n_head_kv, hp->head_dim);

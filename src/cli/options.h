@@ -149,6 +149,8 @@ typedef struct cli_press_opts {
     bool materialized;
     int vector_pool;        /* -1: the scorer's own; else an index into "row|layer|global" */
     int vector_map;         /* an index into "head|joint" (vkv_vector_map) */
+    int64_t compress_every; /* compression during generation: every N tokens (0: off) */
+    int64_t max_kv_tokens;  /* ... under M full KV pairs per head */
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
@@ -194,6 +196,11 @@ int cli_pool_scope(int vector_pool);
      .help = "VECTOR's maps: one per (layer, KV head), or one joint map per layer over all KV\n"             \
              "heads, whose tiers are chosen per layer on the heads' mean score (the baseline\n"                \
              "then selects per layer too); default head"},                                                      \
+    {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &(po).compress_every, .min = 1,      \
+     .max = 1 << 24, .help = "compress during generation: at most every N tokens, with --max-kv-tokens\n"        \
+                             "(scorers keydiff and knorm; VECTOR's tiers kept, demoted only)"},                  \
+    {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &(po).max_kv_tokens, .min = 2,        \
+     .max = 1 << 24, .help = "the KV pairs per head the cache never exceeds (M > N)"},                          \
     {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
      .help = "attention rebuilds every approximated value (reference path; default: fused)"}
 

@@ -50,7 +50,12 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
         return false;
     }
     if (po->press && !(*press = vkv_press_find(po->press))) why = vkv_last_error();
-    else if (po->press && po->compression < 0) why = "--press needs --compression P";
+    else if (po->press && po->compression < 0 && !po->compress_every)
+        why = "--press needs --compression P (or --compress-every N)";
+    else if (!po->compress_every != !po->max_kv_tokens) why = "--compress-every and --max-kv-tokens go together";
+    else if (po->compress_every && !po->press) why = "--compress-every needs --press NAME";
+    else if (po->compress_every && po->max_kv_tokens <= po->compress_every)
+        why = "--max-kv-tokens must be larger than --compress-every";
     else if (!po->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->aware_flag ||
                             po->agnostic_flag || po->materialized || po->vector_pool >= 0 || po->vector_map))
         why = "--compression, --vector, --pa, --calib, --vector-pool, --vector-map, --query-aware, --query-agnostic "

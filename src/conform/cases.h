@@ -24,10 +24,12 @@ vkv_status case_kv_store(conform_ctx *c, bool f16, uint32_t n_tok, uint32_t n_kv
 vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,
                           uint32_t hd, uint32_t n_q, uint32_t pos0, uint32_t n_kv, uint32_t n_ctx_max,
                           float q_amp);
-/* joint: the maps are one joint map per layer (S = n_kv blocks, kv/kv_layout.h);
+/* with_pos: the residual reads each slot's position from a table (a tiered
+ * layer gathered back into the plain layout for decode-time compression).
+ * joint: the maps are one joint map per layer (S = n_kv blocks, kv/kv_layout.h);
  * for case_tiered every head then holds the same tiers. */
 vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_rot, bool neox,
-                                uint32_t n_ctx, uint32_t n, bool joint);
+                                uint32_t n_ctx, uint32_t n, bool joint, bool with_pos);
 vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv, uint32_t hd, uint32_t n_rot,
                        bool neox, uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q, bool joint);
 vkv_status case_vector_head_mean(conform_ctx *c, uint32_t rows, uint32_t n);

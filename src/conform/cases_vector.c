@@ -14,21 +14,22 @@
 
 /* ---------------- VECTOR: residual, compaction, tiered attention ---------------- */
 
-typedef struct { vkv_vector_geom g; guarded k, v, w, f, eps; uint32_t n_ctx, n; } resid_args;
+typedef struct { vkv_vector_geom g; guarded k, v, w, f, eps, pos; uint32_t n_ctx, n; } resid_args;
 
 static vkv_status rec_resid(conform_ctx *c, void *p)
 {
     resid_args *a = p;
-    return vkv_op_vector_residual(c->gpu, &a->g, a->k.view, a->v.view, a->n_ctx, a->n, a->w.view, a->f.view, a->eps.view);
+    return vkv_op_vector_residual(c->gpu, &a->g, a->k.view, a->v.view, a->n_ctx, a->n, a->w.view, a->f.view,
+                                  a->pos.buf ? a->pos.view : (vkv_view){0}, a->eps.view);
 }
 
 vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_rot, bool neox,
-                                       uint32_t n_ctx, uint32_t n, bool joint)
+                                       uint32_t n_ctx, uint32_t n, bool joint, bool with_pos)
 {
-    char shape[112];
+    char shape[128];
     const uint32_t S = joint ? n_kv : 1;
-    snprintf(shape, sizeof shape, "%u heads x %u tokens (of %u) x %u, rot %u %s%s", n_kv, n, n_ctx, hd, n_rot,
-             neox ? "neox" : "interleaved", joint ? ", joint map" : "");
+    snprintf(shape, sizeof shape, "%u heads x %u tokens (of %u) x %u, rot %u %s%s%s", n_kv, n, n_ctx, hd, n_rot,
+             neox ? "neox" : "interleaved", joint ? ", joint map" : "", with_pos ? ", gathered positions" : "");
     conform_result *r = conform_new_result(c, "vector_residual", t == VKV_F16 ? "f16" : "f32", shape);
     if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
     size_t rows = (size_t)n_kv * n_ctx, cb = (t == VKV_F16 ? 2 : 4) * rows * hd;
@@ -36,18 +37,23 @@ vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint
     const size_t wn = (size_t)S * n_kv * hd * hd;
     float *w = conform_random_f32(c, wn), inv_freq[128];
     float *ref = malloc(4ull * n_kv * n), *got = malloc(4ull * n_kv * n);
+    int32_t *pos = with_pos ? malloc(4ull * n_kv * n) : NULL;
     resid_args a = {.g = {t, n_kv, hd, n_rot, neox, S}, .n_ctx = n_ctx, .n = n};
     vkv_status st = VKV_OK;
-    if (!k || !v || !w || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (!k || !v || !w || !ref || !got || (with_pos && !pos)) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    /* a tiered layer gathered back: increasing positions with gaps, far past the slot count */
+    for (uint32_t h = 0; h < n_kv && pos; h++)
+        for (uint32_t j = 0, p = 0; j < n; j++, p += 1 + vkv_rng_below(&c->rng, 40)) pos[(size_t)h * n + j] = (int32_t)p;
     conform_fill_cache(c, t, k, rows, hd, 1.0f);
     conform_fill_cache(c, t, v, rows, hd, 1.0f);
     for (size_t i = 0; i < wn; i++) w[i] /= sqrtf((float)(S * hd));
     vkv_rope_params rp = {neox ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, hd, n_rot, 10000.0f, 1.0f, NULL, false};
     vkv_rope_inv_freq(&rp, inv_freq);
-    vkv_ref_vector_residual(&rp, inv_freq, t, k, v, n_kv, n_ctx, hd, n, S, w, ref);
+    vkv_ref_vector_residual(&rp, inv_freq, t, k, v, n_kv, n_ctx, hd, n, S, w, pos, ref);
     if ((st = conform_guarded_create(c, cb, k, &a.k)) || (st = conform_guarded_create(c, cb, v, &a.v)) ||
         (st = conform_guarded_create(c, 4 * wn, w, &a.w)) || (st = conform_guarded_create(c, 4ull * (n_rot / 2), inv_freq, &a.f)) ||
-        (st = conform_guarded_create(c, 4ull * n_kv * n, NULL, &a.eps)))
+        (st = conform_guarded_create(c, 4ull * n_kv * n, NULL, &a.eps)) ||
+        (pos && (st = conform_guarded_create(c, 4ull * n_kv * n, pos, &a.pos))))
         goto done;
     double ms = 0;
     bool guards, nanm;
@@ -56,8 +62,8 @@ vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint
     conform_finish(r, err, nanm, guards, NMSE_F32, ms);
 done:
     conform_guarded_destroy(c, &a.k); conform_guarded_destroy(c, &a.v); conform_guarded_destroy(c, &a.w); conform_guarded_destroy(c, &a.f);
-    conform_guarded_destroy(c, &a.eps);
-    free(k); free(v); free(w); free(ref); free(got);
+    conform_guarded_destroy(c, &a.eps); conform_guarded_destroy(c, &a.pos);
+    free(k); free(v); free(w); free(ref); free(got); free(pos);
     return st;
 }
 

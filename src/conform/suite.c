@@ -199,15 +199,19 @@ static void family_attention(conform_ctx *c, const char *op)
 
 static void family_vector_residual(conform_ctx *c, const char *op)
 {
-    static const struct { uint32_t n_kv, hd, n_rot; bool neox; uint32_t n_ctx, n; bool joint; } shapes[] = {
-        {4, 8, 8, false, 40, 37, false}, {2, 64, 64, true, 300, 300, false}, {2, 128, 64, true, 70, 65, false},
+    static const struct { uint32_t n_kv, hd, n_rot; bool neox; uint32_t n_ctx, n; bool joint, pos; } shapes[] = {
+        {4, 8, 8, false, 40, 37, false, false}, {2, 64, 64, true, 300, 300, false, false},
+        {2, 128, 64, true, 70, 65, false, false},
         /* joint maps: stories260K (4 x 8), the default model (2 x 48), 8 x 128 (Llama-3-8B's 1024 dims) */
-        {4, 8, 8, false, 40, 37, true}, {2, 48, 48, false, 300, 290, true}, {8, 128, 64, true, 20, 19, true},
+        {4, 8, 8, false, 40, 37, true, false}, {2, 48, 48, false, 300, 290, true, false},
+        {8, 128, 64, true, 20, 19, true, false},
+        /* slots at gathered positions (decode-time compression) */
+        {2, 48, 48, false, 200, 190, false, true}, {4, 64, 32, true, 100, 100, true, true},
     };
     for (int f16 = 0; f16 < 2; f16++)
         for (size_t i = 0; i < N_OF(shapes); i++)
             RUN(case_vector_residual(c, f16 ? VKV_F16 : VKV_F32, shapes[i].n_kv, shapes[i].hd, shapes[i].n_rot,
-                                     shapes[i].neox, shapes[i].n_ctx, shapes[i].n, shapes[i].joint));
+                                     shapes[i].neox, shapes[i].n_ctx, shapes[i].n, shapes[i].joint, shapes[i].pos));
 }
 
 static void family_vector_pool_scores(conform_ctx *c, const char *op)

@@ -19,6 +19,9 @@ typedef struct tiered_layer {
     uint64_t k_rows, v_rows, p_entries;
     uint64_t n_ret_total, n_apx_total;
     uint32_t max_apx, max_comp;
+    vkv_tier_head *meta_host; /* [n_kv_head] the metadata's host copy */
+    uint32_t n_base;          /* position of appended token 0 (the context length at the last compression) */
+    uint32_t cap_new;         /* appended tokens the layout has room for */
 } tiered_layer;
 
 struct vkv_kv_cache {
@@ -105,6 +108,7 @@ static void free_tiers(vkv_kv_cache *kv, tiered_layer *t)
 {
     vkv_buffer *tb[] = {t->k, t->v, t->meta, t->pos, t->vhat};
     for (size_t i = 0; i < sizeof tb / sizeof *tb; i++) vkv_buffer_destroy(kv->gpu, tb[i]);
+    free(t->meta_host);
     memset(t, 0, sizeof *t);
 }
 
@@ -131,6 +135,35 @@ vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->k
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->v_cache[layer]); }
 vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->kv_type; }
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv) { return kv->n_ctx0; }
+
+uint64_t vkv_kv_max_head_rows(const vkv_kv_cache *kv, uint32_t n_past)
+{
+    uint64_t most = 0;
+    for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) {
+        const tiered_layer *t = &kv->tiers[l];
+        if (!t->on) {
+            most = most > 2ull * n_past ? most : 2ull * n_past;
+            continue;
+        }
+        for (uint32_t h = 0; h < kv->m->hp.n_head_kv; h++) {
+            uint64_t rows = 2ull * t->meta_host[h].n_ret + t->meta_host[h].n_apx + 2ull * (n_past - t->n_base);
+            most = rows > most ? rows : most;
+        }
+    }
+    return most;
+}
+
+uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past)
+{
+    uint32_t room = n_past < kv->n_ctx ? kv->n_ctx - n_past : 0;
+    for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) {
+        const tiered_layer *t = &kv->tiers[l];
+        if (!t->on) continue;
+        uint32_t left = t->cap_new - (n_past - t->n_base);
+        room = left < room ? left : room;
+    }
+    return room;
+}
 
 vkv_status vkv_kv_reset(vkv_kv_cache *kv)
 {
@@ -202,20 +235,22 @@ vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_
     return VKV_OK;
 }
 
-vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, vkv_view tiers, const uint32_t *n_ret,
-                                 const uint32_t *n_apx)
+/* A layer's new tiered layout from a source in the plain layout (k, v:
+ * [n_kv_head, src_slots, head_dim], tiers [n_kv_head, n] over its first n
+ * slots): n_ret / n_apx per head, room for cap_new appended tokens, the first
+ * of them at position n_base. pos_host [n_kv_head, n] gives the source slots'
+ * positions (NULL: slot j is position j). On success the layer's previous
+ * buffers (plain or tiered) are freed. */
+static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src, vkv_view v_src, uint32_t src_slots,
+                               uint32_t n, vkv_view tiers, const uint32_t *n_ret, const uint32_t *n_apx, uint32_t cap_new,
+                               uint32_t n_base, const int32_t *pos_host, const uint8_t *tiers_host)
 {
     const vkv_hparams *hp = &kv->m->hp;
     vkv_gpu *gpu = kv->gpu;
     uint32_t H = hp->n_head_kv, hd = hp->head_dim;
-    if (layer >= hp->n_layer) return vkv_error(VKV_ERR_ARG, "layer %u does not exist", layer);
-    if (kv->tiers[layer].on) return vkv_error(VKV_ERR_ARG, "layer %u is already compressed", layer);
-    if (kv->n_ctx0 && kv->n_ctx0 != n)
-        return vkv_error(VKV_ERR_ARG, "layers must be compressed at the same context length (%u, now %u)", kv->n_ctx0, n);
-    uint32_t cap_new = kv->n_ctx - n; /* room for every token still to come */
     vkv_tier_head *meta = calloc(H, sizeof *meta);
     if (!meta) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    tiered_layer t = {.on = true};
+    tiered_layer t = {.on = true, .n_base = n_base, .cap_new = cap_new};
     uint64_t k_rows = 0, v_rows = 0, p_entries = 0;
     for (uint32_t h = 0; h < H; h++) {
         if (n_ret[h] + n_apx[h] > n) {
@@ -241,14 +276,11 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
     t.p_entries = p_entries ? p_entries : 1;
     uint64_t rb = (kv->kv_type == VKV_F16 ? 2ull : 4ull) * hd;
     vkv_vector_geom g = geom(kv);
+    int32_t *pos_new = NULL;
     vkv_status st;
     if (t.n_apx_total && !kv->w[layer]) {
         st = vkv_error(VKV_ERR_ARG, "layer %u approximates tokens but has no OLS map", layer);
         goto error;
-    }
-    if (!t.n_apx_total) { /* nothing to rebuild: the maps are not kept */
-        vkv_buffer_destroy(gpu, kv->w[layer]);
-        kv->w[layer] = NULL;
     }
     if ((st = make(gpu, rb * t.k_rows, "the compressed K cache", &t.k)) ||
         (st = make(gpu, rb * t.v_rows, "the compressed V cache", &t.v)) ||
@@ -262,29 +294,168 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
     uint64_t sb = vkv_tiered_attn_scratch_bytes(VKV_ATTN_DECODE_MAX_Q, hp->n_head, hd, kv->n_ctx);
     if (sb && !kv->tiered_scratch && (st = make(gpu, sb, "tiered attention scratch", &kv->tiered_scratch))) goto error;
     if (kv->materialized && (st = make(gpu, 4ull * t.k_rows * hd, "rebuilt values", &t.vhat))) goto error;
+    if (pos_host) {
+        /* kv_compact writes source slot indices: the positions come from the host's table */
+        if (!(pos_new = malloc(4 * t.p_entries))) {
+            st = vkv_error(VKV_ERR_OOM, "out of host memory");
+            goto error;
+        }
+        for (uint32_t h = 0; h < H; h++) {
+            uint32_t r = 0, a = 0;
+            for (uint32_t j = 0; j < n; j++) {
+                uint8_t tt = tiers_host[(size_t)h * n + j];
+                if (tt == VKV_TIER_RETAINED) pos_new[meta[h].p_off + r++] = pos_host[(size_t)h * n + j];
+                else if (tt == VKV_TIER_APPROXIMATED) pos_new[meta[h].p_off + n_ret[h] + a++] = pos_host[(size_t)h * n + j];
+            }
+        }
+    }
     if ((st = vkv_cmd_begin(gpu))) goto error;
-    st = vkv_op_kv_compact(gpu, &g, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->n_ctx, n, tiers, V(t.meta), V(t.k),
-                           t.k_rows, V(t.v), t.v_rows, V(t.pos), t.p_entries);
-    if (!st && kv->materialized)
-        st = vkv_op_vector_materialize(gpu, &g, V(t.k), t.k_rows, V(t.meta), V(t.pos), t.p_entries,
-                                       kv->w[layer] ? V(kv->w[layer]) : V(kv->w_zero), V(kv->m->rope_inv_freq), t.max_apx,
-                                       V(t.vhat));
+    st = vkv_op_kv_compact(gpu, &g, k_src, v_src, src_slots, n, tiers, V(t.meta), V(t.k), t.k_rows, V(t.v), t.v_rows,
+                           V(t.pos), t.p_entries);
     if (st) {
         st = vkv_cmd_abort(gpu, st);
         goto error;
     }
-    if ((st = vkv_cmd_submit(gpu))) goto error;
-    free(meta);
-    /* The plain cache of this layer is no longer needed: free it for real. */
+    if ((st = vkv_cmd_submit(gpu)) || (pos_new && (st = vkv_buffer_upload(gpu, t.pos, 0, pos_new, 4 * t.p_entries))))
+        goto error;
+    if (kv->materialized) {
+        if ((st = vkv_cmd_begin(gpu))) goto error;
+        st = vkv_op_vector_materialize(gpu, &g, V(t.k), t.k_rows, V(t.meta), V(t.pos), t.p_entries,
+                                       kv->w[layer] ? V(kv->w[layer]) : V(kv->w_zero), V(kv->m->rope_inv_freq), t.max_apx,
+                                       V(t.vhat));
+        if (st) {
+            st = vkv_cmd_abort(gpu, st);
+            goto error;
+        }
+        if ((st = vkv_cmd_submit(gpu))) goto error;
+    }
+    t.meta_host = meta;
+    free(pos_new);
+    /* The layer's previous buffers are no longer needed: free them for real. */
     vkv_buffer_destroy(gpu, kv->k_cache[layer]);
     vkv_buffer_destroy(gpu, kv->v_cache[layer]);
     kv->k_cache[layer] = kv->v_cache[layer] = NULL;
+    free_tiers(kv, &kv->tiers[layer]);
     kv->tiers[layer] = t;
-    kv->n_ctx0 = n;
     return VKV_OK;
 error:
     free(meta);
+    free(pos_new);
+    t.meta_host = NULL;
     free_tiers(kv, &t);
+    return st;
+}
+
+vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, vkv_view tiers, const uint32_t *n_ret,
+                                 const uint32_t *n_apx)
+{
+    const vkv_hparams *hp = &kv->m->hp;
+    if (layer >= hp->n_layer) return vkv_error(VKV_ERR_ARG, "layer %u does not exist", layer);
+    if (kv->tiers[layer].on) return vkv_error(VKV_ERR_ARG, "layer %u is already compressed", layer);
+    if (kv->n_ctx0 && kv->n_ctx0 != n)
+        return vkv_error(VKV_ERR_ARG, "layers must be compressed at the same context length (%u, now %u)", kv->n_ctx0, n);
+    uint32_t n_apx_total = 0;
+    for (uint32_t h = 0; h < hp->n_head_kv; h++) n_apx_total += n_apx[h];
+    if (!n_apx_total) { /* nothing to rebuild: the maps are not kept */
+        vkv_buffer_destroy(kv->gpu, kv->w[layer]);
+        kv->w[layer] = NULL;
+    }
+    /* room for every token still to come */
+    vkv_status st = build_tiered(kv, layer, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->n_ctx, n, tiers, n_ret,
+                                 n_apx, kv->n_ctx - n, n, NULL, NULL);
+    if (!st) kv->n_ctx0 = n;
+    return st;
+}
+
+void vkv_kv_gathered_free(vkv_kv_gathered *g)
+{
+    free(g->pos);
+    free(g->tier);
+    free(g->n_tok);
+    memset(g, 0, sizeof *g);
+}
+
+vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_buffer *k_tmp, vkv_buffer *v_tmp,
+                         uint32_t tmp_slots, vkv_kv_gathered *out)
+{
+    const uint32_t H = kv->m->hp.n_head_kv;
+    const tiered_layer *t = &kv->tiers[layer];
+    memset(out, 0, sizeof *out);
+    uint32_t n = 0;
+    if (!t->on) {
+        n = n_past;
+    } else {
+        for (uint32_t h = 0; h < H; h++) {
+            uint32_t nh = t->meta_host[h].n_ret + t->meta_host[h].n_apx + (n_past - t->n_base);
+            n = nh > n ? nh : n;
+        }
+        if (n > tmp_slots) return vkv_error(VKV_ERR_ARG, "layer %u holds %u tokens, the gather room %u", layer, n, tmp_slots);
+    }
+    out->n = n;
+    out->pos = malloc(4ull * H * (n ? n : 1));
+    out->tier = calloc((size_t)H * (n ? n : 1), 1);
+    out->n_tok = calloc(H, 4);
+    if (!out->pos || !out->tier || !out->n_tok) {
+        vkv_kv_gathered_free(out);
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    if (!t->on) {
+        out->k = V(kv->k_cache[layer]);
+        out->v = V(kv->v_cache[layer]);
+        out->stride = kv->n_ctx;
+        for (uint32_t h = 0; h < H; h++) {
+            out->n_tok[h] = n;
+            for (uint32_t j = 0; j < n; j++) {
+                out->pos[(size_t)h * n + j] = (int32_t)j;
+                out->tier[(size_t)h * n + j] = VKV_TIER_RETAINED;
+            }
+        }
+        return VKV_OK;
+    }
+    const uint64_t rb = (kv->kv_type == VKV_F16 ? 2ull : 4ull) * kv->m->hp.head_dim, hs = rb * tmp_slots;
+    const uint32_t n_new = n_past - t->n_base;
+    int32_t *comp_pos = malloc(4 * t->p_entries);
+    vkv_status st = comp_pos ? vkv_buffer_download(kv->gpu, t->pos, 0, comp_pos, 4 * t->p_entries)
+                             : vkv_error(VKV_ERR_OOM, "out of host memory");
+    if (!st) st = vkv_cmd_begin(kv->gpu);
+    for (uint32_t h = 0; h < H && !st; h++) {
+        const vkv_tier_head *m = &t->meta_host[h];
+        const uint32_t comp = m->n_ret + m->n_apx;
+        out->n_tok[h] = comp + n_new;
+        for (uint32_t j = 0; j < comp + n_new; j++) {
+            out->pos[(size_t)h * n + j] = j < comp ? comp_pos[m->p_off + j] : (int32_t)(t->n_base + j - comp);
+            out->tier[(size_t)h * n + j] = j >= m->n_ret && j < comp ? VKV_TIER_APPROXIMATED : VKV_TIER_RETAINED;
+        }
+        st = vkv_cmd_copy(kv->gpu, t->k, rb * m->k_off, k_tmp, hs * h, rb * (comp + n_new));
+        if (!st && m->n_ret) st = vkv_cmd_copy(kv->gpu, t->v, rb * m->v_off, v_tmp, hs * h, rb * m->n_ret);
+        if (!st && n_new)
+            st = vkv_cmd_copy(kv->gpu, t->v, rb * (m->v_off + m->n_ret), v_tmp, hs * h + rb * comp, rb * n_new);
+        if (st) st = vkv_cmd_abort(kv->gpu, st);
+    }
+    if (!st) st = vkv_cmd_submit(kv->gpu);
+    free(comp_pos);
+    if (st) {
+        vkv_kv_gathered_free(out);
+        return st;
+    }
+    out->k = V(k_tmp);
+    out->v = V(v_tmp);
+    out->stride = tmp_slots;
+    return VKV_OK;
+}
+
+vkv_status vkv_kv_recompress(vkv_kv_cache *kv, uint32_t layer, const vkv_kv_gathered *g, vkv_view tiers,
+                             const uint8_t *tiers_host, const uint32_t *n_ret, const uint32_t *n_apx, uint32_t cap_new,
+                             uint32_t n_past)
+{
+    const uint32_t H = kv->m->hp.n_head_kv;
+    for (uint32_t h = 0; h < H; h++)
+        for (uint32_t j = 0; j < g->n; j++)
+            if (g->tier[(size_t)h * g->n + j] == VKV_TIER_APPROXIMATED && tiers_host[(size_t)h * g->n + j] == VKV_TIER_RETAINED)
+                return vkv_error(VKV_ERR_ARG, "layer %u head %u: an approximated token cannot be retained again", layer, h);
+    vkv_status st = build_tiered(kv, layer, g->k, g->v, g->stride, g->n, tiers, n_ret, n_apx, cap_new, n_past, g->pos,
+                                 tiers_host);
+    if (!st && !kv->n_ctx0) kv->n_ctx0 = n_past;
     return st;
 }
 
@@ -299,7 +470,10 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
     const tiered_layer *T = &kv->tiers[layer];
     vkv_status st;
     if (T->on) {
-        uint32_t n_new0 = n_past - kv->n_ctx0;
+        uint32_t n_new0 = n_past - T->n_base;
+        if (n_new0 + n > T->cap_new)
+            return vkv_error(VKV_ERR_ARG, "layer %u: the compressed cache has room for %u tokens after compression, "
+                             "%u + %u asked", layer, T->cap_new, n_new0, n);
         vkv_vector_geom g = geom(kv);
         vkv_tiered_attn ta = {n, hp->n_head, n_new0, scale, !kv->materialized, T->max_comp,
                               kv->tiered_scratch ? V(kv->tiered_scratch) : (vkv_view){0}, V(kv->w_zero), T->max_apx};
@@ -341,7 +515,8 @@ vkv_kv_memory vkv_kv_memory_of(const vkv_kv_cache *kv, uint32_t n_past)
         mem.k_retained += rb * t->n_ret_total;
         mem.v_retained += rb * t->n_ret_total;
         mem.k_approximated += rb * t->n_apx_total;
-        mem.appended_capacity += 2 * rb * hp->n_head_kv * (uint64_t)(kv->n_ctx - kv->n_ctx0);
+        mem.appended_capacity += 2 * rb * hp->n_head_kv * (uint64_t)t->cap_new;
+        if (n_past > t->n_base) mem.appended += 2 * rb * hp->n_head_kv * (uint64_t)(n_past - t->n_base);
         if (kv->w[l]) mem.w_bytes += vkv_buffer_size(kv->w[l]);
     }
     return mem;

@@ -65,11 +65,46 @@ vkv_status vkv_kv_set_materialized(vkv_kv_cache *kv, bool materialized);
 vkv_status vkv_kv_set_map_shifts(vkv_kv_cache *kv, uint32_t map_shifts);
 /* Context length at compression (0 when nothing is compressed). */
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv);
+/* After n_past tokens: the most K + V rows any (layer, KV head) holds, and
+ * the tokens every layer's layout still has room for. */
+uint64_t vkv_kv_max_head_rows(const vkv_kv_cache *kv, uint32_t n_past);
+uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past);
+
+/* One layer's tokens back in the plain layout, for compression during
+ * generation (docs/ARCHITECTURE.md §2): k, v [n_kv_head, stride, head_dim] of
+ * the KV type hold each head's tokens in slots 0..n_tok[h]-1 (a tiered
+ * layer's retained, approximated, then appended rows, copied; an
+ * approximated slot's V row holds nothing); host tables [n_kv_head, n] of the
+ * slots' positions and tiers (vkv_tier; evicted past n_tok[h]). A plain
+ * layer's views are its own caches. */
+typedef struct vkv_kv_gathered {
+    vkv_view k, v;
+    uint32_t stride;        /* slots per head in k and v */
+    uint32_t n;             /* slots of the widest head */
+    int32_t *pos;           /* [n_kv_head, n] */
+    uint8_t *tier;          /* [n_kv_head, n] */
+    uint32_t *n_tok;        /* [n_kv_head] */
+} vkv_kv_gathered;
+void vkv_kv_gathered_free(vkv_kv_gathered *g);
+
+/* Layer `layer` after n_past tokens, gathered into k_tmp / v_tmp (each at
+ * least n_kv_head * tmp_slots rows) when it is tiered. */
+vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_buffer *k_tmp, vkv_buffer *v_tmp,
+                         uint32_t tmp_slots, vkv_kv_gathered *out);
+
+/* Compacts a gathered layer into a new tiered layout: tiers [n_kv_head, g->n]
+ * uint32 on the device (tiers_host the same as bytes) with n_ret / n_apx per
+ * head; an approximated slot must not become retained (its value is gone).
+ * Room for cap_new tokens after it, the first at position n_past. */
+vkv_status vkv_kv_recompress(vkv_kv_cache *kv, uint32_t layer, const vkv_kv_gathered *g, vkv_view tiers,
+                             const uint8_t *tiers_host, const uint32_t *n_ret, const uint32_t *n_apx, uint32_t cap_new,
+                             uint32_t n_past);
 
 typedef struct vkv_kv_memory {
     uint64_t k_retained, v_retained;   /* bytes of retained keys / values (all layers) */
     uint64_t k_approximated;           /* bytes of approximated keys */
     uint64_t appended_capacity;        /* bytes reserved for tokens after compression */
+    uint64_t appended;                 /* bytes of the tokens appended since the last compression */
     uint64_t w_bytes;                  /* OLS maps on the device */
     uint64_t uncompressed_context;     /* the same context, uncompressed */
 } vkv_kv_memory;

@@ -146,6 +146,7 @@ const vkv_press_ops vkv_press_keydiff = {
     .name = "keydiff",
     .window = 0,
     .query_aware = false,
+    .keys_only = true,
     .score_gpu = keydiff_gpu,
     .score_ref = keydiff_ref,
     .scratch_bytes = keydiff_scratch_bytes,

@@ -50,6 +50,7 @@ const vkv_press_ops vkv_press_knorm = {
     .name = "knorm",
     .window = 0,
     .query_aware = false,
+    .keys_only = true,
     .score_gpu = knorm_gpu,
     .score_ref = knorm_ref,
 };

@@ -116,6 +116,10 @@ typedef struct vkv_press_ops {
      * comparison in models/README.md (layer for PyramidKV; row for KVzip,
      * where its own global scope lost on average; 0 = row). */
     vkv_pool_scope pool_scope;
+    /* The scores read the keys alone, in any slot order (KeyDiff without
+     * blocks, KNorm): the scorers compression during generation can run on a
+     * compressed cache gathered back (press/decode.h). */
+    bool keys_only;
 } vkv_press_ops;
 
 /* Whether the question is compressed with the context. The paper runs

@@ -541,7 +541,7 @@ static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
     vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
     vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX, j->joint ? j->H : 1};
     vkv_status st = vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w,
-                                           vkv_view_of(j->s->m->rope_inv_freq), vkv_view_of(j->eps));
+                                           vkv_view_of(j->s->m->rope_inv_freq), (vkv_view){0}, vkv_view_of(j->eps));
     if (!st && j->joint) st = vkv_op_vector_head_mean(j->gpu, vkv_view_of(j->eps), j->H, j->n, vkv_view_of(j->eps_sel));
     return st;
 }

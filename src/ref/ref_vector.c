@@ -28,15 +28,16 @@ static void cache_row(vkv_dtype t, const void *cache, uint32_t n_ctx, uint32_t h
 
 void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq, vkv_dtype kv_type, const void *k,
                              const void *v, uint32_t n_kv_head, uint32_t n_ctx, uint32_t hd, uint32_t n,
-                             uint32_t map_shifts, const float *w, float *eps)
+                             uint32_t map_shifts, const float *w, const int32_t *pos, float *eps)
 {
     const uint32_t S = map_shifts ? map_shifts : 1;
     float *kr = malloc(sizeof *kr * hd), *ku = malloc(sizeof *ku * hd * S), *vr = malloc(sizeof *vr * hd);
     for (uint32_t h = 0; h < n_kv_head; h++)
         for (uint32_t j = 0; j < n; j++) {
             for (uint32_t s = 0; s < S; s++) {
-                cache_row(kv_type, k, n_ctx, hd, (h + s) % n_kv_head, j, kr);
-                vkv_ref_unrope_row(rope, inv_freq, kr, (int32_t)j, ku + (size_t)s * hd);
+                uint32_t src = (h + s) % n_kv_head;
+                cache_row(kv_type, k, n_ctx, hd, src, j, kr);
+                vkv_ref_unrope_row(rope, inv_freq, kr, pos ? pos[(size_t)src * n + j] : (int32_t)j, ku + (size_t)s * hd);
             }
             cache_row(kv_type, v, n_ctx, hd, h, j, vr);
             double e = 0;

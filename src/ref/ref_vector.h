@@ -21,10 +21,11 @@ void vkv_ref_unrope_row(const vkv_rope_params *rope, const float *inv_freq, cons
  * an uncompressed cache [n_kv_head, n_ctx, head_dim] (slot j = position j),
  * V^_hj = sum_s W[s, h] R_j^-1 K_((h+s) mod n_kv_head) j with w [map_shifts,
  * n_kv_head, head_dim (d_v), head_dim (d_k)] f32 (kv/kv_layout.h: 1 for the
- * per-head maps, n_kv_head for the joint map). */
+ * per-head maps, n_kv_head for the joint map); pos [n_kv_head, n] the slots'
+ * positions (NULL: slot j is position j). */
 void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq, vkv_dtype kv_type,
                              const void *k, const void *v, uint32_t n_kv_head, uint32_t n_ctx, uint32_t head_dim,
-                             uint32_t n, uint32_t map_shifts, const float *w, float *eps);
+                             uint32_t n, uint32_t map_shifts, const float *w, const int32_t *pos, float *eps);
 
 /* out[j] = (sum over rows h, in order, of x[h, j]) / rows in f32: a layer's
  * scores or residuals pooled over its KV heads (--vector-map joint). */

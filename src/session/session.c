@@ -98,6 +98,7 @@ void vkv_session_close(vkv_session *s)
     if (s->kvzip->have_chat) vkv_kvzip_prompt_free(&s->kvzip->chat);
     if (s->kvzip->have_plain) vkv_kvzip_prompt_free(&s->kvzip->plain);
     free(s->kvzip);
+    vkv_decode_press_free(s->decode);
     vkv_ctx_free(s->ctx);
     vkv_calib_free(s->calib);
     vkv_tokenizer_free(s->tok);
@@ -257,6 +258,39 @@ static vkv_status eval_chunk(vkv_session *s, const vkv_prompt *pr, size_t from, 
     return vkv_ctx_eval(s->ctx, pr->ids + from, (uint32_t)(to - from), all && dst, dst);
 }
 
+/* eval_chunk under the budget of compression during generation: chunks no
+ * larger than the room left, a compression whenever it is gone. */
+static vkv_status eval_budgeted(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
+                                vkv_logits_want want, float *logits)
+{
+    if (!s->decode) return eval_chunk(s, pr, from, to, n_first, want, logits);
+    while (from < to) {
+        uint32_t room = vkv_decode_room(s->decode);
+        vkv_status st;
+        if (!room && ((st = vkv_decode_compress(s->decode)) || !(room = vkv_decode_room(s->decode))))
+            return st ? st : vkv_error(VKV_ERR_ARG, "compression during generation left no room for a token");
+        size_t take = to - from < room ? to - from : room;
+        if ((st = eval_chunk(s, pr, from, from + take, n_first, want, logits))) return st;
+        vkv_decode_observe(s->decode);
+        from += take;
+    }
+    return VKV_OK;
+}
+
+/* The compressor of compression during generation for c (NULL when off). */
+static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
+{
+    vkv_decode_press_free(s->decode);
+    s->decode = NULL;
+    if (!c || !c->compress_every) return VKV_OK;
+    if (c->vector && !s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
+    if (c->map == VKV_MAP_JOINT) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs per-head maps");
+    vkv_decode_params dp = {.press = c->press, .pp = vkv_press_params_default(c->p_c), .vector = c->vector,
+                            .pa = c->p_a, .w = c->vector ? s->calib->w : NULL, .every = c->compress_every,
+                            .max_tokens = c->max_kv_tokens};
+    return vkv_decode_press_create(s->ctx, s->model, &dp, &s->decode);
+}
+
 vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *pr, vkv_logits_want want,
                                float *logits, vkv_prefill *out)
 {
@@ -266,13 +300,13 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
     if (pr->n > vkv_ctx_n_ctx(s->ctx))
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
                          vkv_ctx_n_ctx(s->ctx));
-    bool press = c && c->press;
+    bool press = c && c->press && (c->p_c > 0 || !c->compress_every);
     size_t n_context = pr->n_context && pr->n_context <= pr->n ? pr->n_context : pr->n;
     size_t n_first = press && c->query_aware ? pr->n : n_context;
     out->n_first = (uint32_t)n_first;
     vkv_status st;
     vkv_press_session *ps = NULL;
-    if ((st = vkv_ctx_reset(s->ctx))) return st;
+    if ((st = vkv_ctx_reset(s->ctx)) || (st = make_decode_press(s, c))) return st;
     vkv_stopwatch sw;
     if (press) {
         vkv_vector_params vp;
@@ -293,12 +327,12 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
         out->compressed = true;
     } else {
         sw = vkv_session_stopwatch(s);
-        if ((st = eval_chunk(s, pr, 0, n_first, n_first, want, logits))) goto out;
+        if ((st = eval_budgeted(s, pr, 0, n_first, n_first, want, logits))) goto out;
     }
     /* The rest of the prompt over the (compressed) cache. */
     out->memory = vkv_ctx_kv_memory(s->ctx);
     vkv_stopwatch swr = vkv_session_stopwatch(s);
-    if ((st = eval_chunk(s, pr, n_first, pr->n, n_first, want, logits))) goto out;
+    if ((st = eval_budgeted(s, pr, n_first, pr->n, n_first, want, logits))) goto out;
     out->prefill_s = press ? out->prefill_s + vkv_stopwatch_seconds(s, swr) : vkv_stopwatch_seconds(s, sw);
 out:
     vkv_press_session_free(ps);
@@ -311,7 +345,12 @@ bool vkv_session_full(const vkv_session *s) { return vkv_ctx_n_past(s->ctx) >= v
 vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits)
 {
     if (vkv_session_full(s)) return vkv_error(VKV_ERR_ARG, "the %u-token context is full", vkv_ctx_n_ctx(s->ctx));
-    return vkv_ctx_eval(s->ctx, &id, 1, false, logits);
+    if (!s->decode) return vkv_ctx_eval(s->ctx, &id, 1, false, logits);
+    vkv_status st;
+    if (!vkv_decode_room(s->decode) && (st = vkv_decode_compress(s->decode))) return st;
+    if ((st = vkv_ctx_eval(s->ctx, &id, 1, false, logits))) return st;
+    vkv_decode_observe(s->decode);
+    return VKV_OK;
 }
 
 /* argmax; ties go to the lowest id (the sampler's greedy rule). */

@@ -17,6 +17,7 @@
 
 #include "calib/calib.h"
 #include "infer/forward.h"
+#include "press/decode.h"
 #include "press/vector.h"
 #include "tok/tokenizer.h"
 
@@ -47,6 +48,7 @@ typedef struct vkv_session {
     char model_name[256];     /* the model file's name without .gguf */
     double load_seconds;      /* reading and uploading the weights */
     vkv_session_kvzip *kvzip; /* KVzip's reconstruction prompts, made when first needed */
+    vkv_decode_press *decode; /* compression during generation of the last prefill (vkv_compression.compress_every) */
 } vkv_session;
 
 vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out);
@@ -74,6 +76,11 @@ typedef struct vkv_compression {
     bool keep_details;          /* per-token scores, residuals and tiers in the report (tier dump) */
     bool lean;                  /* counts only: no per-head quality figures, no host copies (benchmarks) */
     bool plain_prompt;          /* KVzip: the prompt is not in the chat template */
+    /* Compression during generation (press/decode.h): every compress_every
+     * tokens at most, the cache held under max_kv_tokens full KV pairs per
+     * head; 0: off. The prompt past a prefill compression is evaluated under
+     * the budget too. */
+    uint32_t compress_every, max_kv_tokens;
 } vkv_compression;
 
 /* Token ids of a prompt and where its context ends. */

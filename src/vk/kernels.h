@@ -58,7 +58,7 @@ typedef struct vkv_pc_vector_head_mean { uint32_t rows, n; } vkv_pc_vector_head_
 typedef struct vkv_pc_vector_materialize { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x, map_shifts; } vkv_pc_vector_materialize;
 typedef struct vkv_pc_vector_pool_extend { uint32_t total; } vkv_pc_vector_pool_extend;
 typedef struct vkv_pc_vector_pool_scores { uint32_t total; } vkv_pc_vector_pool_scores;
-typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x, map_shifts; } vkv_pc_vector_residual;
+typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x, map_shifts, has_pos; } vkv_pc_vector_residual;
 
 /* Workgroup size (specialization constant 0) by class; sizes in vk/tiles.h. */
 typedef enum vkv_wg_class {
@@ -96,8 +96,8 @@ typedef enum vkv_wg_class {
     X(ARGMAX, argmax, 2, vkv_pc_argmax, VKV_WG_ROW)                                                    \
     X(KV_STORE_F16, kv_store_f16, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
     X(KV_STORE_F32, kv_store_f32, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
-    X(VECTOR_RESIDUAL_F16, vector_residual_f16, 5, vkv_pc_vector_residual, VKV_WG_NARROW)              \
-    X(VECTOR_RESIDUAL_F32, vector_residual_f32, 5, vkv_pc_vector_residual, VKV_WG_NARROW)              \
+    X(VECTOR_RESIDUAL_F16, vector_residual_f16, 6, vkv_pc_vector_residual, VKV_WG_NARROW)              \
+    X(VECTOR_RESIDUAL_F32, vector_residual_f32, 6, vkv_pc_vector_residual, VKV_WG_NARROW)              \
     X(VECTOR_MATERIALIZE_F16, vector_materialize_f16, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
     X(VECTOR_MATERIALIZE_F32, vector_materialize_f32, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
     X(KV_COMPACT, kv_compact, 7, vkv_pc_kv_compact, VKV_WG_WIDE)                                       \

@@ -30,7 +30,7 @@ static vkv_status check_geom(const vkv_vector_geom *g, const char *op)
 }
 
 vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
-                                  uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view eps)
+                                  uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view pos, vkv_view eps)
 {
     const char *op = "vector_residual";
     uint64_t cache = row_bytes(g) * g->n_kv_head * n_ctx, wb = map_bytes(g);
@@ -40,6 +40,7 @@ vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_vi
         (st = vkv_ops_check_view(gpu, v, cache, op, "V cache")) || (st = vkv_ops_check_view(gpu, w, wb, op, "W")) ||
         (st = vkv_ops_check_view(gpu, inv_freq, fb, op, "frequencies")) ||
         (st = vkv_ops_check_view(gpu, eps, eb, op, "output")) ||
+        (pos.buf && (st = vkv_ops_check_view(gpu, pos, eb, op, "positions"))) ||
         (st = vkv_ops_check_single_range(gpu, cache, op, "the layer's cache")))
         return st;
     if (n > n_ctx) return vkv_error(VKV_ERR_ARG, "%s: %u tokens in a %u-slot cache", op, n, n_ctx);
@@ -47,10 +48,11 @@ vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_vi
     vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_RESIDUAL_F16 : VKV_K_VECTOR_RESIDUAL_F32;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, n, &gx, &gy);
-    vkv_pc_vector_residual pc = {n, n_ctx, g->head_dim, g->n_kv_head, g->n_rot, g->neox, gx, shifts(g)};
-    vkv_binding b[5] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(w, 0, wb),
-                        vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(eps, 0, eb)};
-    return vkv_cmd_dispatch(gpu, kk, b, 5, &pc, sizeof pc, gx, gy, g->n_kv_head);
+    vkv_pc_vector_residual pc = {n, n_ctx, g->head_dim, g->n_kv_head, g->n_rot, g->neox, gx, shifts(g), pos.buf != NULL};
+    /* Without positions the eps buffer stands in for the unread binding. */
+    vkv_binding b[6] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(w, 0, wb),
+                        vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(eps, 0, eb), vkv_ops_bind(pos.buf ? pos : eps, 0, eb)};
+    return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, gx, gy, g->n_kv_head);
 }
 
 vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,

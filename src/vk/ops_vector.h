@@ -18,11 +18,12 @@ typedef struct vkv_vector_geom {
                               * 1 per-head maps, n_kv_head the joint map; 0 counts as 1 */
 } vkv_vector_geom;
 
-/* eps[n_kv_head, n] = ||V_hj - sum_s W[s, h] R_j^-1 K_((h+s) mod H) j||^2 over
+/* eps[n_kv_head, n] = ||V_hj - sum_s W[s, h] R_pj^-1 K_((h+s) mod H) j||^2 over
  * a plain cache [n_kv_head, n_ctx, head_dim]; w [S, n_kv_head, head_dim,
- * head_dim] f32; inv_freq [n_rot/2] f32. */
+ * head_dim] f32; inv_freq [n_rot/2] f32; pos [n_kv_head, n] int32 the
+ * positions p_j of the slots (pos.buf NULL: p_j = j). */
 vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
-                                  uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view eps);
+                                  uint32_t n, vkv_view w, vkv_view inv_freq, vkv_view pos, vkv_view eps);
 
 /* Gathers the tiers [n_kv_head, n] uint32 (vkv_tier values) of a plain cache
  * into the tiered buffers described by meta [n_kv_head, 8] uint32 (offsets

@@ -1,0 +1,205 @@
+/* Compression during generation (decode.h). Per layer, on a compression:
+ *   gathered = the layer's tokens in the plain layout   (kv_cache.h)
+ *   scores[H, n] = scorer(gathered K)                    (keys_only scorers)
+ *   eps[H, n]    = ||V - W R_pos^-1 K||^2               (VECTOR; positions from the gather)
+ * then on the host, per head, the demote-only decision of kv/decode_select.h
+ * and the compaction into a layout with room for `every` more tokens. */
+#include "press/decode.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kv/decode_select.h"
+#include "kv/kv_cache.h"
+#include "vk/ops_vector.h"
+
+struct vkv_decode_press {
+    vkv_ctx *ctx;
+    const vkv_model *m;
+    vkv_decode_params p;
+    uint32_t slots;                       /* gather room per head: 2 M */
+    vkv_buffer *k_tmp, *v_tmp;            /* [H, slots, head_dim] of the KV type */
+    vkv_buffer *scores, *eps, *pos, *tiers, *scratch; /* [H, slots] */
+    float *scores_host, *eps_host;        /* [H, slots] */
+    uint32_t *tiers_host32, *sort;        /* [H, slots], [2 slots] */
+    uint8_t *tiers_host;                  /* [H, slots] */
+    vkv_decode_stats stats;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void vkv_decode_press_free(vkv_decode_press *d)
+{
+    if (!d) return;
+    vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
+    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
+    free(d->scores_host);
+    free(d->eps_host);
+    free(d->tiers_host32);
+    free(d->sort);
+    free(d->tiers_host);
+    free(d);
+}
+
+/* What the scorer sees of a gathered layer. */
+static vkv_press_layer gathered_input(const vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g)
+{
+    const vkv_hparams *hp = &d->m->hp;
+    return (vkv_press_layer){
+        .layer = l, .n_layer = hp->n_layer, .n = g->n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
+        .head_dim = hp->head_dim, .n_ctx = g->stride, .kv_type = vkv_ctx_kv_type(d->ctx), .k = g->k, .v = g->v,
+        .scratch = vkv_view_of(d->scratch), .n_rot = hp->n_rot, .rope_neox = hp->rope_mode == VKV_ROPE_NEOX,
+        .inv_freq = vkv_view_of(d->m->rope_inv_freq),
+    };
+}
+
+vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_decode_params *p, vkv_decode_press **out)
+{
+    *out = NULL;
+    const vkv_hparams *hp = &m->hp;
+    if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
+    if (!p->press->keys_only)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys alone "
+                                              "(keydiff, knorm); %s needs queries or positions a compressed cache no "
+                                              "longer holds in order", p->press->name);
+    if (p->pp.block) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation: block-wise KeyDiff reads positions");
+    if (!p->every || p->max_tokens <= p->every)
+        return vkv_error(VKV_ERR_ARG, "--max-kv-tokens (%u) must be larger than --compress-every (%u)", p->max_tokens,
+                         p->every);
+    if (p->vector && !p->w) return vkv_error(VKV_ERR_ARG, "VECTOR needs a calibration file (--calib)");
+    vkv_decode_press *d = calloc(1, sizeof *d);
+    if (!d) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    d->ctx = ctx;
+    d->m = m;
+    d->p = *p;
+    d->slots = 2 * p->max_tokens;
+    vkv_gpu *gpu = vkv_ctx_gpu(ctx);
+    const uint64_t H = hp->n_head_kv, hn = H * d->slots;
+    const uint64_t rows = vkv_kv_cache_bytes(vkv_ctx_kv_type(ctx), hp->n_head_kv, d->slots, hp->head_dim);
+    vkv_kv_gathered shape = {.n = d->slots, .stride = d->slots};
+    vkv_press_layer in = gathered_input(d, 0, &shape);
+    vkv_status st;
+    if ((st = vkv_buffer_create(gpu, rows, VKV_MEM_DEVICE, "gathered keys", &d->k_tmp)) ||
+        (st = vkv_buffer_create(gpu, rows, VKV_MEM_DEVICE, "gathered values", &d->v_tmp)) ||
+        (st = vkv_buffer_fill(gpu, d->v_tmp, 0, rows, 0)) ||
+        (st = vkv_buffer_create(gpu, 4 * hn, VKV_MEM_DEVICE, "decode scores", &d->scores)) ||
+        (st = vkv_buffer_create(gpu, 4 * hn, VKV_MEM_DEVICE, "decode residuals", &d->eps)) ||
+        (st = vkv_buffer_create(gpu, 4 * hn, VKV_MEM_DEVICE, "gathered positions", &d->pos)) ||
+        (st = vkv_buffer_create(gpu, 4 * hn, VKV_MEM_DEVICE, "decode tiers", &d->tiers)) ||
+        (st = vkv_buffer_create(gpu, vkv_press_scratch_bytes(p->press, &p->pp, &in), VKV_MEM_DEVICE, "decode scorer scratch",
+                                &d->scratch)))
+        goto error;
+    d->scores_host = malloc(4 * hn);
+    d->eps_host = malloc(4 * hn);
+    d->tiers_host32 = malloc(4 * hn);
+    d->sort = malloc(8ull * d->slots);
+    d->tiers_host = malloc(hn);
+    if (!d->scores_host || !d->eps_host || !d->tiers_host32 || !d->sort || !d->tiers_host) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto error;
+    }
+    *out = d;
+    return VKV_OK;
+error:
+    vkv_decode_press_free(d);
+    return st;
+}
+
+uint32_t vkv_decode_room(vkv_decode_press *d)
+{
+    vkv_kv_cache *kv = vkv_ctx_kv(d->ctx);
+    const uint32_t n_past = vkv_ctx_n_past(d->ctx);
+    const uint64_t rows = vkv_kv_max_head_rows(kv, n_past), budget = 2ull * d->p.max_tokens;
+    uint64_t room = rows < budget ? (budget - rows) / 2 : 0;
+    uint32_t layout = vkv_kv_room(kv, n_past);
+    return room < layout ? (uint32_t)room : layout;
+}
+
+void vkv_decode_observe(vkv_decode_press *d)
+{
+    uint64_t rows = vkv_kv_max_head_rows(vkv_ctx_kv(d->ctx), vkv_ctx_n_past(d->ctx));
+    if (rows > d->stats.max_rows) d->stats.max_rows = rows;
+}
+
+vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d) { return d->stats; }
+
+/* Scores (and residuals) of a gathered layer, back on the host. */
+static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, bool residual)
+{
+    vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
+    const vkv_hparams *hp = &d->m->hp;
+    const uint64_t hn4 = 4ull * hp->n_head_kv * g->n;
+    vkv_press_layer in = gathered_input(d, l, g);
+    vkv_view w = {0};
+    vkv_status st;
+    if (residual && ((st = vkv_kv_layer_w(vkv_ctx_kv(d->ctx), l, d->p.w + (size_t)l * hp->n_head_kv * hp->head_dim *
+                                                                          hp->head_dim, &w)) ||
+                     (st = vkv_buffer_upload(gpu, d->pos, 0, g->pos, hn4))))
+        return st;
+    if ((st = vkv_cmd_begin(gpu))) return st;
+    st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
+    if (!st && residual) {
+        vkv_vector_geom geo = {in.kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, in.rope_neox, 1};
+        st = vkv_op_vector_residual(gpu, &geo, g->k, g->v, g->stride, g->n, w, in.inv_freq, vkv_view_of(d->pos),
+                                    vkv_view_of(d->eps));
+    }
+    if (st) return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
+    if ((st = vkv_cmd_submit(gpu)) || (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4)) ||
+        (residual && (st = vkv_buffer_download(gpu, d->eps, 0, d->eps_host, hn4))))
+        return st;
+    return VKV_OK;
+}
+
+static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_past, uint32_t budget)
+{
+    vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
+    vkv_kv_cache *kv = vkv_ctx_kv(d->ctx);
+    const uint32_t H = d->m->hp.n_head_kv;
+    vkv_kv_gathered g;
+    vkv_status st = vkv_kv_gather(kv, l, n_past, d->k_tmp, d->v_tmp, d->slots, &g);
+    if (st) return st;
+    if (g.n > d->slots) {
+        vkv_kv_gathered_free(&g);
+        return vkv_error(VKV_ERR_ARG, "layer %u holds %u tokens per head, more than the %u the gather holds", l, g.n,
+                         d->slots);
+    }
+    bool any_apx = false;
+    for (size_t i = 0; i < (size_t)H * g.n; i++) any_apx |= g.tier[i] == VKV_TIER_APPROXIMATED;
+    st = score_layer(d, l, &g, d->p.vector || any_apx);
+    uint32_t n_ret[VKV_MAP_MAX_DIM], n_apx[VKV_MAP_MAX_DIM];
+    for (uint32_t h = 0; h < H && !st; h++) {
+        const size_t o = (size_t)h * g.n;
+        vkv_decode_head head = {g.n_tok[h], d->scores_host + o, d->eps_host + o, g.pos + o, g.tier + o};
+        /* p_a's default from this head's own ratio: budget of n_tok */
+        const double pa = !d->p.vector ? 0
+                          : d->p.pa >= 0 ? d->p.pa
+                          : g.n_tok[h] > budget ? vkv_kv_default_pa(1.0 - (double)budget / g.n_tok[h]) : 0;
+        memset(d->tiers_host + o, VKV_TIER_EVICTED, g.n);
+        vkv_decode_select(&head, budget, pa, d->p.vector, d->sort, d->tiers_host + o, &n_ret[h], &n_apx[h]);
+        for (uint32_t j = 0; j < g.n; j++) d->tiers_host32[o + j] = d->tiers_host[o + j];
+    }
+    if (!st) st = vkv_buffer_upload(gpu, d->tiers, 0, d->tiers_host32, 4ull * H * g.n);
+    if (!st)
+        st = vkv_kv_recompress(kv, l, &g, vkv_view_of(d->tiers), d->tiers_host, n_ret, n_apx, d->p.every, n_past);
+    vkv_kv_gathered_free(&g);
+    return st;
+}
+
+vkv_status vkv_decode_compress(vkv_decode_press *d)
+{
+    double t0 = now_s();
+    const uint32_t n_past = vkv_ctx_n_past(d->ctx), budget = d->p.max_tokens - d->p.every;
+    vkv_status st = VKV_OK;
+    for (uint32_t l = 0; l < d->m->hp.n_layer && !st; l++) st = compress_layer(d, l, n_past, budget);
+    d->stats.compressions++;
+    d->stats.seconds += now_s() - t0;
+    return st;
+}

@@ -1,0 +1,100 @@
+/* The tier decision of compression during generation (src/kv/decode_select.c):
+ * demote only, VECTOR's counts, the byte bound, ties by position. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "kv/decode_select.h"
+#include "kv/kv_layout.h"
+
+enum { R = VKV_TIER_RETAINED, A = VKV_TIER_APPROXIMATED, E = VKV_TIER_EVICTED };
+
+static void select8(const float *scores, const float *eps, const uint8_t *tier, uint32_t budget, double pa, bool vector,
+                    uint8_t *out, uint32_t *n_ret, uint32_t *n_apx)
+{
+    static const int32_t pos[8] = {0, 3, 5, 9, 10, 11, 40, 41};
+    uint32_t scratch[16];
+    vkv_decode_head h = {8, scores, eps, pos, tier};
+    vkv_decode_select(&h, budget, pa, vector, scratch, out, n_ret, n_apx);
+}
+
+/* Without VECTOR: the top `budget` scores, ties to the earlier position. */
+static void baseline_keeps_top(void **state)
+{
+    (void)state;
+    const float s[8] = {5, 1, 3, 3, 9, NAN, 2, 8};
+    const float e[8] = {0};
+    const uint8_t t[8] = {R, R, R, R, R, R, R, R};
+    uint8_t out[8];
+    uint32_t r, a;
+    select8(s, e, t, 4, 0, false, out, &r, &a);
+    const uint8_t want[8] = {R, E, R, E, R, E, E, R}; /* 9, 8, 5, then 3 at position 5 before position 9 */
+    assert_memory_equal(out, want, 8);
+    assert_int_equal(r, 4);
+    assert_int_equal(a, 0);
+}
+
+/* VECTOR: pool K + a, the 2a lowest residuals approximated; keys K + a, values K - a. */
+static void vector_counts_and_residuals(void **state)
+{
+    (void)state;
+    const float s[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    const float e[8] = {9, 1, 8, 2, 7, 0, 0, 0};
+    const uint8_t t[8] = {R, R, R, R, R, R, R, R};
+    uint8_t out[8];
+    uint32_t r, a;
+    select8(s, e, t, 4, 0.125, true, out, &r, &a); /* a = 1: pool 5, 2 approximated */
+    const uint8_t want[8] = {R, A, R, A, R, E, E, E};
+    assert_memory_equal(out, want, 8);
+    assert_int_equal(r, 3);
+    assert_int_equal(a, 2);
+}
+
+/* Demote only: approximated pool tokens stay approximated, even past 2a; the rows held stay under 2K. */
+static void approximated_never_retained(void **state)
+{
+    (void)state;
+    const float s[8] = {8, 7, 6, 5, 4, 3, 2, 1};
+    const float e[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t t[8] = {A, A, A, R, R, A, R, R};
+    uint8_t out[8];
+    uint32_t r, a;
+    select8(s, e, t, 4, 0.125, true, out, &r, &a);
+    const uint8_t want[8] = {A, A, A, R, R, E, E, E}; /* 3 forced > 2a = 2 */
+    assert_memory_equal(out, want, 8);
+    assert_int_equal(a, 3);
+    assert_int_equal(r, 2);
+    assert_true(2 * r + a <= 2 * 4);
+    for (int j = 0; j < 8; j++) assert_false(t[j] == A && out[j] == R);
+}
+
+/* Fewer tokens than the budget: everything stays (a = 0: no room to relax). */
+static void under_budget_keeps_all(void **state)
+{
+    (void)state;
+    const float s[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const float e[8] = {0};
+    const uint8_t t[8] = {R, A, R, R, R, R, R, R};
+    uint8_t out[8];
+    uint32_t r, a;
+    select8(s, e, t, 100, 0.25, true, out, &r, &a);
+    const uint8_t want[8] = {R, A, R, R, R, R, R, R};
+    assert_memory_equal(out, want, 8);
+    assert_int_equal(r + a, 8);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(baseline_keeps_top),
+        cmocka_unit_test(vector_counts_and_residuals),
+        cmocka_unit_test(approximated_never_retained),
+        cmocka_unit_test(under_budget_keeps_all),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
