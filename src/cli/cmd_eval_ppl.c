@@ -282,6 +282,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         vkv_status st = vkv_session_prefill(s, &c, &pr, VKV_LOGITS_REST, d->logits, &pf);
         if (st) return st;
         ms += pf.report.seconds * 1e3;
+        if (s->decode) ms += vkv_decode_press_stats(s->decode).seconds * 1e3; /* the compressions during the continuation */
         /* compression during generation resolves the default p_a per head at each compression: nan */
         used_pa = c.compress_every && vector ? (pa >= 0 ? pa : NAN) : pf.report.pa;
         vkv_prefill_free(&pf);

@@ -65,6 +65,8 @@ vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool cha
 {
     return (vkv_compression){.press = e->press, .p_c = o->po.compression < 0 ? 0 : o->po.compression, .vector = o->po.vector,
                              .p_a = o->po.pa, .pool = eval_pool_scope(o), .map = (vkv_vector_map)o->po.vector_map,
+                             .compress_every = (uint32_t)o->po.compress_every,
+                             .max_kv_tokens = (uint32_t)o->po.max_kv_tokens,
                              .query_aware = o->po.query_aware, .materialized = o->po.materialized,
                              .plain_prompt = !chat};
 }

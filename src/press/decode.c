@@ -25,6 +25,7 @@ struct vkv_decode_press {
     float *scores_host, *eps_host;        /* [H, slots] */
     uint32_t *tiers_host32, *sort;        /* [H, slots], [2 slots] */
     uint8_t *tiers_host;                  /* [H, slots] */
+    uint32_t *n_ret, *n_apx;              /* [H] */
     vkv_decode_stats stats;
 };
 
@@ -46,6 +47,8 @@ void vkv_decode_press_free(vkv_decode_press *d)
     free(d->tiers_host32);
     free(d->sort);
     free(d->tiers_host);
+    free(d->n_ret);
+    free(d->n_apx);
     free(d);
 }
 
@@ -102,7 +105,9 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->tiers_host32 = malloc(4 * hn);
     d->sort = malloc(8ull * d->slots);
     d->tiers_host = malloc(hn);
-    if (!d->scores_host || !d->eps_host || !d->tiers_host32 || !d->sort || !d->tiers_host) {
+    d->n_ret = malloc(4 * H);
+    d->n_apx = malloc(4 * H);
+    if (!d->scores_host || !d->eps_host || !d->tiers_host32 || !d->sort || !d->tiers_host || !d->n_ret || !d->n_apx) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
         goto error;
     }
@@ -174,7 +179,7 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
     bool any_apx = false;
     for (size_t i = 0; i < (size_t)H * g.n; i++) any_apx |= g.tier[i] == VKV_TIER_APPROXIMATED;
     st = score_layer(d, l, &g, d->p.vector || any_apx);
-    uint32_t n_ret[VKV_MAP_MAX_DIM], n_apx[VKV_MAP_MAX_DIM];
+    uint32_t *n_ret = d->n_ret, *n_apx = d->n_apx;
     for (uint32_t h = 0; h < H && !st; h++) {
         const size_t o = (size_t)h * g.n;
         vkv_decode_head head = {g.n_tok[h], d->scores_host + o, d->eps_host + o, g.pos + o, g.tier + o};

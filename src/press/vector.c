@@ -305,6 +305,7 @@ typedef struct compress_job {
     uint32_t *kept_rows;     /* [L * H] the scorer's count of every (layer, KV head) */
     uint32_t *n_ret, *n_apx, *tiers_u32, *k_pool, *k_apx; /* [H], [H], [H * n], [H], [H] */
     uint32_t *g_counts_host; /* [2 * rows]: pool and approximated counts per row of a group */
+    uint32_t *ret_h, *apx_h; /* [H] joint map: a layer's one row of counts, per head */
     float *vhost;            /* [H, n, hd] f32 values (VECTOR) */
     void *vraw;
 } compress_job;
@@ -354,12 +355,14 @@ static vkv_status job_alloc(compress_job *j)
     j->k_apx = malloc(4ull * j->H);
     j->kept_rows = malloc(4 * LH);
     j->g_counts_host = malloc(8 * LH);
+    j->ret_h = malloc(4ull * j->H);
+    j->apx_h = malloc(4ull * j->H);
     j->vhost = vector ? malloc(sizeof *j->vhost * (size_t)j->H * j->n * j->hd) : NULL;
     j->vraw = vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(j->s->ctx), j->H, j->n, j->hd)) : NULL;
     j->w_blocks = vector && j->joint ? malloc(sizeof *j->w_blocks * (size_t)j->H * j->H * j->hd * j->hd) : NULL;
     if (!rep->n_ret || !rep->n_apx || !rep->n_evict || !rep->n_kept || !rep->r2_apx || !rep->rel_err_apx ||
         !rep->distortion || !rep->scores || !rep->eps || !rep->tiers || !j->n_ret || !j->n_apx || !j->tiers_u32 ||
-        !j->k_pool || !j->k_apx || !j->kept_rows || !j->g_counts_host || (vector && (!j->vhost || !j->vraw)) ||
+        !j->k_pool || !j->k_apx || !j->kept_rows || !j->g_counts_host || !j->ret_h || !j->apx_h || (vector && (!j->vhost || !j->vraw)) ||
         (vector && j->joint && !j->w_blocks))
         return vkv_error(VKV_ERR_OOM, "out of host memory for the compression report");
     return VKV_OK;
@@ -616,9 +619,9 @@ static vkv_status compress_rows(compress_job *j)
         st = vkv_op_vector_assign_tiers(gpu, vp, va, R * n, vkv_view_of(j->tiers));
         if (!st && j->joint) st = record_joint_rows(j);
         if (st) return vkv_cmd_abort(gpu, st);
-        uint32_t ret_h[VKV_MAP_MAX_DIM], apx_h[VKV_MAP_MAX_DIM];
         if ((st = vkv_cmd_submit(gpu)) ||
-            (st = finish_layer(j, l, head_counts(j, j->g_counts_host, ret_h), head_counts(j, j->k_apx, apx_h), a_max > 0)))
+            (st = finish_layer(j, l, head_counts(j, j->g_counts_host, j->ret_h), head_counts(j, j->k_apx, j->apx_h),
+                               a_max > 0)))
             return st;
     }
     return VKV_OK;
@@ -712,9 +715,8 @@ static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
         if (!st && j->joint) st = record_joint_rows(j);
         if (st) return job_fail(gpu, st, l);
         const uint32_t *ret_r = pool_rows + (size_t)(l - l0) * R, *apx_r = apx_rows + (size_t)(l - l0) * R;
-        uint32_t ret_h[VKV_MAP_MAX_DIM], apx_h[VKV_MAP_MAX_DIM];
         if ((st = vkv_cmd_submit(gpu)) ||
-            (st = finish_layer(j, l, head_counts(j, ret_r, ret_h), head_counts(j, apx_r, apx_h), tc.a > 0)))
+            (st = finish_layer(j, l, head_counts(j, ret_r, j->ret_h), head_counts(j, apx_r, j->apx_h), tc.a > 0)))
             return st;
     }
     return VKV_OK;
@@ -734,6 +736,8 @@ static void job_free(compress_job *j)
     free(j->k_pool);
     free(j->k_apx);
     free(j->g_counts_host);
+    free(j->ret_h);
+    free(j->apx_h);
     free(j->vhost);
     free(j->vraw);
     free(j->w_blocks);
