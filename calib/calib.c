@@ -34,7 +34,7 @@ vkv_status vkv_calib_collect(vkv_gpu *gpu, const vkv_model *m, const int32_t *to
     vkv_gram_accum *a = NULL;
     vkv_ctx *ctx = NULL;
     uint32_t batch = p->n_batch ? p->n_batch : p->seq_len < 512 ? p->seq_len : 512;
-    vkv_ctx_params cp = {.n_ctx = p->seq_len, .n_batch = batch, .kv_type = VKV_F32};
+    vkv_ctx_params cp = {.n_ctx = p->seq_len, .n_batch = batch, .k_type = VKV_F32, .v_type = VKV_F32};
     vkv_status st;
     if ((st = vkv_gram_accum_create(gpu, hp->n_layer, hp->n_head_kv, hp->head_dim, hp->head_dim_v, p->joint, &a)) ||
         (st = vkv_ctx_create(gpu, m, &cp, &ctx)))

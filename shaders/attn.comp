@@ -5,7 +5,8 @@
 // member) rows of one KV head). Query i at position pos0 + i sees slots
 // j < n_kv with j <= pos0 + i.
 //
-// Variants: KV_F16 / KV_F32 pick the cache storage. SPLIT=0 (attn_prefill)
+// Variants: KV_F16 / KV_F32 pick the cache storage, KV_ANY reads K and V as
+// pc.k_type / pc.v_type (ggml numbers: f32, f16, q8_0, q4_0). SPLIT=0 (attn_prefill)
 // writes normalised outputs; SPLIT=1 (attn_decode) handles keys
 // [split * split_len, (split + 1) * split_len) for split = gl_WorkGroupID.y
 // and writes the partial (o, m, l) per row for attn_decode_reduce
@@ -39,6 +40,7 @@ layout(push_constant) uniform PC {
     uint kv_head0;   // first KV head of this dispatch (K/V are bound from it)
     uint split_len;  // keys per split (SPLIT only)
     uint n_split;    // splits (SPLIT only)
+    uint k_type, v_type; // KV_ANY: the caches' row types (kv/kv_layout.h)
 } pc;
 
 #include "common/attn_tile.glsl"

@@ -20,6 +20,8 @@
 // SPLIT=1 (decode): workgroup y handles keys [y * split_len, (y + 1) *
 // split_len) and writes its unnormalised (sum_v, sum_apx, m, l) per row for
 // attn_tiered_reduce, so long contexts spread over many workgroups.
+// KV_ANY: K and V rows of the types pc.k_type / pc.v_type (quantized tiers;
+// common/kv_quant.glsl), read through the same load_k / load_v.
 // NO_APX (with FUSED): for caches where no head holds approximated slots (the
 // eviction baseline): retained and appended slots are then contiguous in K
 // and in V, and one segment covers them. The general kernel handles such a
@@ -60,6 +62,7 @@ layout(push_constant) uniform PC {
     uint apx_shift;  // FUSED: approximated values from KV head (h + apx_shift) mod n_kv_head
     uint w_off;      // FUSED: first float of the map block applied
     uint accumulate; // FUSED, not SPLIT: out += the block's approximated part only
+    uint k_type, v_type; // KV_ANY: the tiered rows' types (ggml numbers: f32, f16, q8_0, q4_0)
 } pc;
 
 #if !defined(NO_APX)

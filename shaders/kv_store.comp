@@ -6,7 +6,11 @@
 // tokens, read from the tier metadata (K: k_off + n_ret + n_apx; V: v_off + n_ret),
 // converting to the cache's storage type (KV_F16: two halves per 32-bit word,
 // round to nearest even done by hand, since packHalf2x16's rounding is left
-// to the implementation; KV_F32: plain copy). One invocation per element pair.
+// to the implementation; KV_F32: plain copy; one invocation per element
+// pair) or quantizing (KV_QUANT: pc.kv_type q8_0 or q4_0, ggml's reference
+// quantizers per block, rows of common/kv_quant.glsl; one invocation per row,
+// which writes whole words).
+#extension GL_GOOGLE_include_directive : require
 
 layout(local_size_x_id = 0) in;
 
@@ -19,33 +23,40 @@ layout(push_constant) uniform PC {
     uint n_ctx;      // plain cache: slots per head
     uint slot0;      // slot of token 0 after the head's base
     uint mode;       // 0 plain, 1 tiered keys, 2 tiered values
+    uint kv_type;    // KV_QUANT: the cache's type (ggml's number: 8 q8_0, 2 q4_0)
 } pc;
 
-#if defined(KV_F16)
-// f32 -> f16 bits, round to nearest even (the C reference's rule).
-uint f32_to_f16(float f)
+// First slot of head h (see the top).
+uint head_base(uint h)
 {
-    uint x = floatBitsToUint(f);
-    uint sign = (x >> 16) & 0x8000u;
-    uint a = x & 0x7fffffffu;
-    if (a >= 0x7f800000u) return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u : 0u); // inf, nan
-    if (a >= 0x477ff000u) return sign | 0x7c00u;                                  // overflow
-    if (a < 0x38800000u) {                                                        // subnormal or zero
-        if (a < 0x33000000u) return sign;
-        uint e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
-        uint shift = 126u - e;
-        uint q = m >> shift, rem = m & ((1u << shift) - 1u), halfway = 1u << (shift - 1u);
-        if (rem > halfway || (rem == halfway && (q & 1u) != 0u)) q++;
-        return sign | q;
-    }
-    uint q = a - 0x38000000u;
-    uint r = q & 0x1fffu;
-    q >>= 13;
-    if (r > 0x1000u || (r == 0x1000u && (q & 1u) != 0u)) q++;
-    return sign | q;
+    return pc.mode == 0u ? h * pc.n_ctx
+         : pc.mode == 1u ? meta[h * 8u] + meta[h * 8u + 3u] + meta[h * 8u + 4u]
+                         : meta[h * 8u + 1u] + meta[h * 8u + 3u];
 }
-#endif
 
+#define KVQ_NO_READER
+#if defined(KV_QUANT)
+float kvq_src(uint e);
+void kvq_out(uint w, uint value);
+#define KVQ_WRITER
+#endif
+#include "common/kv_quant.glsl" // kvq_f32_to_f16 for KV_F16 too
+
+#if defined(KV_QUANT)
+uint row_src; // first element of the row being written in src
+float kvq_src(uint e) { return src[row_src + e]; }
+void kvq_out(uint w, uint value) { cache[w] = value; }
+
+// One invocation per row (th = t * n_kv_head + h).
+void main()
+{
+    uint th = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+    if (th >= pc.n_tok * pc.n_kv_head) return;
+    uint h = th % pc.n_kv_head, t = th / pc.n_kv_head;
+    row_src = th * pc.head_dim;
+    kvq_write_row(pc.kv_type, pc.head_dim, (head_base(h) + pc.slot0 + t) * (kvq_row_bytes(pc.kv_type, pc.head_dim) / 4u));
+}
+#else
 void main()
 {
     uint gid = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x;
@@ -55,14 +66,12 @@ void main()
     uint th = gid / half_dim;           // t * n_kv_head + h
     uint h = th % pc.n_kv_head, t = th / pc.n_kv_head;
     vec2 v = vec2(src[th * pc.head_dim + 2u * p], src[th * pc.head_dim + 2u * p + 1u]);
-    uint base = pc.mode == 0u ? h * pc.n_ctx
-              : pc.mode == 1u ? meta[h * 8u] + meta[h * 8u + 3u] + meta[h * 8u + 4u]
-                              : meta[h * 8u + 1u] + meta[h * 8u + 3u];
-    uint dst = (base + pc.slot0 + t) * pc.head_dim + 2u * p; // element index
+    uint dst = (head_base(h) + pc.slot0 + t) * pc.head_dim + 2u * p; // element index
 #if defined(KV_F16)
-    cache[dst / 2u] = f32_to_f16(v.x) | (f32_to_f16(v.y) << 16);
+    cache[dst / 2u] = kvq_f32_to_f16(v.x) | (kvq_f32_to_f16(v.y) << 16);
 #else
     cache[dst] = floatBitsToUint(v.x);
     cache[dst + 1u] = floatBitsToUint(v.y);
 #endif
 }
+#endif

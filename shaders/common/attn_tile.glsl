@@ -15,7 +15,9 @@
 //   ATTN_APX_INTO_OK  approximated values accumulate into ok[] (fused
 //                     attn_tiered), not into ov[].
 // K and V: KV_F16 / KV_F32 pick the storage (f16 read as 32-bit words through
-// unpackHalf2x16, so no 16-bit storage feature is needed); bindings 1 and 2.
+// unpackHalf2x16, so no 16-bit storage feature is needed), KV_ANY reads each
+// as the type its push constant names (quantized caches, K and V of different
+// types); bindings 1 and 2.
 // Any subgroup size: only shared memory and barriers.
 
 #include "vk/tiles.h"
@@ -30,8 +32,16 @@ layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };   // K rows, f32
 layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };   // V rows, f32
 vec4 load_k(uint i) { return k_f4[i]; }
 vec4 load_v(uint i) { return v_f4[i]; }
+#elif defined(KV_ANY)
+// K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
+// at run time (common/kv_quant.glsl); vec4 index i = row * head_dim / 4 + d4.
+layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
+layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
+#include "common/kv_quant.glsl"
+vec4 load_k(uint i) { uint d4n_ = pc.head_dim / 4u; return kvq_load4(false, pc.k_type, pc.head_dim, i / d4n_, i % d4n_); }
+vec4 load_v(uint i) { uint d4n_ = pc.head_dim / 4u; return kvq_load4(true, pc.v_type, pc.head_dim, i / d4n_, i % d4n_); }
 #else
-#error "define KV_F16 or KV_F32"
+#error "define KV_F16, KV_F32 or KV_ANY"
 #endif
 
 // Shared budget (vk/tiles.h); the host picks tile sizes that fit.

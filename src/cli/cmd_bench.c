@@ -313,7 +313,7 @@ static int bench_model(int argc, char **argv)
     const vkv_model *m = s->model;
     vkv_gpu *gpu = s->gpu;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n_pp + n_tg + 1), .n_batch = n_pp ? (uint32_t)n_pp : 1,
-                         .kv_type = cli_kv_dtype(kv_type)};
+                         .k_type = cli_kv_dtype(kv_type), .v_type = cli_kv_dtype(kv_type)};
     if ((st = vkv_session_reserve(s, &cp))) goto fail;
     vkv_ctx *ctx = s->ctx;
     ids = malloc(sizeof *ids * (size_t)(n_pp + 1));
@@ -520,11 +520,11 @@ static int bench_vector(int argc, char **argv)
     vkv_compression c = {.press = press, .p_c = o.pc, .vector = vector, .p_a = -1, .lean = true, .plain_prompt = true};
     uint32_t kept = vkv_kv_n_kept(o.pc, (uint32_t)n), room; /* room: KVzip's reconstruction passes */
     if ((st = vkv_session_press_room(s, &c, (uint32_t)n, &room))) goto fail;
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .kv_type = VKV_F16};
-    vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .k_type = VKV_F16, .v_type = VKV_F16};
+    vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .k_type = VKV_F16, .v_type = VKV_F16};
     /* VECTOR attends to more tokens than it holds full pairs for: the third
      * cache holds as many tokens as the tiered one attends to (r + a). */
-    vkv_ctx_params tp = {.n_ctx = (uint32_t)(n + n_decode + 1), .n_batch = 512, .kv_type = VKV_F16};
+    vkv_ctx_params tp = {.n_ctx = (uint32_t)(n + n_decode + 1), .n_batch = 512, .k_type = VKV_F16, .v_type = VKV_F16};
     if ((st = vkv_session_reserve(s, &cp)) || (st = vkv_ctx_create(s->gpu, m, &pp, &plain)) ||
         (vector && (st = vkv_ctx_create(s->gpu, m, &tp, &same_tokens))))
         goto fail;

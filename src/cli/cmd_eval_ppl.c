@@ -102,7 +102,7 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
          .max = (double)INT64_MAX, .help = "take the windows from byte B on (default 0)"},
-        CLI_KV_TYPE_OPTION(o->mo.kv_type),
+        CLI_KV_TYPE_OPTIONS(o->mo),
         {.type = CLI_FLAG, .names = "--markdown", .dest = &o->markdown, .help = "print the table as Markdown"},
         CLI_DEVICE_OPTION(o->mo.device),
     };
@@ -274,7 +274,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
-    double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0;
+    double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0, kib = 0;
     for (int64_t w = 0; w < o->n_windows; w++) {
         vkv_prompt pr = window_prompt(d, w, n_comp);
         vkv_prefill pf;
@@ -282,6 +282,8 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         vkv_status st = vkv_session_prefill(s, &c, &pr, VKV_LOGITS_REST, d->logits, &pf);
         if (st) return st;
         ms += pf.report.seconds * 1e3;
+        /* the compressed context's bytes: retained K+V and approximated K, in their row types */
+        kib += (pf.memory.k_retained + pf.memory.v_retained + pf.memory.k_approximated) / 1024.0;
         if (s->decode) ms += vkv_decode_press_stats(s->decode).seconds * 1e3; /* the compressions during the continuation */
         /* compression during generation resolves the default p_a per head at each compression: nan */
         used_pa = c.compress_every && vector ? (pa >= 0 ? pa : NAN) : pf.report.pa;
@@ -308,17 +310,35 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     snprintf(meth, sizeof meth, "%s%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
              vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "", o->compress_every ? "/decode" : "");
     if (o->markdown)
-        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f |\n", press->name, mode, ratio, meth, used_pa,
-               exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
+        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f | %.1f |\n", press->name, mode, ratio, meth,
+               used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows, kib / o->n_windows);
     else
-        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f\n", press->name, mode, ratio, meth, used_pa,
-               exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows);
+        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f %9.1f\n", press->name, mode, ratio, meth,
+               used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows, kib / o->n_windows);
     fflush(stdout);
     return VKV_OK;
 }
 
-/* The context: a window, plus what KVzip's reconstruction passes need. */
-static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl_data *d)
+/* True when K and V are one unquantized type: the reference then runs on
+ * caches of the grid's types; else on f16 caches, the ones a quantized or
+ * mixed cache replaces. */
+static bool reference_types_are_grid_types(const eppl_opts *o)
+{
+    return cli_k_dtype(&o->mo) == cli_v_dtype(&o->mo) && !vkv_kv_type_quantized(cli_k_dtype(&o->mo));
+}
+
+/* Under a budget and without a compression after the context (p_c 0), the
+ * grid's plain cache holds M slots; the reference holds the whole window. */
+static bool grid_has_budget_slots(const eppl_opts *o)
+{
+    bool prefill_press = false;
+    for (int ri = 0; ri < o->n_ratios; ri++) prefill_press |= o->ratios[ri] > 0;
+    return o->compress_every && !prefill_press;
+}
+
+/* The context: a window, plus what KVzip's reconstruction passes need; the
+ * reference's cache types when reference is set, else --kv-type's. */
+static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl_data *d, bool reference)
 {
     uint32_t room = 0;
     for (int pi = 0; pi < o->n_presses; pi++)
@@ -329,7 +349,10 @@ static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl
             if (st) return st;
             if (r > room) room = r;
         }
-    vkv_ctx_params cp = {.n_ctx = d->total + room, .n_batch = 512, .kv_type = cli_kv_dtype(o->mo.kv_type)};
+    const bool f16 = reference && !reference_types_are_grid_types(o);
+    vkv_ctx_params cp = {.n_ctx = d->total + room, .n_batch = 512, .k_type = f16 ? VKV_F16 : cli_k_dtype(&o->mo),
+                         .v_type = f16 ? VKV_F16 : cli_v_dtype(&o->mo), .compress = !reference};
+    if (!reference && grid_has_budget_slots(o)) cp.n_kv_slots = (uint32_t)o->max_kv_tokens;
     return vkv_session_reserve(s, &cp);
 }
 
@@ -400,13 +423,18 @@ int cmd_eval_ppl(int argc, char **argv)
     vkv_session *s = NULL;
     eppl_data d = {0};
     vkv_status st;
-    if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d)) || (st = reserve_windows(s, &o, &d)))
+    if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d)) || (st = reserve_windows(s, &o, &d, true)))
         goto out;
-    printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms |\n"
-                        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |\n"
-                      : "%-13s %-8s %5s %-19s %6s %10s %12s %10s %11s\n",
-           "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms");
+    printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms | KV KiB |\n"
+                        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+                      : "%-13s %-8s %5s %-19s %6s %10s %12s %10s %11s %9s\n",
+           "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms", "KV KiB");
     if ((st = reference_pass(s, &o, &d))) goto out;
+    if (!reference_types_are_grid_types(&o))
+        fprintf(stderr, "eval-ppl: K cache %s, V cache %s; the reference ran on f16 caches\n",
+                vkv_dtype_get(cli_k_dtype(&o.mo))->name, vkv_dtype_get(cli_v_dtype(&o.mo))->name);
+    if ((!reference_types_are_grid_types(&o) || grid_has_budget_slots(&o)) && (st = reserve_windows(s, &o, &d, false)))
+        goto out;
     st = run_grid(s, &o, &d);
 out:
     rc = st ? cli_fail("eval-ppl", st) : 0;

@@ -281,7 +281,7 @@ int cmd_perplexity(int argc, char **argv)
     if ((o.eval_path && (st = vkv_json_parse_file(o.eval_path, &doc))) || (st = vkv_session_open(&sp, &s))) goto out;
     if (!o.mo.n_ctx) o.mo.n_ctx = s->model->hp.n_ctx_train;
     if (doc && (st = eval_json_windows(doc, o.eval_path, &o.mo.n_ctx, &windows))) goto out;
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)o.mo.n_ctx, .n_batch = 512, .kv_type = cli_kv_dtype(o.mo.kv_type)};
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)o.mo.n_ctx, .n_batch = 512, .k_type = cli_k_dtype(&o.mo), .v_type = cli_v_dtype(&o.mo)};
     if ((st = vkv_session_reserve(s, &cp))) goto out;
     size_t n = (size_t)o.mo.n_ctx;
     sc.logits = malloc(sizeof *sc.logits * n * s->model->hp.n_vocab);

@@ -195,7 +195,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
 {
     const vkv_hparams *hp = &s->model->hp;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)o->mo.n_ctx, .n_batch = (uint32_t)o->mo.n_batch,
-                         .kv_type = cli_kv_dtype(o->mo.kv_type)};
+                         .k_type = cli_k_dtype(&o->mo), .v_type = cli_v_dtype(&o->mo), .compress = o->press != NULL};
     uint32_t room = 0;
     vkv_compression c = run_compression(o);
     if ((*st = vkv_session_press_room(s, &c, (uint32_t)(o->po.query_aware ? pr->n : pr->n_context), &room))) return 1;
@@ -210,6 +210,13 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
     if (pr->n > cp.n_ctx) {
         fprintf(stderr, "vkvector run: the prompt is %zu tokens, longer than the %u-token context (--ctx)\n", pr->n, cp.n_ctx);
         return 2;
+    }
+    /* A budgeted cache allocates M slots per head; a compression after the
+     * prefill needs the whole compressed part (and its extra) in them first. */
+    if (o->po.compress_every) {
+        uint64_t slots = (uint64_t)o->po.max_kv_tokens;
+        uint64_t first = c.p_c > 0 ? (o->po.query_aware ? pr->n : pr->n_context) + room : 0;
+        cp.n_kv_slots = (uint32_t)(first > slots ? first : slots);
     }
     return (*st = vkv_session_reserve(s, &cp)) ? 1 : -1;
 }
@@ -229,7 +236,7 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
         print_compression(stderr, o->press->name, po->compression, po->vector, po->query_aware, &pf.report, pf.memory,
                           pf.compress_s);
         if (o->tier_dump) {
-            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, cli_kv_dtype(o->mo.kv_type),
+            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, cli_k_dtype(&o->mo),
                                      po->compression, po->vector, po->query_aware, pr->ids, s->tok,
                                      vkv_ctx_kv_memory(s->ctx)};
             st = vkv_tier_dump_write(o->tier_dump, &di, &pf.report);
@@ -292,8 +299,11 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
                           double t_gen, const char *stop)
 {
     const vkv_hparams *hp = &s->model->hp;
-    vkv_dtype kv_type = cli_kv_dtype(o->mo.kv_type);
-    vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->ctx), .n_batch = (uint32_t)o->mo.n_batch, .kv_type = kv_type};
+    /* the plain cache's rows: the types asked for, or the f16 working cache of quantized tiers */
+    vkv_dtype k_type = vkv_ctx_kv_type(s->ctx), v_type = vkv_ctx_v_type(s->ctx);
+    vkv_dtype tier_k = vkv_ctx_tier_k_type(s->ctx), tier_v = vkv_ctx_tier_v_type(s->ctx);
+    vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->ctx), .n_batch = (uint32_t)o->mo.n_batch, .k_type = tier_k,
+                         .v_type = tier_v, .compress = o->press != NULL, .n_kv_slots = vkv_ctx_kv_slots(s->ctx)};
     vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &cp);
     vkv_mem_stats ms = vkv_gpu_mem_stats(s->gpu);
     uint64_t wb = s->model->weight_bytes;
@@ -308,15 +318,21 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     if (s->decode) {
         /* The budget check of compression during generation: rows held against 2 M. */
         vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
-        uint64_t row_bytes = (kv_type == VKV_F16 ? 2ull : 4ull) * hp->head_dim;
+        uint64_t row_bytes = (vkv_kv_row_bytes(k_type, hp->head_dim) + vkv_kv_row_bytes(v_type, hp->head_dim)) / 2;
         fprintf(stderr, "compression during generation: %u compressions in %.3f s; the most K+V rows any (layer, KV head) "
                         "held: %llu of the budget's %llu (%.1f KiB of %.1f KiB per head)\n",
                 ds.compressions, ds.seconds, (unsigned long long)ds.max_rows, 2ull * (unsigned long long)o->po.max_kv_tokens,
                 ds.max_rows * row_bytes / 1024.0, 2.0 * o->po.max_kv_tokens * row_bytes / 1024.0);
     }
-    fprintf(stderr, "KV cache:   %.2f MiB (%s, %u slots x %u layers x %u KV heads x %u dims x K,V)\n",
-            vkv_ctx_kv_bytes(s->ctx) / 1048576.0, kv_type == VKV_F16 ? "f16" : "f32", vkv_ctx_n_ctx(s->ctx),
+    fprintf(stderr, "KV cache:   %.2f MiB (K %s, V %s: %zu + %zu bytes a row; %u slots x %u layers x %u KV heads x "
+                    "%u dims x K,V)\n",
+            vkv_ctx_kv_bytes(s->ctx) / 1048576.0, vkv_dtype_get(k_type)->name, vkv_dtype_get(v_type)->name,
+            vkv_kv_row_bytes(k_type, hp->head_dim), vkv_kv_row_bytes(v_type, hp->head_dim), vkv_ctx_kv_slots(s->ctx),
             hp->n_layer, hp->n_head_kv, hp->head_dim);
+    if (tier_k != k_type || tier_v != v_type)
+        fprintf(stderr, "KV tiers:   K %s, V %s: %zu + %zu bytes a row, compacted from the f16 cache above\n",
+                vkv_dtype_get(tier_k)->name, vkv_dtype_get(tier_v)->name, vkv_kv_row_bytes(tier_k, hp->head_dim),
+                vkv_kv_row_bytes(tier_v, hp->head_dim));
     fprintf(stderr, "device memory: weights %.2f MiB + KV cache %.2f MiB + scratch %.2f MiB = %.2f MiB of the %.2f MiB "
                     "heap; peak in use %.2f MiB, allocated %.2f MiB\n",
             wb / 1048576.0, plan.kv_bytes / 1048576.0, plan.scratch_bytes / 1048576.0,

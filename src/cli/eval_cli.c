@@ -46,7 +46,8 @@ vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx,
     if (st) return st;
     const vkv_hparams *hp = &e->s->model->hp;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(o->mo.n_ctx ? o->mo.n_ctx : hp->n_ctx_train),
-                         .n_batch = (uint32_t)(o->mo.n_batch ? o->mo.n_batch : 512), .kv_type = cli_kv_dtype(o->mo.kv_type)};
+                         .n_batch = (uint32_t)(o->mo.n_batch ? o->mo.n_batch : 512), .k_type = cli_k_dtype(&o->mo),
+                         .v_type = cli_v_dtype(&o->mo), .compress = e->press != NULL};
     if (!cp.n_ctx) cp.n_ctx = 4096;
     if (!o->mo.n_ctx && want_ctx && want_ctx < cp.n_ctx) cp.n_ctx = want_ctx;
     e->n_ctx = cp.n_ctx;

@@ -33,7 +33,7 @@ void eval_opts_init(eval_opts *o);
      .help = "context slots (default: the model's training context)"},                                        \
     {.type = CLI_I64, .names = "--batch", .metavar = "N", .dest = &(o).mo.n_batch, .min = 1, .max = 65536,     \
      .help = "prefill chunk in tokens (default 512)"},                                                        \
-    CLI_KV_TYPE_OPTION((o).mo.kv_type), CLI_DEVICE_OPTION((o).mo.device)
+    CLI_KV_TYPE_OPTIONS((o).mo), CLI_DEVICE_OPTION((o).mo.device)
 
 /* Cross-option checks (printed); false on a usage error. */
 bool eval_opts_check(const char *cmd, eval_opts *o);

@@ -16,10 +16,16 @@ void cli_model_opts_init(cli_model_opts *mo)
 {
     const char *env = getenv("VKVECTOR_MODEL");
     *mo = (cli_model_opts){.model_path = env ? env : VKV_DEFAULT_MODEL, .device = cli_device_index_from_env(),
-                           .n_ctx = 0, .n_batch = 512, .kv_type = 0};
+                           .n_ctx = 0, .n_batch = 512, .kv_type = 0, .k_type = -1, .v_type = -1};
 }
 
-vkv_dtype cli_kv_dtype(int kv_type) { return kv_type == 1 ? VKV_F32 : VKV_F16; }
+vkv_dtype cli_kv_dtype(int kv_type)
+{
+    static const vkv_dtype types[] = {VKV_F16, VKV_F32, VKV_Q8_0, VKV_Q4_0}; /* CLI_KV_TYPES */
+    return kv_type >= 0 && kv_type < 4 ? types[kv_type] : VKV_F16;
+}
+vkv_dtype cli_k_dtype(const cli_model_opts *mo) { return cli_kv_dtype(mo->k_type >= 0 ? mo->k_type : mo->kv_type); }
+vkv_dtype cli_v_dtype(const cli_model_opts *mo) { return cli_kv_dtype(mo->v_type >= 0 ? mo->v_type : mo->kv_type); }
 
 void cli_press_opts_init(cli_press_opts *po)
 {

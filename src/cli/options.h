@@ -91,20 +91,32 @@ void cli_print_usage(FILE *f, const char *usage_line, const cli_opt *opts, size_
 #define CLI_DEVICE_OPTION(int32_dest)                                                                          \
     {.type = CLI_I32, .names = "--device", .metavar = "N", .dest = &(int32_dest), .min = 0, .max = 1024,       \
      .help = "Vulkan device (default: VKVECTOR_DEVICE or the best one)"}
+#define CLI_KV_TYPES "f16|f32|q8_0|q4_0"
 #define CLI_KV_TYPE_OPTION(int_dest)                                                                           \
-    {.type = CLI_ENUM, .names = "--kv-type", .dest = &(int_dest), .choices = "f16|f32",                        \
-     .help = "KV cache storage (default f16)"}
+    {.type = CLI_ENUM, .names = "--kv-type", .dest = &(int_dest), .choices = CLI_KV_TYPES,                     \
+     .help = "KV cache storage, K and V (default f16; q8_0/q4_0: blocks of 32 along a head's row)"}
+/* --kv-type, and --k-type / --v-type for one of the two. */
+#define CLI_KV_TYPE_OPTIONS(mo)                                                                                \
+    CLI_KV_TYPE_OPTION((mo).kv_type),                                                                         \
+    {.type = CLI_ENUM, .names = "--k-type", .dest = &(mo).k_type, .choices = CLI_KV_TYPES,                     \
+     .help = "the K cache's storage (default: --kv-type)"},                                                   \
+    {.type = CLI_ENUM, .names = "--v-type", .dest = &(mo).v_type, .choices = CLI_KV_TYPES,                     \
+     .help = "the V cache's storage (default: --kv-type)"}
 
 typedef struct cli_model_opts {
     const char *model_path; /* VKVECTOR_MODEL, else VKV_DEFAULT_MODEL */
     int32_t device;         /* -1: VKVECTOR_DEVICE or the best device */
     int64_t n_ctx, n_batch; /* 0: the model's context (at most 4096); 512 */
-    int kv_type;            /* 0 f16, 1 f32: cli_kv_dtype() */
+    int kv_type;            /* index in CLI_KV_TYPES: cli_kv_dtype() */
+    int k_type, v_type;     /* the same for K or V alone; -1: kv_type */
 } cli_model_opts;
 
 void cli_model_opts_init(cli_model_opts *mo);
 /* The KV cache type a --kv-type index names. */
 vkv_dtype cli_kv_dtype(int kv_type);
+/* The K and V caches' types of mo. */
+vkv_dtype cli_k_dtype(const cli_model_opts *mo);
+vkv_dtype cli_v_dtype(const cli_model_opts *mo);
 
 #define CLI_MODEL_OPTIONS(mo)                                                                                  \
     CLI_MODEL_PATH_OPTION((mo).model_path), CLI_DEVICE_OPTION((mo).device),                                   \
@@ -112,7 +124,7 @@ vkv_dtype cli_kv_dtype(int kv_type);
      .help = "context length (default: the model's, at most 4096)"},                                          \
     {.type = CLI_I64, .names = "--batch", .metavar = "N", .dest = &(mo).n_batch, .min = 1, .max = 65536,       \
      .help = "prefill chunk in tokens (default 512)"},                                                        \
-    CLI_KV_TYPE_OPTION((mo).kv_type)
+    CLI_KV_TYPE_OPTIONS(mo)
 
 /* vkv_sampler_params (infer/sampler.h); start from vkv_sampler_defaults(). */
 #define CLI_SAMPLING_OPTIONS(sp)                                                                               \

@@ -19,9 +19,9 @@ vkv_status case_softmax(conform_ctx *c, uint32_t rows, uint32_t cols, float scal
 vkv_status case_elementwise(conform_ctx *c, bool silu, uint32_t n);
 vkv_status case_argmax(conform_ctx *c, uint32_t rows, uint32_t n, bool ties);
 vkv_status case_add_bias(conform_ctx *c, uint32_t rows, uint32_t width);
-vkv_status case_kv_store(conform_ctx *c, bool f16, uint32_t n_tok, uint32_t n_kv, uint32_t hd, uint32_t n_ctx,
+vkv_status case_kv_store(conform_ctx *c, vkv_dtype t, uint32_t n_tok, uint32_t n_kv, uint32_t hd, uint32_t n_ctx,
                          uint32_t slot0);
-vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,
+vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head,
                           uint32_t hd, uint32_t n_q, uint32_t pos0, uint32_t n_kv, uint32_t n_ctx_max,
                           float q_amp);
 /* with_pos: the residual reads each slot's position from a table (a tiered
@@ -30,8 +30,10 @@ vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kv, uint
  * for case_tiered every head then holds the same tiers. */
 vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_rot, bool neox,
                                 uint32_t n_ctx, uint32_t n, bool joint, bool with_pos);
-vkv_status case_tiered(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv, uint32_t hd, uint32_t n_rot,
-                       bool neox, uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q, bool joint);
+/* case_tiered: t the plain cache's rows, tk / tv the tiers' (quantized tiers
+ * from an f16 cache; no materialised stages then). */
+vkv_status case_tiered(conform_ctx *c, vkv_dtype t, vkv_dtype tk, vkv_dtype tv, uint32_t n_head, uint32_t n_kv,
+                       uint32_t hd, uint32_t n_rot, bool neox, uint32_t n, uint32_t n_ret, uint32_t n_apx, uint32_t n_new0, uint32_t n_q, bool joint);
 vkv_status case_vector_head_mean(conform_ctx *c, uint32_t rows, uint32_t n);
 vkv_status case_topk(conform_ctx *c, uint32_t rows, uint32_t n, uint32_t k, bool per_row, topk_data data);
 vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head,

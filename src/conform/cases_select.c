@@ -156,7 +156,7 @@ vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, uint32_t 
     if (n_keys > n_ctx) return vkv_error(VKV_ERR_ARG, "press case: %u keys in a %u-slot cache", n_keys, n_ctx);
     const size_t qn = (size_t)n_q * n_head * hd, sn = (size_t)n_kv_head * n;
     const size_t cache_bytes = vkv_kv_cache_bytes(kv, n_kv_head, n_ctx, hd);
-    vkv_attn_params ap = {.n_kv_head = n_kv_head, .head_dim = hd, .n_ctx_max = n_ctx, .n_kv = n_keys, .kv_type = kv};
+    vkv_attn_params ap = {.n_kv_head = n_kv_head, .head_dim = hd, .n_ctx_max = n_ctx, .n_kv = n_keys, .k_type = kv, .v_type = kv};
     float *q = conform_random_f32(c, qn), *ksrc = conform_random_f32(c, (size_t)n_keys * n_kv_head * hd);
     float *vsrc = conform_random_f32(c, (size_t)n_keys * n_kv_head * hd);
     float *ref = malloc(sn * 4), *got = malloc(sn * 4), inv_freq[128];
@@ -165,8 +165,8 @@ vkv_status case_press(conform_ctx *c, const char *press, vkv_dtype kv, uint32_t 
     vkv_status st = VKV_OK;
     if (!q || !ksrc || !vsrc || !ref || !got || !kc || !vc) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (size_t i = 0; i < qn; i++) q[i] *= 4.0f; /* sharper window attention than unit-scale noise gives */
-    conform_poison_unused_slots(&ap, kc);
-    conform_poison_unused_slots(&ap, vc);
+    conform_poison_unused_slots(&ap, kv, kc);
+    conform_poison_unused_slots(&ap, kv, vc);
     vkv_kv_cache_store(kv, kc, n_kv_head, n_ctx, hd, 0, ksrc, n_keys);
     vkv_kv_cache_store(kv, vc, n_kv_head, n_ctx, hd, 0, vsrc, n_keys);
     vkv_rope_params rp = {.mode = kv == VKV_F16 ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, .head_dim = hd, .n_rot = hd,

@@ -128,14 +128,20 @@ vkv_status conform_run_recorded(conform_ctx *c, vkv_status (*rec)(conform_ctx *,
 
 /* Fills a cache's slots n_kv..n_ctx_max-1 with NaN: a kernel that reads a
  * slot it must not see turns the output NaN and fails the case. */
-void conform_poison_unused_slots(const vkv_attn_params *p, void *cache)
+void conform_poison_unused_slots(const vkv_attn_params *p, vkv_dtype t, void *cache)
 {
+    const size_t row_bytes = vkv_kv_row_bytes(t, p->head_dim);
+    const uint16_t nan16 = 0x7e00u;
+    const float nan32 = NAN;
     for (uint32_t h = 0; h < p->n_kv_head; h++)
         for (uint32_t j = p->n_kv; j < p->n_ctx_max; j++) {
-            size_t o = ((size_t)h * p->n_ctx_max + j) * p->head_dim;
-            for (uint32_t d = 0; d < p->head_dim; d++) {
-                if (p->kv_type == VKV_F16) ((uint16_t *)cache)[o + d] = 0x7e00u;
-                else ((float *)cache)[o + d] = NAN;
+            uint8_t *row = (uint8_t *)cache + ((size_t)h * p->n_ctx_max + j) * row_bytes;
+            if (t == VKV_F32) {
+                for (uint32_t d = 0; d < p->head_dim; d++) memcpy(row + 4 * d, &nan32, 4);
+            } else if (t == VKV_F16) {
+                for (uint32_t d = 0; d < p->head_dim; d++) memcpy(row + 2 * d, &nan16, 2);
+            } else { /* a NaN scale in every block */
+                for (uint32_t b = 0; 32 * b < p->head_dim; b++) memcpy(row + b * (t == VKV_Q8_0 ? 34 : 18), &nan16, 2);
             }
         }
 }

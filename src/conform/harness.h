@@ -67,7 +67,7 @@ vkv_status conform_run_recorded(conform_ctx *c, vkv_status (*rec)(conform_ctx *,
 
 /* Fills a cache's slots n_kv..n_ctx_max-1 with NaN: a kernel that reads a
  * slot it must not see turns the output NaN and fails the case. */
-void conform_poison_unused_slots(const vkv_attn_params *p, void *cache);
+void conform_poison_unused_slots(const vkv_attn_params *p, vkv_dtype t, void *cache);
 
 void conform_fill_cache(conform_ctx *c, vkv_dtype t, void *cache, size_t rows, uint32_t hd, float scale);
 

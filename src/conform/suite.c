@@ -144,27 +144,30 @@ static void family_kv_store(conform_ctx *c, const char *op)
 {
     static const struct { uint32_t n_tok, n_kv, hd, n_ctx, slot0; } shapes[] = {
         {1, 4, 8, 64, 0}, {1, 2, 64, 300, 299}, {37, 4, 8, 512, 100}, {64, 8, 128, 128, 64},
+        {5, 2, 48, 40, 3}, /* the default model's head: a q8_0/q4_0 row of a 32- and a 16-element block */
+        {3, 3, 36, 9, 6},  /* a 4-element last block (q4_0: its nibbles split 2 + 2) */
     };
-    for (int f16 = 0; f16 < 2; f16++)
+    static const vkv_dtype types[] = {VKV_F32, VKV_F16, VKV_Q8_0, VKV_Q4_0};
+    for (size_t t = 0; t < N_OF(types); t++)
         for (size_t i = 0; i < N_OF(shapes); i++)
-            RUN(case_kv_store(c, f16, shapes[i].n_tok, shapes[i].n_kv, shapes[i].hd, shapes[i].n_ctx, shapes[i].slot0));
+            RUN(case_kv_store(c, types[t], shapes[i].n_tok, shapes[i].n_kv, shapes[i].hd, shapes[i].n_ctx, shapes[i].slot0));
 }
 
 /* The attention cases of one model shape: decode (n_q = 1) at several cache
  * lengths (1 and 7 run one split, 300 and 2049 several), a prompt prefill
  * (the cache holds exactly its tokens), a prefill chunk after 100 cached
  * tokens, and a single query through the prefill kernel. */
-static void attention_cases(conform_ctx *c, vkv_dtype kv, uint32_t n_head, uint32_t n_kv_head, uint32_t hd)
+static void attention_cases(conform_ctx *c, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head, uint32_t hd)
 {
     static const uint32_t decode_kv[] = {1, 7, 300, 2049};
     if (want(c, "attn_decode"))
         for (size_t i = 0; i < N_OF(decode_kv); i++)
-            RUN(case_attention(c, VKV_ATTN_DECODE, kv, n_head, n_kv_head, hd, 1, decode_kv[i] - 1, decode_kv[i],
+            RUN(case_attention(c, VKV_ATTN_DECODE, kt, vt, n_head, n_kv_head, hd, 1, decode_kv[i] - 1, decode_kv[i],
                                decode_kv[i] + 9, 1.0f));
     if (want(c, "attn_prefill")) {
-        RUN(case_attention(c, VKV_ATTN_PREFILL, kv, n_head, n_kv_head, hd, 37, 0, 37, 64, 1.0f));
-        RUN(case_attention(c, VKV_ATTN_PREFILL, kv, n_head, n_kv_head, hd, 64, 100, 164, 256, 1.0f));
-        RUN(case_attention(c, VKV_ATTN_PREFILL, kv, n_head, n_kv_head, hd, 1, 299, 300, 300, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_PREFILL, kt, vt, n_head, n_kv_head, hd, 37, 0, 37, 64, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_PREFILL, kt, vt, n_head, n_kv_head, hd, 64, 100, 164, 256, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_PREFILL, kt, vt, n_head, n_kv_head, hd, 1, 299, 300, 300, 1.0f));
     }
 }
 
@@ -172,29 +175,37 @@ static void family_attention(conform_ctx *c, const char *op)
 {
     static const vkv_dtype kv_types[] = {VKV_F32, VKV_F16};
     for (size_t i = 0; i < N_OF(kv_types); i++) {
-        attention_cases(c, kv_types[i], 8, 4, 8);    /* stories260K */
-        attention_cases(c, kv_types[i], 8, 2, 64);   /* GQA 4:1 */
-        attention_cases(c, kv_types[i], 8, 8, 128);  /* MHA */
+        attention_cases(c, kv_types[i], kv_types[i], 8, 4, 8);    /* stories260K */
+        attention_cases(c, kv_types[i], kv_types[i], 8, 2, 64);   /* GQA 4:1 */
+        attention_cases(c, kv_types[i], kv_types[i], 8, 8, 128);  /* MHA */
+    }
+    /* Quantized caches (the run-time typed kernels): both quantized, and K
+     * and V of different types, on the default model's head (48: blocks of
+     * 32 + 16) and a head of whole blocks. */
+    static const vkv_dtype kq[][2] = {{VKV_Q8_0, VKV_Q8_0}, {VKV_Q4_0, VKV_Q4_0}, {VKV_F16, VKV_Q8_0}, {VKV_Q8_0, VKV_Q4_0}};
+    for (size_t i = 0; i < N_OF(kq); i++) {
+        attention_cases(c, kq[i][0], kq[i][1], 8, 2, 48);
+        attention_cases(c, kq[i][0], kq[i][1], 8, 4, 64);
     }
     if (want(c, "attn_decode")) {
         /* n_q = 4 decode: causal masking inside the splits */
-        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, 8, 2, 64, 4, 296, 300, 320, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, VKV_F16, 8, 2, 64, 4, 296, 300, 320, 1.0f));
         /* scores of tens: the running max must rescale exactly */
-        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, 8, 2, 64, 1, 2048, 2049, 2049, 24.0f));
+        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, VKV_F16, 8, 2, 64, 1, 2048, 2049, 2049, 24.0f));
     }
     if (want(c, "attn_prefill"))
-        RUN(case_attention(c, VKV_ATTN_PREFILL, VKV_F16, 8, 2, 64, 64, 100, 164, 256, 24.0f));
+        RUN(case_attention(c, VKV_ATTN_PREFILL, VKV_F16, VKV_F16, 8, 2, 64, 64, 100, 164, 256, 24.0f));
     /* other head sizes: 16/32 (small test models), 80 (a tile_k that is no power of
      * two, head_dim not a multiple of the threads per row), 256 (the largest) */
     static const uint32_t more_hd[] = {16, 32, 80, 256};
     for (size_t i = 0; i < N_OF(more_hd); i++) {
         if (want(c, "attn_decode"))
-            RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, 4, 2, more_hd[i], 1, 299, 300, 300, 1.0f));
+            RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, VKV_F16, 4, 2, more_hd[i], 1, 299, 300, 300, 1.0f));
         if (want(c, "attn_prefill"))
-            RUN(case_attention(c, VKV_ATTN_PREFILL, VKV_F16, 4, 2, more_hd[i], 64, 100, 164, 200, 1.0f));
+            RUN(case_attention(c, VKV_ATTN_PREFILL, VKV_F16, VKV_F16, 4, 2, more_hd[i], 64, 100, 164, 200, 1.0f));
     }
     if (c->big && want(c, "attn_decode")) /* a cache over 128 MiB: bound per KV head on lavapipe */
-        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F32, 8, 8, 128, 1, 299, 300, 40000, 1.0f));
+        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F32, VKV_F32, 8, 8, 128, 1, 299, 300, 40000, 1.0f));
 }
 
 static void family_vector_residual(conform_ctx *c, const char *op)
@@ -274,10 +285,24 @@ static void family_tiered(conform_ctx *c, const char *op)
         {4, 2, 48, 48, false, 300, 130, 0, 1, 1, true},
     };
     for (int f16 = 0; f16 < 2; f16++)
-        for (size_t i = 0; i < N_OF(shapes); i++)
-            RUN(case_tiered(c, f16 ? VKV_F16 : VKV_F32, shapes[i].n_head, shapes[i].n_kv, shapes[i].hd,
-                            shapes[i].n_rot, shapes[i].neox, shapes[i].n, shapes[i].n_ret, shapes[i].n_apx,
-                            shapes[i].n_new0, shapes[i].n_q, shapes[i].joint));
+        for (size_t i = 0; i < N_OF(shapes); i++) {
+            vkv_dtype t = f16 ? VKV_F16 : VKV_F32;
+            RUN(case_tiered(c, t, t, t, shapes[i].n_head, shapes[i].n_kv, shapes[i].hd, shapes[i].n_rot,
+                            shapes[i].neox, shapes[i].n, shapes[i].n_ret, shapes[i].n_apx, shapes[i].n_new0,
+                            shapes[i].n_q, shapes[i].joint));
+        }
+    /* Quantized tiers compacted from an f16 cache, on the default model's head
+     * (48: q blocks of 32 + 16): decode split, question prefill, joint maps,
+     * the baseline (no approximated slots), and K and V of different types. */
+    static const struct { vkv_dtype tk, tv; uint32_t n, n_ret, n_apx, n_new0, n_q; bool joint; } quant[] = {
+        {VKV_Q8_0, VKV_Q8_0, 1200, 300, 400, 7, 1, false}, {VKV_Q8_0, VKV_Q8_0, 300, 60, 90, 0, 23, false},
+        {VKV_Q4_0, VKV_Q4_0, 300, 60, 90, 6, 1, false},    {VKV_F16, VKV_Q8_0, 300, 60, 90, 0, 23, false},
+        {VKV_Q8_0, VKV_F16, 300, 60, 90, 2, 1, true},      {VKV_Q8_0, VKV_Q8_0, 300, 130, 0, 1, 1, false},
+        {VKV_F16, VKV_Q4_0, 1200, 300, 400, 7, 1, true},
+    };
+    for (size_t i = 0; i < N_OF(quant); i++)
+        RUN(case_tiered(c, VKV_F16, quant[i].tk, quant[i].tv, 4, 2, 48, 48, false, quant[i].n, quant[i].n_ret,
+                        quant[i].n_apx, quant[i].n_new0, quant[i].n_q, quant[i].joint));
 }
 
 static void family_argmax(conform_ctx *c, const char *op)

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "kv/kv_layout.h"
+
 #include "core/fp16.h"
 
 /* ---------------------------------------------------------------- table */
@@ -120,23 +122,33 @@ static void q4_K_scale_min(int j, const uint8_t *q, uint8_t *sc, uint8_t *m)
     }
 }
 
+void vkv_dequantize_block_q4_0(const uint8_t *src, int n, float *y)
+{
+    uint16_t d16;
+    memcpy(&d16, src, 2);
+    const float d = vkv_fp16_to_f32(d16);
+    for (int j = 0; j < n / 2; j++) {
+        y[j] = (float)((src[2 + j] & 0xF) - 8) * d;
+        y[j + n / 2] = (float)((src[2 + j] >> 4) - 8) * d;
+    }
+}
+
 static void dequantize_q4_0(const vkv_block_q4_0 *b, float *y, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++, y += VKV_QK4_0) {
-        const float d = vkv_fp16_to_f32(b[i].d);
-        for (int j = 0; j < VKV_QK4_0 / 2; j++) {
-            y[j] = (float)((b[i].qs[j] & 0xF) - 8) * d;
-            y[j + VKV_QK4_0 / 2] = (float)((b[i].qs[j] >> 4) - 8) * d;
-        }
-    }
+    for (uint64_t i = 0; i < nb; i++, y += VKV_QK4_0) vkv_dequantize_block_q4_0((const uint8_t *)&b[i], VKV_QK4_0, y);
+}
+
+void vkv_dequantize_block_q8_0(const uint8_t *src, int n, float *y)
+{
+    uint16_t d16;
+    memcpy(&d16, src, 2);
+    const float d = vkv_fp16_to_f32(d16);
+    for (int j = 0; j < n; j++) y[j] = (float)(int8_t)src[2 + j] * d;
 }
 
 static void dequantize_q8_0(const vkv_block_q8_0 *b, float *y, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++, y += VKV_QK8_0) {
-        const float d = vkv_fp16_to_f32(b[i].d);
-        for (int j = 0; j < VKV_QK8_0; j++) y[j] = (float)b[i].qs[j] * d;
-    }
+    for (uint64_t i = 0; i < nb; i++, y += VKV_QK8_0) vkv_dequantize_block_q8_0((const uint8_t *)&b[i], VKV_QK8_0, y);
 }
 
 /* One q4_K or q5_K block: each 64 elements share 32 bytes of qs, low
@@ -390,33 +402,44 @@ static void min_max(const float *x, int n, float *min, float *max)
     }
 }
 
-/* d = signed max / -8 so the largest magnitude maps exactly to q = 0. */
+/* d = signed max / -8 so the largest magnitude maps exactly to q = 0. A
+ * block of n (even) elements: byte j holds element j (low nibble) and
+ * j + n/2 (high); n = 32 is ggml's q4_0 block. */
+void vkv_quantize_block_q4_0(const float *x, int n, uint8_t *dst)
+{
+    const float max = signed_absmax(x, n);
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t d16 = vkv_f32_to_fp16(d);
+    memcpy(dst, &d16, 2);
+    for (int j = 0; j < n / 2; j++) {
+        /* x*id is in [-8, 8]; truncating x*id + 8.5 rounds to nearest */
+        const int q0 = clampi((int)(x[j] * id + 8.5f), 0, 15);
+        const int q1 = clampi((int)(x[j + n / 2] * id + 8.5f), 0, 15);
+        dst[2 + j] = (uint8_t)(q0 | (q1 << 4));
+    }
+}
+
 static void quantize_q4_0(const float *x, vkv_block_q4_0 *b, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++, x += VKV_QK4_0) {
-        const float max = signed_absmax(x, VKV_QK4_0);
-        const float d = max / -8.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[i].d = vkv_f32_to_fp16(d);
-        for (int j = 0; j < VKV_QK4_0 / 2; j++) {
-            /* x*id is in [-8, 8]; truncating x*id + 8.5 rounds to nearest */
-            const int q0 = clampi((int)(x[j] * id + 8.5f), 0, 15);
-            const int q1 = clampi((int)(x[j + VKV_QK4_0 / 2] * id + 8.5f), 0, 15);
-            b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
-        }
-    }
+    for (uint64_t i = 0; i < nb; i++, x += VKV_QK4_0) vkv_quantize_block_q4_0(x, VKV_QK4_0, (uint8_t *)&b[i]);
+}
+
+/* d = max |x| / 127; n elements, n = 32 is ggml's q8_0 block. */
+void vkv_quantize_block_q8_0(const float *x, int n, uint8_t *dst)
+{
+    float amax = 0.0f;
+    for (int j = 0; j < n; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    uint16_t d16 = vkv_f32_to_fp16(d);
+    memcpy(dst, &d16, 2);
+    for (int j = 0; j < n; j++) dst[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
 }
 
 static void quantize_q8_0(const float *x, vkv_block_q8_0 *b, uint64_t nb)
 {
-    for (uint64_t i = 0; i < nb; i++, x += VKV_QK8_0) {
-        float amax = 0.0f;
-        for (int j = 0; j < VKV_QK8_0; j++) amax = fmaxf(amax, fabsf(x[j]));
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        b[i].d = vkv_f32_to_fp16(d);
-        for (int j = 0; j < VKV_QK8_0; j++) b[i].qs[j] = (int8_t)roundf(x[j] * id);
-    }
+    for (uint64_t i = 0; i < nb; i++, x += VKV_QK8_0) vkv_quantize_block_q8_0(x, VKV_QK8_0, (uint8_t *)&b[i]);
 }
 
 /* Fits x ~ scale*L - min with L in [0, nmax] (ggml's make_qkx2_quants):
@@ -898,4 +921,65 @@ void vkv_quantize_row(vkv_dtype t, const float *src, void *dst, uint64_t n)
     case VKV_IQ4_NL: quantize_iq4_nl(src, dst, nb); break;
     case VKV_IQ4_XS: quantize_iq4_xs(src, dst, nb); break;
     }
+}
+
+/* ---- KV cache rows (kv/kv_layout.h) ---- */
+
+/* Elements of block b of a quantized row: 32, the last one fewer. */
+static int block_len(uint32_t hd, uint32_t b) { return hd - 32 * b < 32 ? (int)(hd - 32 * b) : 32; }
+
+void vkv_kv_encode_row(vkv_dtype t, uint32_t hd, const float *x, void *row)
+{
+    uint8_t *out = row;
+    memset(out, 0, vkv_kv_row_bytes(t, hd));
+    if (t == VKV_F32 || t == VKV_F16) {
+        vkv_quantize_row(t, x, row, hd);
+        return;
+    }
+    for (uint32_t b = 0, off = 0; 32 * b < hd; b++) {
+        int n = block_len(hd, b);
+        if (t == VKV_Q8_0) vkv_quantize_block_q8_0(x + 32 * b, n, out + off);
+        else vkv_quantize_block_q4_0(x + 32 * b, n, out + off);
+        off += 2 + (t == VKV_Q8_0 ? n : n / 2);
+    }
+}
+
+void vkv_kv_decode_row(vkv_dtype t, uint32_t hd, const void *row, float *x)
+{
+    const uint8_t *in = row;
+    if (t == VKV_F32 || t == VKV_F16) {
+        vkv_dequantize_row(t, row, x, hd);
+        return;
+    }
+    for (uint32_t b = 0, off = 0; 32 * b < hd; b++) {
+        int n = block_len(hd, b);
+        if (t == VKV_Q8_0) vkv_dequantize_block_q8_0(in + off, n, x + 32 * b);
+        else vkv_dequantize_block_q4_0(in + off, n, x + 32 * b);
+        off += 2 + (t == VKV_Q8_0 ? n : n / 2);
+    }
+}
+
+float vkv_kv_row_get(vkv_dtype t, uint32_t hd, const void *row, uint32_t d)
+{
+    const uint8_t *in = row;
+    if (t == VKV_F16) {
+        uint16_t h;
+        memcpy(&h, in + 2 * d, 2);
+        return vkv_fp16_to_f32(h);
+    }
+    if (t == VKV_F32) {
+        float f;
+        memcpy(&f, in + 4 * d, 4);
+        return f;
+    }
+    uint32_t b = d / 32, j = d % 32;
+    int n = block_len(hd, b);
+    const uint8_t *blk = in + b * (t == VKV_Q8_0 ? 34 : 18); /* blocks before the last are whole */
+    uint16_t d16;
+    memcpy(&d16, blk, 2);
+    const float scale = vkv_fp16_to_f32(d16);
+    if (t == VKV_Q8_0) return (float)(int8_t)blk[2 + j] * scale;
+    uint32_t half = (uint32_t)n / 2;
+    uint8_t q = j < half ? blk[2 + j] & 0xF : blk[2 + j - half] >> 4;
+    return (float)(q - 8) * scale;
 }

@@ -59,7 +59,10 @@ void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user)
 vkv_kv_cache *vkv_ctx_kv(vkv_ctx *c) { return c->kv; }
 vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer) { return vkv_kv_k_cache(c->kv, layer); }
 vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer) { return vkv_kv_v_cache(c->kv, layer); }
-vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c) { return c->p.kv_type; }
+vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c) { return vkv_kv_type(c->kv); }
+vkv_dtype vkv_ctx_v_type(const vkv_ctx *c) { return vkv_kv_v_type(c->kv); }
+vkv_dtype vkv_ctx_tier_k_type(const vkv_ctx *c) { return c->p.k_type; }
+vkv_dtype vkv_ctx_tier_v_type(const vkv_ctx *c) { return c->p.v_type; }
 
 static vkv_view V(const vkv_buffer *b) { return vkv_view_of(b); }
 static vkv_view W(const vkv_weight *w) { return vkv_view_of(w->buf); }
@@ -76,7 +79,9 @@ static vkv_ctx_params resolve_params(const vkv_hparams *hp, const vkv_ctx_params
     if (!p.n_ctx) p.n_ctx = hp->n_ctx_train;
     if (!p.n_batch) p.n_batch = 512;
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
-    if (p.kv_type != VKV_F16 && p.kv_type != VKV_F32) p.kv_type = VKV_F16;
+    if (!vkv_kv_type_ok(p.k_type)) p.k_type = VKV_F16;
+    if (!vkv_kv_type_ok(p.v_type)) p.v_type = VKV_F16;
+    if (!p.n_kv_slots || p.n_kv_slots > p.n_ctx) p.n_kv_slots = p.n_ctx;
     return p;
 }
 
@@ -122,8 +127,10 @@ vkv_ctx_memory vkv_ctx_plan_memory(const vkv_hparams *hp, const vkv_ctx_params *
 {
     vkv_ctx c = {.p = resolve_params(hp, params)};
     vkv_ctx_memory m = {.n_ctx = c.p.n_ctx};
-    m.kv_bytes = vkv_kv_plan_cache_bytes(hp, c.p.n_ctx, c.p.kv_type);
-    m.scratch_bytes = vkv_kv_plan_scratch_bytes(hp, c.p.n_ctx, c.p.kv_type);
+    vkv_dtype pk, pv;
+    vkv_kv_plain_types(c.p.k_type, c.p.v_type, c.p.compress, &pk, &pv);
+    m.kv_bytes = vkv_kv_plan_cache_bytes(hp, c.p.n_kv_slots, pk, pv);
+    m.scratch_bytes = vkv_kv_plan_scratch_bytes(hp, c.p.n_kv_slots);
     ctx_buffer b[CTX_N_BUFFERS];
     ctx_buffers(&c, hp, b);
     for (int i = 0; i < CTX_N_BUFFERS; i++) *(b[i].kind == VKV_MEM_DEVICE ? &m.scratch_bytes : &m.host_bytes) += padded(b[i].bytes);
@@ -139,7 +146,7 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
     c->gpu = gpu;
     c->m = m;
     c->p = resolve_params(hp, params);
-    vkv_status st = vkv_kv_create(gpu, m, c->p.n_ctx, c->p.kv_type, &c->kv);
+    vkv_status st = vkv_kv_create(gpu, m, c->p.n_ctx, c->p.n_kv_slots, c->p.k_type, c->p.v_type, c->p.compress, &c->kv);
     if (st) goto error;
     ctx_buffer bufs[CTX_N_BUFFERS];
     ctx_buffers(c, hp, bufs);
@@ -166,6 +173,7 @@ void vkv_ctx_free(vkv_ctx *c)
 vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c) { return c->gpu; }
 uint32_t vkv_ctx_n_past(const vkv_ctx *c) { return c->n_past; }
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c) { return c->p.n_ctx; }
+uint32_t vkv_ctx_kv_slots(const vkv_ctx *c) { return c->p.n_kv_slots; }
 vkv_status vkv_ctx_reset(vkv_ctx *c)
 {
     vkv_status st = vkv_kv_reset(c->kv);

@@ -15,7 +15,13 @@
 typedef struct vkv_ctx_params {
     uint32_t n_ctx;     /* cache slots (max tokens of the sequence); 0 = the model's training context */
     uint32_t n_batch;   /* prefill chunk (tokens per forward); 0 = 512 */
-    vkv_dtype kv_type;  /* VKV_F16 (default) or VKV_F32 */
+    vkv_dtype k_type;   /* the K cache's rows: VKV_F16, VKV_F32, VKV_Q8_0 or VKV_Q4_0 (kv/kv_layout.h) */
+    vkv_dtype v_type;   /* the V cache's rows, likewise */
+    bool compress;      /* a press will compress the cache: with quantized or mixed types the plain
+                         * cache is then f16 and the types apply to the tiers (kv/kv_cache.h) */
+    uint32_t n_kv_slots; /* slots per KV head of the plain cache; 0 = n_ctx. Fewer than n_ctx for a
+                          * budgeted cache (compression during generation): the plain cache then
+                          * holds the first n_kv_slots tokens, compression the rest */
 } vkv_ctx_params;
 
 typedef struct vkv_ctx vkv_ctx;
@@ -72,10 +78,15 @@ vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c);
 /* Context length at compression (0 when nothing is compressed). */
 uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c);
 
-/* Views of a layer's caches: [n_kv_head, n_ctx, head_dim] of the KV type. */
+/* Views of a layer's plain caches: [n_kv_head, n_kv_slots] rows of the K
+ * type (vkv_ctx_kv_type) and the V type (vkv_ctx_v_type). */
 vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer);
 vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer);
 vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c);
+vkv_dtype vkv_ctx_v_type(const vkv_ctx *c);
+/* The types asked for (the tiers' when the plain cache is the f16 working cache). */
+vkv_dtype vkv_ctx_tier_k_type(const vkv_ctx *c);
+vkv_dtype vkv_ctx_tier_v_type(const vkv_ctx *c);
 
 /* The device the context runs on. */
 vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c);
@@ -83,6 +94,8 @@ vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c);
 /* Tokens in the cache. */
 uint32_t vkv_ctx_n_past(const vkv_ctx *c);
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c);
+/* Slots per KV head of the plain cache (the stride of vkv_ctx_k_cache's views). */
+uint32_t vkv_ctx_kv_slots(const vkv_ctx *c);
 /* Forgets the sequence (the cache is overwritten from position 0); compressed
  * layers get their plain caches back. */
 vkv_status vkv_ctx_reset(vkv_ctx *c);

@@ -27,9 +27,11 @@ typedef struct tiered_layer {
 struct vkv_kv_cache {
     vkv_gpu *gpu;
     const vkv_model *m;
-    uint32_t n_ctx;
-    vkv_dtype kv_type;
-    vkv_buffer **k_cache, **v_cache; /* per plain layer: [n_kv_head, n_ctx, head_dim] of kv_type */
+    uint32_t n_ctx;           /* positions the sequence may reach */
+    uint32_t n_slots;         /* slots per KV head of a plain layer (<= n_ctx) */
+    vkv_dtype plain_k, plain_v; /* the plain caches' rows (kv/kv_layout.h) */
+    vkv_dtype tier_k, tier_v;   /* the tiered layers' rows */
+    vkv_buffer **k_cache, **v_cache; /* per plain layer: [n_kv_head, n_slots] rows of plain_k / plain_v */
     vkv_buffer *scratch;      /* plain attention's split decode partials */
     vkv_buffer **w;           /* per layer: [n_kv_head, head_dim, head_dim] f32 OLS maps, or NULL */
     /* VECTOR */
@@ -51,42 +53,53 @@ static vkv_status make(vkv_gpu *gpu, uint64_t bytes, const char *what, vkv_buffe
 /* Bytes a buffer of `bytes` takes (make() and the allocator's padding). */
 static uint64_t padded(uint64_t bytes) { return bytes ? (bytes + 15) & ~15ull : 16; }
 
-static uint64_t scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype kv_type)
+/* The decode partials do not depend on the cache's types. */
+static uint64_t scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx)
 {
     vkv_attn_params ap = {.n_q = VKV_ATTN_DECODE_MAX_Q, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
-                          .head_dim = hp->head_dim, .n_ctx_max = n_ctx, .n_kv = n_ctx, .kv_type = kv_type};
+                          .head_dim = hp->head_dim, .n_ctx_max = n_ctx, .n_kv = n_ctx, .k_type = VKV_F16,
+                          .v_type = VKV_F16};
     return vkv_attn_scratch_bytes(&ap);
 }
 
-uint64_t vkv_kv_plan_cache_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype kv_type)
+uint64_t vkv_kv_plan_cache_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype k_type, vkv_dtype v_type)
 {
-    return 2 * hp->n_layer * padded(vkv_kv_cache_bytes(kv_type, hp->n_head_kv, n_ctx, hp->head_dim));
+    return hp->n_layer * (padded(vkv_kv_cache_bytes(k_type, hp->n_head_kv, n_ctx, hp->head_dim)) +
+                          padded(vkv_kv_cache_bytes(v_type, hp->n_head_kv, n_ctx, hp->head_dim)));
 }
 
-uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype kv_type)
-{
-    return padded(scratch_bytes(hp, n_ctx, kv_type));
-}
+uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx) { return padded(scratch_bytes(hp, n_ctx)); }
 
 /* The plain caches of one layer. */
 static vkv_status make_plain(vkv_kv_cache *kv, uint32_t l)
 {
     const vkv_hparams *hp = &kv->m->hp;
-    uint64_t cache_bytes = vkv_kv_cache_bytes(kv->kv_type, hp->n_head_kv, kv->n_ctx, hp->head_dim);
     vkv_status st;
-    if ((st = make(kv->gpu, cache_bytes, "the K cache", &kv->k_cache[l])) ||
-        (st = make(kv->gpu, cache_bytes, "the V cache", &kv->v_cache[l])))
+    if ((st = make(kv->gpu, vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim), "the K cache",
+                   &kv->k_cache[l])) ||
+        (st = make(kv->gpu, vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim), "the V cache",
+                   &kv->v_cache[l])))
         return st;
     return VKV_OK;
 }
 
-vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, vkv_dtype kv_type, vkv_kv_cache **out)
+void vkv_kv_plain_types(vkv_dtype k_type, vkv_dtype v_type, bool compress, vkv_dtype *plain_k, vkv_dtype *plain_v)
+{
+    bool working_f16 = compress && (k_type != v_type || vkv_kv_type_quantized(k_type) || vkv_kv_type_quantized(v_type));
+    *plain_k = working_f16 ? VKV_F16 : k_type;
+    *plain_v = working_f16 ? VKV_F16 : v_type;
+}
+
+vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, uint32_t n_slots, vkv_dtype k_type,
+                         vkv_dtype v_type, bool compress, vkv_kv_cache **out)
 {
     *out = NULL;
     const vkv_hparams *hp = &m->hp;
     vkv_kv_cache *kv = calloc(1, sizeof *kv);
     if (!kv) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    *kv = (vkv_kv_cache){.gpu = gpu, .m = m, .n_ctx = n_ctx, .kv_type = kv_type, .map_shifts = 1};
+    *kv = (vkv_kv_cache){.gpu = gpu, .m = m, .n_ctx = n_ctx, .n_slots = n_slots && n_slots < n_ctx ? n_slots : n_ctx,
+                         .tier_k = k_type, .tier_v = v_type, .map_shifts = 1};
+    vkv_kv_plain_types(k_type, v_type, compress, &kv->plain_k, &kv->plain_v);
     vkv_status st = VKV_OK;
     if (!(kv->k_cache = calloc(hp->n_layer, sizeof *kv->k_cache)) ||
         !(kv->v_cache = calloc(hp->n_layer, sizeof *kv->v_cache)) || !(kv->w = calloc(hp->n_layer, sizeof *kv->w)) ||
@@ -96,7 +109,7 @@ vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, vkv_d
     }
     for (uint32_t l = 0; l < hp->n_layer; l++)
         if ((st = make_plain(kv, l))) goto error;
-    if ((st = make(gpu, scratch_bytes(hp, n_ctx, kv_type), "attention scratch", &kv->scratch))) goto error;
+    if ((st = make(gpu, scratch_bytes(hp, kv->n_slots), "attention scratch", &kv->scratch))) goto error;
     *out = kv;
     return VKV_OK;
 error:
@@ -133,7 +146,8 @@ void vkv_kv_free(vkv_kv_cache *kv)
 
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->k_cache[layer]); }
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->v_cache[layer]); }
-vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->kv_type; }
+vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->plain_k; }
+vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv) { return kv->plain_v; }
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv) { return kv->n_ctx0; }
 
 uint64_t vkv_kv_max_head_rows(const vkv_kv_cache *kv, uint32_t n_past)
@@ -158,7 +172,11 @@ uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past)
     uint32_t room = n_past < kv->n_ctx ? kv->n_ctx - n_past : 0;
     for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) {
         const tiered_layer *t = &kv->tiers[l];
-        if (!t->on) continue;
+        if (!t->on) {
+            uint32_t left = n_past < kv->n_slots ? kv->n_slots - n_past : 0;
+            room = left < room ? left : room;
+            continue;
+        }
         uint32_t left = t->cap_new - (n_past - t->n_base);
         room = left < room ? left : room;
     }
@@ -213,8 +231,8 @@ static uint64_t w_bytes(const vkv_kv_cache *kv)
 static vkv_vector_geom geom(const vkv_kv_cache *kv)
 {
     const vkv_hparams *hp = &kv->m->hp;
-    return (vkv_vector_geom){kv->kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX,
-                             kv->map_shifts};
+    return (vkv_vector_geom){kv->plain_k, hp->n_head_kv, hp->head_dim, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX,
+                             kv->map_shifts, kv->tier_k, kv->tier_v};
 }
 
 vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_view *out)
@@ -248,6 +266,10 @@ static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src,
     const vkv_hparams *hp = &kv->m->hp;
     vkv_gpu *gpu = kv->gpu;
     uint32_t H = hp->n_head_kv, hd = hp->head_dim;
+    if (kv->plain_k != kv->plain_v || vkv_kv_type_quantized(kv->plain_k))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compressing a plain cache of %s keys and %s values: compression reads "
+                         "f16 or f32 rows of one type (reserve the context for compression)",
+                         vkv_dtype_get(kv->plain_k)->name, vkv_dtype_get(kv->plain_v)->name);
     vkv_tier_head *meta = calloc(H, sizeof *meta);
     if (!meta) return vkv_error(VKV_ERR_OOM, "out of host memory");
     tiered_layer t = {.on = true, .n_base = n_base, .cap_new = cap_new};
@@ -274,7 +296,7 @@ static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src,
     t.k_rows = k_rows ? k_rows : 1;
     t.v_rows = v_rows ? v_rows : 1;
     t.p_entries = p_entries ? p_entries : 1;
-    uint64_t rb = (kv->kv_type == VKV_F16 ? 2ull : 4ull) * hd;
+    uint64_t k_rb = vkv_kv_row_bytes(kv->tier_k, hd), v_rb = vkv_kv_row_bytes(kv->tier_v, hd);
     vkv_vector_geom g = geom(kv);
     int32_t *pos_new = NULL;
     vkv_status st;
@@ -282,8 +304,8 @@ static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src,
         st = vkv_error(VKV_ERR_ARG, "layer %u approximates tokens but has no OLS map", layer);
         goto error;
     }
-    if ((st = make(gpu, rb * t.k_rows, "the compressed K cache", &t.k)) ||
-        (st = make(gpu, rb * t.v_rows, "the compressed V cache", &t.v)) ||
+    if ((st = make(gpu, k_rb * t.k_rows, "the compressed K cache", &t.k)) ||
+        (st = make(gpu, v_rb * t.v_rows, "the compressed V cache", &t.v)) ||
         (st = make(gpu, sizeof *meta * H, "tier metadata", &t.meta)) ||
         (st = vkv_buffer_upload(gpu, t.meta, 0, meta, sizeof *meta * H)) ||
         (st = make(gpu, 4ull * t.p_entries, "tier positions", &t.pos)))
@@ -361,8 +383,8 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
         kv->w[layer] = NULL;
     }
     /* room for every token still to come */
-    vkv_status st = build_tiered(kv, layer, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->n_ctx, n, tiers, n_ret,
-                                 n_apx, kv->n_ctx - n, n, NULL, NULL);
+    vkv_status st = build_tiered(kv, layer, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->n_slots, n, tiers, n_ret,
+                                 n_apx, kv->n_slots - n, n, NULL, NULL);
     if (!st) kv->n_ctx0 = n;
     return st;
 }
@@ -402,7 +424,7 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
     if (!t->on) {
         out->k = V(kv->k_cache[layer]);
         out->v = V(kv->v_cache[layer]);
-        out->stride = kv->n_ctx;
+        out->stride = kv->n_slots;
         for (uint32_t h = 0; h < H; h++) {
             out->n_tok[h] = n;
             for (uint32_t j = 0; j < n; j++) {
@@ -412,7 +434,10 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
         }
         return VKV_OK;
     }
-    const uint64_t rb = (kv->kv_type == VKV_F16 ? 2ull : 4ull) * kv->m->hp.head_dim, hs = rb * tmp_slots;
+    if (kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation gathers tiers of the plain cache's type; "
+                         "these hold %s keys and %s values", vkv_dtype_get(kv->tier_k)->name, vkv_dtype_get(kv->tier_v)->name);
+    const uint64_t rb = vkv_kv_row_bytes(kv->plain_k, kv->m->hp.head_dim), hs = rb * tmp_slots;
     const uint32_t n_new = n_past - t->n_base;
     int32_t *comp_pos = malloc(4 * t->p_entries);
     vkv_status st = comp_pos ? vkv_buffer_download(kv->gpu, t->pos, 0, comp_pos, 4 * t->p_entries)
@@ -465,7 +490,6 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
     const vkv_model *m = kv->m;
     const vkv_hparams *hp = &m->hp;
     vkv_gpu *gpu = kv->gpu;
-    const bool kv_f16 = kv->kv_type == VKV_F16;
     const float scale = 1.0f / sqrtf((float)hp->head_dim);
     const tiered_layer *T = &kv->tiers[layer];
     vkv_status st;
@@ -478,20 +502,23 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
         vkv_tiered_attn ta = {n, hp->n_head, n_new0, scale, !kv->materialized, T->max_comp,
                               kv->tiered_scratch ? V(kv->tiered_scratch) : (vkv_view){0}, V(kv->w_zero), T->max_apx};
         const vkv_buffer *w_or_vhat = kv->materialized ? T->vhat : kv->w[layer] ? kv->w[layer] : kv->w_zero;
-        if ((st = vkv_op_kv_store_tiered(gpu, kv_f16, false, k, n, hp->n_head_kv, hp->head_dim, V(T->k), T->k_rows,
+        if ((st = vkv_op_kv_store_tiered(gpu, kv->tier_k, false, k, n, hp->n_head_kv, hp->head_dim, V(T->k), T->k_rows,
                                          V(T->meta), n_new0)) ||
-            (st = vkv_op_kv_store_tiered(gpu, kv_f16, true, v, n, hp->n_head_kv, hp->head_dim, V(T->v), T->v_rows,
+            (st = vkv_op_kv_store_tiered(gpu, kv->tier_v, true, v, n, hp->n_head_kv, hp->head_dim, V(T->v), T->v_rows,
                                          V(T->meta), n_new0)) ||
             (st = vkv_op_attention_tiered(gpu, &g, &ta, q, V(T->k), T->k_rows, V(T->v), T->v_rows, V(T->meta), V(T->pos),
                                           T->p_entries, V(w_or_vhat), V(m->rope_inv_freq), out)))
             return st;
         return VKV_OK;
     }
+    if ((uint64_t)n_past + n > kv->n_slots)
+        return vkv_error(VKV_ERR_ARG, "the plain cache has %u slots per head; %u + %u tokens need compressing first",
+                         kv->n_slots, n_past, n);
     vkv_attn_params ap = {.n_q = n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
-                          .n_ctx_max = kv->n_ctx, .n_kv = n_past + n, .pos0 = n_past, .scale = scale,
-                          .kv_type = kv->kv_type};
-    if ((st = vkv_op_kv_store(gpu, kv_f16, k, n, hp->n_head_kv, hp->head_dim, V(kv->k_cache[layer]), kv->n_ctx, n_past)) ||
-        (st = vkv_op_kv_store(gpu, kv_f16, v, n, hp->n_head_kv, hp->head_dim, V(kv->v_cache[layer]), kv->n_ctx, n_past)) ||
+                          .n_ctx_max = kv->n_slots, .n_kv = n_past + n, .pos0 = n_past, .scale = scale,
+                          .k_type = kv->plain_k, .v_type = kv->plain_v};
+    if ((st = vkv_op_kv_store(gpu, kv->plain_k, k, n, hp->n_head_kv, hp->head_dim, V(kv->k_cache[layer]), kv->n_slots, n_past)) ||
+        (st = vkv_op_kv_store(gpu, kv->plain_v, v, n, hp->n_head_kv, hp->head_dim, V(kv->v_cache[layer]), kv->n_slots, n_past)) ||
         (st = vkv_op_attention(gpu, VKV_ATTN_AUTO, &ap, q, V(kv->k_cache[layer]), V(kv->v_cache[layer]), V(kv->scratch),
                                out)))
         return st;
@@ -501,22 +528,24 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
 vkv_kv_memory vkv_kv_memory_of(const vkv_kv_cache *kv, uint32_t n_past)
 {
     const vkv_hparams *hp = &kv->m->hp;
-    uint64_t rb = (kv->kv_type == VKV_F16 ? 2ull : 4ull) * hp->head_dim;
+    /* In bytes: K and V rows may have different types, the tiers others than the plain cache's. */
+    const uint64_t kb = vkv_kv_row_bytes(kv->plain_k, hp->head_dim), vb = vkv_kv_row_bytes(kv->plain_v, hp->head_dim);
+    const uint64_t tkb = vkv_kv_row_bytes(kv->tier_k, hp->head_dim), tvb = vkv_kv_row_bytes(kv->tier_v, hp->head_dim);
     vkv_kv_memory mem = {0};
     uint32_t n = kv->n_ctx0 ? kv->n_ctx0 : n_past;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const tiered_layer *t = &kv->tiers[l];
-        mem.uncompressed_context += 2 * rb * hp->n_head_kv * n;
+        mem.uncompressed_context += (kb + vb) * hp->n_head_kv * n;
         if (!t->on) {
-            mem.k_retained += rb * hp->n_head_kv * n;
-            mem.v_retained += rb * hp->n_head_kv * n;
+            mem.k_retained += kb * hp->n_head_kv * n;
+            mem.v_retained += vb * hp->n_head_kv * n;
             continue;
         }
-        mem.k_retained += rb * t->n_ret_total;
-        mem.v_retained += rb * t->n_ret_total;
-        mem.k_approximated += rb * t->n_apx_total;
-        mem.appended_capacity += 2 * rb * hp->n_head_kv * (uint64_t)t->cap_new;
-        if (n_past > t->n_base) mem.appended += 2 * rb * hp->n_head_kv * (uint64_t)(n_past - t->n_base);
+        mem.k_retained += tkb * t->n_ret_total;
+        mem.v_retained += tvb * t->n_ret_total;
+        mem.k_approximated += tkb * t->n_apx_total;
+        mem.appended_capacity += (tkb + tvb) * hp->n_head_kv * (uint64_t)t->cap_new;
+        if (n_past > t->n_base) mem.appended += (tkb + tvb) * hp->n_head_kv * (uint64_t)(n_past - t->n_base);
         if (kv->w[l]) mem.w_bytes += vkv_buffer_size(kv->w[l]);
     }
     return mem;
@@ -529,7 +558,8 @@ uint64_t vkv_kv_bytes(const vkv_kv_cache *kv)
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const tiered_layer *t = &kv->tiers[l];
         if (t->on) total += vkv_buffer_size(t->k) + vkv_buffer_size(t->v);
-        else total += 2ull * vkv_kv_cache_bytes(kv->kv_type, hp->n_head_kv, kv->n_ctx, hp->head_dim);
+        else total += vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim) +
+                      vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
     }
     return total;
 }

@@ -16,20 +16,31 @@
 
 typedef struct vkv_kv_cache vkv_kv_cache;
 
-/* Plain caches of n_ctx slots of kv_type (VKV_F16 or VKV_F32) for every layer
- * of m; attention scratch for up to VKV_ATTN_DECODE_MAX_Q queries. */
-vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, vkv_dtype kv_type, vkv_kv_cache **out);
+/* Plain caches of n_slots slots (<= n_ctx, the positions the sequence may
+ * reach) for every layer of m, K rows of k_type and V rows of v_type (f16,
+ * f32, q8_0, q4_0: kv/kv_layout.h), or with compress (a press will compress
+ * it) and quantized or mixed types f16 plain caches, the working cache the
+ * scorers and the residual read, and k_type / v_type for the tiers
+ * (vkv_kv_plain_types); attention
+ * scratch for up to VKV_ATTN_DECODE_MAX_Q queries. A layer compressed at n
+ * tokens has room for n_slots - n more (n_ctx - n when n_slots = n_ctx). */
+vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, uint32_t n_slots, vkv_dtype k_type,
+                         vkv_dtype v_type, bool compress, vkv_kv_cache **out);
+/* The plain caches' row types for these arguments of vkv_kv_create. */
+void vkv_kv_plain_types(vkv_dtype k_type, vkv_dtype v_type, bool compress, vkv_dtype *plain_k, vkv_dtype *plain_v);
 void vkv_kv_free(vkv_kv_cache *kv);
 
 /* Device bytes vkv_kv_create takes: the K and V caches of every layer, and
  * the plain attention's scratch. */
-uint64_t vkv_kv_plan_cache_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype kv_type);
-uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype kv_type);
+uint64_t vkv_kv_plan_cache_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype k_type, vkv_dtype v_type);
+uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx);
 
-/* Views of a plain layer's caches: [n_kv_head, n_ctx, head_dim] of the KV type. */
+/* Views of a plain layer's caches: [n_kv_head, n_slots, head_dim] of the KV type. */
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer);
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer);
+/* The plain caches' K rows' type and V rows'. */
 vkv_dtype vkv_kv_type(const vkv_kv_cache *kv);
+vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv);
 
 /* Records, for n tokens at positions n_past.. of layer `layer`: k (post-RoPE)
  * and v [n, n_kv_head, head_dim] f32 appended to the cache, then out[n,

@@ -3,10 +3,25 @@
 
 #include <assert.h>
 
+bool vkv_kv_type_ok(vkv_dtype t) { return t == VKV_F16 || t == VKV_F32 || vkv_kv_type_quantized(t); }
+bool vkv_kv_type_quantized(vkv_dtype t) { return t == VKV_Q8_0 || t == VKV_Q4_0; }
+
+size_t vkv_kv_row_bytes(vkv_dtype t, uint32_t head_dim)
+{
+    assert(vkv_kv_type_ok(t) && head_dim % 4 == 0);
+    size_t n_blocks = (head_dim + 31) / 32, bytes;
+    switch (t) {
+    case VKV_F32: return 4ull * head_dim;
+    case VKV_F16: return 2ull * head_dim;
+    case VKV_Q8_0: bytes = 2 * n_blocks + head_dim; break;
+    default: bytes = 2 * n_blocks + head_dim / 2; break;
+    }
+    return (bytes + 3) & ~(size_t)3;
+}
+
 size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim)
 {
-    assert(t == VKV_F16 || t == VKV_F32);
-    return (size_t)n_kv_head * n_ctx_max * head_dim * (t == VKV_F16 ? 2 : 4);
+    return (size_t)n_kv_head * n_ctx_max * vkv_kv_row_bytes(t, head_dim);
 }
 
 void vkv_vector_joint_blocks(const float *w_joint, uint32_t n_kv_head, uint32_t hd, float *out)

@@ -3,9 +3,17 @@
  * references (ref/) and the cache's owner (kv/kv_cache.h) all read them
  * (docs/ARCHITECTURE.md §2).
  *
- * Plain cache (per layer): k, v: [n_kv_head, n_ctx_max, head_dim] of kv_type
- * (VKV_F16 or VKV_F32); slot j holds the token at absolute position j, slots
- * 0..n_kv-1 are valid.
+ * Plain cache (per layer): k, v: [n_kv_head, n_ctx_max] rows of head_dim
+ * elements, K of k_type and V of v_type (f16, f32, q8_0 or q4_0, each row
+ * vkv_kv_row_bytes bytes); slot j holds the token at absolute position j,
+ * slots 0..n_kv-1 are valid.
+ *
+ * A quantized row (q8_0, q4_0) is cut into blocks of 32 elements along the
+ * row, the last one shorter when head_dim is not a multiple of 32 (48 = 32 +
+ * 16): ggml's blocks (core/dtype.h, vkv_quantize_block_q8_0), one f16 scale
+ * per block, then padded to a multiple of 4 bytes so that every row starts
+ * on a 32-bit word. With head_dim a multiple of 32 a q8_0 row is ggml's row
+ * byte for byte (q4_0: plus 2 bytes of padding per odd block count).
  *
  * Tiered layout of one layer (after compression), per KV head h:
  *   K slots [k_off[h], k_off[h] + n_ret[h] + n_apx[h] + cap_new):
@@ -15,7 +23,9 @@
  *     (approximated tokens have no value: it is rebuilt as W R^-1 K);
  *   positions [p_off[h], p_off[h] + n_ret[h] + n_apx[h]) of the compressed
  *     slots (appended token t is at position n_ctx0 + t).
- * Rows are head_dim elements of the cache's type (f16 or f32).
+ * Rows are head_dim elements: of the plain cache's type, or (quantized tiers)
+ * K rows of one type and V rows of another, compacted from an f16 plain
+ * cache (docs/ARCHITECTURE.md §2).
  *
  * VECTOR's maps of one layer on the device, W [S, n_kv_head, head_dim (d_v),
  * head_dim (d_k)] f32: block (s, h) maps the pre-RoPE key of KV head
@@ -30,6 +40,7 @@
 #ifndef VKV_KV_LAYOUT_H
 #define VKV_KV_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,12 +56,20 @@ typedef struct vkv_attn_params {
     uint32_t n_kv;      /* valid cache slots 0..n_kv-1 (<= n_ctx_max) */
     uint32_t pos0;      /* absolute position of query 0; query i is at pos0 + i */
     float scale;        /* score scale, usually 1/sqrt(head_dim) */
-    vkv_dtype kv_type;  /* VKV_F16 (default) or VKV_F32 */
+    vkv_dtype k_type;   /* the K cache's rows: VKV_F16 (default), VKV_F32, VKV_Q8_0, VKV_Q4_0 */
+    vkv_dtype v_type;   /* the V cache's rows, likewise */
 } vkv_attn_params;
 
-/* Bytes of one layer's K (or V) cache: n_kv_head * n_ctx_max * head_dim
- * elements of t (f16 or f32). */
+/* True for the types a cache row may have: f16, f32, q8_0, q4_0. */
+bool vkv_kv_type_ok(vkv_dtype t);
+/* True for q8_0 and q4_0. */
+bool vkv_kv_type_quantized(vkv_dtype t);
+/* Bytes of one row of head_dim elements (a multiple of 4) of type t. */
+size_t vkv_kv_row_bytes(vkv_dtype t, uint32_t head_dim);
+/* Bytes of one layer's K (or V) cache: n_kv_head * n_ctx_max rows of t. */
 size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim);
+/* A row's values to and from these bytes: vkv_kv_encode_row and
+ * vkv_kv_decode_row (core/dtype.h). */
 
 /* w_joint [D, D] row-major (v^ = W k over the heads' keys concatenated head
  * after head) -> out [n_kv_head, n_kv_head, head_dim, head_dim], the blocks
@@ -77,7 +96,7 @@ typedef struct vkv_tiered_attn_params {
     uint32_t n_new0;     /* appended tokens before query 0 */
     uint32_t n_ctx0;     /* context length at compression (position of appended token 0) */
     float scale;
-    vkv_dtype kv_type;
+    vkv_dtype k_type, v_type; /* the tiered K and V rows (f16, f32, q8_0, q4_0) */
     uint32_t map_shifts; /* S of the maps' layout above (0 counts as 1) */
 } vkv_tiered_attn_params;
 

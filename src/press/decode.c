@@ -152,7 +152,7 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     if ((st = vkv_cmd_begin(gpu))) return st;
     st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
-        vkv_vector_geom geo = {in.kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, in.rope_neox, 1};
+        vkv_vector_geom geo = {in.kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, in.rope_neox, 1, in.kv_type, in.kv_type};
         st = vkv_op_vector_residual(gpu, &geo, g->k, g->v, g->stride, g->n, w, in.inv_freq, vkv_view_of(d->pos),
                                     vkv_view_of(d->eps));
     }

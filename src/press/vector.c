@@ -81,7 +81,7 @@ static vkv_press_layer layer_input(const vkv_press_session *s, uint32_t l, vkv_v
     vkv_view none = {0};
     return (vkv_press_layer){
         .layer = l, .n_layer = hp->n_layer, .n = s->n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
-        .head_dim = hp->head_dim, .n_ctx = vkv_ctx_n_ctx(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx),
+        .head_dim = hp->head_dim, .n_ctx = vkv_ctx_kv_slots(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx),
         .k = vkv_ctx_k_cache(s->ctx, l), .v = vkv_ctx_v_cache(s->ctx, l), .window = s->window,
         .q_window = s->window ? vkv_view_of(s->q_window[l]) : none, .scratch = scratch,
         .state = s->state ? vkv_view_of(s->state[l]) : none, .n_rot = hp->n_rot,
@@ -135,10 +135,10 @@ vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_
             return vkv_error(VKV_ERR_ARG, "%s needs the context's token ids and its reconstruction prompt",
                              p->press->name);
         uint32_t extra = vkv_kvzip_max_pass_tokens(p->kvzip, n_context);
-        if ((uint64_t)n_context + extra > vkv_ctx_n_ctx(ctx))
+        if ((uint64_t)n_context + extra > vkv_ctx_kv_slots(ctx))
             return vkv_error(VKV_ERR_ARG, "%s repeats the context after it: %u + %u tokens do not fit the %u-token "
                              "cache (make the context at least %u tokens)", p->press->name, n_context, extra,
-                             vkv_ctx_n_ctx(ctx), n_context + extra);
+                             vkv_ctx_kv_slots(ctx), n_context + extra);
     }
     vkv_press_session *s = calloc(1, sizeof *s);
     if (!s) return vkv_error(VKV_ERR_OOM, "out of host memory");
@@ -392,7 +392,7 @@ static vkv_status job_buffers(compress_job *j)
     }
     const vkv_hparams *hp = &s->m->hp;
     vkv_press_layer shape = {.n_layer = j->L, .n = j->n, .n_head = hp->n_head, .n_kv_head = j->H, .head_dim = j->hd,
-                             .n_ctx = vkv_ctx_n_ctx(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx), .window = s->window};
+                             .n_ctx = vkv_ctx_kv_slots(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx), .window = s->window};
     return vkv_buffer_create(gpu, vkv_press_scratch_bytes(s->p.press, &s->p.pp, &shape), VKV_MEM_DEVICE,
                              "scorer scratch", &j->scratch);
 }
@@ -495,7 +495,7 @@ static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret,
         /* Only the n context rows of each head come back. */
         vkv_dtype kt = vkv_ctx_kv_type(s->ctx);
         uint64_t head_rows = vkv_kv_cache_bytes(kt, 1, n, hd);
-        uint64_t head_stride = vkv_kv_cache_bytes(kt, 1, vkv_ctx_n_ctx(s->ctx), hd);
+        uint64_t head_stride = vkv_kv_cache_bytes(kt, 1, vkv_ctx_kv_slots(s->ctx), hd);
         for (uint32_t h = 0; h < H; h++)
             if ((st = vkv_buffer_download(gpu, v.buf, v.offset + h * head_stride, (char *)j->vraw + h * head_rows,
                                           head_rows)))
@@ -542,7 +542,8 @@ static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
 {
     const vkv_hparams *hp = &j->s->m->hp;
     vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
-    vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX, j->joint ? j->H : 1};
+    vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX, j->joint ? j->H : 1,
+                         in.kv_type, in.kv_type};
     vkv_status st = vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w,
                                            vkv_view_of(j->s->m->rope_inv_freq), (vkv_view){0}, vkv_view_of(j->eps));
     if (!st && j->joint) st = vkv_op_vector_head_mean(j->gpu, vkv_view_of(j->eps), j->H, j->n, vkv_view_of(j->eps_sel));
@@ -762,9 +763,12 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     rep->map = s->p.map;
     vkv_status st = job_alloc(&j);
     if (st) goto done;
-    if (s->p.pp.compression == 0) {
+    const bool typed_tiers = vkv_ctx_tier_k_type(s->ctx) != vkv_ctx_kv_type(s->ctx) ||
+                             vkv_ctx_tier_v_type(s->ctx) != vkv_ctx_v_type(s->ctx);
+    if (s->p.pp.compression == 0 && !typed_tiers) {
         /* kvpress leaves the cache untouched at p_c = 0: so do we, which makes
-         * the output bit-identical to no compression. */
+         * the output bit-identical to no compression. Quantized tiers still
+         * take every token: the cache is then stored in their types. */
         report_untouched(&j);
         goto done;
     }

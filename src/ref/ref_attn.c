@@ -15,24 +15,21 @@
 float vkv_kv_cache_get(vkv_dtype t, const void *cache, uint32_t n_ctx_max, uint32_t head_dim, uint32_t h, uint32_t j,
                        uint32_t d)
 {
-    size_t i = ((size_t)h * n_ctx_max + j) * head_dim + d;
-    if (t == VKV_F16) return vkv_fp16_to_f32(((const uint16_t *)cache)[i]);
-    return ((const float *)cache)[i];
+    size_t row = (size_t)h * n_ctx_max + j;
+    return vkv_kv_row_get(t, head_dim, (const uint8_t *)cache + row * vkv_kv_row_bytes(t, head_dim), d);
 }
 
 void vkv_kv_cache_store(vkv_dtype t, void *cache, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim,
                         uint32_t slot0, const float *src, uint32_t n_tok)
 {
-    assert(t == VKV_F16 || t == VKV_F32);
+    assert(vkv_kv_type_ok(t));
     assert(slot0 <= n_ctx_max && n_tok <= n_ctx_max - slot0);
+    const size_t row_bytes = vkv_kv_row_bytes(t, head_dim);
     for (uint32_t s = 0; s < n_tok; s++)
         for (uint32_t h = 0; h < n_kv_head; h++) {
             const float *x = src + ((size_t)s * n_kv_head + h) * head_dim;  /* [head_dim] */
-            size_t o = ((size_t)h * n_ctx_max + slot0 + s) * head_dim;      /* cache row start */
-            for (uint32_t d = 0; d < head_dim; d++) {
-                if (t == VKV_F16) ((uint16_t *)cache)[o + d] = vkv_f32_to_fp16(x[d]);
-                else ((float *)cache)[o + d] = x[d];
-            }
+            size_t row = (size_t)h * n_ctx_max + slot0 + s;                   /* cache row */
+            vkv_kv_encode_row(t, head_dim, x, (uint8_t *)cache + row * row_bytes);
         }
 }
 
@@ -40,7 +37,7 @@ static double dot_q_k(const vkv_attn_params *p, const float *qh, const void *k, 
 {
     double s = 0.0;
     for (uint32_t d = 0; d < p->head_dim; d++)
-        s += (double)qh[d] * vkv_kv_cache_get(p->kv_type, k, p->n_ctx_max, p->head_dim, kh, j, d);
+        s += (double)qh[d] * vkv_kv_cache_get(p->k_type, k, p->n_ctx_max, p->head_dim, kh, j, d);
     return s * p->scale;
 }
 
@@ -73,7 +70,7 @@ void vkv_ref_attention(const vkv_attn_params *p, const float *q, const void *k, 
                 double w = exp(dot_q_k(p, qh, k, kh, j) - mx);
                 sum += w;
                 for (uint32_t d = 0; d < hd; d++)
-                    acc[d] += w * vkv_kv_cache_get(p->kv_type, v, p->n_ctx_max, hd, kh, j, d);
+                    acc[d] += w * vkv_kv_cache_get(p->v_type, v, p->n_ctx_max, hd, kh, j, d);
             }
             for (uint32_t d = 0; d < hd; d++) oh[d] = (float)(acc[d] / sum);
         }

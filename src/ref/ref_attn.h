@@ -20,7 +20,8 @@ void vkv_ref_attention(const vkv_attn_params *p, const float *q, const void *k, 
 
 /* Stores n_tok tokens of src: [n_tok, n_kv_head, head_dim] f32 (the layout a
  * K/V projection produces) into cache slots slot0.. of a [n_kv_head,
- * n_ctx_max, head_dim] cache of type t, rounding to nearest-even for f16.
+ * n_ctx_max] cache of rows of type t (kv/kv_layout.h: f16 rounded to
+ * nearest even, q8_0/q4_0 by the reference quantizers).
  * slot0 + n_tok must be <= n_ctx_max. */
 void vkv_kv_cache_store(vkv_dtype t, void *cache, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim,
                         uint32_t slot0, const float *src, uint32_t n_tok);

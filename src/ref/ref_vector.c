@@ -65,11 +65,25 @@ void vkv_ref_vector_head_mean(const float *x, uint32_t rows, uint32_t n, float *
     }
 }
 
-void vkv_ref_kv_compact(vkv_dtype kv_type, const void *k, const void *v, uint32_t n_kv_head, uint32_t n_ctx,
-                        uint32_t hd, uint32_t n, const uint8_t *tiers, vkv_tier_head *meta, void *k_out, void *v_out,
-                        int32_t *pos_out)
+/* One row from a plain cache of type src_t to a tiered buffer of type dst_t:
+ * the bytes, or decoded and re-encoded (quantized tiers). */
+static void move_row(vkv_dtype src_t, const char *src, vkv_dtype dst_t, char *dst, uint32_t hd)
 {
-    size_t es = kv_type == VKV_F16 ? 2 : 4, row = es * hd;
+    float x[256];
+    if (src_t == dst_t) {
+        memcpy(dst, src, vkv_kv_row_bytes(src_t, hd));
+        return;
+    }
+    vkv_kv_decode_row(src_t, hd, src, x);
+    vkv_kv_encode_row(dst_t, hd, x, dst);
+}
+
+void vkv_ref_kv_compact(vkv_dtype kv_type, vkv_dtype k_tier, vkv_dtype v_tier, const void *k, const void *v,
+                        uint32_t n_kv_head, uint32_t n_ctx, uint32_t hd, uint32_t n, const uint8_t *tiers,
+                        vkv_tier_head *meta, void *k_out, void *v_out, int32_t *pos_out)
+{
+    const size_t row = vkv_kv_row_bytes(kv_type, hd), k_row = vkv_kv_row_bytes(k_tier, hd);
+    const size_t v_row = vkv_kv_row_bytes(v_tier, hd);
     for (uint32_t h = 0; h < n_kv_head; h++) {
         uint32_t n_ret = 0, n_apx = 0;
         for (uint32_t j = 0; j < n; j++) n_ret += tiers[(size_t)h * n + j] == VKV_TIER_RETAINED;
@@ -79,11 +93,11 @@ void vkv_ref_kv_compact(vkv_dtype kv_type, const void *k, const void *v, uint32_
             if (t == VKV_TIER_EVICTED) continue;
             uint32_t slot = t == VKV_TIER_RETAINED ? r : n_ret + a;
             const char *src_k = (const char *)k + ((size_t)h * n_ctx + j) * row;
-            memcpy((char *)k_out + (size_t)(meta[h].k_off + slot) * row, src_k, row);
+            move_row(kv_type, src_k, k_tier, (char *)k_out + (size_t)(meta[h].k_off + slot) * k_row, hd);
             pos_out[meta[h].p_off + slot] = (int32_t)j;
             if (t == VKV_TIER_RETAINED) {
                 const char *src_v = (const char *)v + ((size_t)h * n_ctx + j) * row;
-                memcpy((char *)v_out + (size_t)(meta[h].v_off + r) * row, src_v, row);
+                move_row(kv_type, src_v, v_tier, (char *)v_out + (size_t)(meta[h].v_off + r) * v_row, hd);
                 r++;
             } else {
                 a++;
@@ -116,7 +130,7 @@ void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_pa
             double *s = malloc(sizeof *s * n_keys), mx = -INFINITY;
             for (uint32_t t = 0; t < n_keys; t++) {
                 double dot = 0;
-                for (uint32_t d = 0; d < hd; d++) dot += (double)qi[d] * row_get(p->kv_type, k, m->k_off + t, hd, d);
+                for (uint32_t d = 0; d < hd; d++) dot += (double)qi[d] * row_get(p->k_type, k, m->k_off + t, hd, d);
                 s[t] = dot * p->scale;
                 if (s[t] > mx) mx = s[t];
             }
@@ -128,7 +142,7 @@ void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_pa
                 if (t >= m->n_ret && t < n_comp) { /* approximated: sum_s W[s, h] R^-1 K of head (h+s) */
                     for (uint32_t sh = 0; sh < S; sh++) {
                         const vkv_tier_head *src = &meta[(h + sh) % p->n_kv_head];
-                        for (uint32_t d = 0; d < hd; d++) kr[d] = row_get(p->kv_type, k, src->k_off + t, hd, d);
+                        for (uint32_t d = 0; d < hd; d++) kr[d] = row_get(p->k_type, k, src->k_off + t, hd, d);
                         vkv_ref_unrope_row(rope, inv_freq, kr, pos[m->p_off + t], ku);
                         const float *blk = w + ((size_t)sh * p->n_kv_head + h) * hd * hd;
                         for (uint32_t r = 0; r < hd; r++) {
@@ -139,7 +153,7 @@ void vkv_ref_attention_tiered(const vkv_tiered_attn_params *p, const vkv_rope_pa
                     }
                 } else {
                     uint32_t vs = m->v_off + (t < m->n_ret ? t : t - m->n_apx);
-                    for (uint32_t d = 0; d < hd; d++) acc[d] += pr * row_get(p->kv_type, v, vs, hd, d);
+                    for (uint32_t d = 0; d < hd; d++) acc[d] += pr * row_get(p->v_type, v, vs, hd, d);
                 }
             }
             for (uint32_t d = 0; d < hd; d++) out[((size_t)i * p->n_head + hq) * hd + d] = (float)acc[d];

@@ -39,12 +39,14 @@ void vkv_ref_vector_pool_scores(const uint32_t *pool, const float *eps, uint32_t
 void vkv_ref_vector_pool_extend(const uint32_t *base, const float *scores, uint32_t total, float *s);
 void vkv_ref_vector_assign_tiers(const uint32_t *pool, const uint32_t *apx, uint32_t total, uint32_t *tiers);
 
-/* Compaction: tiers[h, j] (n positions per head) -> the tiered layout.
+/* Compaction: tiers[h, j] (n positions per head) of a plain cache of
+ * kv_type -> the tiered layout, K rows of k_tier and V rows of v_tier.
  * meta[h] must hold offsets with room for the counts (n_ret/n_apx are
- * written). k_out/v_out rows are copied bit-exact; pos_out gets positions. */
-void vkv_ref_kv_compact(vkv_dtype kv_type, const void *k, const void *v, uint32_t n_kv_head, uint32_t n_ctx,
-                        uint32_t head_dim, uint32_t n, const uint8_t *tiers, vkv_tier_head *meta, void *k_out,
-                        void *v_out, int32_t *pos_out);
+ * written). Rows of the plain type are copied bit-exact, others decoded and
+ * re-encoded (vkv_kv_encode_row); pos_out gets positions. head_dim <= 256. */
+void vkv_ref_kv_compact(vkv_dtype kv_type, vkv_dtype k_tier, vkv_dtype v_tier, const void *k, const void *v,
+                        uint32_t n_kv_head, uint32_t n_ctx, uint32_t head_dim, uint32_t n, const uint8_t *tiers,
+                        vkv_tier_head *meta, void *k_out, void *v_out, int32_t *pos_out);
 
 /* Attention of q[n_q, n_head, head_dim] (post-RoPE; query i is appended
  * token n_new0 + i) over a tiered cache: every compressed slot plus the

@@ -291,6 +291,28 @@ static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
     return vkv_decode_press_create(s->ctx, s->model, &dp, &s->decode);
 }
 
+/* Compression reads an f16 or f32 plain cache of one type (the working
+ * cache of a context reserved with .compress); quantized tiers are not
+ * gathered again (compression during generation) nor materialised. */
+static vkv_status check_cache_types(const vkv_session *s, const vkv_compression *c, bool press)
+{
+    vkv_dtype kt = vkv_ctx_kv_type(s->ctx), vt = vkv_ctx_v_type(s->ctx);
+    vkv_dtype tk = vkv_ctx_tier_k_type(s->ctx), tv = vkv_ctx_tier_v_type(s->ctx);
+    const char *kn = vkv_dtype_get(tk)->name, *vn = vkv_dtype_get(tv)->name;
+    if (!c || (!press && !c->compress_every)) return VKV_OK;
+    if (kt != vt || vkv_kv_type_quantized(kt))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression reads f16 or f32 caches of one type; this context holds %s "
+                         "keys and %s values (reserve it with .compress for quantized tiers)", kn, vn);
+    if (tk == kt && tv == vt) return VKV_OK;
+    if (c->compress_every)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation keeps f16 or f32 tiers, not %s keys and "
+                         "%s values", kn, vn);
+    if (c->materialized)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "--materialized reads f16 or f32 tiers of one type, not %s keys and %s "
+                         "values", kn, vn);
+    return VKV_OK;
+}
+
 vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *pr, vkv_logits_want want,
                                float *logits, vkv_prefill *out)
 {
@@ -301,10 +323,11 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
                          vkv_ctx_n_ctx(s->ctx));
     bool press = c && c->press && (c->p_c > 0 || !c->compress_every);
+    vkv_status st = check_cache_types(s, c, press);
+    if (st) return st;
     size_t n_context = pr->n_context && pr->n_context <= pr->n ? pr->n_context : pr->n;
     size_t n_first = press && c->query_aware ? pr->n : n_context;
     out->n_first = (uint32_t)n_first;
-    vkv_status st;
     vkv_press_session *ps = NULL;
     if ((st = vkv_ctx_reset(s->ctx)) || (st = make_decode_press(s, c))) return st;
     vkv_stopwatch sw;
@@ -312,9 +335,9 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
         vkv_vector_params vp;
         if ((st = vector_params(s, c, pr->ids, &vp))) return st;
         uint32_t extra = vkv_press_session_extra_tokens(&vp, (uint32_t)n_first);
-        if ((uint64_t)n_first + extra > vkv_ctx_n_ctx(s->ctx))
-            return vkv_error(VKV_ERR_ARG, "%s needs %zu + %u cache slots during compression; the context has %u",
-                             c->press->name, n_first, extra, vkv_ctx_n_ctx(s->ctx));
+        if ((uint64_t)n_first + extra > vkv_ctx_kv_slots(s->ctx))
+            return vkv_error(VKV_ERR_ARG, "%s needs %zu + %u cache slots during compression; the cache has %u",
+                             c->press->name, n_first, extra, vkv_ctx_kv_slots(s->ctx));
         if ((st = vkv_ctx_set_materialized(s->ctx, c->materialized)) ||
             (st = vkv_press_session_create(s->ctx, s->model, &vp, (uint32_t)n_first, &ps)))
             goto out;

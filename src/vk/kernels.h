@@ -14,15 +14,15 @@
 typedef struct vkv_pc_add { uint32_t n, nb; } vkv_pc_add;
 typedef struct vkv_pc_argmax { uint32_t rows, n; } vkv_pc_argmax;
 typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_max, n_kv, pos0; float scale;
-                             uint32_t tile_q, tile_k, kv_head0, split_len, n_split; } vkv_pc_attn;
+                             uint32_t tile_q, tile_k, kv_head0, split_len, n_split, k_type, v_type; } vkv_pc_attn;
 typedef struct vkv_pc_attn_decode_reduce { uint32_t rows, d4n, n_split, groups_x; } vkv_pc_attn_decode_reduce;
 typedef struct vkv_pc_attn_tiered { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale;
-                                    uint32_t tile_q, tile_k, split_len, apx_shift, w_off, accumulate; } vkv_pc_attn_tiered;
+                                    uint32_t tile_q, tile_k, split_len, apx_shift, w_off, accumulate, k_type, v_type; } vkv_pc_attn_tiered;
 typedef struct vkv_pc_attn_tiered_reduce { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split, w_off, accumulate; } vkv_pc_attn_tiered_reduce;
 typedef struct vkv_pc_get_rows { uint32_t n_cols, n_ids, row_base, n_rows; } vkv_pc_get_rows;
 typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_step, x_ones; } vkv_pc_gram;
-typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words; } vkv_pc_kv_compact;
-typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode; } vkv_pc_kv_store;
+typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words, head_dim, src_type, k_type, v_type; } vkv_pc_kv_compact;
+typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, kv_type; } vkv_pc_kv_store;
 typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
 typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x; } vkv_pc_matvec;
@@ -96,11 +96,13 @@ typedef enum vkv_wg_class {
     X(ARGMAX, argmax, 2, vkv_pc_argmax, VKV_WG_ROW)                                                    \
     X(KV_STORE_F16, kv_store_f16, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
     X(KV_STORE_F32, kv_store_f32, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
+    X(KV_STORE_Q, kv_store_q, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                         \
     X(VECTOR_RESIDUAL_F16, vector_residual_f16, 6, vkv_pc_vector_residual, VKV_WG_NARROW)              \
     X(VECTOR_RESIDUAL_F32, vector_residual_f32, 6, vkv_pc_vector_residual, VKV_WG_NARROW)              \
     X(VECTOR_MATERIALIZE_F16, vector_materialize_f16, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
     X(VECTOR_MATERIALIZE_F32, vector_materialize_f32, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
     X(KV_COMPACT, kv_compact, 7, vkv_pc_kv_compact, VKV_WG_WIDE)                                       \
+    X(KV_COMPACT_CONVERT, kv_compact_convert, 7, vkv_pc_kv_compact, VKV_WG_WIDE)                       \
     X(ATTN_TIERED_FUSED_F16, attn_tiered_fused_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
     X(ATTN_TIERED_FUSED_F32, attn_tiered_fused_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
     X(ATTN_TIERED_MAT_F16, attn_tiered_mat_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                    \
@@ -113,6 +115,10 @@ typedef enum vkv_wg_class {
     X(ATTN_TIERED_NOAPX_F32, attn_tiered_noapx_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
     X(ATTN_TIERED_SPLIT_NOAPX_F16, attn_tiered_split_noapx_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
     X(ATTN_TIERED_SPLIT_NOAPX_F32, attn_tiered_split_noapx_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
+    X(ATTN_TIERED_FUSED_ANY, attn_tiered_fused_any, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
+    X(ATTN_TIERED_SPLIT_FUSED_ANY, attn_tiered_split_fused_any, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
+    X(ATTN_TIERED_NOAPX_ANY, attn_tiered_noapx_any, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
+    X(ATTN_TIERED_SPLIT_NOAPX_ANY, attn_tiered_split_noapx_any, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
     X(ATTN_TIERED_REDUCE, attn_tiered_reduce, 4, vkv_pc_attn_tiered_reduce, VKV_WG_NARROW)             \
     X(VECTOR_POOL_SCORES, vector_pool_scores, 3, vkv_pc_vector_pool_scores, VKV_WG_WIDE)               \
     X(VECTOR_POOL_EXTEND, vector_pool_extend, 3, vkv_pc_vector_pool_extend, VKV_WG_WIDE)               \
@@ -122,6 +128,8 @@ typedef enum vkv_wg_class {
     X(ATTN_PREFILL_F16, attn_prefill_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
     X(ATTN_DECODE_F32, attn_decode_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
     X(ATTN_DECODE_F16, attn_decode_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
+    X(ATTN_PREFILL_ANY, attn_prefill_any, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
+    X(ATTN_DECODE_ANY, attn_decode_any, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
     X(ATTN_DECODE_REDUCE, attn_decode_reduce, 2, vkv_pc_attn_decode_reduce, VKV_WG_WIDE)               \
     X(GRAM, gram, 3, vkv_pc_gram, VKV_WG_WIDE)                                                         \
     X(TOPK_SELECT, topk_select, 3, vkv_pc_topk_select, VKV_WG_WIDE)                                    \

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "kv/kv_layout.h"
 #include "vk/ops_internal.h"
 #include "vk/vk_internal.h"
 
@@ -267,44 +268,47 @@ vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t row
     return elementwise(gpu, VKV_K_ADD, "add_bias", a, bias, rows * width, width, out);
 }
 
-static vkv_status kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
+static vkv_status kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
                            uint32_t head_dim, vkv_view cache, uint64_t cache_rows, uint32_t n_ctx, uint32_t slot0,
                            vkv_view meta, uint32_t mode)
 {
     const char *op = "kv_store";
-    if (head_dim % 2) return vkv_error(VKV_ERR_ARG, "kv_store: head dim %u is odd", head_dim);
+    if (!vkv_kv_type_ok(type)) return vkv_error(VKV_ERR_UNSUPPORTED, "kv_store: cache type %u is not f16, f32, q8_0 or q4_0", type);
+    if (head_dim % 4) return vkv_error(VKV_ERR_ARG, "kv_store: head dim %u is not a multiple of 4", head_dim);
     uint64_t src_bytes = 4ull * n_tok * n_kv_head * head_dim;
-    uint64_t cache_bytes = (kv_f16 ? 2ull : 4ull) * cache_rows * head_dim;
+    uint64_t cache_bytes = cache_rows * vkv_kv_row_bytes(type, head_dim);
     vkv_status st;
     if ((st = vkv_ops_check_view(gpu, src, src_bytes, op, "input")) ||
         (st = vkv_ops_check_view(gpu, cache, cache_bytes, op, "cache")) ||
         (st = vkv_ops_check_single_range(gpu, cache_bytes, op, "the layer's cache")))
         return st;
     if (mode && (st = vkv_ops_check_view(gpu, meta, 32ull * n_kv_head, op, "tier metadata"))) return st;
-    vkv_kernel k = kv_f16 ? VKV_K_KV_STORE_F16 : VKV_K_KV_STORE_F32;
-    uint64_t total = (uint64_t)n_tok * n_kv_head * (head_dim / 2);
+    const bool quant = vkv_kv_type_quantized(type);
+    vkv_kernel k = quant ? VKV_K_KV_STORE_Q : type == VKV_F16 ? VKV_K_KV_STORE_F16 : VKV_K_KV_STORE_F32;
+    /* quantized: one invocation per row; else one per element pair */
+    uint64_t total = (uint64_t)n_tok * n_kv_head * (quant ? 1 : head_dim / 2);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
     vkv_ops_spread_groups(gpu, (total + wg - 1) / wg, &gx, &gy);
-    vkv_pc_kv_store pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0, mode};
+    vkv_pc_kv_store pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, type};
     vkv_binding b[3] = {vkv_ops_bind(src, 0, src_bytes), vkv_ops_bind(cache, 0, cache_bytes),
                         mode ? vkv_ops_bind(meta, 0, 32ull * n_kv_head) : vkv_ops_bind(src, 0, 4)};
     return vkv_cmd_dispatch(gpu, k, b, 3, &pc, sizeof pc, gx, gy, 1);
 }
 
-vkv_status vkv_op_kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
+vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
                            uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0)
 {
     if (slot0 + n_tok > n_ctx)
         return vkv_error(VKV_ERR_ARG, "kv_store: %u tokens at slot %u do not fit a %u-slot cache", n_tok, slot0, n_ctx);
-    return kv_store(gpu, kv_f16, src, n_tok, n_kv_head, head_dim, cache, (uint64_t)n_kv_head * n_ctx, n_ctx, slot0,
+    return kv_store(gpu, type, src, n_tok, n_kv_head, head_dim, cache, (uint64_t)n_kv_head * n_ctx, n_ctx, slot0,
                     (vkv_view){0}, 0);
 }
 
-vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, bool kv_f16, bool values, vkv_view src, uint32_t n_tok,
+vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, vkv_dtype type, bool values, vkv_view src, uint32_t n_tok,
                                   uint32_t n_kv_head, uint32_t head_dim, vkv_view cache, uint64_t cache_rows,
                                   vkv_view meta, uint32_t slot0)
 {
-    return kv_store(gpu, kv_f16, src, n_tok, n_kv_head, head_dim, cache, cache_rows, 0, slot0, meta, values ? 2 : 1);
+    return kv_store(gpu, type, src, n_tok, n_kv_head, head_dim, cache, cache_rows, 0, slot0, meta, values ? 2 : 1);
 }
 
 vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out)

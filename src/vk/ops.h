@@ -53,15 +53,16 @@ vkv_status vkv_op_add(vkv_gpu *gpu, vkv_view a, vkv_view b, uint32_t n, vkv_view
 /* out[rows, width] = a[rows, width] + bias[width] (bias broadcast over rows). */
 vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t rows, uint32_t width, vkv_view out);
 
-/* cache[h, slot0 + t, :] = src[t, h, :] for a cache [n_kv_head, n_ctx, head_dim]
- * stored as f16 (kv_f16) or f32. */
-vkv_status vkv_op_kv_store(vkv_gpu *gpu, bool kv_f16, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
+/* cache[h, slot0 + t, :] = src[t, h, :] for a cache [n_kv_head, n_ctx] rows
+ * of head_dim (a multiple of 4) elements of type (f16, f32, q8_0, q4_0; the
+ * row format of kv/kv_layout.h, reference vkv_kv_encode_row). */
+vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
                            uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0);
 /* The same into a tiered (compressed) layer: head h's token t goes to the
  * slot after its compressed tokens plus slot0 + t (meta: [n_kv_head, 8]
  * uint32 tier metadata; values selects the V layout). cache_rows: rows the
  * cache buffer holds (for the bounds check). */
-vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, bool kv_f16, bool values, vkv_view src, uint32_t n_tok,
+vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, vkv_dtype type, bool values, vkv_view src, uint32_t n_tok,
                                   uint32_t n_kv_head, uint32_t head_dim, vkv_view cache, uint64_t cache_rows,
                                   vkv_view meta, uint32_t slot0);
 /* out[rows] uint32 = argmax of each row of x[rows, n]. */

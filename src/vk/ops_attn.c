@@ -75,8 +75,9 @@ static vkv_status check_params(const vkv_gpu *gpu, const vkv_attn_params *p)
                          VKV_ATTN_MAX_HEAD_DIM);
     if (!p->n_ctx_max || p->n_kv > p->n_ctx_max)
         return vkv_error(VKV_ERR_ARG, "attention: %u valid slots in a cache of %u", p->n_kv, p->n_ctx_max);
-    if (p->kv_type != VKV_F16 && p->kv_type != VKV_F32)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "attention: KV cache type %u is not f16 or f32", p->kv_type);
+    if (!vkv_kv_type_ok(p->k_type) || !vkv_kv_type_ok(p->v_type))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "attention: KV cache types %u, %u are not f16, f32, q8_0 or q4_0",
+                         p->k_type, p->v_type);
     if (!isfinite(p->scale)) return vkv_error(VKV_ERR_ARG, "attention: scale is not finite");
     if (gpu->caps->max_shared_memory < ATTN_SHARED_BYTES)
         return vkv_error(VKV_ERR_UNSUPPORTED, "attention: needs %u bytes of shared memory, '%s' has %u",
@@ -94,12 +95,14 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
     const bool decode = path == VKV_ATTN_DECODE;
     const uint32_t group = p->n_head / p->n_kv_head, hd = p->head_dim;
     const uint64_t qo_bytes = 4ull * p->n_q * p->n_head * hd;     /* q and out */
-    const uint64_t esize = p->kv_type == VKV_F16 ? 2 : 4;
-    const uint64_t head_bytes = esize * p->n_ctx_max * hd;         /* stride between KV heads */
-    const uint64_t used_last = esize * (p->n_kv ? p->n_kv : 1) * hd; /* slots read in the last head bound */
+    /* The larger of the K and V rows sets how many heads one range holds. */
+    const uint64_t k_row = vkv_kv_row_bytes(p->k_type, hd), v_row = vkv_kv_row_bytes(p->v_type, hd);
+    const uint64_t row = k_row > v_row ? k_row : v_row;
+    const uint64_t head_bytes = row * p->n_ctx_max;                  /* stride between KV heads */
+    const uint64_t used_last = row * (p->n_kv ? p->n_kv : 1);       /* slots read in the last head bound */
     if ((st = check_view(gpu, q, qo_bytes, "q")) || (st = check_view(gpu, out, qo_bytes, "the output")) ||
-        (st = check_view(gpu, k, head_bytes * p->n_kv_head, "the K cache")) ||
-        (st = check_view(gpu, v, head_bytes * p->n_kv_head, "the V cache")) ||
+        (st = check_view(gpu, k, k_row * p->n_ctx_max * p->n_kv_head, "the K cache")) ||
+        (st = check_view(gpu, v, v_row * p->n_ctx_max * p->n_kv_head, "the V cache")) ||
         (st = check_single_range(gpu, qo_bytes, "q")))
         return st;
 
@@ -111,11 +114,11 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
             return vkv_error(VKV_ERR_UNSUPPORTED,
                              "attention: one KV head's %u slots are %llu bytes, over this device's storage range of %llu",
                              p->n_kv, (unsigned long long)used_last, (unsigned long long)vkv_ops_max_range(gpu));
-        if (head_bytes % vkv_ops_align(gpu))
+        if (k_row * p->n_ctx_max % vkv_ops_align(gpu) || v_row * p->n_ctx_max % vkv_ops_align(gpu))
             return vkv_error(VKV_ERR_UNSUPPORTED,
                              "attention: the cache exceeds one storage range and its per-head stride of %llu bytes "
                              "is not a multiple of the storage alignment %llu",
-                             (unsigned long long)head_bytes, (unsigned long long)vkv_ops_align(gpu));
+                             (unsigned long long)(k_row * p->n_ctx_max), (unsigned long long)vkv_ops_align(gpu));
         heads_per = (vkv_ops_max_range(gpu) - used_last) / head_bytes + 1;
     }
     if (heads_per > gpu->caps->max_workgroup_count[2]) heads_per = gpu->caps->max_workgroup_count[2];
@@ -133,9 +136,10 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
 
     uint32_t n_split = decode ? vkv_attn_decode_splits(p->n_kv) : 1;
     const uint32_t split_len = (uint32_t)(((uint64_t)p->n_kv + n_split - 1) / n_split);
-    const bool f16 = p->kv_type == VKV_F16;
-    vkv_kernel kern = n_split > 1 ? (f16 ? VKV_K_ATTN_DECODE_F16 : VKV_K_ATTN_DECODE_F32)
-                                  : (f16 ? VKV_K_ATTN_PREFILL_F16 : VKV_K_ATTN_PREFILL_F32);
+    /* f16 or f32 caches of one type have their own kernels; the rest read each row type at run time. */
+    const bool any = p->k_type != p->v_type || vkv_kv_type_quantized(p->k_type), f16 = p->k_type == VKV_F16;
+    vkv_kernel kern = n_split > 1 ? (any ? VKV_K_ATTN_DECODE_ANY : f16 ? VKV_K_ATTN_DECODE_F16 : VKV_K_ATTN_DECODE_F32)
+                                  : (any ? VKV_K_ATTN_PREFILL_ANY : f16 ? VKV_K_ATTN_PREFILL_F16 : VKV_K_ATTN_PREFILL_F32);
     vkv_view dst = out;
     uint64_t dst_bytes = qo_bytes;
     if (n_split > 1) {
@@ -148,11 +152,11 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
 
     for (uint32_t h0 = 0; h0 < p->n_kv_head; h0 += (uint32_t)heads_per) {
         uint32_t nh = p->n_kv_head - h0 < heads_per ? p->n_kv_head - h0 : (uint32_t)heads_per;
-        uint64_t kv_bytes = head_bytes * (nh - 1) + used_last;
+        const uint64_t n_used = (uint64_t)p->n_ctx_max * (nh - 1) + (p->n_kv ? p->n_kv : 1); /* rows bound */
         vkv_pc_attn pc = {p->n_q, p->n_head, p->n_kv_head, hd, p->n_ctx_max, p->n_kv, p->pos0, p->scale,
-                      tq, tk, h0, split_len, n_split};
-        vkv_binding b[4] = {vkv_ops_bind(q, 0, qo_bytes), vkv_ops_bind(k, head_bytes * h0, kv_bytes), vkv_ops_bind(v, head_bytes * h0, kv_bytes),
-                            vkv_ops_bind(dst, 0, dst_bytes)};
+                          tq, tk, h0, split_len, n_split, p->k_type, p->v_type};
+        vkv_binding b[4] = {vkv_ops_bind(q, 0, qo_bytes), vkv_ops_bind(k, k_row * p->n_ctx_max * h0, k_row * n_used),
+                            vkv_ops_bind(v, v_row * p->n_ctx_max * h0, v_row * n_used), vkv_ops_bind(dst, 0, dst_bytes)};
         if ((st = vkv_cmd_dispatch(gpu, kern, b, 4, &pc, sizeof pc, (uint32_t)row_tiles, n_split, nh))) return st;
     }
     if (n_split == 1) return VKV_OK;

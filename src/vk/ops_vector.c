@@ -4,7 +4,12 @@
 #include "vk/ops_internal.h"
 #include "vk/vk_internal.h"
 
+/* Bytes of a row of the plain cache, of the tiered K and of the tiered V. */
 static uint64_t row_bytes(const vkv_vector_geom *g) { return (g->kv_type == VKV_F16 ? 2ull : 4ull) * g->head_dim; }
+static uint64_t k_row_bytes(const vkv_vector_geom *g) { return vkv_kv_row_bytes(g->tier_k, g->head_dim); }
+static uint64_t v_row_bytes(const vkv_vector_geom *g) { return vkv_kv_row_bytes(g->tier_v, g->head_dim); }
+/* Tiers stored as the plain cache's rows: copied and read by the kernels of that type. */
+static bool tiers_plain(const vkv_vector_geom *g) { return g->tier_k == g->kv_type && g->tier_v == g->kv_type; }
 
 static uint32_t shifts(const vkv_vector_geom *g) { return g->map_shifts ? g->map_shifts : 1; }
 
@@ -23,6 +28,11 @@ static vkv_status check_geom(const vkv_vector_geom *g, const char *op)
                          g->n_kv_head, g->head_dim, VKV_MAP_MAX_DIM);
     if (g->kv_type != VKV_F16 && g->kv_type != VKV_F32)
         return vkv_error(VKV_ERR_ARG, "%s: the KV cache must be f16 or f32", op);
+    if (!vkv_kv_type_ok(g->tier_k) || !vkv_kv_type_ok(g->tier_v))
+        return vkv_error(VKV_ERR_ARG, "%s: tier types %u, %u are not f16, f32, q8_0 or q4_0", op, g->tier_k, g->tier_v);
+    if (!tiers_plain(g) && g->head_dim % 4)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: tiers of other types than the cache need head dim %% 4 == 0, got %u",
+                         op, g->head_dim);
     if (!g->head_dim || g->head_dim > 256 || g->head_dim % 2 || g->n_rot > g->head_dim || g->n_rot % 2)
         return vkv_error(VKV_ERR_UNSUPPORTED, "%s: head dim %u / rotated dims %u unsupported (even, <= 256)", op,
                          g->head_dim, g->n_rot);
@@ -60,23 +70,26 @@ vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k,
                              vkv_view v_out, uint64_t v_rows, vkv_view pos_out, uint64_t p_entries)
 {
     const char *op = "kv_compact";
-    uint64_t rb = row_bytes(g), cache = rb * g->n_kv_head * n_ctx;
+    uint64_t rb = row_bytes(g), cache = rb * g->n_kv_head * n_ctx, kb = k_row_bytes(g) * k_rows;
+    uint64_t vb = v_row_bytes(g) * (v_rows ? v_rows : 1);
     vkv_status st;
     if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, cache, op, "K cache")) ||
         (st = vkv_ops_check_view(gpu, v, cache, op, "V cache")) ||
         (st = vkv_ops_check_view(gpu, tiers, 4ull * g->n_kv_head * n, op, "tiers")) ||
         (st = vkv_ops_check_view(gpu, meta, 32ull * g->n_kv_head, op, "tier metadata")) ||
-        (st = vkv_ops_check_view(gpu, k_out, rb * k_rows, op, "tiered K")) ||
-        (st = vkv_ops_check_view(gpu, v_out, rb * v_rows, op, "tiered V")) ||
+        (st = vkv_ops_check_view(gpu, k_out, kb, op, "tiered K")) ||
+        (st = vkv_ops_check_view(gpu, v_out, v_row_bytes(g) * v_rows, op, "tiered V")) ||
         (st = vkv_ops_check_view(gpu, pos_out, 4ull * p_entries, op, "positions")) ||
         (st = vkv_ops_check_single_range(gpu, cache, op, "the layer's cache")) ||
-        (st = vkv_ops_check_single_range(gpu, rb * k_rows, op, "the tiered K")))
+        (st = vkv_ops_check_single_range(gpu, kb, op, "the tiered K")))
         return st;
-    vkv_pc_kv_compact pc = {n, n_ctx, (uint32_t)(rb / 4)};
+    /* Tiers of the cache's own type are word copies; others are re-encoded row by row. */
+    vkv_kernel kk = tiers_plain(g) ? VKV_K_KV_COMPACT : VKV_K_KV_COMPACT_CONVERT;
+    vkv_pc_kv_compact pc = {n, n_ctx, (uint32_t)(rb / 4), g->head_dim, g->kv_type, g->tier_k, g->tier_v};
     vkv_binding b[7] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(tiers, 0, 4ull * g->n_kv_head * n),
-                        vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(k_out, 0, rb * k_rows),
-                        vkv_ops_bind(v_out, 0, rb * (v_rows ? v_rows : 1)), vkv_ops_bind(pos_out, 0, 4ull * (p_entries ? p_entries : 1))};
-    return vkv_cmd_dispatch(gpu, VKV_K_KV_COMPACT, b, 7, &pc, sizeof pc, g->n_kv_head, 1, 1);
+                        vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(k_out, 0, kb),
+                        vkv_ops_bind(v_out, 0, vb), vkv_ops_bind(pos_out, 0, 4ull * (p_entries ? p_entries : 1))};
+    return vkv_cmd_dispatch(gpu, kk, b, 7, &pc, sizeof pc, g->n_kv_head, 1, 1);
 }
 
 vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, uint64_t k_rows,
@@ -84,7 +97,7 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
                                      uint32_t max_apx, vkv_view vhat)
 {
     const char *op = "vector_materialize";
-    uint64_t rb = row_bytes(g), wb = map_bytes(g);
+    uint64_t rb = k_row_bytes(g), wb = map_bytes(g);
     uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1), hb = 4ull * k_rows * g->head_dim;
     vkv_status st;
     if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, k, rb * k_rows, op, "tiered K")) ||
@@ -93,8 +106,11 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
         (st = vkv_ops_check_view(gpu, w, wb, op, "W")) || (st = vkv_ops_check_view(gpu, inv_freq, fb, op, "frequencies")) ||
         (st = vkv_ops_check_view(gpu, vhat, hb, op, "output")) || (st = vkv_ops_check_single_range(gpu, hb, op, "the output")))
         return st;
+    if (g->tier_k != VKV_F16 && g->tier_k != VKV_F32)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: the materialised path reads f16 or f32 keys, not %s", op,
+                         vkv_dtype_get(g->tier_k)->name);
     if (!max_apx) return VKV_OK;
-    vkv_kernel kk = g->kv_type == VKV_F16 ? VKV_K_VECTOR_MATERIALIZE_F16 : VKV_K_VECTOR_MATERIALIZE_F32;
+    vkv_kernel kk = g->tier_k == VKV_F16 ? VKV_K_VECTOR_MATERIALIZE_F16 : VKV_K_VECTOR_MATERIALIZE_F32;
     uint32_t gx, gy;
     vkv_ops_spread_groups(gpu, max_apx, &gx, &gy);
     vkv_pc_vector_materialize pc = {g->head_dim, g->n_kv_head, g->n_rot, g->neox, max_apx, gx, shifts(g)};
@@ -129,7 +145,8 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
                                    vkv_view out)
 {
     const char *op = "attn_tiered";
-    uint64_t rb = row_bytes(g), qb = 4ull * a->n_q * a->n_head * g->head_dim;
+    uint64_t kb = k_row_bytes(g) * k_rows, vb = v_row_bytes(g) * (v_rows ? v_rows : 1);
+    uint64_t qb = 4ull * a->n_q * a->n_head * g->head_dim;
     uint64_t fb = 4ull * (g->n_rot / 2 ? g->n_rot / 2 : 1);
     uint64_t wb = a->fused ? map_bytes(g) : 4ull * k_rows * g->head_dim;
     vkv_status st;
@@ -137,18 +154,21 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
         return vkv_error(VKV_ERR_ARG, "%s: %u query heads for %u KV heads", op, a->n_head, g->n_kv_head);
     if ((st = check_geom(g, op)) || (st = vkv_ops_check_view(gpu, q, qb, op, "q")) ||
         (st = vkv_ops_check_view(gpu, out, qb, op, "output")) ||
-        (st = vkv_ops_check_view(gpu, k, rb * k_rows, op, "tiered K")) ||
-        (st = vkv_ops_check_view(gpu, v, rb * (v_rows ? v_rows : 1), op, "tiered V")) ||
+        (st = vkv_ops_check_view(gpu, k, kb, op, "tiered K")) || (st = vkv_ops_check_view(gpu, v, vb, op, "tiered V")) ||
         (st = vkv_ops_check_view(gpu, meta, 32ull * g->n_kv_head, op, "tier metadata")) ||
         (st = vkv_ops_check_view(gpu, pos, 4ull * (p_entries ? p_entries : 1), op, "positions")) ||
         (st = vkv_ops_check_view(gpu, w_or_vhat, wb, op, a->fused ? "W" : "rebuilt values")) ||
         (st = vkv_ops_check_view(gpu, inv_freq, fb, op, "frequencies")) ||
-        (st = vkv_ops_check_single_range(gpu, rb * k_rows, op, "the tiered K")))
+        (st = vkv_ops_check_single_range(gpu, kb, op, "the tiered K")))
         return st;
     if (!a->n_q) return VKV_OK;
-    const bool f16 = g->kv_type == VKV_F16, no_apx = a->max_apx == 0;
-    vkv_kernel kk = no_apx     ? (f16 ? VKV_K_ATTN_TIERED_NOAPX_F16 : VKV_K_ATTN_TIERED_NOAPX_F32)
-                    : a->fused ? (f16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
+    /* f16 or f32 tiers of one type have their own kernels; the rest read each row type at run time. */
+    const bool any = g->tier_k != g->tier_v || vkv_kv_type_quantized(g->tier_k);
+    const bool f16 = g->tier_k == VKV_F16, no_apx = a->max_apx == 0;
+    if (any && !a->fused && !no_apx)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: the materialised path reads f16 or f32 tiers of one type", op);
+    vkv_kernel kk = no_apx     ? (any ? VKV_K_ATTN_TIERED_NOAPX_ANY : f16 ? VKV_K_ATTN_TIERED_NOAPX_F16 : VKV_K_ATTN_TIERED_NOAPX_F32)
+                    : a->fused ? (any ? VKV_K_ATTN_TIERED_FUSED_ANY : f16 ? VKV_K_ATTN_TIERED_FUSED_F16 : VKV_K_ATTN_TIERED_FUSED_F32)
                                : (f16 ? VKV_K_ATTN_TIERED_MAT_F16 : VKV_K_ATTN_TIERED_MAT_F32);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, kk), d4n = g->head_dim / 4;
     /* attn_tiered.comp sums its key groups (two accumulators) through 2 vec4 of the K/V tile per thread. */
@@ -165,8 +185,8 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
     /* A joint map: one run per block s (attn_tiered.comp), s > 0 adding to out. */
     const uint32_t runs = a->fused && !no_apx ? shifts(g) : 1, block = g->n_kv_head * g->head_dim * g->head_dim;
     vkv_pc_attn_tiered pc = {a->n_q, a->n_head, g->n_kv_head, g->head_dim, a->n_new0, g->n_rot, g->neox, a->scale,
-                             tile_q, tile_k, split_len, 0, 0, 0};
-    vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(v, 0, rb * (v_rows ? v_rows : 1)),
+                             tile_q, tile_k, split_len, 0, 0, 0, g->tier_k, g->tier_v};
+    vkv_binding b[8] = {vkv_ops_bind(q, 0, qb), vkv_ops_bind(k, 0, kb), vkv_ops_bind(v, 0, vb),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)),
                         vkv_ops_bind(w_or_vhat, 0, wb), vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(out, 0, qb)};
     const uint32_t groups_q = (rows + tile_q - 1) / tile_q;
@@ -188,8 +208,8 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
         (st = vkv_ops_check_single_range(gpu, sb, op, "the split scratch")) ||
         (st = vkv_ops_check_view(gpu, wmap, wbytes, op, "W for the reduce")))
         return st;
-    vkv_kernel ks = no_apx     ? (f16 ? VKV_K_ATTN_TIERED_SPLIT_NOAPX_F16 : VKV_K_ATTN_TIERED_SPLIT_NOAPX_F32)
-                    : a->fused ? (f16 ? VKV_K_ATTN_TIERED_SPLIT_FUSED_F16 : VKV_K_ATTN_TIERED_SPLIT_FUSED_F32)
+    vkv_kernel ks = no_apx     ? (any ? VKV_K_ATTN_TIERED_SPLIT_NOAPX_ANY : f16 ? VKV_K_ATTN_TIERED_SPLIT_NOAPX_F16 : VKV_K_ATTN_TIERED_SPLIT_NOAPX_F32)
+                    : a->fused ? (any ? VKV_K_ATTN_TIERED_SPLIT_FUSED_ANY : f16 ? VKV_K_ATTN_TIERED_SPLIT_FUSED_F16 : VKV_K_ATTN_TIERED_SPLIT_FUSED_F32)
                                : (f16 ? VKV_K_ATTN_TIERED_SPLIT_MAT_F16 : VKV_K_ATTN_TIERED_SPLIT_MAT_F32);
     b[7] = vkv_ops_bind(a->scratch, 0, sb);
     vkv_pc_attn_tiered_reduce rp = {a->n_q * a->n_head, a->n_head, g->n_kv_head, g->head_dim, splits, 0, 0};

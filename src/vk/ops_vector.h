@@ -10,12 +10,14 @@
 
 /* The geometry of one layer's caches and its RoPE (for undoing it). */
 typedef struct vkv_vector_geom {
-    vkv_dtype kv_type;       /* VKV_F16 or VKV_F32 */
+    vkv_dtype kv_type;       /* the plain cache's rows: VKV_F16 or VKV_F32 */
     uint32_t n_kv_head, head_dim;
     uint32_t n_rot;
     bool neox;
     uint32_t map_shifts;     /* S of the maps W [S, n_kv_head, head_dim, head_dim] (kv/kv_layout.h):
                               * 1 per-head maps, n_kv_head the joint map; 0 counts as 1 */
+    vkv_dtype tier_k, tier_v; /* the tiered layout's K and V rows (f16, f32, q8_0, q4_0): kv_compact
+                               * converts to them, attention and materialisation read them */
 } vkv_vector_geom;
 
 /* eps[n_kv_head, n] = ||V_hj - sum_s W[s, h] R_pj^-1 K_((h+s) mod H) j||^2 over

@@ -265,7 +265,7 @@ static void HookKeysEqualInverseRopeOfCache(vkv_gpu *gpu, const char *model_file
     }
     TRY(vkv_gram_accum_create(gpu, L, H, hd, hd, true, &hs.acc));
     /* Several chunks (n_batch 16): pos0 > 0 is part of the check. */
-    vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = 16, .kv_type = VKV_F32};
+    vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = 16, .k_type = VKV_F32, .v_type = VKV_F32};
     TRY(vkv_ctx_create(gpu, m, &cp, &ctx));
     vkv_ctx_set_kv_hook(ctx, copy_hook, &hs);
     vkv_rng rng = vkv_rng_new(3);

@@ -95,7 +95,7 @@ static bool run_case(vkv_gpu *gpu, const char *model_name, const vkv_json *model
     got = malloc(sizeof *got * n_prompt * nv);
     /* A small batch so prefill runs in several chunks (chunk boundaries are
      * part of what is tested). */
-    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n_prompt + n_greedy + 1), .n_batch = 16, .kv_type = VKV_F32};
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)(n_prompt + n_greedy + 1), .n_batch = 16, .k_type = VKV_F32, .v_type = VKV_F32};
     if ((st = vkv_ctx_create(gpu, m, &cp, &ctx)) || (st = vkv_ctx_eval(ctx, prompt, (uint32_t)n_prompt, true, got))) {
         printf("FAIL %s/%s: %s\n", model_name, name->string, vkv_last_error());
         goto out;

@@ -249,7 +249,7 @@ static void enum_errors_list_the_choices(void **state)
     cli_model_opts mo;
     cli_model_opts_init(&mo);
     const cli_opt model[] = {CLI_MODEL_OPTIONS(mo)};
-    EXPECT_ERROR_IN(model, "--kv-type wants f16 or f32, got 'q4'", "--kv-type", "q4");
+    EXPECT_ERROR_IN(model, "--kv-type wants f16, f32, q8_0 or q4_0, got 'q4'", "--kv-type", "q4");
 }
 
 static void equals_form(void **state)
@@ -353,6 +353,10 @@ static void shared_groups(void **state)
     assert_int_equal(mo.n_ctx, 256);
     assert_int_equal(mo.n_batch, 512);
     assert_int_equal(cli_kv_dtype(mo.kv_type), VKV_F32);
+    assert_true(cli_k_dtype(&mo) == VKV_F32 && cli_v_dtype(&mo) == VKV_F32);
+    r = PARSE(groups, "--kv-type", "q4_0", "--k-type", "q8_0");
+    assert_int_equal(r.rc, CLI_OK);
+    assert_true(cli_k_dtype(&mo) == VKV_Q8_0 && cli_v_dtype(&mo) == VKV_Q4_0); /* --k-type overrides K alone */
     assert_true(sp.temperature == 0);
     assert_true(sp.seed == 9);
     assert_true(sp.top_p == defaults.top_p && sp.top_k == defaults.top_k && sp.min_p == defaults.min_p);

@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "kv/kv_layout.h"
 
 #define H_0_25 0x3400 /* fp16 bit patterns of exact constants */
 #define H_0_5 0x3800
@@ -453,6 +454,89 @@ static double rel_rms_error(vkv_dtype t, const float *x, int n)
     return x2 > 0 ? sqrt(e2 / x2) : sqrt(e2);
 }
 
+/* ------------------------------------------------------- KV cache rows */
+
+/* A head of whole blocks: a cache row is ggml's row of the type. */
+static void kv_rows_of_whole_blocks_are_ggml_rows(void **state)
+{
+    (void)state;
+    float x[64];
+    for (int i = 0; i < 64; i++) x[i] = rand_uniform() * 3.0f;
+    uint8_t row[256], ggml[256]; /* the f32 row is the longest */
+    const vkv_dtype types[] = {VKV_Q8_0, VKV_Q4_0, VKV_F16, VKV_F32};
+    for (int t = 0; t < 4; t++) {
+        size_t n = vkv_dtype_row_bytes(types[t], 64);
+        assert_int_equal(vkv_kv_row_bytes(types[t], 64), n);
+        vkv_kv_encode_row(types[t], 64, x, row);
+        vkv_quantize_row(types[t], x, ggml, 64);
+        assert_memory_equal(row, ggml, n);
+    }
+}
+
+/* head_dim 48: a block of 32 and one of 16, each with its own scale; q4_0's
+ * short block pairs element j with j + 8. */
+static void kv_row_cuts_a_short_last_block(void **state)
+{
+    (void)state;
+    float x[48] = {0};
+    x[0] = 127.0f;  /* block 0: amax 127, d = 1 */
+    x[5] = -3.0f;
+    x[32] = 63.5f;  /* block 1: amax 63.5, d = 0.5 */
+    x[40] = 10.0f;
+    uint8_t row[52];
+    assert_int_equal(vkv_kv_row_bytes(VKV_Q8_0, 48), 52); /* 2 + 32 + 2 + 16 */
+    vkv_kv_encode_row(VKV_Q8_0, 48, x, row);
+    uint16_t d0, d1;
+    memcpy(&d0, row, 2);
+    memcpy(&d1, row + 34, 2);
+    assert_int_equal(d0, H_1);
+    assert_int_equal(d1, H_0_5);
+    assert_int_equal((int8_t)row[2 + 5], -3);
+    assert_int_equal((int8_t)row[36 + 8], 20);
+    assert_int_equal((int8_t)row[36], 127);
+
+    float y[48] = {0};
+    y[32] = -8.0f; /* block 1: signed max -8, d = 1 */
+    y[33] = 3.0f;
+    y[41] = -2.0f;
+    uint8_t q4[28];
+    assert_int_equal(vkv_kv_row_bytes(VKV_Q4_0, 48), 28); /* 2 + 16 + 2 + 8 */
+    vkv_kv_encode_row(VKV_Q4_0, 48, y, q4);
+    memcpy(&d1, q4 + 18, 2);
+    assert_int_equal(d1, H_1);
+    assert_int_equal(q4[20], 0x80); /* element 32 (q 0) low, element 40 (0 -> q 8) high */
+    assert_int_equal(q4[21], 0x6b); /* element 33 (3 -> q 11) low, element 41 (-2 -> q 6) high */
+    float back[48];
+    vkv_kv_decode_row(VKV_Q4_0, 48, q4, back);
+    assert_true(back[32] == -8.0f && back[33] == 3.0f && back[41] == -2.0f && back[40] == 0.0f);
+}
+
+/* Rows are padded to whole 32-bit words with zeros; one element decodes as
+ * the whole row does. */
+static void kv_rows_are_word_padded_and_decode_per_element(void **state)
+{
+    (void)state;
+    const vkv_dtype types[] = {VKV_Q8_0, VKV_Q4_0, VKV_F16, VKV_F32};
+    const uint32_t hds[] = {36, 48, 64, 128};
+    for (int t = 0; t < 4; t++)
+        for (int k = 0; k < 4; k++) {
+            uint32_t hd = hds[k];
+            size_t rb = vkv_kv_row_bytes(types[t], hd);
+            assert_int_equal(rb % 4, 0);
+            float x[128], y[128];
+            for (uint32_t i = 0; i < hd; i++) x[i] = rand_uniform();
+            uint8_t row[512];
+            memset(row, 0xff, sizeof row);
+            vkv_kv_encode_row(types[t], hd, x, row);
+            if (types[t] == VKV_Q4_0 && hd == 36) assert_true(rb == 24 && row[22] == 0 && row[23] == 0);
+            vkv_kv_decode_row(types[t], hd, row, y);
+            for (uint32_t i = 0; i < hd; i++) {
+                assert_true(vkv_kv_row_get(types[t], hd, row, i) == y[i]);
+                assert_true(fabsf(y[i] - x[i]) <= (types[t] == VKV_Q4_0 ? 0.15f : 0.01f));
+            }
+        }
+}
+
 static void quantize_dequantize_error_is_bounded_per_type(void **state)
 {
     (void)state;
@@ -557,6 +641,9 @@ int main(void)
         cmocka_unit_test(k_quants_stay_accurate_on_skewed_blocks),
         cmocka_unit_test(k_quants_encode_zero_blocks_as_zero),
         cmocka_unit_test(q4_K_quantize_packs_high_sub_block_scales),
+        cmocka_unit_test(kv_rows_of_whole_blocks_are_ggml_rows),
+        cmocka_unit_test(kv_row_cuts_a_short_last_block),
+        cmocka_unit_test(kv_rows_are_word_padded_and_decode_per_element),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,7 +29,7 @@ static void attention_with_one_visible_slot_returns_its_value(void **state)
     fill_pattern(k, 1, 8);
     fill_pattern(v, 1, 8);
     vkv_attn_params p = {.n_q = 1, .n_head = 1, .n_kv_head = 1, .head_dim = HD, .n_ctx_max = 8, .n_kv = 5,
-                         .pos0 = 0, .scale = 0.5f, .kv_type = VKV_F32};
+                         .pos0 = 0, .scale = 0.5f, .k_type = VKV_F32, .v_type = VKV_F32};
     vkv_ref_attention(&p, q, k, v, out); /* position 0 sees slot 0 only */
     for (int d = 0; d < HD; d++) assert_float_equal(out[d], v[d], 0.0);
 }
@@ -43,7 +43,7 @@ static void attention_with_zero_query_averages_the_causally_visible_slots(void *
     fill_pattern(k, 1, 8);
     fill_pattern(v, 1, 8);
     vkv_attn_params p = {.n_q = 3, .n_head = 1, .n_kv_head = 1, .head_dim = HD, .n_ctx_max = 8, .n_kv = 4,
-                         .pos0 = 2, .scale = 1.0f, .kv_type = VKV_F32};
+                         .pos0 = 2, .scale = 1.0f, .k_type = VKV_F32, .v_type = VKV_F32};
     vkv_ref_attention(&p, q, k, v, out);
     for (int d = 0; d < HD; d++) {
         assert_float_equal(out[0 * HD + d], 10.0f + d, 1e-5); /* slots 0..2: mean j = 1 */
@@ -60,7 +60,7 @@ static void attention_maps_query_heads_onto_their_kv_head(void **state)
     fill_pattern(k, 2, 4);
     fill_pattern(v, 2, 4);
     vkv_attn_params p = {.n_q = 1, .n_head = 4, .n_kv_head = 2, .head_dim = HD, .n_ctx_max = 4, .n_kv = 2,
-                         .pos0 = 1, .scale = 1.0f, .kv_type = VKV_F32};
+                         .pos0 = 1, .scale = 1.0f, .k_type = VKV_F32, .v_type = VKV_F32};
     vkv_ref_attention(&p, q, k, v, out);
     for (int d = 0; d < HD; d++) {
         assert_float_equal(out[0 * HD + d], 5.0f + d, 1e-5);
@@ -77,7 +77,7 @@ static void attention_weights_values_by_the_scaled_softmax(void **state)
     float k[2 * HD] = {1, 0, 0, 0, 3, 0, 0, 0}, v[2 * HD] = {1, 0, 0, 0, 0, 2, 0, 0};
     float q[HD] = {1, 0, 0, 0}, out[HD];
     vkv_attn_params p = {.n_q = 1, .n_head = 1, .n_kv_head = 1, .head_dim = HD, .n_ctx_max = 2, .n_kv = 2,
-                         .pos0 = 1, .scale = 0.5f, .kv_type = VKV_F32};
+                         .pos0 = 1, .scale = 0.5f, .k_type = VKV_F32, .v_type = VKV_F32};
     vkv_ref_attention(&p, q, k, v, out);
     double e = exp(1.0);
     assert_float_equal(out[0], 1.0 / (1.0 + e), 1e-7);
@@ -95,7 +95,7 @@ static void attention_never_reads_slots_past_n_kv(void **state)
     vkv_kv_cache_store(VKV_F16, k, 1, 6, HD, 0, src, 3);
     vkv_kv_cache_store(VKV_F16, v, 1, 6, HD, 0, src, 3);
     vkv_attn_params p = {.n_q = 1, .n_head = 1, .n_kv_head = 1, .head_dim = HD, .n_ctx_max = 6, .n_kv = 3,
-                         .pos0 = 5, .scale = 0.5f, .kv_type = VKV_F16};
+                         .pos0 = 5, .scale = 0.5f, .k_type = VKV_F16, .v_type = VKV_F16};
     vkv_ref_attention(&p, q, k, v, out);
     for (int d = 0; d < HD; d++) assert_true(isfinite(out[d]));
 }
@@ -105,7 +105,7 @@ static void attention_without_visible_slots_outputs_zeros(void **state)
     (void)state;
     float k[HD] = {1, 1, 1, 1}, v[HD] = {1, 1, 1, 1}, q[HD] = {1, 1, 1, 1}, out[HD] = {7, 7, 7, 7};
     vkv_attn_params p = {.n_q = 1, .n_head = 1, .n_kv_head = 1, .head_dim = HD, .n_ctx_max = 1, .n_kv = 0,
-                         .pos0 = 0, .scale = 1.0f, .kv_type = VKV_F32};
+                         .pos0 = 0, .scale = 1.0f, .k_type = VKV_F32, .v_type = VKV_F32};
     vkv_ref_attention(&p, q, k, v, out);
     for (int d = 0; d < HD; d++) assert_float_equal(out[d], 0.0, 0.0);
 }
