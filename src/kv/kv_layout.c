@@ -8,7 +8,7 @@ bool vkv_kv_type_quantized(vkv_dtype t) { return t == VKV_Q8_0 || t == VKV_Q4_0;
 
 size_t vkv_kv_row_bytes(vkv_dtype t, uint32_t head_dim)
 {
-    assert(vkv_kv_type_ok(t) && head_dim % 4 == 0);
+    assert(vkv_kv_type_ok(t) && (!vkv_kv_type_quantized(t) || head_dim % 4 == 0));
     size_t n_blocks = (head_dim + 31) / 32, bytes;
     switch (t) {
     case VKV_F32: return 4ull * head_dim;

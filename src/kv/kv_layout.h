@@ -64,7 +64,8 @@ typedef struct vkv_attn_params {
 bool vkv_kv_type_ok(vkv_dtype t);
 /* True for q8_0 and q4_0. */
 bool vkv_kv_type_quantized(vkv_dtype t);
-/* Bytes of one row of head_dim elements (a multiple of 4) of type t. */
+/* Bytes of one row of head_dim elements of type t (a multiple of 4 for the
+ * quantized types). */
 size_t vkv_kv_row_bytes(vkv_dtype t, uint32_t head_dim);
 /* Bytes of one layer's K (or V) cache: n_kv_head * n_ctx_max rows of t. */
 size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim);
