@@ -6,7 +6,7 @@
 // to a 32-bit word. The CPU codec is vkv_kv_encode_row / vkv_kv_decode_row.
 //
 // Readers (unless KVQ_NO_READER): the includer declares `uint k_words[]` and
-// `uint v_words[]`. Writers (KVQ_WRITER): the includer declares, before the
+// `uint v_words[]`, or only k_words with KVQ_ONE_BUFFER. Writers (KVQ_WRITER): the includer declares, before the
 // include, `float kvq_src(uint e)` (element e of the row being written) and
 // `void kvq_out(uint w, uint value)` (stores word w), and calls kvq_write_row.
 
@@ -24,7 +24,11 @@ uint kvq_row_bytes(uint t, uint hd)
 uint kvq_block_bytes(uint t) { return t == KVT_Q8_0 ? 34u : 18u; }
 
 #if !defined(KVQ_NO_READER)
+#if defined(KVQ_ONE_BUFFER)
+uint kvq_word(bool is_v, uint i) { return k_words[i]; }
+#else
 uint kvq_word(bool is_v, uint i) { return is_v ? v_words[i] : k_words[i]; }
+#endif
 
 // Bytes off..off+3 (any alignment, inside one row) as a little-endian word.
 uint kvq_bytes4(bool is_v, uint off)

@@ -318,7 +318,8 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     if (s->decode) {
         /* The budget check of compression during generation: rows held against 2 M. */
         vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
-        uint64_t row_bytes = (vkv_kv_row_bytes(k_type, hp->head_dim) + vkv_kv_row_bytes(v_type, hp->head_dim)) / 2;
+        /* rows held in the tiers' types (the f16 working cache before the first compression is M slots) */
+        uint64_t row_bytes = (vkv_kv_row_bytes(tier_k, hp->head_dim) + vkv_kv_row_bytes(tier_v, hp->head_dim)) / 2;
         fprintf(stderr, "compression during generation: %u compressions in %.3f s; the most K+V rows any (layer, KV head) "
                         "held: %llu of the budget's %llu (%.1f KiB of %.1f KiB per head)\n",
                 ds.compressions, ds.seconds, (unsigned long long)ds.max_rows, 2ull * (unsigned long long)o->po.max_kv_tokens,

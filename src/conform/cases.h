@@ -19,6 +19,8 @@ vkv_status case_softmax(conform_ctx *c, uint32_t rows, uint32_t cols, float scal
 vkv_status case_elementwise(conform_ctx *c, bool silu, uint32_t n);
 vkv_status case_argmax(conform_ctx *c, uint32_t rows, uint32_t n, bool ties);
 vkv_status case_add_bias(conform_ctx *c, uint32_t rows, uint32_t width);
+vkv_status case_kv_convert(conform_ctx *c, vkv_dtype src, vkv_dtype dst, uint32_t hd, uint32_t n_rows,
+                           uint32_t src_row0, uint32_t dst_row0);
 vkv_status case_kv_store(conform_ctx *c, vkv_dtype t, uint32_t n_tok, uint32_t n_kv, uint32_t hd, uint32_t n_ctx,
                          uint32_t slot0);
 vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head,

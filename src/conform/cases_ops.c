@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ref/ref_ops.h"
+#include "ref/ref_vector.h"
 #include "vk/ops_vector.h"
 
 /* ---------------- get_rows ---------------- */
@@ -404,6 +405,64 @@ vkv_status case_kv_store(conform_ctx *c, vkv_dtype t, uint32_t n_tok, uint32_t n
 done:
     conform_guarded_destroy(c, &a.src); conform_guarded_destroy(c, &a.cache);
     free(src); free(init); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- kv_convert ---------------- */
+
+typedef struct {
+    vkv_dtype src_t, dst_t;
+    guarded src, dst;
+    uint32_t hd, n_rows, src_row0, dst_row0;
+} kv_convert_args;
+
+static vkv_status rec_kv_convert(conform_ctx *c, void *p)
+{
+    kv_convert_args *a = p;
+    return vkv_op_kv_convert_rows(c->gpu, a->src.view, a->src_t, a->src_row0, a->dst.view, a->dst_t, a->dst_row0,
+                                  a->n_rows, a->hd);
+}
+
+/* Rows outside the destination range must come back unchanged; the converted
+ * ones bit-exact (a row of the same type, or decoded into f16/f32) or within
+ * NMSE_KV_QUANT of the reference quantizer. */
+vkv_status case_kv_convert(conform_ctx *c, vkv_dtype src_t, vkv_dtype dst_t, uint32_t hd, uint32_t n_rows,
+                           uint32_t src_row0, uint32_t dst_row0)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u rows x %u from row %u -> row %u", n_rows, hd, src_row0, dst_row0);
+    char types[32];
+    snprintf(types, sizeof types, "%s>%s", vkv_dtype_get(src_t)->name, vkv_dtype_get(dst_t)->name);
+    conform_result *r = conform_new_result(c, "kv_convert", types, shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    const uint32_t src_rows = src_row0 + n_rows + 2, dst_rows = dst_row0 + n_rows + 3;
+    const size_t sbytes = vkv_kv_row_bytes(src_t, hd) * src_rows, dbytes = vkv_kv_row_bytes(dst_t, hd) * dst_rows;
+    float *x = conform_random_f32(c, (size_t)src_rows * hd);
+    uint8_t *src = malloc(sbytes), *init = malloc(dbytes), *ref = malloc(dbytes), *got = malloc(dbytes);
+    kv_convert_args a = {.src_t = src_t, .dst_t = dst_t, .hd = hd, .n_rows = n_rows, .src_row0 = src_row0,
+                         .dst_row0 = dst_row0};
+    vkv_status st = VKV_OK;
+    if (!x || !src || !init || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    vkv_kv_cache_store(src_t, src, 1, src_rows, hd, 0, x, src_rows);
+    for (size_t i = 0; i < dbytes; i++) init[i] = (uint8_t)(vkv_rng_u64(&c->rng) & 0x3f); /* finite values */
+    memcpy(ref, init, dbytes);
+    vkv_ref_kv_convert_rows(src_t, src, src_row0, dst_t, ref, dst_row0, n_rows, hd);
+    if ((st = conform_guarded_create(c, sbytes, src, &a.src)) || (st = conform_guarded_create(c, dbytes, init, &a.dst)))
+        goto done;
+    double ms = 0;
+    bool guards;
+    if ((st = conform_run_recorded(c, rec_kv_convert, &a, &ms)) || (st = conform_guarded_read(c, &a.dst, got, &guards)))
+        goto done;
+    size_t wrong = 0;
+    for (size_t i = 0; i < dbytes; i++) wrong += ref[i] != got[i];
+    if (vkv_kv_type_quantized(dst_t) && src_t != dst_t)
+        conform_finish(r, decoded_nmse(dst_t, hd, dst_rows, ref, got), false, guards, NMSE_KV_QUANT, ms);
+    else
+        conform_finish(r, (double)wrong / dbytes, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%zu of %zu bytes differ", wrong, dbytes);
+done:
+    conform_guarded_destroy(c, &a.src); conform_guarded_destroy(c, &a.dst);
+    free(x); free(src); free(init); free(ref); free(got);
     return st;
 }
 

@@ -153,6 +153,20 @@ static void family_kv_store(conform_ctx *c, const char *op)
             RUN(case_kv_store(c, types[t], shapes[i].n_tok, shapes[i].n_kv, shapes[i].hd, shapes[i].n_ctx, shapes[i].slot0));
 }
 
+/* Row conversions: quantized tiers gathered back into the f16 working
+ * layout (compression during generation), and the other directions. */
+static void family_kv_convert(conform_ctx *c, const char *op)
+{
+    static const struct { vkv_dtype src, dst; uint32_t hd, n_rows, src_row0, dst_row0; } cases[] = {
+        {VKV_Q8_0, VKV_F16, 48, 300, 17, 5},  {VKV_Q4_0, VKV_F16, 48, 77, 0, 300}, {VKV_Q8_0, VKV_F32, 64, 40, 3, 9},
+        {VKV_F16, VKV_Q8_0, 48, 129, 2, 1},   {VKV_F16, VKV_Q4_0, 36, 65, 7, 0},   {VKV_Q4_0, VKV_Q8_0, 128, 33, 1, 2},
+        {VKV_F16, VKV_F16, 48, 10, 4, 4},
+    };
+    for (size_t i = 0; i < N_OF(cases); i++)
+        RUN(case_kv_convert(c, cases[i].src, cases[i].dst, cases[i].hd, cases[i].n_rows, cases[i].src_row0,
+                            cases[i].dst_row0));
+}
+
 /* The attention cases of one model shape: decode (n_q = 1) at several cache
  * lengths (1 and 7 run one split, 300 and 2049 several), a prompt prefill
  * (the cache holds exactly its tokens), a prefill chunk after 100 cached
@@ -391,6 +405,7 @@ static const struct {
     {{"add"}, family_add},
     {{"add_bias"}, family_add_bias},
     {{"kv_store"}, family_kv_store},
+    {{"kv_convert"}, family_kv_convert},
     {{"attn_prefill", "attn_decode"}, family_attention},
     {{"vector_residual"}, family_vector_residual},
     {{"vector_pool_scores"}, family_vector_pool_scores},

@@ -147,6 +147,10 @@ void vkv_kv_free(vkv_kv_cache *kv)
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->k_cache[layer]); }
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->v_cache[layer]); }
 vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->plain_k; }
+vkv_dtype vkv_kv_gather_type(const vkv_kv_cache *kv)
+{
+    return kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v ? VKV_F32 : kv->plain_k;
+}
 vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv) { return kv->plain_v; }
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv) { return kv->n_ctx0; }
 
@@ -259,8 +263,8 @@ vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_
  * of them at position n_base. pos_host [n_kv_head, n] gives the source slots'
  * positions (NULL: slot j is position j). On success the layer's previous
  * buffers (plain or tiered) are freed. */
-static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src, vkv_view v_src, uint32_t src_slots,
-                               uint32_t n, vkv_view tiers, const uint32_t *n_ret, const uint32_t *n_apx, uint32_t cap_new,
+static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src, vkv_view v_src, vkv_dtype src_type,
+                               uint32_t src_slots, uint32_t n, vkv_view tiers, const uint32_t *n_ret, const uint32_t *n_apx, uint32_t cap_new,
                                uint32_t n_base, const int32_t *pos_host, const uint8_t *tiers_host)
 {
     const vkv_hparams *hp = &kv->m->hp;
@@ -298,6 +302,7 @@ static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src,
     t.p_entries = p_entries ? p_entries : 1;
     uint64_t k_rb = vkv_kv_row_bytes(kv->tier_k, hd), v_rb = vkv_kv_row_bytes(kv->tier_v, hd);
     vkv_vector_geom g = geom(kv);
+    g.kv_type = src_type; /* the plain cache, or a gathered layer */
     int32_t *pos_new = NULL;
     vkv_status st;
     if (t.n_apx_total && !kv->w[layer]) {
@@ -383,7 +388,8 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
         kv->w[layer] = NULL;
     }
     /* room for every token still to come */
-    vkv_status st = build_tiered(kv, layer, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->n_slots, n, tiers, n_ret,
+    vkv_status st = build_tiered(kv, layer, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->plain_k, kv->n_slots, n,
+                                 tiers, n_ret,
                                  n_apx, kv->n_slots - n, n, NULL, NULL);
     if (!st) kv->n_ctx0 = n;
     return st;
@@ -422,6 +428,7 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
     if (!t->on) {
+        out->type = kv->plain_k;
         out->k = V(kv->k_cache[layer]);
         out->v = V(kv->v_cache[layer]);
         out->stride = kv->n_slots;
@@ -434,10 +441,13 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
         }
         return VKV_OK;
     }
-    if (kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation gathers tiers of the plain cache's type; "
-                         "these hold %s keys and %s values", vkv_dtype_get(kv->tier_k)->name, vkv_dtype_get(kv->tier_v)->name);
-    const uint64_t rb = vkv_kv_row_bytes(kv->plain_k, kv->m->hp.head_dim), hs = rb * tmp_slots;
+    /* Rows of other types than the plain cache's come back decoded into f32 by kv_convert (the
+     * scorer and the residual then read the values the tiers hold), else as bytes. */
+    const uint32_t hd = kv->m->hp.head_dim;
+    const vkv_dtype gt = vkv_kv_gather_type(kv);
+    const uint64_t rb = vkv_kv_row_bytes(gt, hd), hs = rb * tmp_slots;
+    const bool typed = gt != kv->plain_k;
+    out->type = gt;
     const uint32_t n_new = n_past - t->n_base;
     int32_t *comp_pos = malloc(4 * t->p_entries);
     vkv_status st = comp_pos ? vkv_buffer_download(kv->gpu, t->pos, 0, comp_pos, 4 * t->p_entries)
@@ -451,10 +461,21 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
             out->pos[(size_t)h * n + j] = j < comp ? comp_pos[m->p_off + j] : (int32_t)(t->n_base + j - comp);
             out->tier[(size_t)h * n + j] = j >= m->n_ret && j < comp ? VKV_TIER_APPROXIMATED : VKV_TIER_RETAINED;
         }
-        st = vkv_cmd_copy(kv->gpu, t->k, rb * m->k_off, k_tmp, hs * h, rb * (comp + n_new));
-        if (!st && m->n_ret) st = vkv_cmd_copy(kv->gpu, t->v, rb * m->v_off, v_tmp, hs * h, rb * m->n_ret);
-        if (!st && n_new)
-            st = vkv_cmd_copy(kv->gpu, t->v, rb * (m->v_off + m->n_ret), v_tmp, hs * h + rb * comp, rb * n_new);
+        if (typed) {
+            /* K: compressed then appended rows; V: retained, then appended after the approximated slots */
+            const uint64_t base = (uint64_t)h * tmp_slots;
+            st = vkv_op_kv_convert_rows(kv->gpu, V(t->k), kv->tier_k, m->k_off, V(k_tmp), gt, base,
+                                        comp + n_new, hd);
+            if (!st) st = vkv_op_kv_convert_rows(kv->gpu, V(t->v), kv->tier_v, m->v_off, V(v_tmp), gt, base,
+                                                 m->n_ret, hd);
+            if (!st) st = vkv_op_kv_convert_rows(kv->gpu, V(t->v), kv->tier_v, m->v_off + m->n_ret, V(v_tmp),
+                                                 gt, base + comp, n_new, hd);
+        } else {
+            st = vkv_cmd_copy(kv->gpu, t->k, rb * m->k_off, k_tmp, hs * h, rb * (comp + n_new));
+            if (!st && m->n_ret) st = vkv_cmd_copy(kv->gpu, t->v, rb * m->v_off, v_tmp, hs * h, rb * m->n_ret);
+            if (!st && n_new)
+                st = vkv_cmd_copy(kv->gpu, t->v, rb * (m->v_off + m->n_ret), v_tmp, hs * h + rb * comp, rb * n_new);
+        }
         if (st) st = vkv_cmd_abort(kv->gpu, st);
     }
     if (!st) st = vkv_cmd_submit(kv->gpu);
@@ -478,7 +499,7 @@ vkv_status vkv_kv_recompress(vkv_kv_cache *kv, uint32_t layer, const vkv_kv_gath
         for (uint32_t j = 0; j < g->n; j++)
             if (g->tier[(size_t)h * g->n + j] == VKV_TIER_APPROXIMATED && tiers_host[(size_t)h * g->n + j] == VKV_TIER_RETAINED)
                 return vkv_error(VKV_ERR_ARG, "layer %u head %u: an approximated token cannot be retained again", layer, h);
-    vkv_status st = build_tiered(kv, layer, g->k, g->v, g->stride, g->n, tiers, n_ret, n_apx, cap_new, n_past, g->pos,
+    vkv_status st = build_tiered(kv, layer, g->k, g->v, g->type, g->stride, g->n, tiers, n_ret, n_apx, cap_new, n_past, g->pos,
                                  tiers_host);
     if (!st && !kv->n_ctx0) kv->n_ctx0 = n_past;
     return st;

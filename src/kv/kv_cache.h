@@ -90,6 +90,7 @@ uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past);
  * layer's views are its own caches. */
 typedef struct vkv_kv_gathered {
     vkv_view k, v;
+    vkv_dtype type;         /* their rows' type (both): the plain cache's, or vkv_kv_gather_type's */
     uint32_t stride;        /* slots per head in k and v */
     uint32_t n;             /* slots of the widest head */
     int32_t *pos;           /* [n_kv_head, n] */
@@ -98,8 +99,12 @@ typedef struct vkv_kv_gathered {
 } vkv_kv_gathered;
 void vkv_kv_gathered_free(vkv_kv_gathered *g);
 
+/* The rows' type a tiered layer is gathered into: the plain cache's, or f32
+ * for tiers of other types (a decoded q8_0/q4_0 value is exact in f32, not
+ * always in f16, and re-encoding it must give the tier's bytes back). */
+vkv_dtype vkv_kv_gather_type(const vkv_kv_cache *kv);
 /* Layer `layer` after n_past tokens, gathered into k_tmp / v_tmp (each at
- * least n_kv_head * tmp_slots rows) when it is tiered. */
+ * least n_kv_head * tmp_slots rows of vkv_kv_gather_type) when it is tiered. */
 vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_buffer *k_tmp, vkv_buffer *v_tmp,
                          uint32_t tmp_slots, vkv_kv_gathered *out);
 

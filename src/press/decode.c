@@ -58,7 +58,7 @@ static vkv_press_layer gathered_input(const vkv_decode_press *d, uint32_t l, con
     const vkv_hparams *hp = &d->m->hp;
     return (vkv_press_layer){
         .layer = l, .n_layer = hp->n_layer, .n = g->n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
-        .head_dim = hp->head_dim, .n_ctx = g->stride, .kv_type = vkv_ctx_kv_type(d->ctx), .k = g->k, .v = g->v,
+        .head_dim = hp->head_dim, .n_ctx = g->stride, .kv_type = g->type, .k = g->k, .v = g->v,
         .scratch = vkv_view_of(d->scratch), .n_rot = hp->n_rot, .rope_neox = hp->rope_mode == VKV_ROPE_NEOX,
         .inv_freq = vkv_view_of(d->m->rope_inv_freq),
     };
@@ -86,8 +86,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->slots = 2 * p->max_tokens;
     vkv_gpu *gpu = vkv_ctx_gpu(ctx);
     const uint64_t H = hp->n_head_kv, hn = H * d->slots;
-    const uint64_t rows = vkv_kv_cache_bytes(vkv_ctx_kv_type(ctx), hp->n_head_kv, d->slots, hp->head_dim);
-    vkv_kv_gathered shape = {.n = d->slots, .stride = d->slots};
+    /* scratch for the widest gather, in the gathered rows' type (f32 for quantized tiers) */
+    const vkv_dtype gt = vkv_kv_gather_type(vkv_ctx_kv(ctx));
+    const uint64_t rows = vkv_kv_cache_bytes(gt, hp->n_head_kv, d->slots, hp->head_dim);
+    vkv_kv_gathered shape = {.n = d->slots, .stride = d->slots, .type = gt};
     vkv_press_layer in = gathered_input(d, 0, &shape);
     vkv_status st;
     if ((st = vkv_buffer_create(gpu, rows, VKV_MEM_DEVICE, "gathered keys", &d->k_tmp)) ||

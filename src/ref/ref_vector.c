@@ -78,6 +78,14 @@ static void move_row(vkv_dtype src_t, const char *src, vkv_dtype dst_t, char *ds
     vkv_kv_encode_row(dst_t, hd, x, dst);
 }
 
+void vkv_ref_kv_convert_rows(vkv_dtype src_t, const void *src, uint64_t src_row0, vkv_dtype dst_t, void *dst,
+                             uint64_t dst_row0, uint32_t n_rows, uint32_t hd)
+{
+    const size_t sb = vkv_kv_row_bytes(src_t, hd), db = vkv_kv_row_bytes(dst_t, hd);
+    for (uint32_t r = 0; r < n_rows; r++)
+        move_row(src_t, (const char *)src + (src_row0 + r) * sb, dst_t, (char *)dst + (dst_row0 + r) * db, hd);
+}
+
 void vkv_ref_kv_compact(vkv_dtype kv_type, vkv_dtype k_tier, vkv_dtype v_tier, const void *k, const void *v,
                         uint32_t n_kv_head, uint32_t n_ctx, uint32_t hd, uint32_t n, const uint8_t *tiers,
                         vkv_tier_head *meta, void *k_out, void *v_out, int32_t *pos_out)

@@ -39,6 +39,11 @@ void vkv_ref_vector_pool_scores(const uint32_t *pool, const float *eps, uint32_t
 void vkv_ref_vector_pool_extend(const uint32_t *base, const float *scores, uint32_t total, float *s);
 void vkv_ref_vector_assign_tiers(const uint32_t *pool, const uint32_t *apx, uint32_t total, uint32_t *tiers);
 
+/* Rows [src_row0, + n_rows) of src (type src_t) into rows [dst_row0, +
+ * n_rows) of dst (type dst_t): copied, or decoded and re-encoded. */
+void vkv_ref_kv_convert_rows(vkv_dtype src_t, const void *src, uint64_t src_row0, vkv_dtype dst_t, void *dst,
+                             uint64_t dst_row0, uint32_t n_rows, uint32_t head_dim);
+
 /* Compaction: tiers[h, j] (n positions per head) of a plain cache of
  * kv_type -> the tiered layout, K rows of k_tier and V rows of v_tier.
  * meta[h] must hold offsets with room for the counts (n_ret/n_apx are

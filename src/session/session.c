@@ -293,7 +293,7 @@ static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
 
 /* Compression reads an f16 or f32 plain cache of one type (the working
  * cache of a context reserved with .compress); quantized tiers are not
- * gathered again (compression during generation) nor materialised. */
+ * materialised. */
 static vkv_status check_cache_types(const vkv_session *s, const vkv_compression *c, bool press)
 {
     vkv_dtype kt = vkv_ctx_kv_type(s->ctx), vt = vkv_ctx_v_type(s->ctx);
@@ -304,9 +304,6 @@ static vkv_status check_cache_types(const vkv_session *s, const vkv_compression 
         return vkv_error(VKV_ERR_UNSUPPORTED, "compression reads f16 or f32 caches of one type; this context holds %s "
                          "keys and %s values (reserve it with .compress for quantized tiers)", kn, vn);
     if (tk == kt && tv == vt) return VKV_OK;
-    if (c->compress_every)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation keeps f16 or f32 tiers, not %s keys and "
-                         "%s values", kn, vn);
     if (c->materialized)
         return vkv_error(VKV_ERR_UNSUPPORTED, "--materialized reads f16 or f32 tiers of one type, not %s keys and %s "
                          "values", kn, vn);

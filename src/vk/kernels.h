@@ -21,6 +21,7 @@ typedef struct vkv_pc_attn_tiered { uint32_t n_q, n_head, n_kv_head, head_dim, n
 typedef struct vkv_pc_attn_tiered_reduce { uint32_t n_rows, n_head, n_kv_head, head_dim, n_split, w_off, accumulate; } vkv_pc_attn_tiered_reduce;
 typedef struct vkv_pc_get_rows { uint32_t n_cols, n_ids, row_base, n_rows; } vkv_pc_get_rows;
 typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_step, x_ones; } vkv_pc_gram;
+typedef struct vkv_pc_kv_convert { uint32_t n_rows, src_row0, dst_row0, head_dim, src_type, dst_type; } vkv_pc_kv_convert;
 typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words, head_dim, src_type, k_type, v_type; } vkv_pc_kv_compact;
 typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, kv_type; } vkv_pc_kv_store;
 typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
@@ -103,6 +104,7 @@ typedef enum vkv_wg_class {
     X(VECTOR_MATERIALIZE_F32, vector_materialize_f32, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
     X(KV_COMPACT, kv_compact, 7, vkv_pc_kv_compact, VKV_WG_WIDE)                                       \
     X(KV_COMPACT_CONVERT, kv_compact_convert, 7, vkv_pc_kv_compact, VKV_WG_WIDE)                       \
+    X(KV_CONVERT, kv_convert, 2, vkv_pc_kv_convert, VKV_WG_WIDE)                                       \
     X(ATTN_TIERED_FUSED_F16, attn_tiered_fused_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
     X(ATTN_TIERED_FUSED_F32, attn_tiered_fused_f32, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
     X(ATTN_TIERED_MAT_F16, attn_tiered_mat_f16, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                    \

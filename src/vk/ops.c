@@ -311,6 +311,32 @@ vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, vkv_dtype type, bool values, vkv
     return kv_store(gpu, type, src, n_tok, n_kv_head, head_dim, cache, cache_rows, 0, slot0, meta, values ? 2 : 1);
 }
 
+vkv_status vkv_op_kv_convert_rows(vkv_gpu *gpu, vkv_view src, vkv_dtype src_type, uint64_t src_row0, vkv_view dst,
+                                  vkv_dtype dst_type, uint64_t dst_row0, uint32_t n_rows, uint32_t head_dim)
+{
+    const char *op = "kv_convert";
+    if (!vkv_kv_type_ok(src_type) || !vkv_kv_type_ok(dst_type))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "kv_convert: row types %u -> %u are not f16, f32, q8_0 or q4_0", src_type,
+                         dst_type);
+    if (head_dim % 4) return vkv_error(VKV_ERR_ARG, "kv_convert: head dim %u is not a multiple of 4", head_dim);
+    if (!n_rows) return VKV_OK;
+    const uint64_t sb = vkv_kv_row_bytes(src_type, head_dim), db = vkv_kv_row_bytes(dst_type, head_dim);
+    const uint64_t src_bytes = sb * (src_row0 + n_rows), dst_bytes = db * (dst_row0 + n_rows);
+    if (src_row0 + n_rows > UINT32_MAX || dst_row0 + n_rows > UINT32_MAX)
+        return vkv_error(VKV_ERR_ARG, "kv_convert: row index over 2^32");
+    vkv_status st;
+    if ((st = vkv_ops_check_view(gpu, src, src_bytes, op, "source rows")) ||
+        (st = vkv_ops_check_view(gpu, dst, dst_bytes, op, "destination rows")) ||
+        (st = vkv_ops_check_single_range(gpu, src_bytes, op, "the source")) ||
+        (st = vkv_ops_check_single_range(gpu, dst_bytes, op, "the destination")))
+        return st;
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_KV_CONVERT), gx, gy;
+    vkv_ops_spread_groups(gpu, ((uint64_t)n_rows + wg - 1) / wg, &gx, &gy);
+    vkv_pc_kv_convert pc = {n_rows, (uint32_t)src_row0, (uint32_t)dst_row0, head_dim, src_type, dst_type};
+    vkv_binding b[2] = {vkv_ops_bind(src, 0, src_bytes), vkv_ops_bind(dst, 0, dst_bytes)};
+    return vkv_cmd_dispatch(gpu, VKV_K_KV_CONVERT, b, 2, &pc, sizeof pc, gx, gy, 1);
+}
+
 vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out)
 {
     const char *op = "argmax";

@@ -65,6 +65,11 @@ vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t 
 vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, vkv_dtype type, bool values, vkv_view src, uint32_t n_tok,
                                   uint32_t n_kv_head, uint32_t head_dim, vkv_view cache, uint64_t cache_rows,
                                   vkv_view meta, uint32_t slot0);
+/* dst rows [dst_row0, + n_rows) of dst_type = src rows [src_row0, + n_rows) of
+ * src_type, decoded and re-encoded (kv/kv_layout.h's row formats; reference
+ * vkv_ref_kv_convert_rows); head_dim a multiple of 4. */
+vkv_status vkv_op_kv_convert_rows(vkv_gpu *gpu, vkv_view src, vkv_dtype src_type, uint64_t src_row0, vkv_view dst,
+                                  vkv_dtype dst_type, uint64_t dst_row0, uint32_t n_rows, uint32_t head_dim);
 /* out[rows] uint32 = argmax of each row of x[rows, n]. */
 vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out);
 

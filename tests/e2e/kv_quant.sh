@@ -4,8 +4,8 @@
 # them and sizes the cache by their rows; eval-ppl measures them against an
 # f16 reference, the f16 cache itself at KL ~0, q4_0 worse than q8_0;
 # compression keeps its f16 working cache and compacts into quantized tiers
-# whose bytes follow the row sizes; what those tiers do not support (compression
-# during generation, --materialized) and unknown types are refused.
+# whose bytes follow the row sizes, also when compressing during generation;
+# --materialized over them and unknown types are refused.
 set -u
 vkv=$1
 model=models/vkvector-shakespeare.gguf
@@ -47,9 +47,13 @@ import sys
 f16, q8 = map(float, sys.argv[1:])
 assert abs(q8 / f16 - 52 / 96) < 0.01, q8 / f16
 PY
-out=$(comp --kv-type q8_0 --compress-every 16 --max-kv-tokens 64 2>&1); rc=$?
-[ $rc -ne 0 ] && grep -q "compression during generation keeps f16 or f32 tiers" <<<"$out" && ok ||
-  bad "q8_0 tiers during generation: exit $rc, $out"
+# Compression during generation over q8_0 tiers: gathered back to f16 (kv_convert),
+# re-scored and compacted again; the budget holds after every token.
+out=$("$vkv" run -m "$model" -p "ROMEO:" -n 300 --temp 0 --press keydiff --vector --compress-every 16 \
+  --max-kv-tokens 64 --kv-type q8_0 2>&1) || bad "q8_0 tiers during generation: $(tail -3 <<<"$out")"
+grep -qE "^compression during generation: ([2-9][0-9]|1[0-9]) compressions .* held: 128 of the budget's 128 \(6\.5 KiB" \
+  <<<"$out" && grep -q "^generation: 300 tokens" <<<"$out" && ok ||
+  bad "q8_0 tiers during generation: $(grep -E '^(compression during|generation)' <<<"$out")"
 out=$(comp --kv-type q8_0 --materialized 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q -- "--materialized reads f16 or f32 tiers" <<<"$out" && ok || bad "q8_0 materialized: exit $rc, $out"
 out=$("$vkv" run -m "$model" -p "ROMEO:" -n 4 --kv-type q5_0 2>&1); rc=$?

@@ -537,6 +537,33 @@ static void kv_rows_are_word_padded_and_decode_per_element(void **state)
         }
 }
 
+/* Compression during generation decodes quantized tiers into f32 rows and
+ * compacts them again: re-encoding a decoded row must give its bytes back
+ * (each block's extreme value maps to the same scale), else every compression
+ * would drift the values it keeps. (Through f16 it would not: d q needs up to
+ * 18 significant bits.) */
+static void kv_rows_reencode_to_the_same_bytes(void **state)
+{
+    (void)state;
+    const vkv_dtype types[] = {VKV_Q8_0, VKV_Q4_0};
+    const uint32_t hds[] = {36, 48, 64, 128};
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 4; k++)
+            for (int rep = 0; rep < 200; rep++) {
+                uint32_t hd = hds[k];
+                float x[128], y[128], z[128];
+                for (uint32_t i = 0; i < hd; i++) x[i] = rand_uniform() * (rep % 2 ? 100.0f : 0.01f);
+                uint8_t a[136], b[136], c[512];
+                vkv_kv_encode_row(types[t], hd, x, a);
+                vkv_kv_decode_row(types[t], hd, a, y);
+                /* through the f32 rows a gather decodes them into (vkv_kv_gather_type) */
+                vkv_kv_encode_row(VKV_F32, hd, y, c);
+                vkv_kv_decode_row(VKV_F32, hd, c, z);
+                vkv_kv_encode_row(types[t], hd, z, b);
+                assert_memory_equal(a, b, vkv_kv_row_bytes(types[t], hd));
+            }
+}
+
 static void quantize_dequantize_error_is_bounded_per_type(void **state)
 {
     (void)state;
@@ -644,6 +671,7 @@ int main(void)
         cmocka_unit_test(kv_rows_of_whole_blocks_are_ggml_rows),
         cmocka_unit_test(kv_row_cuts_a_short_last_block),
         cmocka_unit_test(kv_rows_are_word_padded_and_decode_per_element),
+        cmocka_unit_test(kv_rows_reencode_to_the_same_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
