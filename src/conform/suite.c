@@ -307,12 +307,12 @@ static void family_tiered(conform_ctx *c, const char *op)
         }
     /* Quantized tiers compacted from an f16 cache, on the default model's head
      * (48: q blocks of 32 + 16): decode split, question prefill, joint maps,
-     * the baseline (no approximated slots), and K and V of different types. */
+     * the baseline (no approximated slots; split too), and K and V of different types. */
     static const struct { vkv_dtype tk, tv; uint32_t n, n_ret, n_apx, n_new0, n_q; bool joint; } quant[] = {
         {VKV_Q8_0, VKV_Q8_0, 1200, 300, 400, 7, 1, false}, {VKV_Q8_0, VKV_Q8_0, 300, 60, 90, 0, 23, false},
         {VKV_Q4_0, VKV_Q4_0, 300, 60, 90, 6, 1, false},    {VKV_F16, VKV_Q8_0, 300, 60, 90, 0, 23, false},
         {VKV_Q8_0, VKV_F16, 300, 60, 90, 2, 1, true},      {VKV_Q8_0, VKV_Q8_0, 300, 130, 0, 1, 1, false},
-        {VKV_F16, VKV_Q4_0, 1200, 300, 400, 7, 1, true},
+        {VKV_F16, VKV_Q4_0, 1200, 300, 400, 7, 1, true},  {VKV_Q4_0, VKV_Q8_0, 700, 600, 0, 1, 3, false},
     };
     for (size_t i = 0; i < N_OF(quant); i++)
         RUN(case_tiered(c, VKV_F16, quant[i].tk, quant[i].tv, 4, 2, 48, 48, false, quant[i].n, quant[i].n_ret,
