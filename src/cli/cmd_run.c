@@ -236,8 +236,8 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
         print_compression(stderr, o->press->name, po->compression, po->vector, po->query_aware, &pf.report, pf.memory,
                           pf.compress_s);
         if (o->tier_dump) {
-            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, cli_k_dtype(&o->mo),
-                                     po->compression, po->vector, po->query_aware, pr->ids, s->tok,
+            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, vkv_ctx_tier_k_type(s->ctx),
+                                     vkv_ctx_tier_v_type(s->ctx), po->compression, po->vector, po->query_aware, pr->ids, s->tok,
                                      vkv_ctx_kv_memory(s->ctx)};
             st = vkv_tier_dump_write(o->tier_dump, &di, &pf.report);
         }

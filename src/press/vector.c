@@ -301,6 +301,9 @@ typedef struct compress_job {
     size_t keep;             /* host copies per layer (keep_details: all layers) */
     vkv_buffer *scores, *pool, *eps, *s2, *apx, *tiers, *scratch, *kpool, *kapx;
     vkv_buffer *all;         /* every layer's scores */
+    /* typed (quantized) tiers: one layer's K and V rows as the tiers will hold them, decoded to f32
+     * [H, n, hd] for the residual, through q_rows [H, n] of the tier's type */
+    vkv_buffer *q_rows, *k_f32, *v_f32;
     vkv_buffer *g_base, *g_ext, *g_pool, *g_eps, *g_s2, *g_apx, *g_tiers, *g_kept, *g_counts, *g_counts_apx;
     uint32_t *kept_rows;     /* [L * H] the scorer's count of every (layer, KV head) */
     uint32_t *n_ret, *n_apx, *tiers_u32, *k_pool, *k_apx; /* [H], [H], [H * n], [H], [H] */
@@ -368,6 +371,12 @@ static vkv_status job_alloc(compress_job *j)
     return VKV_OK;
 }
 
+/* Tiers of other types than the plain cache's (quantized, or K and V apart). */
+static bool typed_tiers(const vkv_press_session *s)
+{
+    return vkv_ctx_tier_k_type(s->ctx) != vkv_ctx_kv_type(s->ctx) || vkv_ctx_tier_v_type(s->ctx) != vkv_ctx_v_type(s->ctx);
+}
+
 static vkv_status job_buffers(compress_job *j)
 {
     vkv_gpu *gpu = j->gpu;
@@ -386,6 +395,16 @@ static vkv_status job_buffers(compress_job *j)
                      (st = vkv_buffer_create(gpu, 4ull * j->n, VKV_MEM_DEVICE, "pooled residuals", &j->eps_sel))))
         return st;
     vkv_press_session *s = j->s;
+    if (s->p.vector && typed_tiers(s)) {
+        const uint64_t rows = (uint64_t)j->H * j->n;
+        const uint64_t kb = vkv_kv_row_bytes(vkv_ctx_tier_k_type(s->ctx), j->hd);
+        const uint64_t vb = vkv_kv_row_bytes(vkv_ctx_tier_v_type(s->ctx), j->hd);
+        const uint64_t fb = rows * vkv_kv_row_bytes(VKV_F32, j->hd);
+        if ((st = vkv_buffer_create(gpu, rows * (kb > vb ? kb : vb), VKV_MEM_DEVICE, "rows in a tier's type", &j->q_rows)) ||
+            (st = vkv_buffer_create(gpu, fb, VKV_MEM_DEVICE, "decoded keys", &j->k_f32)) ||
+            (st = vkv_buffer_create(gpu, fb, VKV_MEM_DEVICE, "decoded values", &j->v_f32)))
+            return st;
+    }
     if (s->scratch) {
         j->scratch = s->scratch; /* the capture's, kept by the session */
         return VKV_OK;
@@ -535,16 +554,42 @@ static vkv_status upload_w(compress_job *j, uint32_t l, vkv_view *w)
     return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->w_blocks, w);
 }
 
+/* rows [h * stride, + n) of each head of src (type t) -> f32 rows [h * n, + n) of dst, through the
+ * type `via` (encoded, then decoded: the values a tier of that type holds). */
+static vkv_status record_as_tier(compress_job *j, vkv_view src, vkv_dtype t, uint32_t stride, vkv_dtype via,
+                                 vkv_buffer *dst)
+{
+    vkv_status st = VKV_OK;
+    for (uint32_t h = 0; h < j->H && !st; h++) {
+        st = vkv_op_kv_convert_rows(j->gpu, src, t, (uint64_t)h * stride, vkv_view_of(j->q_rows), via,
+                                    (uint64_t)h * j->n, j->n, j->hd);
+        if (!st) st = vkv_op_kv_convert_rows(j->gpu, vkv_view_of(j->q_rows), via, (uint64_t)h * j->n, vkv_view_of(dst),
+                                             VKV_F32, (uint64_t)h * j->n, j->n, j->hd);
+    }
+    return st;
+}
+
 /* Records layer l's OLS residuals eps[H, n] into j->eps (each head's error
  * under its map, the joint one included) and, with a joint map, their mean
- * over the heads into j->eps_sel [n]. */
+ * over the heads into j->eps_sel [n]. With quantized tiers the residual is
+ * that of the values they will hold: ||V_q - W R^-1 K_q||^2 (docs/ARCHITECTURE.md §2). */
 static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
 {
     const vkv_hparams *hp = &j->s->m->hp;
     vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
+    vkv_status st = VKV_OK;
+    if (j->q_rows) {
+        if ((st = record_as_tier(j, in.k, in.kv_type, in.n_ctx, vkv_ctx_tier_k_type(j->s->ctx), j->k_f32)) ||
+            (st = record_as_tier(j, in.v, in.kv_type, in.n_ctx, vkv_ctx_tier_v_type(j->s->ctx), j->v_f32)))
+            return st;
+        in.k = vkv_view_of(j->k_f32);
+        in.v = vkv_view_of(j->v_f32);
+        in.kv_type = VKV_F32;
+        in.n_ctx = j->n;
+    }
     vkv_vector_geom g = {in.kv_type, j->H, j->hd, hp->n_rot, hp->rope_mode == VKV_ROPE_NEOX, j->joint ? j->H : 1,
                          in.kv_type, in.kv_type};
-    vkv_status st = vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w,
+    st = vkv_op_vector_residual(j->gpu, &g, in.k, in.v, in.n_ctx, j->n, w,
                                            vkv_view_of(j->s->m->rope_inv_freq), (vkv_view){0}, vkv_view_of(j->eps));
     if (!st && j->joint) st = vkv_op_vector_head_mean(j->gpu, vkv_view_of(j->eps), j->H, j->n, vkv_view_of(j->eps_sel));
     return st;
@@ -726,6 +771,7 @@ static vkv_status compress_group(compress_job *j, uint32_t l0, uint32_t nl)
 static void job_free(compress_job *j)
 {
     vkv_buffer *bufs[] = {j->scores, j->pool, j->eps, j->s2, j->apx, j->tiers, j->kpool, j->kapx, j->all, j->sel, j->eps_sel,
+                          j->q_rows, j->k_f32, j->v_f32,
                           j->g_base, j->g_ext, j->g_pool, j->g_eps, j->g_s2, j->g_apx, j->g_tiers, j->g_kept,
                           j->g_counts, j->g_counts_apx};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(j->gpu, bufs[i]);
@@ -763,9 +809,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     rep->map = s->p.map;
     vkv_status st = job_alloc(&j);
     if (st) goto done;
-    const bool typed_tiers = vkv_ctx_tier_k_type(s->ctx) != vkv_ctx_kv_type(s->ctx) ||
-                             vkv_ctx_tier_v_type(s->ctx) != vkv_ctx_v_type(s->ctx);
-    if (s->p.pp.compression == 0 && !typed_tiers) {
+    if (s->p.pp.compression == 0 && !typed_tiers(s)) {
         /* kvpress leaves the cache untouched at p_c = 0: so do we, which makes
          * the output bit-identical to no compression. Quantized tiers still
          * take every token: the cache is then stored in their types. */

@@ -8,6 +8,7 @@
 
 #include "core/json_write.h"
 #include "core/utf8.h"
+#include "kv/kv_layout.h"
 #include "ref/ref_vector.h"
 
 static void num_or_null(vkv_json_writer *w, double v)
@@ -49,7 +50,11 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
     FILE *f = fopen(path, "w");
     if (!f) return vkv_error(VKV_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     const vkv_hparams *hp = &in->model->hp;
-    uint64_t rb = (in->kv_type == VKV_F16 ? 2ull : 4ull) * hp->head_dim;
+    /* bytes in the tiers' types: keys of K's, values of V's */
+    const uint64_t kb = vkv_kv_row_bytes(in->k_type, hp->head_dim), vb = vkv_kv_row_bytes(in->v_type, hp->head_dim);
+    char types[24];
+    if (in->k_type == in->v_type) snprintf(types, sizeof types, "%s", vkv_dtype_get(in->k_type)->name);
+    else snprintf(types, sizeof types, "%s/%s", vkv_dtype_get(in->k_type)->name, vkv_dtype_get(in->v_type)->name);
     vkv_json_writer w;
     vkv_json_init(&w, f, false);
     vkv_json_begin_object(&w);
@@ -59,7 +64,7 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
     vkv_json_key(&w, "n_layer"); vkv_json_uint(&w, r->n_layer);
     vkv_json_key(&w, "n_kv_head"); vkv_json_uint(&w, r->n_kv_head);
     vkv_json_key(&w, "head_dim"); vkv_json_uint(&w, hp->head_dim);
-    vkv_json_key(&w, "kv_type"); vkv_json_str(&w, in->kv_type == VKV_F16 ? "f16" : "f32");
+    vkv_json_key(&w, "kv_type"); vkv_json_str(&w, types);
     vkv_json_key(&w, "press"); vkv_json_str(&w, in->press);
     vkv_json_key(&w, "compression"); vkv_json_num(&w, in->compression);
     vkv_json_key(&w, "approx_ratio"); vkv_json_num(&w, r->pa);
@@ -115,8 +120,8 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
         vkv_json_begin_object(&w);
         vkv_json_key(&w, "layer"); vkv_json_uint(&w, l);
         vkv_json_key(&w, "distortion"); num_or_null(&w, r->distortion[l]);
-        vkv_json_key(&w, "bytes_retained"); vkv_json_uint(&w, 2 * rb * ret);
-        vkv_json_key(&w, "bytes_approximated"); vkv_json_uint(&w, rb * apx);
+        vkv_json_key(&w, "bytes_retained"); vkv_json_uint(&w, (kb + vb) * ret);
+        vkv_json_key(&w, "bytes_approximated"); vkv_json_uint(&w, kb * apx);
         vkv_json_key(&w, "heads");
         vkv_json_begin_array(&w);
         for (uint32_t h = 0; h < r->n_kv_head; h++) {

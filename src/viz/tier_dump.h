@@ -4,7 +4,7 @@
  * {
  *   "vkvector_tier_dump": 1,
  *   "model": path, "arch": "llama", "n_layer": L, "n_kv_head": H, "head_dim": d,
- *   "kv_type": "f16", "press": "keydiff", "compression": p_c, "approx_ratio": p_a,
+ *   "kv_type": "f16" (or "K/V", e.g. "f16/q8_0"), "press": "keydiff", "compression": p_c, "approx_ratio": p_a,
  *   "vector": bool, "query_aware": bool, "n_context": n,
  *   "vector_pool": {"scope": "row" | "layer" | "global", "kept": K, "a": a, "keys": K + a, "values": K - a}
  *     (VECTOR only; K: the scorer's own count over every layer x head),
@@ -26,7 +26,7 @@
 typedef struct vkv_tier_dump_info {
     const char *model_path, *press;
     const vkv_model *model;
-    vkv_dtype kv_type;
+    vkv_dtype k_type, v_type; /* the tiers' rows (kv/kv_layout.h) */
     double compression;
     bool vector, query_aware;
     const int32_t *ids;      /* the n context tokens */

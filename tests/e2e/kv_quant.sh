@@ -9,6 +9,8 @@
 set -u
 vkv=$1
 model=models/vkvector-shakespeare.gguf
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 shared=${VKVECTOR_SHARED:-../shared}
 fails=0 passes=0
 ok() { passes=$((passes + 1)); }
@@ -54,6 +56,25 @@ out=$("$vkv" run -m "$model" -p "ROMEO:" -n 300 --temp 0 --press keydiff --vecto
 grep -qE "^compression during generation: ([2-9][0-9]|1[0-9]) compressions .* held: 128 of the budget's 128 \(6\.5 KiB" \
   <<<"$out" && grep -q "^generation: 300 tokens" <<<"$out" && ok ||
   bad "q8_0 tiers during generation: $(grep -E '^(compression during|generation)' <<<"$out")"
+# The residual VECTOR ranks by is that of the values the tiers will hold: close to f16's, never equal;
+# the dump counts the tiers' bytes.
+comp --tier-dump "$tmp/f16.json" >/dev/null && comp --kv-type q8_0 --tier-dump "$tmp/q8.json" >/dev/null &&
+python3 - "$tmp/f16.json" "$tmp/q8.json" <<'PY' && ok || bad "q8_0 residuals / dump bytes"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["kv_type"] == "f16" and b["kv_type"] == "q8_0", (a["kv_type"], b["kv_type"])
+n = same = 0
+num = den = 0.0
+for la, lb in zip(a["layers"], b["layers"]):
+    for ha, hb in zip(la["heads"], lb["heads"]):
+        for x, y in zip(ha["residuals"], hb["residuals"]):
+            if x is None or y is None:
+                continue
+            n += 1; same += x == y; num += abs(x - y); den += abs(x)
+    ret = sum(h["n_retained"] for h in lb["heads"]); apx = sum(h["n_approximated"] for h in lb["heads"])
+    assert lb["bytes_retained"] == 104 * ret and lb["bytes_approximated"] == 52 * apx, lb["layer"]
+assert n > 1000 and same < n / 100 and 0 < num / den < 0.05, (n, same, num / den)
+PY
 out=$(comp --kv-type q8_0 --materialized 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q -- "--materialized reads f16 or f32 tiers" <<<"$out" && ok || bad "q8_0 materialized: exit $rc, $out"
 out=$("$vkv" run -m "$model" -p "ROMEO:" -n 4 --kv-type q5_0 2>&1); rc=$?
