@@ -147,9 +147,21 @@ void vkv_kv_free(vkv_kv_cache *kv)
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->k_cache[layer]); }
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->v_cache[layer]); }
 vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->plain_k; }
-vkv_dtype vkv_kv_gather_type(const vkv_kv_cache *kv)
+bool vkv_kv_tiers_typed(const vkv_kv_cache *kv) { return kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v; }
+vkv_dtype vkv_kv_gather_type(const vkv_kv_cache *kv) { return vkv_kv_tiers_typed(kv) ? VKV_F32 : kv->plain_k; }
+
+vkv_status vkv_kv_record_as_tier(vkv_kv_cache *kv, bool values, vkv_view src, vkv_dtype src_type, uint32_t src_stride,
+                                 uint32_t n, vkv_view q_tmp, vkv_view dst, uint32_t dst_stride)
 {
-    return kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v ? VKV_F32 : kv->plain_k;
+    const vkv_hparams *hp = &kv->m->hp;
+    const vkv_dtype via = values ? kv->tier_v : kv->tier_k;
+    vkv_status st = VKV_OK;
+    for (uint32_t h = 0; h < hp->n_head_kv && !st; h++) {
+        const uint64_t row = (uint64_t)h * dst_stride;
+        st = vkv_op_kv_convert_rows(kv->gpu, src, src_type, (uint64_t)h * src_stride, q_tmp, via, row, n, hp->head_dim);
+        if (!st) st = vkv_op_kv_convert_rows(kv->gpu, q_tmp, via, row, dst, VKV_F32, row, n, hp->head_dim);
+    }
+    return st;
 }
 vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv) { return kv->plain_v; }
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv) { return kv->n_ctx0; }

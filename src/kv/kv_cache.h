@@ -99,6 +99,15 @@ typedef struct vkv_kv_gathered {
 } vkv_kv_gathered;
 void vkv_kv_gathered_free(vkv_kv_gathered *g);
 
+/* True when the tiers hold other types than the plain cache (quantized, or K and V apart). */
+bool vkv_kv_tiers_typed(const vkv_kv_cache *kv);
+/* Records, for each KV head h, rows [h src_stride, + n) of src (type src_type)
+ * encoded in the K tier's type (values: the V tier's) into q_tmp, then decoded
+ * into f32 rows [h dst_stride, + n) of dst: the values the tiers will hold,
+ * which VECTOR's residual reads (kv_convert twice). q_tmp holds n_kv_head
+ * dst_stride rows of the tier's type. */
+vkv_status vkv_kv_record_as_tier(vkv_kv_cache *kv, bool values, vkv_view src, vkv_dtype src_type, uint32_t src_stride,
+                                 uint32_t n, vkv_view q_tmp, vkv_view dst, uint32_t dst_stride);
 /* The rows' type a tiered layer is gathered into: the plain cache's, or f32
  * for tiers of other types (a decoded q8_0/q4_0 value is exact in f32, not
  * always in f16, and re-encoding it must give the tier's bytes back). */

@@ -20,7 +20,8 @@ struct vkv_decode_press {
     const vkv_model *m;
     vkv_decode_params p;
     uint32_t slots;                       /* gather room per head: 2 M */
-    vkv_buffer *k_tmp, *v_tmp;            /* [H, slots, head_dim] of the KV type */
+    vkv_buffer *k_tmp, *v_tmp;            /* [H, slots, head_dim] of the gathered rows' type */
+    vkv_buffer *q_tmp;                    /* quantized tiers, VECTOR: [H, slots] rows of a tier's type */
     vkv_buffer *scores, *eps, *pos, *tiers, *scratch; /* [H, slots] */
     float *scores_host, *eps_host;        /* [H, slots] */
     uint32_t *tiers_host32, *sort;        /* [H, slots], [2 slots] */
@@ -40,7 +41,7 @@ void vkv_decode_press_free(vkv_decode_press *d)
 {
     if (!d) return;
     vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
-    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch};
+    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->q_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
     free(d->scores_host);
     free(d->eps_host);
@@ -102,6 +103,12 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
         (st = vkv_buffer_create(gpu, vkv_press_scratch_bytes(p->press, &p->pp, &in), VKV_MEM_DEVICE, "decode scorer scratch",
                                 &d->scratch)))
         goto error;
+    if (p->vector && vkv_kv_tiers_typed(vkv_ctx_kv(ctx))) {
+        const uint64_t kb = vkv_kv_row_bytes(vkv_ctx_tier_k_type(ctx), hp->head_dim);
+        const uint64_t vb = vkv_kv_row_bytes(vkv_ctx_tier_v_type(ctx), hp->head_dim);
+        if ((st = vkv_buffer_create(gpu, hn * (kb > vb ? kb : vb), VKV_MEM_DEVICE, "rows in a tier's type", &d->q_tmp)))
+            goto error;
+    }
     d->scores_host = malloc(4 * hn);
     d->eps_host = malloc(4 * hn);
     d->tiers_host32 = malloc(4 * hn);
@@ -154,9 +161,24 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     if ((st = vkv_cmd_begin(gpu))) return st;
     st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
+        vkv_view k = g->k, v = g->v;
+        uint32_t stride = g->stride;
+        if (d->q_tmp && g->type != vkv_kv_gather_type(vkv_ctx_kv(d->ctx))) {
+            /* the plain cache, before its first compression: its rows as the tiers will hold them, in the
+             * (here unused) gather room */
+            vkv_kv_cache *kv = vkv_ctx_kv(d->ctx);
+            st = vkv_kv_record_as_tier(kv, false, g->k, g->type, g->stride, g->n, vkv_view_of(d->q_tmp),
+                                       vkv_view_of(d->k_tmp), d->slots);
+            if (!st) st = vkv_kv_record_as_tier(kv, true, g->v, g->type, g->stride, g->n, vkv_view_of(d->q_tmp),
+                                                vkv_view_of(d->v_tmp), d->slots);
+            in.kv_type = vkv_kv_gather_type(kv);
+            k = vkv_view_of(d->k_tmp);
+            v = vkv_view_of(d->v_tmp);
+            stride = d->slots;
+        }
         vkv_vector_geom geo = {in.kv_type, hp->n_head_kv, hp->head_dim, hp->n_rot, in.rope_neox, 1, in.kv_type, in.kv_type};
-        st = vkv_op_vector_residual(gpu, &geo, g->k, g->v, g->stride, g->n, w, in.inv_freq, vkv_view_of(d->pos),
-                                    vkv_view_of(d->eps));
+        if (!st) st = vkv_op_vector_residual(gpu, &geo, k, v, stride, g->n, w, in.inv_freq, vkv_view_of(d->pos),
+                                             vkv_view_of(d->eps));
     }
     if (st) return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
     if ((st = vkv_cmd_submit(gpu)) || (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4)) ||

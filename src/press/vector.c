@@ -372,10 +372,7 @@ static vkv_status job_alloc(compress_job *j)
 }
 
 /* Tiers of other types than the plain cache's (quantized, or K and V apart). */
-static bool typed_tiers(const vkv_press_session *s)
-{
-    return vkv_ctx_tier_k_type(s->ctx) != vkv_ctx_kv_type(s->ctx) || vkv_ctx_tier_v_type(s->ctx) != vkv_ctx_v_type(s->ctx);
-}
+static bool typed_tiers(const vkv_press_session *s) { return vkv_kv_tiers_typed(vkv_ctx_kv(s->ctx)); }
 
 static vkv_status job_buffers(compress_job *j)
 {
@@ -554,21 +551,6 @@ static vkv_status upload_w(compress_job *j, uint32_t l, vkv_view *w)
     return vkv_kv_layer_w(vkv_ctx_kv(j->s->ctx), l, j->w_blocks, w);
 }
 
-/* rows [h * stride, + n) of each head of src (type t) -> f32 rows [h * n, + n) of dst, through the
- * type `via` (encoded, then decoded: the values a tier of that type holds). */
-static vkv_status record_as_tier(compress_job *j, vkv_view src, vkv_dtype t, uint32_t stride, vkv_dtype via,
-                                 vkv_buffer *dst)
-{
-    vkv_status st = VKV_OK;
-    for (uint32_t h = 0; h < j->H && !st; h++) {
-        st = vkv_op_kv_convert_rows(j->gpu, src, t, (uint64_t)h * stride, vkv_view_of(j->q_rows), via,
-                                    (uint64_t)h * j->n, j->n, j->hd);
-        if (!st) st = vkv_op_kv_convert_rows(j->gpu, vkv_view_of(j->q_rows), via, (uint64_t)h * j->n, vkv_view_of(dst),
-                                             VKV_F32, (uint64_t)h * j->n, j->n, j->hd);
-    }
-    return st;
-}
-
 /* Records layer l's OLS residuals eps[H, n] into j->eps (each head's error
  * under its map, the joint one included) and, with a joint map, their mean
  * over the heads into j->eps_sel [n]. With quantized tiers the residual is
@@ -579,8 +561,11 @@ static vkv_status record_residual(compress_job *j, uint32_t l, vkv_view w)
     vkv_press_layer in = layer_input(j->s, l, vkv_view_of(j->scratch));
     vkv_status st = VKV_OK;
     if (j->q_rows) {
-        if ((st = record_as_tier(j, in.k, in.kv_type, in.n_ctx, vkv_ctx_tier_k_type(j->s->ctx), j->k_f32)) ||
-            (st = record_as_tier(j, in.v, in.kv_type, in.n_ctx, vkv_ctx_tier_v_type(j->s->ctx), j->v_f32)))
+        vkv_kv_cache *kv = vkv_ctx_kv(j->s->ctx);
+        if ((st = vkv_kv_record_as_tier(kv, false, in.k, in.kv_type, in.n_ctx, j->n, vkv_view_of(j->q_rows),
+                                        vkv_view_of(j->k_f32), j->n)) ||
+            (st = vkv_kv_record_as_tier(kv, true, in.v, in.kv_type, in.n_ctx, j->n, vkv_view_of(j->q_rows),
+                                        vkv_view_of(j->v_f32), j->n)))
             return st;
         in.k = vkv_view_of(j->k_f32);
         in.v = vkv_view_of(j->v_f32);
