@@ -85,19 +85,19 @@ vec2 sincos_reduced(float a)
     return vec2(sin(r), cos(r));
 }
 
-float k_scalar(uint row_vec4, uint d) { return load_k(row_vec4 + d / 4u)[d % 4u]; }
+float k_scalar(uint row, uint d) { return load_k(row, d / 4u)[d % 4u]; }
 
-// Element d of R_pos^-1 k for the key row starting at vec4 index row_vec4.
-float unrope_elem(uint row_vec4, uint d, int p)
+// Element d of R_pos^-1 k for the key of K row `row`.
+float unrope_elem(uint row, uint d, int p)
 {
     uint half_rot = pc.n_rot / 2u;
-    if (d >= pc.n_rot) return k_scalar(row_vec4, d);
+    if (d >= pc.n_rot) return k_scalar(row, d);
     bool first = pc.neox != 0u ? d < half_rot : (d & 1u) == 0u;
     uint pair = pc.neox != 0u ? (first ? d : d - half_rot) : d >> 1;
     uint partner = pc.neox != 0u ? (first ? d + half_rot : d - half_rot) : (first ? d + 1u : d - 1u);
     vec2 sc = sincos_reduced(float(p) * inv_freq[pair]);
     float s = -sc.x, c = sc.y; // rotate by -theta
-    float x = k_scalar(row_vec4, d), y = k_scalar(row_vec4, partner);
+    float x = k_scalar(row, d), y = k_scalar(row, partner);
     return first ? x * c - y * s : y * s + x * c;
 }
 
@@ -107,7 +107,7 @@ float unrope_elem(uint row_vec4, uint d, int p)
 // pairs (i, i + n_rot/2) sit n_rot/8 vec4 apart, so each thread rotates
 // whole vec4s it alone touches; a rotated span that does not fill whole
 // vec4s is rebuilt from the stored key instead.
-void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstride)
+void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint kstride)
 {
     const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
     if (pc.neox == 0u && pc.n_rot % 4u == 0u) {
@@ -142,7 +142,7 @@ void unrope_tile_in_place(uint k_row0, uint p_idx0, uint nk, uint d4n, uint kstr
     } else {
         const uint rot4 = (pc.n_rot + 3u) / 4u;
         for (uint e = tid; e < nk * rot4; e += wg) {
-            uint c = e / rot4, d4 = e % rot4, kr = (k_row0 + c) * d4n;
+            uint c = e / rot4, d4 = e % rot4, kr = k_row0 + c;
             int p = pos[p_idx0 + c];
             skv[c * kstride + d4] = vec4(unrope_elem(kr, 4u * d4, p), unrope_elem(kr, 4u * d4 + 1u, p),
                                          unrope_elem(kr, 4u * d4 + 2u, p), unrope_elem(kr, 4u * d4 + 3u, p));
@@ -163,11 +163,11 @@ void attn_apx_value_tile(uint k_row0, uint p_idx0, uint nk)
         const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
         for (uint e = tid; e < nk * d4n; e += wg) {
             uint c = e / d4n, d4 = e % d4n;
-            skv[c * kstride + d4] = load_k((k_row0 + c) * d4n + d4);
+            skv[c * kstride + d4] = load_k(k_row0 + c, d4);
         }
         barrier();
     }
-    unrope_tile_in_place(k_row0, p_idx0, nk, d4n, kstride);
+    unrope_tile_in_place(k_row0, p_idx0, nk, kstride);
 #else
     const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
     for (uint e = tid; e < nk * d4n; e += wg) {

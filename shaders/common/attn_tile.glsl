@@ -25,21 +25,22 @@
 #if defined(KV_F16)
 layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; };  // K rows, f16: 4 halves per uvec2
 layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; };  // V rows, f16
-vec4 load_k(uint i) { uvec2 w = k_h4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-vec4 load_v(uint i) { uvec2 w = v_h4[i]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+// Elements 4 d4 .. 4 d4 + 3 of K (V) row `row`.
+vec4 load_k(uint row, uint d4) { uvec2 w = k_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_v(uint row, uint d4) { uvec2 w = v_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 #elif defined(KV_F32)
 layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };   // K rows, f32
 layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };   // V rows, f32
-vec4 load_k(uint i) { return k_f4[i]; }
-vec4 load_v(uint i) { return v_f4[i]; }
+vec4 load_k(uint row, uint d4) { return k_f4[row * (pc.head_dim / 4u) + d4]; }
+vec4 load_v(uint row, uint d4) { return v_f4[row * (pc.head_dim / 4u) + d4]; }
 #elif defined(KV_ANY)
 // K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
-// at run time (common/kv_quant.glsl); vec4 index i = row * head_dim / 4 + d4.
+// at run time (common/kv_quant.glsl).
 layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
 layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
 #include "common/kv_quant.glsl"
-vec4 load_k(uint i) { uint d4n_ = pc.head_dim / 4u; return kvq_load4(false, pc.k_type, pc.head_dim, i / d4n_, i % d4n_); }
-vec4 load_v(uint i) { uint d4n_ = pc.head_dim / 4u; return kvq_load4(true, pc.v_type, pc.head_dim, i / d4n_, i % d4n_); }
+vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
+vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
 #else
 #error "define KV_F16, KV_F32 or KV_ANY"
 #endif
@@ -120,7 +121,7 @@ void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, boo
         // K tile -> shared (rows past nk are never read: no need to fill them).
         for (uint e = tid; e < nk * d4n; e += wg) {
             uint c = e / d4n, d4 = e % d4n;
-            skv[c * kstride + d4] = load_k((k_row0 + k0 + c) * d4n + d4);
+            skv[c * kstride + d4] = load_k(k_row0 + k0 + c, d4);
         }
         barrier(); // also orders the Q tile stores before the first use
         // Scores of this row against the keys lane, lane + tpr, ... it may see.
@@ -135,7 +136,7 @@ void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, boo
         if (!apx) {
             for (uint e = tid; e < nk * d4n; e += wg) {
                 uint c = e / d4n, d4 = e % d4n;
-                skv[c * kstride + d4] = load_v((v_row0 + k0 + c) * d4n + d4);
+                skv[c * kstride + d4] = load_v(v_row0 + k0 + c, d4);
             }
         }
 #if defined(ATTN_APX)

@@ -147,6 +147,7 @@ void vkv_kv_free(vkv_kv_cache *kv)
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->k_cache[layer]); }
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->v_cache[layer]); }
 vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->plain_k; }
+vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv) { return kv->plain_v; }
 bool vkv_kv_tiers_typed(const vkv_kv_cache *kv) { return kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v; }
 vkv_dtype vkv_kv_gather_type(const vkv_kv_cache *kv) { return vkv_kv_tiers_typed(kv) ? VKV_F32 : kv->plain_k; }
 
@@ -163,7 +164,13 @@ vkv_status vkv_kv_record_as_tier(vkv_kv_cache *kv, bool values, vkv_view src, vk
     }
     return st;
 }
-vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv) { return kv->plain_v; }
+
+uint64_t vkv_kv_tier_row_bytes(const vkv_kv_cache *kv)
+{
+    const uint32_t hd = kv->m->hp.head_dim;
+    const uint64_t kb = vkv_kv_row_bytes(kv->tier_k, hd), vb = vkv_kv_row_bytes(kv->tier_v, hd);
+    return kb > vb ? kb : vb;
+}
 uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv) { return kv->n_ctx0; }
 
 uint64_t vkv_kv_max_head_rows(const vkv_kv_cache *kv, uint32_t n_past)
@@ -276,8 +283,9 @@ vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_
  * positions (NULL: slot j is position j). On success the layer's previous
  * buffers (plain or tiered) are freed. */
 static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src, vkv_view v_src, vkv_dtype src_type,
-                               uint32_t src_slots, uint32_t n, vkv_view tiers, const uint32_t *n_ret, const uint32_t *n_apx, uint32_t cap_new,
-                               uint32_t n_base, const int32_t *pos_host, const uint8_t *tiers_host)
+                               uint32_t src_slots, uint32_t n, vkv_view tiers, const uint32_t *n_ret,
+                               const uint32_t *n_apx, uint32_t cap_new, uint32_t n_base, const int32_t *pos_host,
+                               const uint8_t *tiers_host)
 {
     const vkv_hparams *hp = &kv->m->hp;
     vkv_gpu *gpu = kv->gpu;
@@ -401,8 +409,7 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
     }
     /* room for every token still to come */
     vkv_status st = build_tiered(kv, layer, V(kv->k_cache[layer]), V(kv->v_cache[layer]), kv->plain_k, kv->n_slots, n,
-                                 tiers, n_ret,
-                                 n_apx, kv->n_slots - n, n, NULL, NULL);
+                                 tiers, n_ret, n_apx, kv->n_slots - n, n, NULL, NULL);
     if (!st) kv->n_ctx0 = n;
     return st;
 }
@@ -458,7 +465,7 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
     const uint32_t hd = kv->m->hp.head_dim;
     const vkv_dtype gt = vkv_kv_gather_type(kv);
     const uint64_t rb = vkv_kv_row_bytes(gt, hd), hs = rb * tmp_slots;
-    const bool typed = gt != kv->plain_k;
+    const bool typed = vkv_kv_tiers_typed(kv);
     out->type = gt;
     const uint32_t n_new = n_past - t->n_base;
     int32_t *comp_pos = malloc(4 * t->p_entries);
@@ -511,8 +518,8 @@ vkv_status vkv_kv_recompress(vkv_kv_cache *kv, uint32_t layer, const vkv_kv_gath
         for (uint32_t j = 0; j < g->n; j++)
             if (g->tier[(size_t)h * g->n + j] == VKV_TIER_APPROXIMATED && tiers_host[(size_t)h * g->n + j] == VKV_TIER_RETAINED)
                 return vkv_error(VKV_ERR_ARG, "layer %u head %u: an approximated token cannot be retained again", layer, h);
-    vkv_status st = build_tiered(kv, layer, g->k, g->v, g->type, g->stride, g->n, tiers, n_ret, n_apx, cap_new, n_past, g->pos,
-                                 tiers_host);
+    vkv_status st = build_tiered(kv, layer, g->k, g->v, g->type, g->stride, g->n, tiers, n_ret, n_apx, cap_new, n_past,
+                                 g->pos, tiers_host);
     if (!st && !kv->n_ctx0) kv->n_ctx0 = n_past;
     return st;
 }

@@ -18,11 +18,10 @@ typedef struct vkv_kv_cache vkv_kv_cache;
 
 /* Plain caches of n_slots slots (<= n_ctx, the positions the sequence may
  * reach) for every layer of m, K rows of k_type and V rows of v_type (f16,
- * f32, q8_0, q4_0: kv/kv_layout.h), or with compress (a press will compress
- * it) and quantized or mixed types f16 plain caches, the working cache the
- * scorers and the residual read, and k_type / v_type for the tiers
- * (vkv_kv_plain_types); attention
- * scratch for up to VKV_ATTN_DECODE_MAX_Q queries. A layer compressed at n
+ * f32, q8_0, q4_0: kv/kv_layout.h); with compress (a press will compress it)
+ * and quantized or mixed types, f16 plain caches (the working cache the
+ * scorers read) and k_type / v_type for the tiers (vkv_kv_plain_types).
+ * Attention scratch for up to VKV_ATTN_DECODE_MAX_Q queries. A layer compressed at n
  * tokens has room for n_slots - n more (n_ctx - n when n_slots = n_ctx). */
 vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, uint32_t n_slots, vkv_dtype k_type,
                          vkv_dtype v_type, bool compress, vkv_kv_cache **out);
@@ -101,11 +100,13 @@ void vkv_kv_gathered_free(vkv_kv_gathered *g);
 
 /* True when the tiers hold other types than the plain cache (quantized, or K and V apart). */
 bool vkv_kv_tiers_typed(const vkv_kv_cache *kv);
+/* Bytes of the wider of a K tier row and a V tier row. */
+uint64_t vkv_kv_tier_row_bytes(const vkv_kv_cache *kv);
 /* Records, for each KV head h, rows [h src_stride, + n) of src (type src_type)
  * encoded in the K tier's type (values: the V tier's) into q_tmp, then decoded
  * into f32 rows [h dst_stride, + n) of dst: the values the tiers will hold,
  * which VECTOR's residual reads (kv_convert twice). q_tmp holds n_kv_head
- * dst_stride rows of the tier's type. */
+ * dst_stride rows of vkv_kv_tier_row_bytes. */
 vkv_status vkv_kv_record_as_tier(vkv_kv_cache *kv, bool values, vkv_view src, vkv_dtype src_type, uint32_t src_stride,
                                  uint32_t n, vkv_view q_tmp, vkv_view dst, uint32_t dst_stride);
 /* The rows' type a tiered layer is gathered into: the plain cache's, or f32

@@ -104,9 +104,8 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
                                 &d->scratch)))
         goto error;
     if (p->vector && vkv_kv_tiers_typed(vkv_ctx_kv(ctx))) {
-        const uint64_t kb = vkv_kv_row_bytes(vkv_ctx_tier_k_type(ctx), hp->head_dim);
-        const uint64_t vb = vkv_kv_row_bytes(vkv_ctx_tier_v_type(ctx), hp->head_dim);
-        if ((st = vkv_buffer_create(gpu, hn * (kb > vb ? kb : vb), VKV_MEM_DEVICE, "rows in a tier's type", &d->q_tmp)))
+        if ((st = vkv_buffer_create(gpu, hn * vkv_kv_tier_row_bytes(vkv_ctx_kv(ctx)), VKV_MEM_DEVICE,
+                                    "rows in a tier's type", &d->q_tmp)))
             goto error;
     }
     d->scores_host = malloc(4 * hn);

@@ -393,11 +393,9 @@ static vkv_status job_buffers(compress_job *j)
         return st;
     vkv_press_session *s = j->s;
     if (s->p.vector && typed_tiers(s)) {
-        const uint64_t rows = (uint64_t)j->H * j->n;
-        const uint64_t kb = vkv_kv_row_bytes(vkv_ctx_tier_k_type(s->ctx), j->hd);
-        const uint64_t vb = vkv_kv_row_bytes(vkv_ctx_tier_v_type(s->ctx), j->hd);
-        const uint64_t fb = rows * vkv_kv_row_bytes(VKV_F32, j->hd);
-        if ((st = vkv_buffer_create(gpu, rows * (kb > vb ? kb : vb), VKV_MEM_DEVICE, "rows in a tier's type", &j->q_rows)) ||
+        const uint64_t rows = (uint64_t)j->H * j->n, fb = rows * vkv_kv_row_bytes(VKV_F32, j->hd);
+        if ((st = vkv_buffer_create(gpu, rows * vkv_kv_tier_row_bytes(vkv_ctx_kv(s->ctx)), VKV_MEM_DEVICE,
+                                    "rows in a tier's type", &j->q_rows)) ||
             (st = vkv_buffer_create(gpu, fb, VKV_MEM_DEVICE, "decoded keys", &j->k_f32)) ||
             (st = vkv_buffer_create(gpu, fb, VKV_MEM_DEVICE, "decoded values", &j->v_f32)))
             return st;

@@ -5,7 +5,7 @@
 #include "vk/vk_internal.h"
 
 /* Bytes of a row of the plain cache, of the tiered K and of the tiered V. */
-static uint64_t row_bytes(const vkv_vector_geom *g) { return (g->kv_type == VKV_F16 ? 2ull : 4ull) * g->head_dim; }
+static uint64_t row_bytes(const vkv_vector_geom *g) { return vkv_kv_row_bytes(g->kv_type, g->head_dim); }
 static uint64_t k_row_bytes(const vkv_vector_geom *g) { return vkv_kv_row_bytes(g->tier_k, g->head_dim); }
 static uint64_t v_row_bytes(const vkv_vector_geom *g) { return vkv_kv_row_bytes(g->tier_v, g->head_dim); }
 /* Tiers stored as the plain cache's rows: copied and read by the kernels of that type. */
