@@ -11,7 +11,7 @@
 #include "cli/load_report.h"
 #include "cli/options.h"
 #include "core/rng.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "session/session.h"
 #include "vk/ops.h"
 

@@ -14,7 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "session/session.h"
 
 /* Parses "a,b,c" into up to max doubles in [lo, hi). */

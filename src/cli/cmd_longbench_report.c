@@ -17,7 +17,7 @@
 #include "eval/lb_jsonl.h"
 #include "eval/lb_report.h"
 #include "eval/metrics.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 
 /* Short column names (LongBench's own abbreviations). */
 static const char *const short_names[VKV_LB_N_TASKS] = {

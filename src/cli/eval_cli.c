@@ -7,7 +7,7 @@
 
 #include "cli/cli.h"
 #include "core/json_write.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 
 void eval_opts_init(eval_opts *o)
 {

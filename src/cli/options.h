@@ -169,7 +169,7 @@ void cli_press_opts_init(cli_press_opts *po);
 /* The rules between the press and VECTOR options: --press names a scorer and
  * needs --compression, the others need --press, --pa and --calib need
  * --vector, --query-aware and --query-agnostic exclude each other, and the
- * ratios obey vkv_kv_check_ratios (kv/kv_counts.h). Prints the problem and
+ * ratios obey vkv_kv_check_ratios (kvlayout/kv_counts.h). Prints the problem and
  * returns false; *press is the scorer (NULL without --press), and
  * po->query_aware the mode the run uses (vkv_press_query_aware). */
 struct vkv_press_ops;
@@ -177,7 +177,7 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const struct vkv_
 /* The --query-aware / --query-agnostic pair as the press library's override. */
 int cli_query_mode(bool aware_flag, bool agnostic_flag);
 
-/* VECTOR's pool scope as the press library's vkv_pool_scope (kv/kv_counts.h). */
+/* VECTOR's pool scope as the press library's vkv_pool_scope (kvlayout/kv_counts.h). */
 int cli_pool_scope(int vector_pool);
 
 /* The query mode's override; default: the scorer's own (press/press.h). */

@@ -5,7 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "press/press.h"
 
 int cli_pool_scope(int vector_pool) { return vector_pool < 0 ? VKV_POOL_DEFAULT : VKV_POOL_ROW + vector_pool; }

@@ -28,7 +28,7 @@ vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kt, vkv_
                           float q_amp);
 /* with_pos: the residual reads each slot's position from a table (a tiered
  * layer gathered back into the plain layout for decode-time compression).
- * joint: the maps are one joint map per layer (S = n_kv blocks, kv/kv_layout.h);
+ * joint: the maps are one joint map per layer (S = n_kv blocks, kvlayout/kv_layout.h);
  * for case_tiered every head then holds the same tiers. */
 vkv_status case_vector_residual(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_rot, bool neox,
                                 uint32_t n_ctx, uint32_t n, bool joint, bool with_pos);

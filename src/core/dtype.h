@@ -121,19 +121,10 @@ void vkv_quantize_row(vkv_dtype t, const float *src, void *dst, uint64_t n);
  * d, then n int8 (q8_0, x = d q) or n/2 bytes whose byte j holds element j in
  * its low nibble and j + n/2 in its high one (q4_0, x = d (q - 8)). n = 32 is
  * ggml's block; the KV cache cuts its rows into such blocks, the last one
- * shorter (kv/kv_layout.h). 2 + n or 2 + n/2 bytes, no alignment needed. */
+ * shorter (kvlayout/kv_layout.h). 2 + n or 2 + n/2 bytes, no alignment needed. */
 void vkv_quantize_block_q8_0(const float *x, int n, uint8_t *dst);
 void vkv_quantize_block_q4_0(const float *x, int n, uint8_t *dst);
 void vkv_dequantize_block_q8_0(const uint8_t *src, int n, float *y);
 void vkv_dequantize_block_q4_0(const uint8_t *src, int n, float *y);
-
-/* One KV cache row of head_dim (a multiple of 4) f32 values to type t (f16,
- * f32, q8_0, q4_0) in the row format of kv/kv_layout.h (f16: round to
- * nearest even; q8_0/q4_0: blocks of 32, the last shorter, the reference
- * quantizers above; padding zeroed), and back. */
-void vkv_kv_encode_row(vkv_dtype t, uint32_t head_dim, const float *x, void *row);
-void vkv_kv_decode_row(vkv_dtype t, uint32_t head_dim, const void *row, float *x);
-/* Element d of such a row. */
-float vkv_kv_row_get(vkv_dtype t, uint32_t head_dim, const void *row, uint32_t d);
 
 #endif

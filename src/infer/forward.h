@@ -15,7 +15,7 @@
 typedef struct vkv_ctx_params {
     uint32_t n_ctx;     /* cache slots (max tokens of the sequence); 0 = the model's training context */
     uint32_t n_batch;   /* prefill chunk (tokens per forward); 0 = 512 */
-    vkv_dtype k_type;   /* the K cache's rows: VKV_F16, VKV_F32, VKV_Q8_0 or VKV_Q4_0 (kv/kv_layout.h) */
+    vkv_dtype k_type;   /* the K cache's rows: VKV_F16, VKV_F32, VKV_Q8_0 or VKV_Q4_0 (kvlayout/kv_layout.h) */
     vkv_dtype v_type;   /* the V cache's rows, likewise */
     bool compress;      /* a press will compress the cache: with quantized or mixed types the plain
                          * cache is then f16 and the types apply to the tiers (kv/kv_cache.h) */
@@ -63,7 +63,7 @@ typedef vkv_status (*vkv_q_hook)(void *user, vkv_gpu *gpu, uint32_t layer, vkv_v
 void vkv_ctx_set_q_hook(vkv_ctx *c, vkv_q_hook hook, void *user);
 
 /* ---- The KV cache (kv/kv_cache.h) ----
- * After compression a layer's cache is the tiered layout of kv/kv_layout.h
+ * After compression a layer's cache is the tiered layout of kvlayout/kv_layout.h
  * (retained K+V, approximated K, evicted nothing), in buffers of exactly that
  * size plus room for the tokens still to come; the original buffers are
  * freed. Tokens evaluated afterwards are appended as retained, at positions

@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kv/kv_counts.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_counts.h"
+#include "kvlayout/kv_layout.h"
 
 /* qsort has no context argument: the head being sorted. */
 static _Thread_local const vkv_decode_head *sort_head;

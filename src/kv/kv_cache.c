@@ -9,7 +9,7 @@
 #include "vk/ops_attn.h"
 #include "vk/ops_vector.h"
 
-/* One compressed layer: the tiered layout of kv/kv_layout.h. */
+/* One compressed layer: the tiered layout of kvlayout/kv_layout.h. */
 typedef struct tiered_layer {
     bool on;
     vkv_buffer *k, *v;        /* tiered K rows [k_rows, head_dim], V rows [v_rows, head_dim] of KV type */
@@ -29,7 +29,7 @@ struct vkv_kv_cache {
     const vkv_model *m;
     uint32_t n_ctx;           /* positions the sequence may reach */
     uint32_t n_slots;         /* slots per KV head of a plain layer (<= n_ctx) */
-    vkv_dtype plain_k, plain_v; /* the plain caches' rows (kv/kv_layout.h) */
+    vkv_dtype plain_k, plain_v; /* the plain caches' rows (kvlayout/kv_layout.h) */
     vkv_dtype tier_k, tier_v;   /* the tiered layers' rows */
     vkv_buffer **k_cache, **v_cache; /* per plain layer: [n_kv_head, n_slots] rows of plain_k / plain_v */
     vkv_buffer *scratch;      /* plain attention's split decode partials */
@@ -40,7 +40,7 @@ struct vkv_kv_cache {
     vkv_buffer *w_zero;       /* bound as W where nothing is approximated */
     vkv_buffer *tiered_scratch; /* split decode partials of tier-aware attention */
     bool materialized;
-    uint32_t map_shifts;      /* W blocks per KV head (kv/kv_layout.h) */
+    uint32_t map_shifts;      /* W blocks per KV head (kvlayout/kv_layout.h) */
 };
 
 static vkv_view V(const vkv_buffer *b) { return vkv_view_of(b); }

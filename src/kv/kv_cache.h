@@ -1,6 +1,6 @@
 /* The KV cache of one sequence on the GPU, and its owner: per layer either
  * the plain layout or, after compression, VECTOR's tiered layout
- * (kv/kv_layout.h); appending a chunk's keys and values, compaction, the
+ * (kvlayout/kv_layout.h); appending a chunk's keys and values, compaction, the
  * on-device OLS maps W (uploaded once per layer, read by the residual and by
  * attention), the choice of attention kernel and the byte accounting
  * (docs/ARCHITECTURE.md §2). The forward pass (infer/forward.h) calls it once
@@ -11,14 +11,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "model/model.h"
 
 typedef struct vkv_kv_cache vkv_kv_cache;
 
 /* Plain caches of n_slots slots (<= n_ctx, the positions the sequence may
  * reach) for every layer of m, K rows of k_type and V rows of v_type (f16,
- * f32, q8_0, q4_0: kv/kv_layout.h); with compress (a press will compress it)
+ * f32, q8_0, q4_0: kvlayout/kv_layout.h); with compress (a press will compress it)
  * and quantized or mixed types, f16 plain caches (the working cache the
  * scorers read) and k_type / v_type for the tiers (vkv_kv_plain_types).
  * Attention scratch for up to VKV_ATTN_DECODE_MAX_Q queries. A layer compressed at n
@@ -54,7 +54,7 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
 vkv_status vkv_kv_reset(vkv_kv_cache *kv);
 
 /* Layer `layer`'s OLS maps w [S, n_kv_head, head_dim, head_dim] f32 (S:
- * vkv_kv_set_map_shifts; kv/kv_layout.h) on the device, uploaded on the
+ * vkv_kv_set_map_shifts; kvlayout/kv_layout.h) on the device, uploaded on the
  * first call: the residual reads them, and the compressed layer keeps them
  * for attention. *out: the view. */
 vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_view *out);

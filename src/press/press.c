@@ -1,5 +1,5 @@
 /* The scorer registry and what the scorers share: defaults, the checks of a
- * layer and the binding of its K cache (kvpress's token counts: kv/kv_counts.h). */
+ * layer and the binding of its K cache (kvpress's token counts: kvlayout/kv_counts.h). */
 #include "press/press.h"
 #include "press/press_internal.h"
 

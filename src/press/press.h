@@ -22,7 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "vk/ops.h"
 
 /* What a scorer sees for one layer, after the prefill of n context tokens.

@@ -18,7 +18,7 @@
 
 #include <math.h>
 
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 
 static uint32_t pyramid_n_kept(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n)
 {

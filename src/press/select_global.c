@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "press/press_internal.h"
 #include "press/select.h"
 #include "ref/ref_select.h"

@@ -297,7 +297,7 @@ typedef struct compress_job {
     uint32_t R;              /* selection rows per layer: H, or 1 with a joint map */
     bool joint;
     vkv_buffer *sel, *eps_sel; /* joint: a layer's pooled scores and residuals [n] */
-    float *w_blocks;         /* joint: one layer's map as blocks [H, H, hd, hd] (kv/kv_layout.h) */
+    float *w_blocks;         /* joint: one layer's map as blocks [H, H, hd, hd] (kvlayout/kv_layout.h) */
     size_t keep;             /* host copies per layer (keep_details: all layers) */
     vkv_buffer *scores, *pool, *eps, *s2, *apx, *tiers, *scratch, *kpool, *kapx;
     vkv_buffer *all;         /* every layer's scores */

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "infer/forward.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "press/kvzip.h"
 #include "press/press.h"
 

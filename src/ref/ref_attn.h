@@ -1,6 +1,6 @@
 /* Scalar CPU reference of causal grouped-query attention over the KV cache,
  * the oracle of the attn_prefill / attn_decode kernels. The cache is the
- * plain layout of kv/kv_layout.h. The reference reads the cache in its
+ * plain layout of kvlayout/kv_layout.h. The reference reads the cache in its
  * storage type, so f16 rounding of K/V is identical on both sides. */
 #ifndef VKV_REF_ATTN_H
 #define VKV_REF_ATTN_H
@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 
 /* out[n_q, n_head, head_dim] = softmax_j(scale * q_i . k_j) v_j over the
  * slots j < n_kv with j <= pos0 + i (causal), per query head, with
@@ -20,7 +20,7 @@ void vkv_ref_attention(const vkv_attn_params *p, const float *q, const void *k, 
 
 /* Stores n_tok tokens of src: [n_tok, n_kv_head, head_dim] f32 (the layout a
  * K/V projection produces) into cache slots slot0.. of a [n_kv_head,
- * n_ctx_max] cache of rows of type t (kv/kv_layout.h: f16 rounded to
+ * n_ctx_max] cache of rows of type t (kvlayout/kv_layout.h: f16 rounded to
  * nearest even, q8_0/q4_0 by the reference quantizers).
  * slot0 + n_tok must be <= n_ctx_max. */
 void vkv_kv_cache_store(vkv_dtype t, void *cache, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim,

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "ref/ref_select.h"
 #include "ref/ref_vector.h"
 

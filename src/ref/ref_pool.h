@@ -15,7 +15,7 @@
 #include <stdint.h>
 
 #include "core/status.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 
 /* scores, eps: [n_layer, n_kv_head, n] f32 (eps is read inside the pool
  * only); kept: [n_layer * n_kv_head] the scorer's counts; tiers: [n_layer,

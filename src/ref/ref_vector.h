@@ -1,7 +1,7 @@
 /* Scalar CPU references of the VECTOR kernels: the OLS residual over the
  * context, the compaction into the tiered layout, and attention over the
  * tiered cache (materialised and fused), on the tiered layout of
- * kv/kv_layout.h. Oracles of the conformance suite. */
+ * kvlayout/kv_layout.h. Oracles of the conformance suite. */
 #ifndef VKV_REF_VECTOR_H
 #define VKV_REF_VECTOR_H
 
@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "core/dtype.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "ref/ref_ops.h"
 
 /* Pre-RoPE key of a cached post-RoPE key row at position pos:
@@ -20,7 +20,7 @@ void vkv_ref_unrope_row(const vkv_rope_params *rope, const float *inv_freq, cons
 /* eps[h, j] = ||V_hj - V^_hj||^2 for the n context tokens of every KV head of
  * an uncompressed cache [n_kv_head, n_ctx, head_dim] (slot j = position j),
  * V^_hj = sum_s W[s, h] R_j^-1 K_((h+s) mod n_kv_head) j with w [map_shifts,
- * n_kv_head, head_dim (d_v), head_dim (d_k)] f32 (kv/kv_layout.h: 1 for the
+ * n_kv_head, head_dim (d_v), head_dim (d_k)] f32 (kvlayout/kv_layout.h: 1 for the
  * per-head maps, n_kv_head for the joint map); pos [n_kv_head, n] the slots'
  * positions (NULL: slot j is position j). */
 void vkv_ref_vector_residual(const vkv_rope_params *rope, const float *inv_freq, vkv_dtype kv_type,

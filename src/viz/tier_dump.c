@@ -8,7 +8,7 @@
 
 #include "core/json_write.h"
 #include "core/utf8.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "ref/ref_vector.h"
 
 static void num_or_null(vkv_json_writer *w, double v)

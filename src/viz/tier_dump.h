@@ -26,7 +26,7 @@
 typedef struct vkv_tier_dump_info {
     const char *model_path, *press;
     const vkv_model *model;
-    vkv_dtype k_type, v_type; /* the tiers' rows (kv/kv_layout.h) */
+    vkv_dtype k_type, v_type; /* the tiers' rows (kvlayout/kv_layout.h) */
     double compression;
     bool vector, query_aware;
     const int32_t *ids;      /* the n context tokens */

@@ -2,7 +2,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "vk/ops_internal.h"
 #include "vk/vk_internal.h"
 

@@ -55,7 +55,7 @@ vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t row
 
 /* cache[h, slot0 + t, :] = src[t, h, :] for a cache [n_kv_head, n_ctx] rows
  * of head_dim (a multiple of 4) elements of type (f16, f32, q8_0, q4_0; the
- * row format of kv/kv_layout.h, reference vkv_kv_encode_row). */
+ * row format of kvlayout/kv_layout.h, reference vkv_kv_encode_row). */
 vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
                            uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0);
 /* The same into a tiered (compressed) layer: head h's token t goes to the
@@ -66,7 +66,7 @@ vkv_status vkv_op_kv_store_tiered(vkv_gpu *gpu, vkv_dtype type, bool values, vkv
                                   uint32_t n_kv_head, uint32_t head_dim, vkv_view cache, uint64_t cache_rows,
                                   vkv_view meta, uint32_t slot0);
 /* dst rows [dst_row0, + n_rows) of dst_type = src rows [src_row0, + n_rows) of
- * src_type, decoded and re-encoded (kv/kv_layout.h's row formats; reference
+ * src_type, decoded and re-encoded (kvlayout/kv_layout.h's row formats; reference
  * vkv_ref_kv_convert_rows); head_dim a multiple of 4. */
 vkv_status vkv_op_kv_convert_rows(vkv_gpu *gpu, vkv_view src, vkv_dtype src_type, uint64_t src_row0, vkv_view dst,
                                   vkv_dtype dst_type, uint64_t dst_row0, uint32_t n_rows, uint32_t head_dim);

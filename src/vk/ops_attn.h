@@ -10,7 +10,7 @@
 #ifndef VKV_OPS_ATTN_H
 #define VKV_OPS_ATTN_H
 
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "vk/ops.h"
 
 typedef enum vkv_attn_path {

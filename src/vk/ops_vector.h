@@ -5,7 +5,7 @@
 #ifndef VKV_OPS_VECTOR_H
 #define VKV_OPS_VECTOR_H
 
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 #include "vk/ops.h"
 
 /* The geometry of one layer's caches and its RoPE (for undoing it). */
@@ -14,7 +14,7 @@ typedef struct vkv_vector_geom {
     uint32_t n_kv_head, head_dim;
     uint32_t n_rot;
     bool neox;
-    uint32_t map_shifts;     /* S of the maps W [S, n_kv_head, head_dim, head_dim] (kv/kv_layout.h):
+    uint32_t map_shifts;     /* S of the maps W [S, n_kv_head, head_dim, head_dim] (kvlayout/kv_layout.h):
                               * 1 per-head maps, n_kv_head the joint map; 0 counts as 1 */
     vkv_dtype tier_k, tier_v; /* the tiered layout's K and V rows (f16, f32, q8_0, q4_0): kv_compact
                                * converts to them, attention and materialisation read them */

@@ -32,7 +32,7 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "press/press.h"
 #include "press/select.h"
 #include "press/select_global.h"

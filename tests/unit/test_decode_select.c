@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "kv/decode_select.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 
 enum { R = VKV_TIER_RETAINED, A = VKV_TIER_APPROXIMATED, E = VKV_TIER_EVICTED };
 

@@ -11,7 +11,7 @@
 
 #include "core/dtype.h"
 #include "core/fp16.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 
 #define H_0_25 0x3400 /* fp16 bit patterns of exact constants */
 #define H_0_5 0x3800

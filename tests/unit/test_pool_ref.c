@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
-#include "kv/kv_counts.h"
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_counts.h"
+#include "kvlayout/kv_layout.h"
 #include "ref/ref_pool.h"
 
 #define L 4

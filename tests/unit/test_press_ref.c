@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 #include "press/kvzip.h"
 #include "press/press.h"
 #include "press/select_global.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 
 static void default_pa_matches_the_paper(void **state)
 {

@@ -1,5 +1,5 @@
 /* The KV cache's counting rules (see kv_counts.h). */
-#include "kv/kv_counts.h"
+#include "kvlayout/kv_counts.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* The KV cache's byte counts (see kv_layout.h). */
-#include "kv/kv_layout.h"
+#include "kvlayout/kv_layout.h"
 
 #include <assert.h>
 

@@ -69,8 +69,14 @@ bool vkv_kv_type_quantized(vkv_dtype t);
 size_t vkv_kv_row_bytes(vkv_dtype t, uint32_t head_dim);
 /* Bytes of one layer's K (or V) cache: n_kv_head * n_ctx_max rows of t. */
 size_t vkv_kv_cache_bytes(vkv_dtype t, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim);
-/* A row's values to and from these bytes: vkv_kv_encode_row and
- * vkv_kv_decode_row (core/dtype.h). */
+/* One row of head_dim (a multiple of 4) f32 values to type t (f16, f32,
+ * q8_0, q4_0) in the row format above (f16: round to nearest even;
+ * q8_0/q4_0: blocks of 32, the last shorter, core/dtype.h's reference block
+ * quantizers; padding zeroed), and back (kvlayout/kv_rows.c). */
+void vkv_kv_encode_row(vkv_dtype t, uint32_t head_dim, const float *x, void *row);
+void vkv_kv_decode_row(vkv_dtype t, uint32_t head_dim, const void *row, float *x);
+/* Element d of such a row. */
+float vkv_kv_row_get(vkv_dtype t, uint32_t head_dim, const void *row, uint32_t d);
 
 /* w_joint [D, D] row-major (v^ = W k over the heads' keys concatenated head
  * after head) -> out [n_kv_head, n_kv_head, head_dim, head_dim], the blocks
