@@ -778,7 +778,7 @@ int cmd_longbench(int argc, char **argv)
     if ((st = vkv_json_parse_file(path, &maxlens))) goto out;
     if (tasks_with_data(&l, prompts, maxlens)) goto out;
     if ((st = eval_env_open("longbench", o, 0, &e))) goto out;
-    if (e.s->chat != VKV_CHAT_UNKNOWN && (st = vkv_eval_chat_overhead(e.s->tok, e.s->chat, &run.chat_overhead))) goto out;
+    if (e.s->chat != VKV_CHAT_UNKNOWN && (st = vkv_chat_overhead(e.s->tok, e.s->chat, &run.chat_overhead))) goto out;
     rc = 0;
     /* A list of p_a (the paper's Figure 3): each in turn, one results file each. */
     for (int k = 0; k < (l.common.po.n_pas > 1 ? l.common.po.n_pas : 1) && !rc; k++) {

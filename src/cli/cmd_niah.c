@@ -544,7 +544,7 @@ static vkv_status measure_prompt(niah *g)
     vkv_status st;
     if ((st = count_tokens(s->tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(s->tok, g->ask.p, &n_q)) ||
         (st = count_tokens(s->tok, g->needle, &g->n_needle)) ||
-        (g->chat && (st = vkv_eval_chat_overhead(s->tok, s->chat, &n_chat))))
+        (g->chat && (st = vkv_chat_overhead(s->tok, s->chat, &n_chat))))
         return st;
     g->overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
     g->comp = eval_compression(g->o, g->e, g->chat);
@@ -645,7 +645,7 @@ static vkv_status haystack_for_run(const niah *g, const char *hay, size_t hay_le
     if (!h->n_ids) return vkv_error(VKV_ERR_FORMAT, "the haystack gives no tokens");
     /* where each token ends in the text; proportional when the pieces do
      * not spell the text (vocabularies of byte pieces) */
-    if (!vkv_eval_token_ends(tok, h->text, h->len, h->ids, h->n_ids, false, false, h->ends))
+    if (!vkv_token_ends(tok, h->text, h->len, h->ids, h->n_ids, false, false, h->ends))
         for (size_t i = 0; i < h->n_ids; i++) h->ends[i] = (size_t)((double)(i + 1) * h->len / h->n_ids);
     return VKV_OK;
 }

@@ -7,8 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "eval/prompt.h"
-
 /* KVzip's reconstruction prompt differs for prompts in the chat template and
  * plain ones (LongBench's few-shot and code tasks). */
 struct vkv_session_kvzip {
@@ -176,7 +174,7 @@ vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t l
     if (chat) {
         if (s->chat == VKV_CHAT_UNKNOWN) return vkv_error(VKV_ERR_ARG, "the prompt wants a chat template; the session has none");
         size_t wl, ws;
-        vkv_status st = vkv_eval_chat_wrap(s->chat, text, len, split, &wrapped, &wl, &ws);
+        vkv_status st = vkv_chat_wrap(s->chat, text, len, split, &wrapped, &wl, &ws);
         if (st) return st;
         /* Run's prompt without a question is all context, the template's
          * tail (the assistant header) included. */
@@ -186,7 +184,7 @@ vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t l
     }
     vkv_status st = mode == VKV_SPLIT_APART
                         ? tokenize_apart(s->tok, text, len, split, chat, out)
-                        : vkv_eval_tokenize_split(s->tok, text, len, split, chat, &out->ids, &out->n, &out->n_context);
+                        : vkv_tokenize_split(s->tok, text, len, split, chat, &out->ids, &out->n, &out->n_context);
     free(wrapped);
     if (st) vkv_prompt_free(out);
     return st;

@@ -110,3 +110,50 @@ vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t 
     *len = b.n;
     return VKV_OK;
 }
+
+#define SPLIT_MARKER "\x01VKVECTOR_SPLIT\x01"
+
+vkv_status vkv_chat_wrap(vkv_chat_template t, const char *text, size_t len, size_t split, char **out,
+                         size_t *out_len, size_t *out_split)
+{
+    *out = NULL;
+    size_t ml = strlen(SPLIT_MARKER);
+    char *marked = malloc(len + ml + 1);
+    if (!marked) return vkv_error(VKV_ERR_OOM, "out of host memory wrapping a prompt in the chat template");
+    memcpy(marked, text, split);
+    memcpy(marked + split, SPLIT_MARKER, ml);
+    memcpy(marked + split + ml, text + split, len - split);
+    marked[len + ml] = 0;
+    vkv_chat_msg msg = {"user", marked};
+    char *r;
+    size_t rl;
+    vkv_status st = vkv_chat_apply(t, &msg, 1, true, &r, &rl);
+    free(marked);
+    if (st) return st;
+    char *m = strstr(r, SPLIT_MARKER);
+    if (!m) {
+        free(r);
+        return vkv_error(VKV_ERR_FORMAT, "the chat template dropped the question marker");
+    }
+    size_t at = (size_t)(m - r);
+    memmove(m, m + ml, rl - at - ml + 1);
+    *out = r;
+    *out_len = rl - ml;
+    *out_split = at;
+    return VKV_OK;
+}
+
+vkv_status vkv_chat_overhead(const vkv_tokenizer *tok, vkv_chat_template t, size_t *n)
+{
+    *n = 0;
+    vkv_chat_msg msg = {"user", ""};
+    char *r;
+    size_t rl;
+    vkv_status st = vkv_chat_apply(t, &msg, 1, true, &r, &rl);
+    if (st) return st;
+    int32_t *ids = NULL;
+    st = vkv_tokenize(tok, r, rl, false, true, &ids, n);
+    free(ids);
+    free(r);
+    return st;
+}

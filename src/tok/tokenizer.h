@@ -156,4 +156,32 @@ const char *vkv_chat_template_name(vkv_chat_template t);
 vkv_status vkv_chat_apply(vkv_chat_template t, const vkv_chat_msg *msgs, size_t n_msgs,
                           bool add_generation_prompt, char **text, size_t *len);
 
+/* A prompt split into a context and a question: `split` is the byte offset in
+ * the text where the question starts. It moves with the chat template, and
+ * vkv_tokenize_split turns it into a token index (the tokens before it are
+ * the context a press compresses). */
+/* The text as the single user message of chat template t, with the
+ * generation prompt (assistant header) after it; *out_split is where the
+ * byte at `split` of text ended up. */
+vkv_status vkv_chat_wrap(vkv_chat_template t, const char *text, size_t len, size_t split, char **out,
+                         size_t *out_len, size_t *out_split);
+/* Tokens the chat template adds around a user message (rendered empty,
+ * without BOS). */
+vkv_status vkv_chat_overhead(const vkv_tokenizer *tok, vkv_chat_template t, size_t *n);
+
+/* Tokenizes text as a whole (BOS per the vocabulary's rules; special-token
+ * text parsed when parse_special) and returns the index of the first token
+ * that ends after byte `split` (ids [0, *n_split) are the context; a token
+ * straddling the split goes with the question). When the token pieces do not
+ * spell the text (some SentencePiece vocabularies), the two parts are
+ * tokenized separately instead. *ids is malloc'ed. */
+vkv_status vkv_tokenize_split(const vkv_tokenizer *tok, const char *text, size_t len, size_t split,
+                              bool parse_special, int32_t **ids, size_t *n_ids, size_t *n_split);
+
+/* Byte offsets in text where each token of ids ends, when the tokens' pieces
+ * spell the text (a SentencePiece space prefix allowed before any piece);
+ * false otherwise. skip_bos: ids[0] is an added BOS (ends[0] = 0). */
+bool vkv_token_ends(const vkv_tokenizer *tok, const char *text, size_t len, const int32_t *ids, size_t n,
+                    bool skip_bos, bool special, size_t *ends);
+
 #endif

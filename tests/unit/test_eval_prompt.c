@@ -55,13 +55,13 @@ static void chat_wrap_moves_the_split_with_the_template(void **state)
     size_t split = strstr(text, "Who?") - text;
     char *out;
     size_t len, osplit;
-    assert_int_equal(vkv_eval_chat_wrap(VKV_CHAT_LLAMA3, text, strlen(text), split, &out, &len, &osplit), VKV_OK);
+    assert_int_equal(vkv_chat_wrap(VKV_CHAT_LLAMA3, text, strlen(text), split, &out, &len, &osplit), VKV_OK);
     assert_string_equal(out, "<|start_header_id|>user<|end_header_id|>\n\nContext here.\n\nQuestion: Who?<|eot_id|>"
                              "<|start_header_id|>assistant<|end_header_id|>\n\n");
     assert_int_equal(len, strlen(out));
     assert_memory_equal(out + osplit, "Who?<|eot_id|>", 14);
     free(out);
-    assert_int_equal(vkv_eval_chat_wrap(VKV_CHAT_CHATML, text, strlen(text), split, &out, &len, &osplit), VKV_OK);
+    assert_int_equal(vkv_chat_wrap(VKV_CHAT_CHATML, text, strlen(text), split, &out, &len, &osplit), VKV_OK);
     assert_string_equal(out, "<|im_start|>user\nContext here.\n\nQuestion: Who?<|im_end|>\n<|im_start|>assistant\n");
     assert_memory_equal(out + osplit, "Who?", 4);
     free(out);
@@ -99,7 +99,7 @@ static void tokenize_split_cuts_at_the_question(void **state)
         /* the pieces spell the text: one tokenization of the whole, cut at the question */
         int32_t *ids, *whole;
         size_t n, n_split, n_whole;
-        assert_int_equal(vkv_eval_tokenize_split(tok, text, len, split, false, &ids, &n, &n_split), VKV_OK);
+        assert_int_equal(vkv_tokenize_split(tok, text, len, split, false, &ids, &n, &n_split), VKV_OK);
         assert_int_equal(vkv_tokenize(tok, text, len, true, false, &whole, &n_whole), VKV_OK);
         assert_int_equal(n, n_whole);
         assert_memory_equal(ids, whole, n * sizeof *ids);
@@ -112,7 +112,7 @@ static void tokenize_split_cuts_at_the_question(void **state)
         free(tail);
         free(ids);
         /* the split at the very end: everything is context */
-        assert_int_equal(vkv_eval_tokenize_split(tok, text, len, len, false, &ids, &n, &n_split), VKV_OK);
+        assert_int_equal(vkv_tokenize_split(tok, text, len, len, false, &ids, &n, &n_split), VKV_OK);
         assert_int_equal(n_split, n);
         free(ids);
         free(whole);
@@ -123,7 +123,7 @@ static void tokenize_split_cuts_at_the_question(void **state)
         /* the pieces are bytes of U+2581, not the text's spaces: the two parts are tokenized apart */
         int32_t *ids, *head, *tail;
         size_t n, n_split, nh, nt;
-        assert_int_equal(vkv_eval_tokenize_split(tok, text, len, split, false, &ids, &n, &n_split), VKV_OK);
+        assert_int_equal(vkv_tokenize_split(tok, text, len, split, false, &ids, &n, &n_split), VKV_OK);
         assert_int_equal(vkv_tokenize(tok, text, split, true, false, &head, &nh), VKV_OK);
         assert_int_equal(vkv_tokenize(tok, text + split, len - split, false, false, &tail, &nt), VKV_OK);
         assert_int_equal(n_split, nh);

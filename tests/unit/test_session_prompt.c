@@ -85,7 +85,7 @@ static void whole_splits_one_tokenization(void **state)
     assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, false, VKV_SPLIT_WHOLE, &pr), VKV_OK);
     int32_t *ids, *want;
     size_t n, n_split, n_want = tokens(s, text, true, false, &want);
-    assert_int_equal(vkv_eval_tokenize_split(s->tok, text, strlen(text), split, false, &ids, &n, &n_split), VKV_OK);
+    assert_int_equal(vkv_tokenize_split(s->tok, text, strlen(text), split, false, &ids, &n, &n_split), VKV_OK);
     assert_int_equal(pr.n, n_want); /* the whole text, tokenized once */
     assert_memory_equal(pr.ids, want, n_want * sizeof *want);
     assert_int_equal(pr.n_context, n_split);
@@ -106,7 +106,7 @@ static void chat_wraps_both_parts_in_the_user_turn(void **state)
      * question part carries the end of the turn and the assistant header. */
     char *wrapped;
     size_t wl, ws;
-    assert_int_equal(vkv_eval_chat_wrap(VKV_CHAT_LLAMA3, text, strlen(text), split, &wrapped, &wl, &ws), VKV_OK);
+    assert_int_equal(vkv_chat_wrap(VKV_CHAT_LLAMA3, text, strlen(text), split, &wrapped, &wl, &ws), VKV_OK);
     char *head = strndup(wrapped, ws), tail[256];
     snprintf(tail, sizeof tail, "\n\n%s", wrapped + ws);
     expect_apart(s, &pr, head, tail, true);
