@@ -31,7 +31,7 @@
  * head_dim (d_k)] f32: block (s, h) maps the pre-RoPE key of KV head
  * (h + s) mod n_kv_head to the value of KV head h, and a rebuilt value is
  *   V^_h = sum_s W[s, h] R^-1 K_((h + s) mod n_kv_head).
- * S = 1: a map per (layer, KV head), the paper's (--vector-map head).
+ * S = 1: a map per (layer, KV head), the default (--vector-map head).
  * S = n_kv_head: one joint map per layer over all KV heads' keys
  * (--vector-map joint), its [D, D] matrix (D = n_kv_head head_dim) cut into
  * blocks by vkv_vector_joint_blocks; every head of such a layer then has the

@@ -16,7 +16,8 @@
 
 /* Where VECTOR's maps and tier decisions live (docs/ARCHITECTURE.md §2).
  * HEAD: a map per (layer, KV head) and a tier per (layer, KV head, token),
- * the paper's. JOINT: one map per layer over all KV heads' keys, so one tier
+ * the default (the paper says "layer-wise" maps, docs/ARCHITECTURE.md §2).
+ * JOINT: one map per layer over all KV heads' keys, so one tier
  * per (layer, token), chosen on the scores (and residuals) pooled over the
  * layer's KV heads (vkv_op_vector_head_mean); the eviction baseline then
  * selects per layer too. */
