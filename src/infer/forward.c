@@ -59,7 +59,7 @@ void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user)
 vkv_kv_cache *vkv_ctx_kv(vkv_ctx *c) { return c->kv; }
 vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer) { return vkv_kv_k_cache(c->kv, layer); }
 vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer) { return vkv_kv_v_cache(c->kv, layer); }
-vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c) { return vkv_kv_type(c->kv); }
+vkv_dtype vkv_ctx_k_type(const vkv_ctx *c) { return vkv_kv_k_type(c->kv); }
 vkv_dtype vkv_ctx_v_type(const vkv_ctx *c) { return vkv_kv_v_type(c->kv); }
 vkv_dtype vkv_ctx_tier_k_type(const vkv_ctx *c) { return c->p.k_type; }
 vkv_dtype vkv_ctx_tier_v_type(const vkv_ctx *c) { return c->p.v_type; }
