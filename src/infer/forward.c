@@ -190,7 +190,6 @@ vkv_status vkv_ctx_truncate(vkv_ctx *c, uint32_t n)
     return VKV_OK;
 }
 
-uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c) { return vkv_kv_n_compressed_ctx(c->kv); }
 vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized) { return vkv_kv_set_materialized(c->kv, materialized); }
 vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c) { return vkv_kv_memory_of(c->kv, c->n_past); }
 uint64_t vkv_ctx_kv_bytes(const vkv_ctx *c) { return vkv_kv_bytes(c->kv); }

@@ -75,8 +75,6 @@ vkv_kv_cache *vkv_ctx_kv(vkv_ctx *c);
 vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized);
 /* What the cache holds (vkv_kv_memory_of at the context's length). */
 vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c);
-/* Context length at compression (0 when nothing is compressed). */
-uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c);
 
 /* Views of a layer's plain caches: [n_kv_head, n_kv_slots] rows of the K
  * type (vkv_ctx_k_type) and the V type (vkv_ctx_v_type). */
