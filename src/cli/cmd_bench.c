@@ -279,7 +279,7 @@ static double now_s(void)
  * and tg (text generation: n_tg tokens one at a time), tokens per second,
  * mean and standard deviation over reps runs after one warm-up. */
 static const char *const MODEL_USAGE =
-    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type f16|f32]\n"
+    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "]\n"
     "\n"
     "llama-bench's two figures: pp (prompt processing: one batch of -p tokens) and tg (text\n"
     "generation: -n tokens one at a time), in tokens per second, mean and standard deviation\n"
@@ -289,8 +289,8 @@ static int bench_model(int argc, char **argv)
 {
     const char *path = NULL;
     int64_t n_pp = 512, n_tg = 128, reps = 3;
-    int32_t device = cli_device_index_from_env();
-    int kv_type = 0;
+    cli_model_opts mo; /* --kv-type, --k-type, --v-type and --device only */
+    cli_model_opts_init(&mo);
     const cli_opt opts[] = {
         {.type = CLI_STR, .names = "-m|--model", .metavar = "FILE", .dest = &path, .help = "GGUF model"},
         {.type = CLI_I64, .names = "-p", .metavar = "N", .dest = &n_pp, .min = 0, .max = 1 << 20,
@@ -298,8 +298,8 @@ static int bench_model(int argc, char **argv)
         {.type = CLI_I64, .names = "-n", .metavar = "N", .dest = &n_tg, .min = 0, .max = 1 << 20,
          .help = "tg: tokens generated one at a time (default 128; 0 = skip)"},
         BENCH_REPS_OPTION(reps, "3"),
-        CLI_KV_TYPE_OPTION(kv_type),
-        CLI_DEVICE_OPTION(device),
+        CLI_KV_TYPE_OPTIONS(mo),
+        CLI_DEVICE_OPTION(mo.device),
     };
     int parsed = cli_parse("bench", MODEL_USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
@@ -308,12 +308,12 @@ static int bench_model(int argc, char **argv)
     float *logits = NULL;
     vkv_status st;
     int rc = 1;
-    vkv_session_params sp = {.model_path = path, .device = device, .no_tokenizer = true, .cmd = "bench"};
+    vkv_session_params sp = {.model_path = path, .device = mo.device, .no_tokenizer = true, .cmd = "bench"};
     if ((st = vkv_session_open(&sp, &s))) goto fail;
     const vkv_model *m = s->model;
     vkv_gpu *gpu = s->gpu;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n_pp + n_tg + 1), .n_batch = n_pp ? (uint32_t)n_pp : 1,
-                         .k_type = cli_kv_dtype(kv_type), .v_type = cli_kv_dtype(kv_type)};
+                         .k_type = cli_k_dtype(&mo), .v_type = cli_v_dtype(&mo)};
     if ((st = vkv_session_reserve(s, &cp))) goto fail;
     vkv_ctx *ctx = s->ctx;
     ids = malloc(sizeof *ids * (size_t)(n_pp + 1));
@@ -424,10 +424,9 @@ static const char *const VECTOR_USAGE =
 
 typedef struct vector_bench {
     cli_model_opts mo; /* -m and --device only */
-    const char *press_name, *calib_path;
+    cli_press_opts po; /* --press, --compression, --vector and --calib only */
     int64_t n, n_decode, reps;
-    double pc;
-    bool vector, profile;
+    bool profile;
 } vector_bench;
 
 /* What the timed runs measured (sums over them) and what they kept. */
@@ -440,19 +439,22 @@ typedef struct vector_timing {
 
 static int parse_vector_bench(int argc, char **argv, vector_bench *o)
 {
-    *o = (vector_bench){.press_name = "keydiff", .n = 8192, .n_decode = 64, .reps = 3, .pc = 0.5};
+    *o = (vector_bench){.n = 8192, .n_decode = 64, .reps = 3};
     cli_model_opts_init(&o->mo);
+    cli_press_opts_init(&o->po);
+    o->po.press = "keydiff";
+    o->po.compression_ratio = 0.5;
     const cli_opt opts[] = {
         CLI_MODEL_PATH_OPTION(o->mo.model_path),
         {.type = CLI_I64, .names = "--context", .metavar = "N", .dest = &o->n, .min = 64, .max = 1 << 20,
          .help = "context tokens, prefilled then compressed (default 8192)"},
-        {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &o->press_name,
+        {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &o->po.press,
          .help = "importance scorer (default keydiff)"},
-        {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &o->pc, .min = 0, .max = 1,
-         .flags = CLI_MIN_EXCLUSIVE | CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c (default 0.5)"},
-        {.type = CLI_FLAG, .names = "--vector", .dest = &o->vector,
+        {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &o->po.compression_ratio, .min = 0,
+         .max = 1, .flags = CLI_MIN_EXCLUSIVE | CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c (default 0.5)"},
+        {.type = CLI_FLAG, .names = "--vector", .dest = &o->po.vector,
          .help = "VECTOR's approximate tier (default: the eviction baseline)"},
-        {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->calib_path,
+        {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->po.calib,
          .help = "calibration (default: MODEL.vkcal beside the model)"},
         {.type = CLI_I64, .names = "--decode", .metavar = "N", .dest = &o->n_decode, .min = 1, .max = 1 << 16,
          .help = "decode steps timed on each cache (default 64)"},
@@ -470,9 +472,10 @@ static void print_vector_timing(const vector_bench *o, const vkv_press_ops *pres
 {
     const char *path = o->mo.model_path, *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
     const int64_t n = o->n, n_decode = o->n_decode, reps = o->reps;
+    const char *method = o->po.vector ? " VECTOR" : " (eviction baseline)";
     printf("model %s on %s; %s p_c %.2f%s; context %lld tokens, %u kept; %lld decode steps; mean of %lld runs\n", name,
-           vkv_gpu_caps(gpu)->name, press->name, o->pc, o->vector ? " VECTOR" : " (eviction baseline)", (long long)n,
-           t->kept, (long long)n_decode, (long long)reps);
+           vkv_gpu_caps(gpu)->name, press->name, o->po.compression_ratio, method, (long long)n, t->kept,
+           (long long)n_decode, (long long)reps);
     printf("prefill                        %9.1f ms  (%.1f tokens/s)\n", 1e3 * t->prefill / reps,
            n * reps / t->prefill);
     printf("score + allocate + compact     %9.1f ms  = %.1f%% of the prefill (target < 10%%)\n",
@@ -505,8 +508,8 @@ static int bench_vector(int argc, char **argv)
     int parsed = parse_vector_bench(argc, argv, &o);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     const int64_t n = o.n, n_decode = o.n_decode, reps = o.reps;
-    const bool vector = o.vector;
-    const vkv_press_ops *press = vkv_press_find(o.press_name);
+    const bool vector = o.po.vector;
+    const vkv_press_ops *press = vkv_press_find(o.po.press);
     if (!press) return cli_usage_error("bench vector", "%s", vkv_last_error());
     vkv_session *s = NULL;
     vkv_ctx *plain = NULL, *same_tokens = NULL;
@@ -514,11 +517,13 @@ static int bench_vector(int argc, char **argv)
     vkv_status st;
     int rc = 1;
     vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device, .no_tokenizer = !press->repeat_pass,
-                             .load_calib = vector, .calib_path = o.calib_path, .cmd = "bench"};
+                             .load_calib = vector, .calib_path = o.po.calib, .cmd = "bench"};
     if ((st = vkv_session_open(&sp, &s))) goto fail;
     const vkv_model *m = s->model;
-    vkv_compression c = {.press = press, .p_c = o.pc, .vector = vector, .p_a = -1, .lean = true, .plain_prompt = true};
-    uint32_t kept = vkv_kv_n_kept(o.pc, (uint32_t)n), room; /* room: KVzip's reconstruction passes */
+    vkv_compression c;
+    cli_press_compression(&o.po, press, true, &c);
+    c.lean = true;
+    uint32_t kept = vkv_kv_n_kept(c.compression_ratio, (uint32_t)n), room; /* room: KVzip's reconstruction passes */
     if ((st = vkv_session_press_room(s, &c, (uint32_t)n, &room))) goto fail;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n + n_decode + 1) + room, .n_batch = 512, .k_type = VKV_F16, .v_type = VKV_F16};
     vkv_ctx_params pp = {.n_ctx = (uint32_t)(kept + n_decode + 1), .n_batch = 512, .k_type = VKV_F16, .v_type = VKV_F16};

@@ -43,29 +43,43 @@ static void log_softmax(const float *l, uint32_t n, double *out)
 
 typedef struct eppl_opts {
     cli_model_opts mo;
-    const char *text_path, *press_list, *ratio_list, *calib_path, *pa_list;
-    double ratios[16];
-    int n_ratios;
+    /* What every row shares (--calib, the query mode, compression during
+     * generation); the press, p_c, VECTOR, p_a, pool and map are the grid's. */
+    cli_press_opts po;
+    const char *text_path, *press_list, *compression_ratio_list, *pa_list;
+    double compression_ratios[16];
+    int n_compression_ratios;
     double pas[16];            /* --pa LIST; one -1 = the default */
     int n_pas;
     int64_t n_context, n_cont, n_windows, start_byte;
-    bool vector_only, both, aware_flag, agnostic_flag, markdown;
+    bool vector_only, both, markdown;
     const vkv_press_ops *presses[16];
     int n_presses;
     const char *pool_list;     /* --vector-pool LIST; NULL: each scorer's own scope */
     vkv_pool_scope pools[3];
     int n_pools;
-    int64_t compress_every, max_kv_tokens; /* compression during generation (0: off) */
     const char *map_list;      /* --vector-map LIST; NULL: head */
     vkv_vector_map maps[2];
     int n_maps;
 } eppl_opts;
+
+/* --compression's list; false when an item is not a number or not a ratio
+ * vkv_kv_check_ratios accepts. */
+static bool parse_compression_ratios(eppl_opts *o)
+{
+    o->n_compression_ratios = parse_list(o->compression_ratio_list, -INFINITY, INFINITY, o->compression_ratios, 16);
+    char why[160];
+    for (int r = 0; r < o->n_compression_ratios; r++)
+        if (vkv_kv_check_ratios(o->compression_ratios[r], -1, false, why, sizeof why)) return false;
+    return o->n_compression_ratios > 0;
+}
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
 {
     *o = (eppl_opts){.n_windows = 4, .pas = {-1}, .n_pas = 1};
     cli_model_opts_init(&o->mo);
+    cli_press_opts_init(&o->po);
     const cli_opt opts[] = {
         CLI_MODEL_PATH_OPTION(o->mo.model_path),
         {.type = CLI_STR, .names = "--text", .metavar = "FILE", .dest = &o->text_path,
@@ -76,27 +90,27 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
          .help = "predictions scored after compression"},
         {.type = CLI_STR, .names = "--press", .metavar = "LIST", .dest = &o->press_list,
          .help = "scorers, comma-separated (keydiff,snapkv,...)"},
-        {.type = CLI_STR, .names = "--compression", .metavar = "LIST", .dest = &o->ratio_list,
+        {.type = CLI_STR, .names = "--compression", .metavar = "LIST", .dest = &o->compression_ratio_list,
          .help = "ratios, comma-separated (0.25,0.5,0.75,0.9)"},
         {.type = CLI_FLAG, .names = "--vector", .dest = &o->vector_only,
          .help = "VECTOR only (default: the eviction baseline only)"},
         {.type = CLI_FLAG, .names = "--both", .dest = &o->both, .help = "the eviction baseline and VECTOR"},
-        {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->calib_path,
+        {.type = CLI_STR, .names = "--calib", .metavar = "FILE", .dest = &o->po.calib,
          .help = "calibration for VECTOR (default: beside the model)"},
         {.type = CLI_STR, .names = "--pa", .metavar = "LIST", .dest = &o->pa_list,
          .help = "approximation ratios, comma-separated (default min(p_c/2, (1-p_c)/2)); with\n"
                  "several, one VECTOR row each and a table of KL with a column per p_a"},
-        CLI_QUERY_MODE_OPTIONS(o->aware_flag, o->agnostic_flag),
+        CLI_QUERY_MODE_OPTIONS(o->po.aware_flag, o->po.agnostic_flag),
         {.type = CLI_STR, .names = "--vector-pool", .metavar = "LIST", .dest = &o->pool_list,
          .help = "VECTOR's pool scopes, comma-separated (row,layer,global); one VECTOR row each\n"
                  "(default: each scorer's own scope)"},
         {.type = CLI_STR, .names = "--vector-map", .metavar = "LIST", .dest = &o->map_list,
          .help = "maps, comma-separated (head,joint); each its baseline and VECTOR rows (joint: one\n"
                  "tier per layer and token, the baseline selecting per layer; default head)"},
-        {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &o->compress_every, .min = 1,
+        {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &o->po.compress_every, .min = 1,
          .max = 1 << 24, .help = "compress during the continuation too: at most every N tokens, the cache\n"
                                  "under --max-kv-tokens M pairs per head (keydiff, knorm)"},
-        {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &o->max_kv_tokens, .min = 2,
+        {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &o->po.max_kv_tokens, .min = 2,
          .max = 1 << 24, .help = "the budget of --compress-every (M > N)"},
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
@@ -114,9 +128,9 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         return cli_usage_error("eval-ppl", "--pa wants ratios in [0, 1], comma-separated, got '%s'", o->pa_list);
     for (int i = 0; i < o->n_pas; i++)
         if (o->pas[i] > 1) return cli_usage_error("eval-ppl", "--pa wants ratios in [0, 1], got '%s'", o->pa_list);
-    if (o->ratio_list && (o->n_ratios = parse_list(o->ratio_list, 0, 1, o->ratios, 16)) <= 0)
+    if (o->compression_ratio_list && !parse_compression_ratios(o))
         return cli_usage_error("eval-ppl", "--compression wants ratios in [0, 1), comma-separated, got '%s'",
-                               o->ratio_list);
+                               o->compression_ratio_list);
     return -1;
 }
 
@@ -161,13 +175,13 @@ static bool parse_maps(eppl_opts *o)
 /* The rules between options; -1 when they hold, else 2 (printed). */
 static int check_eppl_options(eppl_opts *o)
 {
-    if (!o->text_path || !o->press_list || !o->n_ratios || !o->n_context || !o->n_cont)
+    if (!o->text_path || !o->press_list || !o->n_compression_ratios || !o->n_context || !o->n_cont)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
-    if (o->aware_flag && o->agnostic_flag)
+    if (o->po.aware_flag && o->po.agnostic_flag)
         return cli_usage_error("eval-ppl", "--query-aware and --query-agnostic exclude each other");
-    if (!o->compress_every != !o->max_kv_tokens)
+    if (!o->po.compress_every != !o->po.max_kv_tokens)
         return cli_usage_error("eval-ppl", "--compress-every and --max-kv-tokens go together");
-    if (o->compress_every && o->max_kv_tokens <= o->compress_every)
+    if (o->po.compress_every && o->po.max_kv_tokens <= o->po.compress_every)
         return cli_usage_error("eval-ppl", "--max-kv-tokens must be larger than --compress-every");
     char buf[256];
     snprintf(buf, sizeof buf, "%s", o->press_list);
@@ -178,10 +192,10 @@ static int check_eppl_options(eppl_opts *o)
     }
     if (o->pool_list && !parse_pools(o)) return 2;
     if (!parse_maps(o)) return 2;
-    for (int r = 0; r < o->n_ratios; r++)
+    for (int r = 0; r < o->n_compression_ratios; r++)
         for (int k = 0; k < o->n_pas; k++) {
             char why[160];
-            if (vkv_kv_check_ratios(o->ratios[r], o->pas[k], o->vector_only || o->both, why, sizeof why))
+            if (vkv_kv_check_ratios(o->compression_ratios[r], o->pas[k], o->vector_only || o->both, why, sizeof why))
                 return cli_usage_error("eval-ppl", "%s", why);
         }
     return -1;
@@ -262,16 +276,22 @@ static vkv_status reference_pass(vkv_session *s, const eppl_opts *o, eppl_data *
     return VKV_OK;
 }
 
-/* One row of the table: press, ratio and method over every window, in the
+/* One row of the table: press, p_c and method over every window, in the
  * press's query mode (its own unless overridden). */
-static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press, double ratio,
-                            bool vector, vkv_vector_map map, vkv_pool_scope pool, double pa, double *kl_out)
+static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, const vkv_press_ops *press,
+                            double compression_ratio, bool vector, vkv_vector_map map, vkv_pool_scope pool, double pa,
+                            double *kl_out)
 {
     uint32_t nv = s->model->hp.n_vocab;
-    vkv_compression c = {.press = press, .p_c = ratio, .vector = vector, .p_a = pa, .pool = pool, .map = map,
-                         .plain_prompt = true, .compress_every = (uint32_t)o->compress_every,
-                         .max_kv_tokens = (uint32_t)o->max_kv_tokens};
-    const bool query_aware = vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->aware_flag, o->agnostic_flag));
+    vkv_compression c;
+    cli_press_compression(&o->po, press, true, &c);
+    c.compression_ratio = compression_ratio; /* the cell's values of the grid's lists */
+    c.vector = vector;
+    c.p_a = pa;
+    c.pool = pool;
+    c.map = map;
+    const bool query_aware =
+        vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->po.aware_flag, o->po.agnostic_flag));
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
     double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0, kib = 0;
@@ -308,13 +328,16 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     /* baseline, VECTOR, then /joint for the joint maps' (per-layer) selection, then the pool scope */
     char meth[40];
     snprintf(meth, sizeof meth, "%s%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
-             vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "", o->compress_every ? "/decode" : "");
+             vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "",
+             o->po.compress_every ? "/decode" : "");
     if (o->markdown)
-        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f | %.1f |\n", press->name, mode, ratio, meth,
-               used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows, kib / o->n_windows);
+        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f | %.1f |\n", press->name, mode,
+               compression_ratio, meth, used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows,
+               kib / o->n_windows);
     else
-        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f %9.1f\n", press->name, mode, ratio, meth,
-               used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows, kib / o->n_windows);
+        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f %9.1f\n", press->name, mode,
+               compression_ratio, meth, used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows,
+               kib / o->n_windows);
     fflush(stdout);
     return VKV_OK;
 }
@@ -332,8 +355,8 @@ static bool reference_types_are_grid_types(const eppl_opts *o)
 static bool grid_has_budget_slots(const eppl_opts *o)
 {
     bool prefill_press = false;
-    for (int ri = 0; ri < o->n_ratios; ri++) prefill_press |= o->ratios[ri] > 0;
-    return o->compress_every && !prefill_press;
+    for (int ri = 0; ri < o->n_compression_ratios; ri++) prefill_press |= o->compression_ratios[ri] > 0;
+    return o->po.compress_every && !prefill_press;
 }
 
 /* The context: a window, plus what KVzip's reconstruction passes need; the
@@ -342,8 +365,10 @@ static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl
 {
     uint32_t room = 0;
     for (int pi = 0; pi < o->n_presses; pi++)
-        for (int ri = 0; ri < o->n_ratios; ri++) {
-            vkv_compression c = {.press = o->presses[pi], .p_c = o->ratios[ri], .plain_prompt = true};
+        for (int ri = 0; ri < o->n_compression_ratios; ri++) {
+            vkv_compression c;
+            cli_press_compression(&o->po, o->presses[pi], true, &c);
+            c.compression_ratio = o->compression_ratios[ri];
             uint32_t r;
             vkv_status st = vkv_session_press_room(s, &c, (uint32_t)o->n_context + 2, &r);
             if (st) return st;
@@ -352,14 +377,14 @@ static vkv_status reserve_windows(vkv_session *s, const eppl_opts *o, const eppl
     const bool f16 = reference && !reference_types_are_grid_types(o);
     vkv_ctx_params cp = {.n_ctx = d->total + room, .n_batch = 512, .k_type = f16 ? VKV_F16 : cli_k_dtype(&o->mo),
                          .v_type = f16 ? VKV_F16 : cli_v_dtype(&o->mo), .compress = !reference};
-    if (!reference && grid_has_budget_slots(o)) cp.n_kv_slots = (uint32_t)o->max_kv_tokens;
+    if (!reference && grid_has_budget_slots(o)) cp.n_kv_slots = (uint32_t)o->po.max_kv_tokens;
     return vkv_session_reserve(s, &cp);
 }
 
 /* The KL of one (press, p_c, pool) row of the p_a table: the baseline's, then one per p_a. */
 typedef struct pa_row {
     const char *press;
-    double p_c, base_kl, kl[16];
+    double compression_ratio, base_kl, kl[16];
     vkv_vector_map map;
     vkv_pool_scope pool;
 } pa_row;
@@ -376,8 +401,8 @@ static void print_pa_table(const eppl_opts *o, const pa_row *rows, int n)
     printf("\n");
     for (int i = 0; i < n; i++) {
         const char *pool = rows[i].pool ? vkv_pool_scope_name(rows[i].pool) : "own";
-        printf(o->markdown ? "| %s | %.2f | %s | %s | %.5f |" : "%-13s %5.2f %-5s %-7s %9.5f", rows[i].press, rows[i].p_c,
-               vkv_vector_map_name(rows[i].map), pool, rows[i].base_kl);
+        printf(o->markdown ? "| %s | %.2f | %s | %s | %.5f |" : "%-13s %5.2f %-5s %-7s %9.5f", rows[i].press,
+               rows[i].compression_ratio, vkv_vector_map_name(rows[i].map), pool, rows[i].base_kl);
         for (int k = 0; k < o->n_pas; k++) printf(o->markdown ? " %.5f |" : " %9.5f", rows[i].kl[k]);
         printf("\n");
     }
@@ -389,23 +414,26 @@ static vkv_status run_grid(vkv_session *s, const eppl_opts *o, eppl_data *d)
 {
     const int n_pools = o->n_pools ? o->n_pools : 1;
     const bool baseline = !o->vector_only, vector = o->vector_only || o->both;
-    pa_row *rows = calloc((size_t)o->n_presses * o->n_ratios * o->n_maps * n_pools, sizeof *rows);
+    pa_row *rows = calloc((size_t)o->n_presses * o->n_compression_ratios * o->n_maps * n_pools, sizeof *rows);
     if (!rows) return vkv_error(VKV_ERR_OOM, "out of host memory");
     vkv_status st = VKV_OK;
     int n = 0;
     for (int pi = 0; pi < o->n_presses && !st; pi++)
-        for (int ri = 0; ri < o->n_ratios && !st; ri++)
+        for (int ri = 0; ri < o->n_compression_ratios && !st; ri++)
             for (int mi = 0; mi < o->n_maps && !st; mi++) {
+                const double compression_ratio = o->compression_ratios[ri];
                 const vkv_vector_map map = o->maps[mi];
                 double base_kl = NAN;
                 if (baseline)
-                    st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], false, map, VKV_POOL_DEFAULT, -1, &base_kl);
+                    st = grid_cell(s, o, d, o->presses[pi], compression_ratio, false, map, VKV_POOL_DEFAULT, -1,
+                                   &base_kl);
                 for (int k = 0; vector && k < n_pools && !st; k++) {
                     pa_row *r = &rows[n++];
-                    *r = (pa_row){.press = o->presses[pi]->name, .p_c = o->ratios[ri], .base_kl = base_kl, .map = map,
-                                  .pool = o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT};
+                    *r = (pa_row){.press = o->presses[pi]->name, .compression_ratio = compression_ratio,
+                                  .base_kl = base_kl, .map = map, .pool = o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT};
                     for (int a = 0; a < o->n_pas && !st; a++)
-                        st = grid_cell(s, o, d, o->presses[pi], o->ratios[ri], true, map, r->pool, o->pas[a], &r->kl[a]);
+                        st = grid_cell(s, o, d, o->presses[pi], compression_ratio, true, map, r->pool, o->pas[a],
+                                       &r->kl[a]);
                 }
             }
     if (!st && vector && o->n_pas > 1) print_pa_table(o, rows, n);
@@ -419,7 +447,7 @@ int cmd_eval_ppl(int argc, char **argv)
     int rc = parse_eppl_options(argc, argv, &o);
     if (rc >= 0 || (rc = check_eppl_options(&o)) >= 0) return rc;
     vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device, .load_calib = o.vector_only || o.both,
-                             .calib_path = o.calib_path, .cmd = "eval-ppl"};
+                             .calib_path = o.po.calib, .cmd = "eval-ppl"};
     vkv_session *s = NULL;
     eppl_data d = {0};
     vkv_status st;

@@ -61,7 +61,7 @@ static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env 
     const vkv_json *jpa = vkv_json_get(r, "pa");
     bool pa_ok = isnan(pa) ? (!jpa || jpa->type == VKV_JSON_NULL)
                            : (jpa && jpa->type == VKV_JSON_NUMBER && fabs(jpa->number - pa) <= 1e-6);
-    return num_eq(vkv_json_get(r, "compression"), o->po.press ? o->po.compression : 0) &&
+    return num_eq(vkv_json_get(r, "compression"), o->po.press ? o->po.compression_ratio : 0) &&
            bool_eq(vkv_json_get(r, "vector"), o->po.vector) && pa_ok &&
            bool_eq(vkv_json_get(r, "query_aware"), o->po.query_aware);
 }
@@ -289,7 +289,8 @@ static vkv_status build_prompt_kvpress(const lb_run *run, const vkv_lb_task *tas
     if (!st) st = vkv_kvpress_tokenize(e->s->tok, ctx_text, q_text, 0, &ids, &n, &n_ctx, &n_orig);
     /* What the context may keep: the cache minus the question, the answer and KVzip's passes. */
     uint32_t extra = 0;
-    vkv_compression c = eval_compression(run->o, e, p->chat);
+    vkv_compression c;
+    cli_press_compression(&run->o->po, e->press, !p->chat, &c);
     if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)n_ctx, &extra);
     int64_t room = (int64_t)e->n_ctx - (int64_t)(n - n_ctx) - max_gen - 1 - extra;
     int64_t max_ctx = run->max_length && run->max_length < room ? run->max_length : room;
@@ -344,7 +345,8 @@ static vkv_status build_prompt_longbench(const lb_run *run, const vkv_lb_task *t
         /* Re-tokenizing the cut text can give a few more tokens; KVzip needs
          * room for its reconstruction pass. */
         uint32_t extra = 0;
-        vkv_compression c = eval_compression(run->o, e, p->chat);
+        vkv_compression c;
+        cli_press_compression(&run->o->po, e->press, !p->chat, &c);
         if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)(run->o->po.query_aware ? p->tokens.n : p->tokens.n_context), &extra);
         if (st) break;
         uint64_t need = p->tokens.n + max_gen + 1 + extra;
@@ -377,7 +379,8 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         fprintf(stderr, "vkvector longbench: %s: %s\n", where, vkv_last_error());
         return st == VKV_ERR_ARG || st == VKV_ERR_FORMAT ? 0 : 1;
     }
-    vkv_compression comp = eval_compression(run->o, e, p.chat);
+    vkv_compression comp;
+    cli_press_compression(&run->o->po, e->press, !p.chat, &comp);
     /* kvpress's prompt carries its split: the compressed part ends where the prompt says */
     if (run->protocol == LB_PROTOCOL_KVPRESS) comp.query_aware = false;
     vkv_gen_params gp = {.max_new = max_gen, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
@@ -728,7 +731,8 @@ static void print_banner(const lb_run *run, const eval_opts *o, size_t n_done)
             o->po.vector ? " + VECTOR" : "", run->e->n_ctx,
             chat ? ", chat template " : "", chat ? vkv_chat_template_name(s->chat) : "", n_done, run->out_path);
     if (o->po.press)
-        fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->po.compression, o->po.query_aware ? "query-aware" : "query-agnostic");
+        fprintf(stderr, "vkvector longbench: p_c %g, %s\n", o->po.compression_ratio,
+                o->po.query_aware ? "query-aware" : "query-agnostic");
 }
 
 /* OUT.jsonl -> OUT.pa0.1.jsonl: the results file of one p_a of a list. */

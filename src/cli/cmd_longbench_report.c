@@ -154,7 +154,7 @@ static void plan_layout(const vkv_lb_rows *rs, layout *lo)
         if (strcmp(rs->r[i].model, rs->r[0].model)) lo->many_models = true;
         if (rs->r[i].query_aware != rs->r[0].query_aware) lo->mixed_mode = true;
         if (rs->r[i].kvpress != rs->r[0].kvpress) lo->mixed_protocol = true;
-        if (rs->r[i].vector && !vkv_lb_same_num(rs->r[i].pa, vkv_kv_default_pa(rs->r[i].pc)))
+        if (rs->r[i].vector && !vkv_lb_same_num(rs->r[i].pa, vkv_kv_default_pa(rs->r[i].compression_ratio)))
             lo->show_pa = true;
     }
     for (size_t i = 0; i < rs->n; i++) {
@@ -167,7 +167,7 @@ static void plan_layout(const vkv_lb_rows *rs, layout *lo)
         if (!k) continue;
         method_label(&rs->r[i], lo->show_pa, m, sizeof m);
         fprintf(stderr, "vkvector longbench-report: %s, %s, p_c %g has fewer samples than other rows: %s\n",
-                rs->r[i].model, m, rs->r[i].pc, list);
+                rs->r[i].model, m, rs->r[i].compression_ratio, list);
         lo->incomplete = true;
     }
 }
@@ -215,7 +215,7 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
     if (csv) {
         printf("%s,%s,%s,", r->model, r->press ? r->press : "", r->vector ? "true" : "false");
         if (!isnan(r->pa)) printf("%.6g", r->pa);
-        printf(",%s,%g", r->query_aware ? "true" : "false", r->pc);
+        printf(",%s,%g", r->query_aware ? "true" : "false", r->compression_ratio);
         for (int t = 0; t < VKV_LB_N_TASKS; t++)
             if (lo->col[t]) {
                 if (r->n[t]) printf(",%.2f", 100.0 * r->sum[t] / r->n[t]);
@@ -231,7 +231,7 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
     printf(" %s |", m);
     if (lo->mixed_protocol) printf(" %s |", r->kvpress ? "kvpress" : "longbench");
     if (lo->mixed_mode) printf(" %s |", r->press ? (r->query_aware ? "query-aware" : "query-agnostic") : "");
-    if (r->press) printf(" %g |", r->pc);
+    if (r->press) printf(" %g |", r->compression_ratio);
     else printf(" 0 |");
     for (int t = 0; t < VKV_LB_N_TASKS; t++)
         if (lo->col[t]) {
@@ -269,15 +269,16 @@ static void print_pa_table(const vkv_lb_rows *rs, const layout *lo)
         bool first = r->press != NULL, all;
         for (size_t j = 0; j < i && first; j++) /* one line per setting: its first row */
             first = !(rs->r[j].press && !strcmp(rs->r[j].press, r->press) && !strcmp(rs->r[j].model, r->model) &&
-                      rs->r[j].pc == r->pc && rs->r[j].query_aware == r->query_aware);
+                      rs->r[j].compression_ratio == r->compression_ratio && rs->r[j].query_aware == r->query_aware);
         if (!first) continue;
-        printf("| %s | %s | %s | %g |", r->model, r->press, r->query_aware ? "query-aware" : "query-agnostic", r->pc);
+        printf("| %s | %s | %s | %g |", r->model, r->press, r->query_aware ? "query-aware" : "query-agnostic",
+               r->compression_ratio);
         double cells[65];
         for (size_t k = 0; k <= n_pa; k++) cells[k] = NAN;
         for (size_t j = 0; j < rs->n; j++) {
             const vkv_lb_row *q = &rs->r[j];
-            if (!q->press || strcmp(q->press, r->press) || strcmp(q->model, r->model) || q->pc != r->pc ||
-                q->query_aware != r->query_aware)
+            if (!q->press || strcmp(q->press, r->press) || strcmp(q->model, r->model) ||
+                q->compression_ratio != r->compression_ratio || q->query_aware != r->query_aware)
                 continue;
             for (size_t k = 0; k <= n_pa; k++)
                 if (k == 0 ? !q->vector : q->vector && vkv_lb_same_num(q->pa, pas[k - 1])) cells[k] = row_avg(lo, q, &all);

@@ -388,7 +388,7 @@ static bool write_html(const niah *g)
     html_text(f, title);
     fprintf(f, "</h1>\n<div class=\"meta\">");
     if (g->o->po.press)
-        fprintf(f, "p<sub>c</sub> = %g%s, %s compression<br>\n", g->o->po.compression,
+        fprintf(f, "p<sub>c</sub> = %g%s, %s compression<br>\n", g->o->po.compression_ratio,
                 g->o->po.vector ? "" : "", g->o->po.query_aware ? "query-aware" : "query-agnostic");
     if (g->o->po.vector) fprintf(f, "p<sub>a</sub> = %g<br>\n", eval_effective_pa(g->o));
     fprintf(f, "needle: &ldquo;");
@@ -531,7 +531,7 @@ static vkv_status measure_prompt(niah *g)
             return st;
         g->overhead = KVPRESS_OVERHEAD;
         g->kvpress_question = n_q + 16 + strlen(g->answer_prefix); /* + the chat turn's close, a bound */
-        g->comp = eval_compression(g->o, g->e, g->chat);
+        cli_press_compression(&g->o->po, g->e->press, !g->chat, &g->comp);
         g->comp.query_aware = false; /* the split is in the prompt (src/eval/kvpress_prompt.h) */
         g->gen = (vkv_gen_params){.max_new = (uint32_t)g->n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
         return VKV_OK;
@@ -547,7 +547,7 @@ static vkv_status measure_prompt(niah *g)
         (g->chat && (st = vkv_chat_overhead(s->tok, s->chat, &n_chat))))
         return st;
     g->overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
-    g->comp = eval_compression(g->o, g->e, g->chat);
+    cli_press_compression(&g->o->po, g->e->press, !g->chat, &g->comp);
     g->gen = (vkv_gen_params){.max_new = (uint32_t)g->n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
     return VKV_OK;
 }

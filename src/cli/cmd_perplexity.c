@@ -60,8 +60,7 @@ static int parse_ppl_options(int argc, char **argv, ppl_opts *o)
          .help = "also score the last T predictions of each window with only S tokens\n"
                  "of context before them ([BOS] + S + T tokens): the loss the model\n"
                  "loses without its long context (same text, less context)"},
-        {.type = CLI_ENUM, .names = "--kv-type", .dest = &o->mo.kv_type, .choices = "f16|f32",
-         .help = "KV cache storage (default f32)"},
+        CLI_KV_TYPE_OPTIONS_DEFAULT(o->mo, "f32"),
         CLI_DEVICE_OPTION(o->mo.device),
     };
     int rc = cli_parse("perplexity", "vkvector perplexity [-m MODEL.gguf] (--text FILE | --eval-json FILE) [options]",

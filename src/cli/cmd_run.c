@@ -44,7 +44,7 @@ static bool parse_ids(const char *s, int32_t **ids, size_t *n)
 
 /* Tokens per tier, bytes per tier against the uncompressed cache, and the
  * approximated tier's quality. */
-static void print_compression(FILE *f, const char *press, double pc, bool vector, bool query_aware,
+static void print_compression(FILE *f, const char *press, double compression_ratio, bool vector, bool query_aware,
                               const vkv_vector_report *r, vkv_kv_memory mem, double seconds)
 {
     uint64_t ret = 0, apx = 0, ev = 0;
@@ -62,7 +62,7 @@ static void print_compression(FILE *f, const char *press, double pc, bool vector
     }
     uint64_t slots = ret + apx + ev;
     uint64_t kept = mem.k_retained + mem.v_retained + mem.k_approximated;
-    fprintf(f, "\n--- compression: %s, p_c %.3g%s%s%s, %u context tokens, %.3f s\n", press, pc,
+    fprintf(f, "\n--- compression: %s, p_c %.3g%s%s%s, %u context tokens, %.3f s\n", press, compression_ratio,
             vector ? ", VECTOR" : "", r->map == VKV_MAP_JOINT ? ", joint maps (one tier per layer and token)" : "",
             query_aware ? ", query-aware" : ", query-agnostic", r->n, seconds);
     if (vector) {
@@ -180,12 +180,10 @@ static int make_prompt(const vkv_session *s, const run_opts *o, vkv_prompt *pr, 
 
 static vkv_compression run_compression(const run_opts *o)
 {
-    const cli_press_opts *po = &o->po;
-    return (vkv_compression){.press = o->press, .p_c = po->compression < 0 ? 0 : po->compression, .vector = po->vector, .p_a = po->pa,
-                             .pool = (vkv_pool_scope)cli_pool_scope(po->vector_pool),
-                             .map = (vkv_vector_map)po->vector_map, .query_aware = po->query_aware,
-                             .compress_every = (uint32_t)po->compress_every, .max_kv_tokens = (uint32_t)po->max_kv_tokens, .materialized = po->materialized,
-                             .keep_details = o->tier_dump != NULL, .plain_prompt = !o->chat};
+    vkv_compression c;
+    cli_press_compression(&o->po, o->press, !o->chat, &c);
+    c.keep_details = o->tier_dump != NULL;
+    return c;
 }
 
 /* The context: --ctx, else the model's (at most 4096) grown to hold the
@@ -215,7 +213,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
      * prefill needs the whole compressed part (and its extra) in them first. */
     if (o->po.compress_every) {
         uint64_t slots = (uint64_t)o->po.max_kv_tokens;
-        uint64_t first = c.p_c > 0 ? (o->po.query_aware ? pr->n : pr->n_context) + room : 0;
+        uint64_t first = c.compression_ratio > 0 ? (o->po.query_aware ? pr->n : pr->n_context) + room : 0;
         cp.n_kv_slots = (uint32_t)(first > slots ? first : slots);
     }
     return (*st = vkv_session_reserve(s, &cp)) ? 1 : -1;
@@ -233,12 +231,12 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
     *seconds = pf.prefill_s + pf.compress_s;
     if (pf.compressed) {
         const cli_press_opts *po = &o->po;
-        print_compression(stderr, o->press->name, po->compression, po->vector, po->query_aware, &pf.report, pf.memory,
-                          pf.compress_s);
+        print_compression(stderr, o->press->name, po->compression_ratio, po->vector, po->query_aware, &pf.report,
+                          pf.memory, pf.compress_s);
         if (o->tier_dump) {
             vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, vkv_ctx_tier_k_type(s->ctx),
-                                     vkv_ctx_tier_v_type(s->ctx), po->compression, po->vector, po->query_aware, pr->ids, s->tok,
-                                     vkv_ctx_kv_memory(s->ctx)};
+                                     vkv_ctx_tier_v_type(s->ctx), po->compression_ratio, po->vector, po->query_aware,
+                                     pr->ids, s->tok, vkv_ctx_kv_memory(s->ctx)};
             st = vkv_tier_dump_write(o->tier_dump, &di, &pf.report);
         }
     }
@@ -300,7 +298,7 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
 {
     const vkv_hparams *hp = &s->model->hp;
     /* the plain cache's rows: the types asked for, or the f16 working cache of quantized tiers */
-    vkv_dtype k_type = vkv_ctx_kv_type(s->ctx), v_type = vkv_ctx_v_type(s->ctx);
+    vkv_dtype k_type = vkv_ctx_k_type(s->ctx), v_type = vkv_ctx_v_type(s->ctx);
     vkv_dtype tier_k = vkv_ctx_tier_k_type(s->ctx), tier_v = vkv_ctx_tier_v_type(s->ctx);
     vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->ctx), .n_batch = (uint32_t)o->mo.n_batch, .k_type = tier_k,
                          .v_type = tier_v, .compress = o->press != NULL, .n_kv_slots = vkv_ctx_kv_slots(s->ctx)};
@@ -357,7 +355,7 @@ int cmd_run(int argc, char **argv)
     vkv_status st = vkv_session_open(&sp, &s);
     rc = 1;
     if (st) goto out;
-    if (o.press && o.press->repeat_pass && o.po.compression > 0 && !s->tok) {
+    if (o.press && o.press->repeat_pass && o.po.compression_ratio > 0 && !s->tok) {
         fprintf(stderr, "vkvector run: --press %s needs the model's tokenizer (not --print-ids)\n", o.press->name);
         rc = 2;
         goto out;

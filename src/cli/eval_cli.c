@@ -32,7 +32,7 @@ bool eval_opts_check(const char *cmd, eval_opts *o)
 double eval_effective_pa(const eval_opts *o)
 {
     if (!o->po.vector) return NAN;
-    return o->po.pa >= 0 ? o->po.pa : vkv_kv_default_pa(o->po.compression);
+    return o->po.pa >= 0 ? o->po.pa : vkv_kv_default_pa(o->po.compression_ratio);
 }
 
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e)
@@ -62,16 +62,6 @@ void eval_env_close(eval_env *e)
 
 vkv_pool_scope eval_pool_scope(const eval_opts *o) { return (vkv_pool_scope)cli_pool_scope(o->po.vector_pool); }
 
-vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat)
-{
-    return (vkv_compression){.press = e->press, .p_c = o->po.compression < 0 ? 0 : o->po.compression, .vector = o->po.vector,
-                             .p_a = o->po.pa, .pool = eval_pool_scope(o), .map = (vkv_vector_map)o->po.vector_map,
-                             .compress_every = (uint32_t)o->po.compress_every,
-                             .max_kv_tokens = (uint32_t)o->po.max_kv_tokens,
-                             .query_aware = o->po.query_aware, .materialized = o->po.materialized,
-                             .plain_prompt = !chat};
-}
-
 void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env *e)
 {
     vkv_json_key(w, "model");
@@ -80,7 +70,7 @@ void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env 
     if (o->po.press) vkv_json_str(w, o->po.press);
     else vkv_json_null(w);
     vkv_json_key(w, "compression");
-    vkv_json_num(w, o->po.press ? o->po.compression : 0);
+    vkv_json_num(w, o->po.press ? o->po.compression_ratio : 0);
     vkv_json_key(w, "vector");
     vkv_json_bool(w, o->po.vector);
     vkv_json_key(w, "pa");

@@ -48,9 +48,6 @@ typedef struct eval_env {
  * context, or at most want_ctx when that is not 0. */
 vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx, eval_env *e);
 void eval_env_close(eval_env *e);
-/* The compression of the options for a prompt in the chat template (chat)
- * or plain. */
-vkv_compression eval_compression(const eval_opts *o, const eval_env *e, bool chat);
 /* p_a the run uses (VECTOR), NAN without VECTOR. */
 double eval_effective_pa(const eval_opts *o);
 /* --vector-pool as requested (VKV_POOL_DEFAULT: the scorer's own). */

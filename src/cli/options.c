@@ -29,7 +29,7 @@ vkv_dtype cli_v_dtype(const cli_model_opts *mo) { return cli_kv_dtype(mo->v_type
 
 void cli_press_opts_init(cli_press_opts *po)
 {
-    *po = (cli_press_opts){.press = NULL, .compression = -1, .vector = false, .pa = -1, .calib = NULL,
+    *po = (cli_press_opts){.press = NULL, .compression_ratio = -1, .vector = false, .pa = -1, .calib = NULL,
                            .aware_flag = false, .agnostic_flag = false, .query_aware = false,
                            .materialized = false, .vector_pool = -1};
 }

@@ -92,16 +92,17 @@ void cli_print_usage(FILE *f, const char *usage_line, const cli_opt *opts, size_
     {.type = CLI_I32, .names = "--device", .metavar = "N", .dest = &(int32_dest), .min = 0, .max = 1024,       \
      .help = "Vulkan device (default: VKVECTOR_DEVICE or the best one)"}
 #define CLI_KV_TYPES "f16|f32|q8_0|q4_0"
-#define CLI_KV_TYPE_OPTION(int_dest)                                                                           \
-    {.type = CLI_ENUM, .names = "--kv-type", .dest = &(int_dest), .choices = CLI_KV_TYPES,                     \
-     .help = "KV cache storage, K and V (default f16; q8_0/q4_0: blocks of 32 along a head's row)"}
-/* --kv-type, and --k-type / --v-type for one of the two. */
-#define CLI_KV_TYPE_OPTIONS(mo)                                                                                \
-    CLI_KV_TYPE_OPTION((mo).kv_type),                                                                         \
+/* --kv-type, and --k-type / --v-type for one of the two, into a
+ * cli_model_opts; default_type: the name --help gives as the default (the
+ * command sets mo.kv_type to it: cli_model_opts_init's is f16). */
+#define CLI_KV_TYPE_OPTIONS_DEFAULT(mo, default_type)                                                          \
+    {.type = CLI_ENUM, .names = "--kv-type", .dest = &(mo).kv_type, .choices = CLI_KV_TYPES,                   \
+     .help = "KV cache storage, K and V (default " default_type "; q8_0/q4_0: blocks of 32 along a head's row)"}, \
     {.type = CLI_ENUM, .names = "--k-type", .dest = &(mo).k_type, .choices = CLI_KV_TYPES,                     \
      .help = "the K cache's storage (default: --kv-type)"},                                                   \
     {.type = CLI_ENUM, .names = "--v-type", .dest = &(mo).v_type, .choices = CLI_KV_TYPES,                     \
      .help = "the V cache's storage (default: --kv-type)"}
+#define CLI_KV_TYPE_OPTIONS(mo) CLI_KV_TYPE_OPTIONS_DEFAULT(mo, "f16")
 
 typedef struct cli_model_opts {
     const char *model_path; /* VKVECTOR_MODEL, else VKV_DEFAULT_MODEL */
@@ -148,7 +149,7 @@ vkv_dtype cli_v_dtype(const cli_model_opts *mo);
  * compression parameters' one validation function, not here. */
 typedef struct cli_press_opts {
     const char *press;      /* NULL: no compression */
-    double compression;     /* -1 until given */
+    double compression_ratio; /* --compression; -1 until given */
     bool vector;
     double pa;              /* -1 = default; the first of --pa's list */
     const char *pa_arg;     /* --pa as given: a number, or a comma list where pa_list_ok */
@@ -166,13 +167,24 @@ typedef struct cli_press_opts {
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
+/* The compression po asks for, with the scorer press (cli_press_opts_check's)
+ * and plain_prompt: the prompt is not in a chat template (KVzip's passes).
+ * The one place a command turns its press options into a vkv_compression;
+ * --compression not given is p_c 0. A command that sweeps a value
+ * (eval-ppl's grid) sets it in *out afterwards; so does one that wants
+ * keep_details or lean. po is taken as checked (cli_press_opts_check). */
+struct vkv_compression;
+struct vkv_press_ops;
+void cli_press_compression(const cli_press_opts *po, const struct vkv_press_ops *press, bool plain_prompt,
+                           struct vkv_compression *out);
+/* --press's help: the scorers of the press table (press/press.c), in its order. */
+const char *cli_press_help(void);
 /* The rules between the press and VECTOR options: --press names a scorer and
  * needs --compression, the others need --press, --pa and --calib need
  * --vector, --query-aware and --query-agnostic exclude each other, and the
  * ratios obey vkv_kv_check_ratios (kvlayout/kv_counts.h). Prints the problem and
  * returns false; *press is the scorer (NULL without --press), and
  * po->query_aware the mode the run uses (vkv_press_query_aware). */
-struct vkv_press_ops;
 bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const struct vkv_press_ops **press);
 /* The --query-aware / --query-agnostic pair as the press library's override. */
 int cli_query_mode(bool aware_flag, bool agnostic_flag);
@@ -188,11 +200,9 @@ int cli_pool_scope(int vector_pool);
      .help = "compress the context alone (default for the other scorers)"}
 
 #define CLI_PRESS_OPTIONS(po)                                                                                  \
-    {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press,                              \
-     .help = "importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova,\n"                    \
-             "observed, expected, kvzip"},                                                                    \
-    {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &(po).compression, .min = 0, .max = 1, \
-     .flags = CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c in [0, 1)"},                                  \
+    {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press, .help = cli_press_help()},      \
+    {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &(po).compression_ratio, .min = 0,      \
+     .max = 1, .flags = CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c in [0, 1)"},                        \
     CLI_QUERY_MODE_OPTIONS((po).aware_flag, (po).agnostic_flag),                                               \
     {.type = CLI_FLAG, .names = "--vector", .dest = &(po).vector,                                              \
      .help = "VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)"},                       \

@@ -1,5 +1,6 @@
-/* The press and VECTOR options' cross-option rules (cli/options.h), apart
- * from the parser so that the parser links without the GPU library. */
+/* The press and VECTOR options' cross-option rules, the compression they
+ * ask for and --press's help (cli/options.h), apart from the parser so that
+ * the parser links without the GPU library. */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,12 +8,53 @@
 #include "cli/options.h"
 #include "kvlayout/kv_counts.h"
 #include "press/press.h"
+#include "session/session.h"
 
 int cli_pool_scope(int vector_pool) { return vector_pool < 0 ? VKV_POOL_DEFAULT : VKV_POOL_ROW + vector_pool; }
 
 int cli_query_mode(bool aware_flag, bool agnostic_flag)
 {
     return aware_flag ? VKV_QUERY_AWARE : agnostic_flag ? VKV_QUERY_AGNOSTIC : VKV_QUERY_DEFAULT;
+}
+
+/* p_c as the session takes it: --compression, or 0 when it was not given. */
+static double compression_ratio_or_zero(const cli_press_opts *po)
+{
+    return po->compression_ratio < 0 ? 0 : po->compression_ratio;
+}
+
+void cli_press_compression(const cli_press_opts *po, const vkv_press_ops *press, bool plain_prompt,
+                           vkv_compression *out)
+{
+    *out = (vkv_compression){.press = press,
+                             .compression_ratio = compression_ratio_or_zero(po),
+                             .vector = po->vector,
+                             .p_a = po->pa,
+                             .pool = (vkv_pool_scope)cli_pool_scope(po->vector_pool),
+                             .map = (vkv_vector_map)po->vector_map,
+                             .query_aware = po->query_aware,
+                             .materialized = po->materialized,
+                             .plain_prompt = plain_prompt,
+                             .compress_every = (uint32_t)po->compress_every,
+                             .max_kv_tokens = (uint32_t)po->max_kv_tokens};
+}
+
+/* Help text is wrapped before a word that would take its line past this. */
+#define PRESS_HELP_WIDTH 80
+
+const char *cli_press_help(void)
+{
+    static char help[512];
+    if (help[0]) return help;
+    size_t used = (size_t)snprintf(help, sizeof help, "importance scorer:"), line = used;
+    for (const vkv_press_ops *const *p = vkv_press_all(); *p && used < sizeof help; p++) {
+        char word[64];
+        size_t len = (size_t)snprintf(word, sizeof word, "%s%s", (*p)->name, p[1] ? "," : "");
+        const bool wrap = line + 1 + len > PRESS_HELP_WIDTH;
+        used += (size_t)snprintf(help + used, sizeof help - used, "%s%s", wrap ? "\n" : " ", word);
+        line = wrap ? len : line + 1 + len;
+    }
+    return help;
 }
 
 /* --pa's list into po->pas; the message, or NULL. */
@@ -50,13 +92,13 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
         return false;
     }
     if (po->press && !(*press = vkv_press_find(po->press))) why = vkv_last_error();
-    else if (po->press && po->compression < 0 && !po->compress_every)
+    else if (po->press && po->compression_ratio < 0 && !po->compress_every)
         why = "--press needs --compression P (or --compress-every N)";
     else if (!po->compress_every != !po->max_kv_tokens) why = "--compress-every and --max-kv-tokens go together";
     else if (po->compress_every && !po->press) why = "--compress-every needs --press NAME";
     else if (po->compress_every && po->max_kv_tokens <= po->compress_every)
         why = "--max-kv-tokens must be larger than --compress-every";
-    else if (!po->press && (po->compression >= 0 || po->vector || po->pa >= 0 || po->calib || po->aware_flag ||
+    else if (!po->press && (po->compression_ratio >= 0 || po->vector || po->pa >= 0 || po->calib || po->aware_flag ||
                             po->agnostic_flag || po->materialized || po->vector_pool >= 0 || po->vector_map))
         why = "--compression, --vector, --pa, --calib, --vector-pool, --vector-map, --query-aware, --query-agnostic "
               "and --materialized need --press NAME";
@@ -65,8 +107,8 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
         why = "--pa, --calib and --vector-pool need --vector";
     else
         for (int k = 0; k < (po->n_pas ? po->n_pas : 1) && !why; k++)
-            why = vkv_kv_check_ratios(po->compression < 0 ? 0 : po->compression, po->n_pas ? po->pas[k] : -1, po->vector,
-                                      ratios, sizeof ratios);
+            why = vkv_kv_check_ratios(compression_ratio_or_zero(po), po->n_pas ? po->pas[k] : -1, po->vector, ratios,
+                                      sizeof ratios);
     if (why) cli_usage_error(cmd, "%s", why);
     else po->query_aware = vkv_press_query_aware(*press, (vkv_query_mode)cli_query_mode(po->aware_flag, po->agnostic_flag));
     return !why;

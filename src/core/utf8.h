@@ -1,4 +1,4 @@
-/* UTF-8 helpers shared by the JSON reader and writer and the tier dump. */
+/* UTF-8 helpers shared by the JSON reader and writer, the tier dump and the tokenizers. */
 #ifndef VKV_UTF8_H
 #define VKV_UTF8_H
 

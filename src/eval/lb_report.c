@@ -30,7 +30,7 @@ const char *vkv_lb_result_read(const vkv_json *r, const char *file_task, const c
     out->model = json_get_str(r, "model");
     if (!out->model) out->model = file_model;
     out->press = jp && jp->type == VKV_JSON_STRING ? jp->string : NULL;
-    out->pc = out->press && jc && jc->type == VKV_JSON_NUMBER ? jc->number : 0;
+    out->compression_ratio = out->press && jc && jc->type == VKV_JSON_NUMBER ? jc->number : 0;
     out->vector = jv && jv->type == VKV_JSON_BOOL && jv->boolean;
     out->pa = out->vector && ja && ja->type == VKV_JSON_NUMBER ? ja->number : NAN;
     out->query_aware = jq && jq->type == VKV_JSON_BOOL && jq->boolean;
@@ -75,8 +75,8 @@ vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
     for (size_t i = 0; i < rs->n; i++) {
         vkv_lb_row *r = &rs->r[i];
         if (!strcmp(r->model, model) && ((!r->press && !press) || (r->press && press && !strcmp(r->press, press))) &&
-            vkv_lb_same_num(r->pc, res->pc) && r->vector == res->vector && vkv_lb_same_num(r->pa, res->pa) &&
-            r->query_aware == res->query_aware && r->kvpress == res->kvpress)
+            vkv_lb_same_num(r->compression_ratio, res->compression_ratio) && r->vector == res->vector &&
+            vkv_lb_same_num(r->pa, res->pa) && r->query_aware == res->query_aware && r->kvpress == res->kvpress)
             return r;
     }
     if (rs->n == rs->cap) {
@@ -95,7 +95,7 @@ vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
         free(r->press);
         return NULL;
     }
-    r->pc = res->pc;
+    r->compression_ratio = res->compression_ratio;
     r->vector = res->vector;
     r->pa = res->pa;
     r->query_aware = res->query_aware;
@@ -120,7 +120,7 @@ static int row_cmp(const void *a, const void *b)
     int c = strcmp(x->model, y->model);
     if (c) return c;
     if (!x->press != !y->press) return x->press ? 1 : -1; /* the full cache first */
-    if (x->pc != y->pc) return x->pc < y->pc ? -1 : 1;
+    if (x->compression_ratio != y->compression_ratio) return x->compression_ratio < y->compression_ratio ? -1 : 1;
     if (x->press && (c = strcmp(x->press, y->press))) return c;
     if (x->vector != y->vector) return x->vector ? 1 : -1;
     if (!vkv_lb_same_num(x->pa, y->pa)) return isnan(x->pa) ? -1 : isnan(y->pa) ? 1 : (x->pa < y->pa ? -1 : 1);

@@ -17,7 +17,7 @@ typedef struct vkv_lb_result {
     char **answers, **classes;                       /* NULL-terminated copies */
     size_t n_answers, n_classes;
     const vkv_lb_task *task;                         /* NULL: not one of the 16 English tasks */
-    double pc, pa;                                   /* pa NaN: no VECTOR; pc 0 without a press */
+    double compression_ratio, pa;                    /* pa NaN: no VECTOR; compression_ratio 0 without a press */
     bool vector, query_aware;
     bool kvpress;                                    /* made with kvpress's protocol (scored as kvpress does) */
 } vkv_lb_result;
@@ -36,7 +36,7 @@ void vkv_lb_task_from_path(const char *path, char *out, size_t n);
 
 typedef struct vkv_lb_row {
     char *model, *press;      /* press NULL: full cache */
-    double pc, pa;            /* pa NaN: no VECTOR */
+    double compression_ratio, pa;            /* pa NaN: no VECTOR */
     bool vector, query_aware, kvpress;
     double sum[VKV_LB_N_TASKS];
     size_t n[VKV_LB_N_TASKS];

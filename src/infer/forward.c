@@ -59,7 +59,7 @@ void vkv_ctx_set_kv_hook(vkv_ctx *c, vkv_kv_hook hook, void *user)
 vkv_kv_cache *vkv_ctx_kv(vkv_ctx *c) { return c->kv; }
 vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer) { return vkv_kv_k_cache(c->kv, layer); }
 vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer) { return vkv_kv_v_cache(c->kv, layer); }
-vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c) { return vkv_kv_type(c->kv); }
+vkv_dtype vkv_ctx_k_type(const vkv_ctx *c) { return vkv_kv_k_type(c->kv); }
 vkv_dtype vkv_ctx_v_type(const vkv_ctx *c) { return vkv_kv_v_type(c->kv); }
 vkv_dtype vkv_ctx_tier_k_type(const vkv_ctx *c) { return c->p.k_type; }
 vkv_dtype vkv_ctx_tier_v_type(const vkv_ctx *c) { return c->p.v_type; }
@@ -190,7 +190,6 @@ vkv_status vkv_ctx_truncate(vkv_ctx *c, uint32_t n)
     return VKV_OK;
 }
 
-uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c) { return vkv_kv_n_compressed_ctx(c->kv); }
 vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized) { return vkv_kv_set_materialized(c->kv, materialized); }
 vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c) { return vkv_kv_memory_of(c->kv, c->n_past); }
 uint64_t vkv_ctx_kv_bytes(const vkv_ctx *c) { return vkv_kv_bytes(c->kv); }

@@ -75,14 +75,12 @@ vkv_kv_cache *vkv_ctx_kv(vkv_ctx *c);
 vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized);
 /* What the cache holds (vkv_kv_memory_of at the context's length). */
 vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c);
-/* Context length at compression (0 when nothing is compressed). */
-uint32_t vkv_ctx_n_compressed_ctx(const vkv_ctx *c);
 
 /* Views of a layer's plain caches: [n_kv_head, n_kv_slots] rows of the K
- * type (vkv_ctx_kv_type) and the V type (vkv_ctx_v_type). */
+ * type (vkv_ctx_k_type) and the V type (vkv_ctx_v_type). */
 vkv_view vkv_ctx_k_cache(const vkv_ctx *c, uint32_t layer);
 vkv_view vkv_ctx_v_cache(const vkv_ctx *c, uint32_t layer);
-vkv_dtype vkv_ctx_kv_type(const vkv_ctx *c);
+vkv_dtype vkv_ctx_k_type(const vkv_ctx *c);
 vkv_dtype vkv_ctx_v_type(const vkv_ctx *c);
 /* The types asked for (the tiers' when the plain cache is the f16 working cache). */
 vkv_dtype vkv_ctx_tier_k_type(const vkv_ctx *c);

@@ -146,7 +146,7 @@ void vkv_kv_free(vkv_kv_cache *kv)
 
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->k_cache[layer]); }
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer) { return V(kv->v_cache[layer]); }
-vkv_dtype vkv_kv_type(const vkv_kv_cache *kv) { return kv->plain_k; }
+vkv_dtype vkv_kv_k_type(const vkv_kv_cache *kv) { return kv->plain_k; }
 vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv) { return kv->plain_v; }
 bool vkv_kv_tiers_typed(const vkv_kv_cache *kv) { return kv->tier_k != kv->plain_k || kv->tier_v != kv->plain_v; }
 vkv_dtype vkv_kv_gather_type(const vkv_kv_cache *kv) { return vkv_kv_tiers_typed(kv) ? VKV_F32 : kv->plain_k; }

@@ -38,7 +38,7 @@ uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx);
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer);
 vkv_view vkv_kv_v_cache(const vkv_kv_cache *kv, uint32_t layer);
 /* The plain caches' K rows' type and V rows'. */
-vkv_dtype vkv_kv_type(const vkv_kv_cache *kv);
+vkv_dtype vkv_kv_k_type(const vkv_kv_cache *kv);
 vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv);
 
 /* Records, for n tokens at positions n_past.. of layer `layer`: k (post-RoPE)

@@ -15,31 +15,31 @@ double vkv_kv_decimal(double x)
     return strtod(buf, NULL);
 }
 
-uint32_t vkv_kv_n_kept(double p_c, uint32_t n)
+uint32_t vkv_kv_n_kept(double compression_ratio, uint32_t n)
 {
     if (!n) return 0;
     /* int() truncates; the product is >= 0 for p_c <= 1. */
-    double kept = floor((double)n * (1.0 - p_c));
+    double kept = floor((double)n * (1.0 - compression_ratio));
     if (kept < 1) return 1;
     return kept > n ? n : (uint32_t)kept;
 }
 
-uint64_t vkv_kv_n_evicted_global(uint64_t total, double p_c)
+uint64_t vkv_kv_n_evicted_global(uint64_t total, double compression_ratio)
 {
     if (!total) return 0;
     /* kvpress: n = max(int(N * p_c) - 1, 0); evicted are the <= sorted[n]: at least n + 1. */
-    double e = floor((double)total * p_c);
+    double e = floor((double)total * compression_ratio);
     uint64_t k = e < 1 ? 1 : (uint64_t)e;
     return k > total ? total : k;
 }
 
-double vkv_kv_default_pa(double p_c)
+double vkv_kv_default_pa(double compression_ratio)
 {
     /* docs/ARCHITECTURE.md §2: 0.125, 0.25, 0.125, 0.05 at p_c = 0.25, 0.5,
      * 0.75, 0.9 (the last one short by 1e-17, which the counting rule absorbs:
      * a = n/4 at p_c = 0.5 and 50 at p_c = 0.9, n = 1000); the tiers stay
      * non-empty anyway because a <= n_kept and a <= n - n_kept. */
-    double a = p_c / 2, b = (1 - p_c) / 2;
+    double a = compression_ratio / 2, b = (1 - compression_ratio) / 2;
     return a < b ? a : b;
 }
 
@@ -75,13 +75,13 @@ vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool
     return c;
 }
 
-const char *vkv_kv_check_ratios(double p_c, double p_a, bool vector, char *msg, size_t size)
+const char *vkv_kv_check_ratios(double compression_ratio, double p_a, bool vector, char *msg, size_t size)
 {
-    if (!(p_c >= 0 && p_c < 1))
-        snprintf(msg, size, "--compression %g is outside [0, 1)", p_c);
-    else if (vector && !(p_a < 0) && !(p_a <= 1 && vkv_kv_decimal(p_a + p_c) <= 1))
-        snprintf(msg, size, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", p_a, p_c,
-                 1 - p_c);
+    if (!(compression_ratio >= 0 && compression_ratio < 1))
+        snprintf(msg, size, "--compression %g is outside [0, 1)", compression_ratio);
+    else if (vector && !(p_a < 0) && !(p_a <= 1 && vkv_kv_decimal(p_a + compression_ratio) <= 1))
+        snprintf(msg, size, "--pa %g is too large for --compression %g: it must be at most 1 - p_c = %g", p_a,
+                 compression_ratio, 1 - compression_ratio);
     else
         return NULL;
     return msg;

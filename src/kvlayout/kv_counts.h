@@ -13,14 +13,14 @@
 
 /* kvpress's uniform count: max(1, int(n * (1 - p_c))), in double as Python
  * evaluates it: int(1000 * (1 - 0.9)) is 99 there, and here. 0 for n = 0. */
-uint32_t vkv_kv_n_kept(double p_c, uint32_t n);
+uint32_t vkv_kv_n_kept(double compression_ratio, uint32_t n);
 
 /* kvpress's global selection: max(int(N * p_c), 1) scores evicted, capped at
  * N, as Python evaluates it; 0 for N = 0. */
-uint64_t vkv_kv_n_evicted_global(uint64_t total, double p_c);
+uint64_t vkv_kv_n_evicted_global(uint64_t total, double compression_ratio);
 
 /* VECTOR's default approximation ratio: min(p_c / 2, (1 - p_c) / 2). */
-double vkv_kv_default_pa(double p_c);
+double vkv_kv_default_pa(double compression_ratio);
 
 /* Integer counts of one pool scope: n its tokens (n context tokens times its
  * rows) and n_kept the scorer's count over those rows. For a row: a = min(floor(vkv_kv_decimal(p_a n)), n_kept,
@@ -61,6 +61,6 @@ double vkv_kv_decimal(double x);
  * (the approximated tier takes 2 p_a n keys out of the (1 - p_c) n kept
  * pairs; the sum p_a + p_c taken as vkv_kv_decimal). Returns NULL when they hold, else
  * msg (size bytes) filled with the problem in the CLI's words. */
-const char *vkv_kv_check_ratios(double p_c, double p_a, bool vector, char *msg, size_t size);
+const char *vkv_kv_check_ratios(double compression_ratio, double p_a, bool vector, char *msg, size_t size);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kvlayout/kv_counts.h"
 #include "ref/ref_attn.h"
 #include "vk/gpu.h"
 
@@ -44,10 +45,10 @@ vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope req
     return ops && ops->pool_scope != VKV_POOL_DEFAULT ? ops->pool_scope : VKV_POOL_ROW;
 }
 
-vkv_press_params vkv_press_params_default(double compression)
+vkv_press_params vkv_press_params_default(double compression_ratio)
 {
-    return (vkv_press_params){.compression = compression, .window = 64, .kernel = 5, .n_sink = 4, .block = 0,
-                              .pyramid_beta = 20.0f};
+    return (vkv_press_params){.compression_ratio = compression_ratio, .window = 64, .kernel = 5, .n_sink = 4,
+                              .block = 0, .pyramid_beta = 20.0f};
 }
 
 uint32_t vkv_press_window_of(const vkv_press_params *p) { return p->window ? p->window : 64; }
@@ -69,8 +70,9 @@ uint64_t vkv_press_scratch_bytes(const vkv_press_ops *ops, const vkv_press_param
 
 vkv_status vkv_press_check_layer(const vkv_press_params *p, const vkv_press_layer *in, const char *name)
 {
-    if (!(p->compression >= 0 && p->compression < 1))
-        return vkv_error(VKV_ERR_ARG, "%s: compression ratio %g is not in [0, 1)", name, p->compression);
+    char why[160];
+    if (vkv_kv_check_ratios(p->compression_ratio, -1, false, why, sizeof why))
+        return vkv_error(VKV_ERR_ARG, "%s: %s", name, why);
     if (!in->n || in->n > in->n_ctx)
         return vkv_error(VKV_ERR_ARG, "%s: %u context tokens in a cache of %u slots", name, in->n, in->n_ctx);
     if (!in->n_kv_head || !in->n_head || in->n_head % in->n_kv_head)

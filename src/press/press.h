@@ -58,7 +58,7 @@ typedef struct vkv_press_layer {
  * and block are taken as given (0 = no sinks, whole sequence): start from
  * vkv_press_params_default(). */
 typedef struct vkv_press_params {
-    double compression;      /* p_c in [0, 1): the double of the decimal the user typed */
+    double compression_ratio; /* p_c in [0, 1): the double of the decimal the user typed */
     uint32_t window;         /* SnapKV / PyramidKV observation window (64) */
     uint32_t kernel;         /* SnapKV pooling kernel (5; odd) */
     uint32_t n_sink;         /* StreamingLLM / ExpectedAttention sinks (4) */
@@ -67,7 +67,7 @@ typedef struct vkv_press_params {
 } vkv_press_params;
 
 /* kvpress's defaults: window 64, kernel 5, 4 sinks, whole-sequence KeyDiff, beta 20. */
-vkv_press_params vkv_press_params_default(double compression);
+vkv_press_params vkv_press_params_default(double compression_ratio);
 
 typedef struct vkv_press_ops {
     const char *name;        /* as on the command line: "keydiff", "snapkv", ... */

@@ -22,9 +22,9 @@
 
 static uint32_t pyramid_n_kept(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n)
 {
-    if (n_layer <= 1) return vkv_kv_n_kept(p->compression, n);
-    const double pc = p->compression, w = vkv_press_window_of(p), q_len = n;
-    const double cap = w + q_len * (1 - pc);
+    if (n_layer <= 1) return vkv_kv_n_kept(p->compression_ratio, n);
+    const double compression_ratio = p->compression_ratio, w = vkv_press_window_of(p), q_len = n;
+    const double cap = w + q_len * (1 - compression_ratio);
     double min_num = (cap - w) / vkv_press_beta_of(p);
     double max_num = (cap - w) * 2 - min_num;
     if (max_num >= q_len - w) {
@@ -33,7 +33,7 @@ static uint32_t pyramid_n_kept(const vkv_press_params *p, uint32_t layer, uint32
     }
     double kept;
     if (!(q_len >= max_num && max_num >= min_num && min_num >= w)) {
-        kept = rint(q_len * (1 - pc));
+        kept = rint(q_len * (1 - compression_ratio));
     } else {
         const double steps = (max_num - min_num) / (n_layer - 1);
         kept = rint(max_num - layer * steps);

@@ -10,7 +10,7 @@
 #include "ref/ref_select.h"
 #include "vk/gpu.h"
 
-vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression,
+vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,
                                     uint32_t *kept)
 {
     const char *name = "global selection";
@@ -21,7 +21,7 @@ vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows
         (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores of every layer")))
         return st;
     if (total > UINT32_MAX) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %llu scores", name, (unsigned long long)total);
-    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression));
+    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression_ratio));
     vkv_buffer *mask = NULL, *counts = NULL;
     if ((st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "the global selection mask", &mask)) ||
         (st = vkv_buffer_create(gpu, 4ull * rows, VKV_MEM_DEVICE, "tokens kept per row", &counts)) ||
@@ -40,7 +40,7 @@ done:
     return st;
 }
 
-vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression,
+vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression_ratio,
                                         uint32_t *kept)
 {
     const uint64_t total = (uint64_t)rows * n;
@@ -48,7 +48,7 @@ vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint
     if (total > UINT32_MAX) return vkv_error(VKV_ERR_UNSUPPORTED, "global selection: %llu scores", (unsigned long long)total);
     uint32_t *mask = malloc(sizeof *mask * total);
     if (!mask) return vkv_error(VKV_ERR_OOM, "global selection: out of host memory");
-    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression));
+    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression_ratio));
     vkv_status st = vkv_ref_topk_select(scores, 1, (uint32_t)total, NULL, k_keep, mask);
     if (!st) vkv_ref_mask_row_counts(mask, rows, n, kept);
     free(mask);

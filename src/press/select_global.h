@@ -22,9 +22,9 @@
  * N - max(int(N p_c), 1) largest (vkv_op_topk_select over one row of N),
  * then each row's count of it (vkv_op_mask_row_counts).
  * Records and submits on its own (no recording may be open). */
-vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression,
+vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,
                                     uint32_t *kept);
 /* The same on the host. */
-vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression,
+vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression_ratio,
                                         uint32_t *kept);
 #endif

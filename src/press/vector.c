@@ -81,7 +81,7 @@ static vkv_press_layer layer_input(const vkv_press_session *s, uint32_t l, vkv_v
     vkv_view none = {0};
     return (vkv_press_layer){
         .layer = l, .n_layer = hp->n_layer, .n = s->n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
-        .head_dim = hp->head_dim, .n_ctx = vkv_ctx_kv_slots(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx),
+        .head_dim = hp->head_dim, .n_ctx = vkv_ctx_kv_slots(s->ctx), .kv_type = vkv_ctx_k_type(s->ctx),
         .k = vkv_ctx_k_cache(s->ctx, l), .v = vkv_ctx_v_cache(s->ctx, l), .window = s->window,
         .q_window = s->window ? vkv_view_of(s->q_window[l]) : none, .scratch = scratch,
         .state = s->state ? vkv_view_of(s->state[l]) : none, .n_rot = hp->n_rot,
@@ -112,11 +112,12 @@ vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_
                                     vkv_press_session **out)
 {
     *out = NULL;
-    const double pc = p->pp.compression;
+    const double compression_ratio = p->pp.compression_ratio;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "no press given");
     char why[160];
-    if (vkv_kv_check_ratios(pc, p->pa, p->vector, why, sizeof why)) return vkv_error(VKV_ERR_ARG, "%s", why);
-    const double pa = p->pa < 0 ? vkv_kv_default_pa(pc) : p->pa;
+    if (vkv_kv_check_ratios(compression_ratio, p->pa, p->vector, why, sizeof why))
+        return vkv_error(VKV_ERR_ARG, "%s", why);
+    const double pa = p->pa < 0 ? vkv_kv_default_pa(compression_ratio) : p->pa;
     if (p->vector && !p->w) return vkv_error(VKV_ERR_ARG, "VECTOR needs a calibration file (--calib)");
     if (p->vector && p->map == VKV_MAP_JOINT && !p->w_joint)
         return vkv_error(VKV_ERR_ARG, "--vector-map joint needs a calibration file with joint maps (this one has none: "
@@ -129,7 +130,7 @@ vkv_status vkv_press_session_create(vkv_ctx *ctx, const vkv_model *m, const vkv_
     if (window && n_context < window)
         return vkv_error(VKV_ERR_ARG, "the context (%u tokens) is shorter than %s's observation window (%u tokens)",
                          n_context, p->press->name, window);
-    const bool capture = p->press->capture_gpu && pc > 0;
+    const bool capture = p->press->capture_gpu && compression_ratio > 0;
     if (capture && p->press->repeat_pass) {
         if (!p->kvzip || !p->context_ids)
             return vkv_error(VKV_ERR_ARG, "%s needs the context's token ids and its reconstruction prompt",
@@ -361,7 +362,7 @@ static vkv_status job_alloc(compress_job *j)
     j->ret_h = malloc(4ull * j->H);
     j->apx_h = malloc(4ull * j->H);
     j->vhost = vector ? malloc(sizeof *j->vhost * (size_t)j->H * j->n * j->hd) : NULL;
-    j->vraw = vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_kv_type(j->s->ctx), j->H, j->n, j->hd)) : NULL;
+    j->vraw = vector ? malloc(vkv_kv_cache_bytes(vkv_ctx_v_type(j->s->ctx), j->H, j->n, j->hd)) : NULL;
     j->w_blocks = vector && j->joint ? malloc(sizeof *j->w_blocks * (size_t)j->H * j->H * j->hd * j->hd) : NULL;
     if (!rep->n_ret || !rep->n_apx || !rep->n_evict || !rep->n_kept || !rep->r2_apx || !rep->rel_err_apx ||
         !rep->distortion || !rep->scores || !rep->eps || !rep->tiers || !j->n_ret || !j->n_apx || !j->tiers_u32 ||
@@ -406,7 +407,7 @@ static vkv_status job_buffers(compress_job *j)
     }
     const vkv_hparams *hp = &s->m->hp;
     vkv_press_layer shape = {.n_layer = j->L, .n = j->n, .n_head = hp->n_head, .n_kv_head = j->H, .head_dim = j->hd,
-                             .n_ctx = vkv_ctx_kv_slots(s->ctx), .kv_type = vkv_ctx_kv_type(s->ctx), .window = s->window};
+                             .n_ctx = vkv_ctx_kv_slots(s->ctx), .kv_type = vkv_ctx_k_type(s->ctx), .window = s->window};
     return vkv_buffer_create(gpu, vkv_press_scratch_bytes(s->p.press, &s->p.pp, &shape), VKV_MEM_DEVICE,
                              "scorer scratch", &j->scratch);
 }
@@ -417,11 +418,11 @@ static vkv_status scorer_counts(compress_job *j)
 {
     const vkv_press_session *s = j->s;
     if (s->p.press->global_selection)
-        return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->R, j->n, s->p.pp.compression,
+        return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->R, j->n, s->p.pp.compression_ratio,
                                         j->kept_rows);
     for (uint32_t l = 0; l < j->L; l++) {
         uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, j->L, j->n)
-                                           : vkv_kv_n_kept(s->p.pp.compression, j->n);
+                                           : vkv_kv_n_kept(s->p.pp.compression_ratio, j->n);
         for (uint32_t r = 0; r < j->R; r++) j->kept_rows[(size_t)l * j->R + r] = kept;
     }
     return VKV_OK;
@@ -507,9 +508,9 @@ static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret,
     vkv_view v = vkv_ctx_v_cache(s->ctx, l);
     if (any_apx) {
         /* Only the n context rows of each head come back. */
-        vkv_dtype kt = vkv_ctx_kv_type(s->ctx);
-        uint64_t head_rows = vkv_kv_cache_bytes(kt, 1, n, hd);
-        uint64_t head_stride = vkv_kv_cache_bytes(kt, 1, vkv_ctx_kv_slots(s->ctx), hd);
+        vkv_dtype vt = vkv_ctx_v_type(s->ctx);
+        uint64_t head_rows = vkv_kv_cache_bytes(vt, 1, n, hd);
+        uint64_t head_stride = vkv_kv_cache_bytes(vt, 1, vkv_ctx_kv_slots(s->ctx), hd);
         for (uint32_t h = 0; h < H; h++)
             if ((st = vkv_buffer_download(gpu, v.buf, v.offset + h * head_stride, (char *)j->vraw + h * head_rows,
                                           head_rows)))
@@ -517,7 +518,7 @@ static vkv_status finish_layer(compress_job *j, uint32_t l, const uint32_t *ret,
         for (uint32_t h = 0; h < H; h++)
             for (uint32_t t = 0; t < n; t++)
                 for (uint32_t d = 0; d < hd; d++)
-                    j->vhost[((size_t)h * n + t) * hd + d] = vkv_kv_cache_get(kt, j->vraw, n, hd, h, t, d);
+                    j->vhost[((size_t)h * n + t) * hd + d] = vkv_kv_cache_get(vt, j->vraw, n, hd, h, t, d);
     }
     double e_sum = 0;
     for (uint32_t h = 0; h < H; h++) {
@@ -792,7 +793,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     rep->map = s->p.map;
     vkv_status st = job_alloc(&j);
     if (st) goto done;
-    if (s->p.pp.compression == 0 && !typed_tiers(s)) {
+    if (s->p.pp.compression_ratio == 0 && !typed_tiers(s)) {
         /* kvpress leaves the cache untouched at p_c = 0: so do we, which makes
          * the output bit-identical to no compression. Quantized tiers still
          * take every token: the cache is then stored in their types. */

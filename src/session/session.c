@@ -209,16 +209,16 @@ static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt
 /* The press driver's parameters for compression c of the given context. */
 static vkv_status vector_params(vkv_session *s, const vkv_compression *c, const int32_t *ids, vkv_vector_params *vp)
 {
-    *vp = (vkv_vector_params){.press = c->press, .pp = vkv_press_params_default(c->p_c), .vector = c->vector,
-                              .pa = c->p_a, .pool = c->pool, .map = c->map, .keep_details = c->keep_details,
-                              .lean = c->lean, .context_ids = ids};
+    *vp = (vkv_vector_params){.press = c->press, .pp = vkv_press_params_default(c->compression_ratio),
+                              .vector = c->vector, .pa = c->p_a, .pool = c->pool, .map = c->map,
+                              .keep_details = c->keep_details, .lean = c->lean, .context_ids = ids};
     if (c->vector) {
         if (!s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
         vp->w = s->calib->w;
         vp->w_joint = s->calib->w_joint;
     }
     /* At p_c = 0 nothing is scored and KVzip does not repeat the context. */
-    if (c->press->repeat_pass && c->p_c > 0) {
+    if (c->press->repeat_pass && c->compression_ratio > 0) {
         bool chat = !c->plain_prompt && s->chat != VKV_CHAT_UNKNOWN;
         return kvzip_prompt(s, chat, &vp->kvzip);
     }
@@ -283,9 +283,9 @@ static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
     if (!c || !c->compress_every) return VKV_OK;
     if (c->vector && !s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
     if (c->map == VKV_MAP_JOINT) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs per-head maps");
-    vkv_decode_params dp = {.press = c->press, .pp = vkv_press_params_default(c->p_c), .vector = c->vector,
-                            .pa = c->p_a, .w = c->vector ? s->calib->w : NULL, .every = c->compress_every,
-                            .max_tokens = c->max_kv_tokens};
+    vkv_decode_params dp = {.press = c->press, .pp = vkv_press_params_default(c->compression_ratio),
+                            .vector = c->vector, .pa = c->p_a, .w = c->vector ? s->calib->w : NULL,
+                            .every = c->compress_every, .max_tokens = c->max_kv_tokens};
     return vkv_decode_press_create(s->ctx, s->model, &dp, &s->decode);
 }
 
@@ -294,7 +294,7 @@ static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
  * materialised. */
 static vkv_status check_cache_types(const vkv_session *s, const vkv_compression *c, bool press)
 {
-    vkv_dtype kt = vkv_ctx_kv_type(s->ctx), vt = vkv_ctx_v_type(s->ctx);
+    vkv_dtype kt = vkv_ctx_k_type(s->ctx), vt = vkv_ctx_v_type(s->ctx);
     vkv_dtype tk = vkv_ctx_tier_k_type(s->ctx), tv = vkv_ctx_tier_v_type(s->ctx);
     const char *kn = vkv_dtype_get(tk)->name, *vn = vkv_dtype_get(tv)->name;
     if (!c || (!press && !c->compress_every)) return VKV_OK;
@@ -317,7 +317,7 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
     if (pr->n > vkv_ctx_n_ctx(s->ctx))
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
                          vkv_ctx_n_ctx(s->ctx));
-    bool press = c && c->press && (c->p_c > 0 || !c->compress_every);
+    bool press = c && c->press && (c->compression_ratio > 0 || !c->compress_every);
     vkv_status st = check_cache_types(s, c, press);
     if (st) return st;
     size_t n_context = pr->n_context && pr->n_context <= pr->n ? pr->n_context : pr->n;

@@ -66,7 +66,7 @@ vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp);
 /* The compression one prefill applies. */
 typedef struct vkv_compression {
     const vkv_press_ops *press; /* NULL: the full cache */
-    double p_c;                 /* compression ratio */
+    double compression_ratio;   /* p_c (docs/ARCHITECTURE.md §2) */
     bool vector;                /* VECTOR's approximated tier (needs the calibration) */
     double p_a;                 /* approximation ratio; < 0: the default */
     vkv_pool_scope pool;        /* VECTOR's pool scope; VKV_POOL_DEFAULT: the scorer's own */

@@ -128,7 +128,7 @@ static vkv_status bpe_word(const vkv_tokenizer *tok, const char *word, size_t le
         wk->enc_cap = len * 2;
     }
     size_t n = 0;
-    for (size_t i = 0; i < len; i++) n += tok_utf8_encode(tok_byte_to_cp((uint8_t)word[i]), wk->enc + n);
+    for (size_t i = 0; i < len; i++) n += vkv_utf8_encode(tok_byte_to_cp((uint8_t)word[i]), wk->enc + n);
 
     if (tok->ignore_merges) {
         int32_t id = tok_strmap_get(&tok->tokens, wk->enc, n, VKV_TOKEN_NULL);

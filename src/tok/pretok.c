@@ -315,8 +315,8 @@ vkv_status tok_pretok_split(const tok_pretok *p, const char *frag, size_t len, t
         else if ((m >= 0xD800 && m <= 0xDFFF) || m > 0x10FFFF) m = 0xE000;  /* "other" category */
         w->cp_text[n_cp] = tl;
         w->cp_subj[n_cp] = sl;
-        tl += tok_utf8_encode(out, w->text + tl);
-        sl += tok_utf8_encode(m, w->subj + sl);
+        tl += vkv_utf8_encode(out, w->text + tl);
+        sl += vkv_utf8_encode(m, w->subj + sl);
         n_cp++;
     }
     w->cp_text[n_cp] = tl;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/utf8.h"
 #include "tok/tokenizer.h"
 
 /* Token attributes, llama.cpp's llama_token_attr: the GGUF token type as a
@@ -95,13 +96,12 @@ typedef struct tok_words {
 vkv_status tok_pretok_split(const tok_pretok *p, const char *frag, size_t len, tok_words *w);
 void tok_words_free(tok_words *w);
 
-/* UTF-8 helpers. */
+/* UTF-8 helpers (encoding is core/utf8.h's vkv_utf8_encode). */
 static inline size_t tok_utf8_len(unsigned char lead)
 {
     static const unsigned char lens[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return lens[lead >> 4];
 }
-size_t tok_utf8_encode(uint32_t cp, char out[4]);
 /* llama.cpp's lenient decoder: accepts overlong forms and surrogates; an
  * invalid byte gives U+FFFD and advances by one. */
 uint32_t tok_utf8_decode(const char *s, size_t len, size_t *pos);
@@ -135,7 +135,6 @@ struct vkv_tokenizer {
 
     char *piece_blob;    /* token_to_piece(id, special = true) */
     uint32_t *piece_off, *piece_len;
-    size_t max_piece;
 
     char *chat_template;
 };

@@ -113,30 +113,6 @@ int32_t tok_strmap_get_pair(const tok_strmap *m, const char *a, size_t alen, con
 /* UTF-8                                                               */
 /* ------------------------------------------------------------------ */
 
-size_t tok_utf8_encode(uint32_t cp, char out[4])
-{
-    if (cp < 0x80) {
-        out[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        out[0] = (char)(0xC0 | (cp >> 6));
-        out[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        out[0] = (char)(0xE0 | (cp >> 12));
-        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    out[0] = (char)(0xF0 | ((cp >> 18) & 0x07));
-    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    out[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
 static bool is_cont(const char *s, size_t len, size_t i)
 {
     return i < len && ((unsigned char)s[i] & 0xC0) == 0x80;
@@ -519,7 +495,6 @@ static vkv_status build_pieces(vkv_tokenizer *tok)
         }
         tok->piece_off[i] = o;
         tok->piece_len[i] = (uint32_t)k;
-        if (k > tok->max_piece) tok->max_piece = k;
         o += (uint32_t)k;
     }
     return VKV_OK;
@@ -539,7 +514,7 @@ static void build_byte_tokens(vkv_tokenizer *tok)
             }
         } else {
             char buf[4];
-            size_t n = tok_utf8_encode(tok_byte_to_cp((uint8_t)b), buf);
+            size_t n = vkv_utf8_encode(tok_byte_to_cp((uint8_t)b), buf);
             id = tok_strmap_get(&tok->tokens, buf, n, VKV_TOKEN_NULL);
         }
         tok->byte_token[b] = id;
@@ -640,44 +615,13 @@ int32_t vkv_tokenizer_n_vocab(const vkv_tokenizer *tok) { return tok->n_vocab; }
 int32_t vkv_tokenizer_bos(const vkv_tokenizer *tok) { return tok->bos; }
 int32_t vkv_tokenizer_eos(const vkv_tokenizer *tok) { return tok->eos; }
 int32_t vkv_tokenizer_eot(const vkv_tokenizer *tok) { return tok->eot; }
-int32_t vkv_tokenizer_unk(const vkv_tokenizer *tok) { return tok->unk; }
 int32_t vkv_tokenizer_pad(const vkv_tokenizer *tok) { return tok->pad; }
 bool vkv_tokenizer_adds_bos(const vkv_tokenizer *tok) { return tok->add_bos && tok->bos != VKV_TOKEN_NULL; }
-bool vkv_tokenizer_adds_eos(const vkv_tokenizer *tok) { return tok->add_eos && tok->eos != VKV_TOKEN_NULL; }
 const char *vkv_tokenizer_chat_template_source(const vkv_tokenizer *tok) { return tok->chat_template; }
-size_t vkv_tokenizer_max_piece(const vkv_tokenizer *tok) { return tok->max_piece; }
 
 bool vkv_tokenizer_is_eog(const vkv_tokenizer *tok, int32_t id)
 {
     return id >= 0 && id < tok->n_vocab && tok->eog[id];
-}
-
-vkv_token_type vkv_tokenizer_token_type(const vkv_tokenizer *tok, int32_t id)
-{
-    if (id < 0 || id >= tok->n_vocab) return VKV_TOKEN_UNDEFINED;
-    uint16_t a = tok->attr[id];
-    if (a & TOK_ATTR_NORMAL) return VKV_TOKEN_NORMAL;
-    if (a & TOK_ATTR_UNKNOWN) return VKV_TOKEN_UNKNOWN;
-    if (a & TOK_ATTR_CONTROL) return VKV_TOKEN_CONTROL;
-    if (a & TOK_ATTR_USER_DEFINED) return VKV_TOKEN_USER_DEFINED;
-    if (a & TOK_ATTR_UNUSED) return VKV_TOKEN_UNUSED;
-    if (a & TOK_ATTR_BYTE) return VKV_TOKEN_BYTE;
-    return VKV_TOKEN_UNDEFINED;
-}
-
-const char *vkv_tokenizer_token_text(const vkv_tokenizer *tok, int32_t id, size_t *len)
-{
-    if (id < 0 || id >= tok->n_vocab) {
-        if (len) *len = 0;
-        return NULL;
-    }
-    if (len) *len = tok->len[id];
-    return tok->blob + tok->off[id];
-}
-
-int32_t vkv_tokenizer_find(const vkv_tokenizer *tok, const char *text, size_t len)
-{
-    return tok_strmap_get(&tok->tokens, text, len, VKV_TOKEN_NULL);
 }
 
 const char *vkv_token_to_piece(const vkv_tokenizer *tok, int32_t id, bool special, size_t *len)

@@ -61,22 +61,13 @@ int32_t vkv_tokenizer_n_vocab(const vkv_tokenizer *tok);
 int32_t vkv_tokenizer_bos(const vkv_tokenizer *tok);
 int32_t vkv_tokenizer_eos(const vkv_tokenizer *tok);
 int32_t vkv_tokenizer_eot(const vkv_tokenizer *tok);
-int32_t vkv_tokenizer_unk(const vkv_tokenizer *tok);
 int32_t vkv_tokenizer_pad(const vkv_tokenizer *tok);
-/* Whether tokenizing with add_special prepends BOS / appends EOS. */
+/* Whether tokenizing with add_special prepends BOS. */
 bool vkv_tokenizer_adds_bos(const vkv_tokenizer *tok);
-bool vkv_tokenizer_adds_eos(const vkv_tokenizer *tok);
 /* End of generation: EOS, EOT, EOM and the end-of-turn tokens llama.cpp
  * recognises by their text (<|eot_id|>, <|im_end|>, <|end|>, ...). */
 bool vkv_tokenizer_is_eog(const vkv_tokenizer *tok, int32_t id);
 
-/* VKV_TOKEN_UNDEFINED for an id out of range. */
-vkv_token_type vkv_tokenizer_token_type(const vkv_tokenizer *tok, int32_t id);
-/* The token's text as stored in the vocabulary (NUL-terminated, *len bytes);
- * NULL for an id out of range. */
-const char *vkv_tokenizer_token_text(const vkv_tokenizer *tok, int32_t id, size_t *len);
-/* The id whose vocabulary text is exactly text[0..len), or VKV_TOKEN_NULL. */
-int32_t vkv_tokenizer_find(const vkv_tokenizer *tok, const char *text, size_t len);
 /* The raw `tokenizer.chat_template` string, or NULL. */
 const char *vkv_tokenizer_chat_template_source(const vkv_tokenizer *tok);
 
@@ -94,8 +85,6 @@ vkv_status vkv_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, 
  * text. Points into the tokenizer (valid until it is freed); not
  * NUL-terminated in general; "" for an id out of range. */
 const char *vkv_token_to_piece(const vkv_tokenizer *tok, int32_t id, bool special, size_t *len);
-/* The longest piece of any token, for sizing buffers. */
-size_t vkv_tokenizer_max_piece(const vkv_tokenizer *tok);
 
 /* All pieces concatenated into a malloc'ed, NUL-terminated string. */
 vkv_status vkv_detokenize(const vkv_tokenizer *tok, const int32_t *ids, size_t n_ids, bool special,

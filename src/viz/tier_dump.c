@@ -66,7 +66,7 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
     vkv_json_key(&w, "head_dim"); vkv_json_uint(&w, hp->head_dim);
     vkv_json_key(&w, "kv_type"); vkv_json_str(&w, types);
     vkv_json_key(&w, "press"); vkv_json_str(&w, in->press);
-    vkv_json_key(&w, "compression"); vkv_json_num(&w, in->compression);
+    vkv_json_key(&w, "compression"); vkv_json_num(&w, in->compression_ratio);
     vkv_json_key(&w, "approx_ratio"); vkv_json_num(&w, r->pa);
     vkv_json_key(&w, "vector"); vkv_json_bool(&w, in->vector);
     vkv_json_key(&w, "query_aware"); vkv_json_bool(&w, in->query_aware);

@@ -27,7 +27,7 @@ typedef struct vkv_tier_dump_info {
     const char *model_path, *press;
     const vkv_model *model;
     vkv_dtype k_type, v_type; /* the tiers' rows (kvlayout/kv_layout.h) */
-    double compression;
+    double compression_ratio; /* written as "compression" */
     bool vector, query_aware;
     const int32_t *ids;      /* the n context tokens */
     const vkv_tokenizer *tok;/* may be NULL: tokens are then written as ids */

@@ -7,6 +7,7 @@
 
 #include "core/file.h"
 #include "core/json.h"
+#include "kvlayout/kv_counts.h"
 
 static vkv_status oom(void) { return vkv_error(VKV_ERR_OOM, "out of memory reading the tier dump"); }
 
@@ -403,7 +404,7 @@ static vkv_status parse_top(vkv_json_reader *p, viz_dump *d, uint32_t *seen)
         case 5: st = get_u32(p, key, &d->head_dim); break;
         case 6: st = get_str(p, key, &d->kv_type, NULL); break;
         case 7: st = get_str(p, key, &d->press, NULL); break;
-        case 8: st = get_num(p, key, false, &d->compression); break;
+        case 8: st = get_num(p, key, false, &d->compression_ratio); break;
         case 9: st = get_num(p, key, false, &d->approx_ratio); break;
         case 10: st = get_bool(p, key, &d->vector); break;
         case 11: st = get_bool(p, key, &d->query_aware); break;
@@ -429,8 +430,9 @@ static vkv_status check_dump(const viz_dump *d)
         return vkv_error(VKV_ERR_FORMAT, "tokens has %zu strings, n_context is %u", d->n_tokens, d->n_context);
     if (d->n_layers != d->n_layer)
         return vkv_error(VKV_ERR_FORMAT, "layers has %zu entries, n_layer is %u", d->n_layers, d->n_layer);
-    if (d->compression < 0 || d->compression >= 1)
-        return vkv_error(VKV_ERR_FORMAT, "compression is %g, outside [0, 1)", d->compression);
+    char why[160];
+    if (vkv_kv_check_ratios(d->compression_ratio, -1, false, why, sizeof why)) /* the message names the file's key */
+        return vkv_error(VKV_ERR_FORMAT, "compression is %g, outside [0, 1)", d->compression_ratio);
     if (d->approx_ratio < 0 || d->approx_ratio >= 1)
         return vkv_error(VKV_ERR_FORMAT, "approx_ratio is %g, outside [0, 1)", d->approx_ratio);
     for (size_t li = 0; li < d->n_layers; li++) {

@@ -40,7 +40,7 @@ typedef struct viz_dump {
     uint32_t version;
     char *model, *arch, *kv_type, *press;
     uint32_t n_layer, n_kv_head, head_dim, n_context;
-    double compression, approx_ratio;
+    double compression_ratio, approx_ratio; /* "compression", "approx_ratio" */
     bool vector, query_aware;
     char **tokens;          /* [n_tokens] UTF-8 (may hold NULs: see token_len) */
     size_t *token_len;

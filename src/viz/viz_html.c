@@ -203,7 +203,7 @@ static void write_meta(FILE *mf, const viz_dump *d, const viz_html_opts *o, cons
     vkv_json_key(&w, "arch"); vkv_json_str(&w, d->arch);
     vkv_json_key(&w, "kv_type"); vkv_json_str(&w, d->kv_type);
     vkv_json_key(&w, "press"); vkv_json_str(&w, d->press);
-    vkv_json_key(&w, "compression"); vkv_json_num(&w, d->compression);
+    vkv_json_key(&w, "compression"); vkv_json_num(&w, d->compression_ratio);
     vkv_json_key(&w, "approx_ratio"); vkv_json_num(&w, d->approx_ratio);
     vkv_json_key(&w, "vector"); vkv_json_bool(&w, d->vector);
     vkv_json_key(&w, "query_aware"); vkv_json_bool(&w, d->query_aware);

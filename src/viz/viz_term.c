@@ -58,7 +58,7 @@ void viz_print_term(FILE *f, const viz_dump *d, bool color, bool per_head)
     char b1[32], b2[32], b3[32], b4[32], b5[32];
     fprintf(f, "%stier dump%s  %s (%s): %u layers x %u KV heads x head_dim %u, KV cache %s\n", bold, reset,
             d->model, d->arch, d->n_layer, d->n_kv_head, d->head_dim, d->kv_type);
-    fprintf(f, "press %s, p_c %.3g, p_a %.3g, VECTOR %s, %s, %u context tokens\n", d->press, d->compression,
+    fprintf(f, "press %s, p_c %.3g, p_a %.3g, VECTOR %s, %s, %u context tokens\n", d->press, d->compression_ratio,
             d->approx_ratio, d->vector ? "on" : "off", d->query_aware ? "query-aware" : "query-agnostic",
             d->n_context);
     if (color)
@@ -135,7 +135,7 @@ void viz_print_term(FILE *f, const viz_dump *d, bool color, bool per_head)
     fprintf(f, "memory: uncompressed %s; kept %s = retained K+V %s + approximated K %s\n", b1, b4, b2, b3);
     if (unc > 0)
         fprintf(f, "compression achieved: %s%.1f%%%s (target p_c %.1f%%); with the OLS maps (%s) %.1f%%\n", bold,
-                100.0 * (1 - (double)d->bytes_kept / unc), reset, 100.0 * d->compression, b5,
+                100.0 * (1 - (double)d->bytes_kept / unc), reset, 100.0 * d->compression_ratio, b5,
                 100.0 * (1 - (double)(d->bytes_kept + d->bytes_w) / unc));
     if (en) fprintf(f, "distortion E (layer mean): %.4f   (E = sum over evicted w + sum over approximated w*|V-V^|^2/|V|^2)\n",
                     esum / en);

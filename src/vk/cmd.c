@@ -243,7 +243,6 @@ vkv_status vkv_cmd_abort(vkv_gpu *gpu, vkv_status st)
 void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on) { gpu->profiling = on; }
 double vkv_gpu_last_submit_ns(const vkv_gpu *gpu) { return gpu->last_submit_ns; }
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_ns[k]; }
-uint64_t vkv_gpu_kernel_calls(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_calls[k]; }
 void vkv_gpu_reset_profile(vkv_gpu *gpu)
 {
     memset(gpu->kernel_ns, 0, sizeof gpu->kernel_ns);

@@ -496,4 +496,3 @@ void vkv_debug_name(const vkv_gpu *gpu, VkObjectType type, uint64_t handle, cons
 }
 
 const vkv_caps *vkv_gpu_caps(const vkv_gpu *gpu) { return gpu->caps; }
-vkv_instance *vkv_gpu_instance(vkv_gpu *gpu) { return gpu->inst; }

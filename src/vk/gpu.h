@@ -90,7 +90,6 @@ typedef struct vkv_gpu vkv_gpu;
 vkv_status vkv_gpu_create(vkv_instance *inst, int index, vkv_gpu **out);
 void vkv_gpu_destroy(vkv_gpu *gpu);
 const vkv_caps *vkv_gpu_caps(const vkv_gpu *gpu);
-vkv_instance *vkv_gpu_instance(vkv_gpu *gpu);
 
 /* ---- memory ---- */
 
@@ -107,7 +106,6 @@ vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, con
                              vkv_buffer **out);
 void vkv_buffer_destroy(vkv_gpu *gpu, vkv_buffer *buf);
 uint64_t vkv_buffer_size(const vkv_buffer *buf);
-VkBuffer vkv_buffer_handle(const vkv_buffer *buf);
 /* Host pointer for VKV_MEM_HOST buffers, NULL otherwise. */
 void *vkv_buffer_map(const vkv_buffer *buf);
 
@@ -167,7 +165,6 @@ void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on);
 double vkv_gpu_last_submit_ns(const vkv_gpu *gpu);
 /* Accumulated nanoseconds per kernel since the last reset. */
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k);
-uint64_t vkv_gpu_kernel_calls(const vkv_gpu *gpu, vkv_kernel k);
 void vkv_gpu_reset_profile(vkv_gpu *gpu);
 
 /* ---- pipelines ----

@@ -213,7 +213,6 @@ void vkv_buffer_destroy(vkv_gpu *gpu, vkv_buffer *b)
 }
 
 uint64_t vkv_buffer_size(const vkv_buffer *b) { return b->size; }
-VkBuffer vkv_buffer_handle(const vkv_buffer *b) { return b->buffer; }
 void *vkv_buffer_map(const vkv_buffer *b) { return b->kind == VKV_MEM_HOST ? b->mapped : NULL; }
 vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu) { return gpu->stats; }
 

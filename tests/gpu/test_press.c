@@ -65,12 +65,12 @@ typedef struct press_data {
     uint32_t k[N_PC]; /* tokens kept per KV head at each compression */
 } press_data;
 
-static uint32_t kept(const vkv_press_ops *ops, const vkv_press_params *p, double pc, uint32_t n)
+static uint32_t kept(const vkv_press_ops *ops, const vkv_press_params *p, double compression_ratio, uint32_t n)
 {
     vkv_press_params q = *p;
-    q.compression = pc;
+    q.compression_ratio = compression_ratio;
     /* Layer 1 of 4 for PyramidKV (at these n it falls back to round(n (1 - p_c))). */
-    return ops->n_kept ? ops->n_kept(&q, 1, 4, n) : vkv_kv_n_kept(pc, n);
+    return ops->n_kept ? ops->n_kept(&q, 1, 4, n) : vkv_kv_n_kept(compression_ratio, n);
 }
 
 static int cmp_desc(const void *a, const void *b)

@@ -1,7 +1,10 @@
 /* The CLI's option tables (src/cli/options.c): every value type, ranges and
- * their exclusive ends, the error messages, --help, and the shared groups. */
+ * their exclusive ends, the error messages, --help, and the shared groups;
+ * the press group's compression, range rule and help (src/cli/press_options.c). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +14,8 @@
 #include <cmocka.h>
 
 #include "cli/options.h"
+#include "press/press.h"
+#include "session/session.h"
 
 #define MAX_ARGS 32
 
@@ -343,7 +348,7 @@ static void shared_groups(void **state)
     cli_press_opts po;
     cli_press_opts_init(&po);
     assert_null(po.press);
-    assert_true(po.compression == -1 && po.pa == -1);
+    assert_true(po.compression_ratio == -1 && po.pa == -1);
     const cli_opt groups[] = {CLI_MODEL_OPTIONS(mo), CLI_SAMPLING_OPTIONS(sp), CLI_PRESS_OPTIONS(po)};
     parse_result r = PARSE(groups, "-m", "x.gguf", "--device", "1", "--ctx", "256", "--kv-type", "f32", "--temp", "0",
                            "--seed", "9", "--press", "snapkv", "--compression", "0.5", "--vector", "--pa", "0.25");
@@ -362,7 +367,7 @@ static void shared_groups(void **state)
     assert_true(sp.top_p == defaults.top_p && sp.top_k == defaults.top_k && sp.min_p == defaults.min_p);
     assert_string_equal(po.press, "snapkv");
     /* --pa stays text until cli_press_opts_check reads it (a list in longbench) */
-    assert_true(po.compression == 0.5 && po.vector);
+    assert_true(po.compression_ratio == 0.5 && po.vector);
     assert_string_equal(po.pa_arg, "0.25");
     assert_false(po.query_aware || po.materialized);
 
@@ -385,6 +390,121 @@ static void shared_groups(void **state)
         if (!strstr(r.out, names[i])) fail_msg("--help lacks '%s':\n%s", names[i], r.out);
 }
 
+/* cli_press_compression: each parsed press option reaches its field of the
+ * session's vkv_compression. */
+static void press_options_build_the_compression(void **state)
+{
+    (void)state;
+    cli_press_opts po;
+    cli_press_opts_init(&po);
+    const cli_opt opts[] = {CLI_PRESS_OPTIONS(po)};
+    const vkv_press_ops *press;
+    vkv_compression c;
+
+    /* compression during generation alone: no --compression is p_c 0 */
+    assert_int_equal(PARSE(opts, "--press", "keydiff", "--compress-every", "8", "--max-kv-tokens", "32").rc, CLI_OK);
+    assert_true(cli_press_opts_check("test", &po, &press));
+    cli_press_compression(&po, press, false, &c);
+    assert_ptr_equal(c.press, vkv_press_find("keydiff"));
+    assert_true(c.compression_ratio == 0 && c.p_a < 0);
+    assert_true(c.compress_every == 8 && c.max_kv_tokens == 32);
+    assert_false(c.vector || c.materialized || c.plain_prompt || c.query_aware || c.keep_details || c.lean);
+    assert_int_equal(c.pool, VKV_POOL_DEFAULT);
+    assert_int_equal(c.map, VKV_MAP_HEAD);
+
+    cli_press_opts_init(&po);
+    assert_int_equal(PARSE(opts, "--press", "snapkv", "--compression", "0.75", "--vector", "--pa", "0.125",
+                           "--vector-pool", "global", "--vector-map", "joint", "--materialized", "--query-agnostic")
+                         .rc,
+                     CLI_OK);
+    assert_true(cli_press_opts_check("test", &po, &press));
+    cli_press_compression(&po, press, true, &c);
+    assert_ptr_equal(c.press, vkv_press_find("snapkv"));
+    assert_true(c.compression_ratio == 0.75 && c.vector && c.p_a == 0.125);
+    assert_int_equal(c.pool, VKV_POOL_GLOBAL);
+    assert_int_equal(c.map, VKV_MAP_JOINT);
+    assert_true(c.materialized && c.plain_prompt);
+    assert_false(c.query_aware); /* --query-agnostic over snapkv's query-aware default */
+    assert_true(c.compress_every == 0 && c.max_kv_tokens == 0);
+}
+
+/* Whether cli_press_opts_check takes press options with these ratios
+ * (p_a < 0: no --pa), its message on stderr kept out of the test's output. */
+static bool ratios_accepted(double compression_ratio, const char *pa, bool vector)
+{
+    cli_press_opts po;
+    cli_press_opts_init(&po);
+    po.press = "keydiff";
+    po.compression_ratio = compression_ratio;
+    po.pa_arg = pa;
+    po.vector = vector;
+    const vkv_press_ops *press;
+    fflush(stderr);
+    int saved_err = dup(2);
+    FILE *sink = tmpfile();
+    assert_non_null(sink);
+    dup2(fileno(sink), 2);
+    bool ok = cli_press_opts_check("test", &po, &press);
+    fflush(stderr);
+    dup2(saved_err, 2);
+    close(saved_err);
+    fclose(sink);
+    return ok;
+}
+
+/* The one range rule (vkv_kv_check_ratios) decides for options that did not
+ * come through the parser's range: 0 <= p_c < 1, p_a <= 1 - p_c. */
+static void the_ratios_obey_one_rule(void **state)
+{
+    (void)state;
+    assert_true(ratios_accepted(0, NULL, false));
+    assert_true(ratios_accepted(0.999, NULL, false));
+    assert_false(ratios_accepted(1, NULL, false));
+    assert_false(ratios_accepted(1.5, NULL, false));
+    assert_false(ratios_accepted(NAN, NULL, false));
+    assert_true(ratios_accepted(0.75, "0.25", true)); /* p_a + p_c = 1 exactly, as decimals */
+    assert_false(ratios_accepted(0.75, "0.3", true));
+    assert_false(ratios_accepted(0.9, "0.5", true));
+}
+
+/* --press's help lists the press table, in its order, wrapped at 80 columns:
+ * today's table gives the text the help always had. */
+static void press_help_lists_the_press_table(void **state)
+{
+    (void)state;
+    const char *help = cli_press_help(), *at = help;
+    for (const vkv_press_ops *const *p = vkv_press_all(); *p; p++) {
+        const char *hit = strstr(at, (*p)->name);
+        if (!hit) fail_msg("'%s' lacks '%s' after '%s'", help, (*p)->name, at);
+        at = hit + strlen((*p)->name);
+    }
+    for (const char *line = help; line;) {
+        const char *nl = strchr(line, '\n');
+        assert_true((nl ? (size_t)(nl - line) : strlen(line)) <= 80);
+        line = nl ? nl + 1 : NULL;
+    }
+    assert_string_equal(help, "importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova,\n"
+                              "observed, expected, kvzip");
+}
+
+/* The KV-type group of a command whose default is not f16 (perplexity's f32)
+ * says so, and takes the four types and --k-type / --v-type. */
+static void kv_type_group_with_another_default(void **state)
+{
+    (void)state;
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    mo.kv_type = 1;
+    const cli_opt opts[] = {CLI_KV_TYPE_OPTIONS_DEFAULT(mo, "f32")};
+    parse_result r = PARSE(opts, "--help");
+    assert_int_equal(r.rc, CLI_HELP);
+    if (!strstr(r.out, "KV cache storage, K and V (default f32;")) fail_msg("%s", r.out);
+    assert_true(cli_k_dtype(&mo) == VKV_F32 && cli_v_dtype(&mo) == VKV_F32);
+    assert_int_equal(PARSE(opts, "--v-type", "q4_0").rc, CLI_OK);
+    assert_true(cli_k_dtype(&mo) == VKV_F32 && cli_v_dtype(&mo) == VKV_Q4_0);
+    EXPECT_ERROR_IN(opts, "--kv-type wants f16, f32, q8_0 or q4_0, got 'q9'", "--kv-type", "q9");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +519,10 @@ int main(void)
         cmocka_unit_test(arguments_between_options),
         cmocka_unit_test_setup_teardown(help_lists_every_option, fresh_table, free_table),
         cmocka_unit_test(shared_groups),
+        cmocka_unit_test(press_options_build_the_compression),
+        cmocka_unit_test(the_ratios_obey_one_rule),
+        cmocka_unit_test(press_help_lists_the_press_table),
+        cmocka_unit_test(kv_type_group_with_another_default),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

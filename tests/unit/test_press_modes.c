@@ -48,7 +48,7 @@ static int resolved_mode(const char *press, bool aware_flag, bool agnostic_flag)
     cli_press_opts po;
     cli_press_opts_init(&po);
     po.press = press;
-    po.compression = press ? 0.5 : -1;
+    po.compression_ratio = press ? 0.5 : -1;
     po.aware_flag = aware_flag;
     po.agnostic_flag = agnostic_flag;
     const struct vkv_press_ops *ops;

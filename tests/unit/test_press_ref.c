@@ -110,11 +110,28 @@ static void streamingllm_keeps_the_sinks_and_the_most_recent_tokens(void **state
     vkv_press_params p = vkv_press_params_default(0.4);
     vkv_press_layer in = layer_f32(keys, 10, 1, 1, NULL, 0);
     score("streamingllm", &p, &in, out);
-    uint32_t k = vkv_kv_n_kept(p.compression, 10);
+    uint32_t k = vkv_kv_n_kept(p.compression_ratio, 10);
     assert_int_equal(k, 6);
     assert_int_equal(vkv_ref_topk_select(out, 1, 10, NULL, k, mask), VKV_OK);
     const uint32_t want[10] = {1, 1, 1, 1, 0, 0, 0, 0, 1, 1};
     assert_memory_equal(mask, want, sizeof want);
+}
+
+/* A scorer refuses a ratio outside [0, 1) by the one rule (vkv_kv_check_ratios)
+ * and says which. */
+static void scorers_refuse_a_compression_ratio_outside_the_range(void **state)
+{
+    (void)state;
+    float keys[10 * HD] = {0}, out[10];
+    vkv_press_layer in = layer_f32(keys, 10, 1, 1, NULL, 0);
+    const double refused[] = {1, 1.5, -0.25};
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        vkv_press_params p = vkv_press_params_default(refused[i]);
+        assert_int_equal(vkv_press_find("keydiff")->score_ref(&p, &in, out), VKV_ERR_ARG);
+        if (!strstr(vkv_last_error(), "is outside [0, 1)")) fail_msg("'%s'", vkv_last_error());
+    }
+    vkv_press_params p = vkv_press_params_default(0.999);
+    assert_int_equal(vkv_press_find("keydiff")->score_ref(&p, &in, out), VKV_OK);
 }
 
 /* q = 0: every visible key gets the same weight. Window w = 2 of n = 6:
@@ -515,7 +532,7 @@ static void pyramid_falls_back_to_snapkv_when_the_pyramid_does_not_fit(void **st
     vkv_press_params p = vkv_press_params_default(0.9);
     for (uint32_t l = 0; l < 8; l++) assert_int_equal(ops->n_kept(&p, l, 8, 1000), 100);
     /* round() is Python's half-to-even: 1002 * 0.25 = 250.5 -> 250. */
-    p.compression = 0.75f;
+    p.compression_ratio = 0.75f;
     assert_int_equal(ops->n_kept(&p, 3, 8, 1002), 250);
 }
 
@@ -562,6 +579,7 @@ int main(void)
         cmocka_unit_test(keydiff_scores_minus_the_cosine_to_the_mean_normalised_key),
         cmocka_unit_test(blockwise_keydiff_uses_the_mean_of_every_block_seen_so_far),
         cmocka_unit_test(streamingllm_keeps_the_sinks_and_the_most_recent_tokens),
+        cmocka_unit_test(scorers_refuse_a_compression_ratio_outside_the_range),
         cmocka_unit_test(snapkv_pools_the_mean_window_attention_with_zero_padding),
         cmocka_unit_test(snapkv_weights_follow_the_causal_softmax),
         cmocka_unit_test(snapkv_rejects_a_context_shorter_than_its_window),

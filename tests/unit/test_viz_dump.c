@@ -128,7 +128,7 @@ static void viz_dump_reads_a_valid_dump(void **state)
     assert_int_equal(d->n_kv_head, 2);
     assert_int_equal(d->n_context, 4);
     assert_true(d->vector && !d->query_aware);
-    assert_true(d->compression == 0.5 && d->approx_ratio == 0.25);
+    assert_true(d->compression_ratio == 0.5 && d->approx_ratio == 0.25);
     assert_int_equal(d->n_tokens, 4);
     assert_string_equal(d->tokens[1], "a\xc3\xa9");
     assert_string_equal(d->tokens[2], "\n");
