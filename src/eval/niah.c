@@ -132,6 +132,9 @@ size_t vkv_niah_sentence_end_before(const char *t, size_t len, size_t at)
 
 size_t vkv_niah_sentence_end_near(const char *t, size_t len, size_t at)
 {
+    /* a depth's token can end past the haystack's cut (the cut moved back to
+     * a sentence end): the cut is then the nearest end */
+    if (at > len) at = len;
     size_t before = vkv_niah_sentence_end_before(t, len, at), after = at;
     while (after < len && !sentence_end_at(t, len, after)) after++;
     return at - before <= after - at ? before : after;

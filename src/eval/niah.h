@@ -48,7 +48,7 @@ vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void 
  * capital also counts (the essays' paragraph joins). */
 size_t vkv_niah_sentence_end_before(const char *t, size_t len, size_t at);
 /* The sentence end nearest to byte `at` in [0, len] (0 and len count as
- * ends; a tie goes to the earlier one). */
+ * ends; a tie goes to the earlier one; an `at` past len gives len). */
 size_t vkv_niah_sentence_end_near(const char *t, size_t len, size_t at);
 
 /* One run's haystack text and where each of its tokens ends. */

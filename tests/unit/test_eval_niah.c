@@ -74,6 +74,7 @@ static void sentence_ends(void **state)
     assert_int_equal(vkv_niah_sentence_end_near(t, 25, 5), 8);
     assert_int_equal(vkv_niah_sentence_end_near("ab. cd", 6, 3), 3);
     assert_int_equal(vkv_niah_sentence_end_near("a.b cd", 6, 4), 6); /* "a.b" is no end; the text's end is */
+    assert_int_equal(vkv_niah_sentence_end_near(t, 8, 19), 8); /* past the end: the end */
     /* a '.' before a capital ends a sentence (joined paragraphs); before a digit or a lower case letter not */
     assert_int_equal(vkv_niah_sentence_end_before("end.Next", 8, 6), 4);
     assert_int_equal(vkv_niah_sentence_end_before("pi 3.14", 7, 7), 0);
@@ -105,6 +106,11 @@ static void own_prompt_places_the_needle_at_sentence_ends(void **state)
     /* length 7: 4 haystack tokens end mid-sentence (byte 19): cut back to 8 */
     h = own_haystack(&p, &r, 7, 0, &d);
     assert_string_equal(h, "NEEDLE. One two.");
+    free(h);
+    /* depth 75: token 3 ends at byte 19, past the cut at 8: the needle goes at the cut */
+    h = own_haystack(&p, &r, 7, 75, &d);
+    assert_string_equal(h, "One two. NEEDLE.");
+    assert_true(d == 100);
     free(h);
     /* longer than the run: all of it */
     h = own_haystack(&p, &r, 1000, 100, &d);
