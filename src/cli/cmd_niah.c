@@ -1,33 +1,27 @@
 /* vkvector niah: needle in a haystack. Builds prompts of given token lengths
  * from a haystack of text files (the Paul Graham essays), hides a needle
- * sentence at given depths (at a sentence boundary), asks for it, and scores
- * the answer by ROUGE-L F against the needle (the `rouge` package's, as in
- * LongBench). Runs differ by where in the haystack the text starts. Writes
- * the grid as JSON and, with --html, a self-contained heatmap page. */
-#include <dirent.h>
+ * sentence at given depths, asks for it, and scores the answer by ROUGE-L F
+ * against the needle (the `rouge` package's, as in LongBench). Runs differ by
+ * where in the haystack the text starts. Writes the grid as JSON and, with
+ * --html, a self-contained heatmap page.
+ *
+ * This file drives: the options, the session, the grid and the files. The
+ * haystack and the prompts are src/eval/niah.h's, the heatmap
+ * src/viz/niah_heatmap.h's. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/eval_cli.h"
-#include "core/file.h"
 #include "core/json_write.h"
-#include "core/strbuf.h"
 #include "session/session.h"
 #include "eval/metrics.h"
-#include "eval/kvpress_prompt.h"
-#include "eval/prompt.h"
-
-#define DEFAULT_NEEDLE "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day."
-#define DEFAULT_QUESTION "What is the best thing to do in San Francisco?"
-#define INTRO "You are a helpful AI bot that answers questions for a user. Keep your response short and direct.\n\n<context>\n"
-#define OUTRO "\n</context>\n\n"
-#define ASK_SUFFIX " Don't give information outside the document or repeat your findings."
+#include "eval/niah.h"
+#include "viz/niah_heatmap.h"
 
 /* ---- specs ---- */
 
@@ -66,134 +60,7 @@ static bool parse_spec(const char *s, bool step, double lo, double hi, dlist *ou
     return ok && out->n > 0;
 }
 
-/* ---- haystack ---- */
-
-static int name_cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The text files of dir (*.txt; every regular file when there is none),
- * concatenated in name order with blank lines between. */
-static char *read_haystack(const char *dir, size_t *len)
-{
-    DIR *d = opendir(dir);
-    if (!d) {
-        fprintf(stderr, "vkvector niah: cannot open the haystack directory '%s': %s\n", dir, strerror(errno));
-        return NULL;
-    }
-    char **names = NULL;
-    size_t n = 0, cap = 0, n_txt = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') continue;
-        if (n == cap) {
-            char **g = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *g);
-            if (!g) break;
-            names = g;
-        }
-        size_t l = strlen(de->d_name);
-        n_txt += l > 4 && !strcmp(de->d_name + l - 4, ".txt");
-        names[n++] = strdup(de->d_name);
-    }
-    closedir(d);
-    qsort(names, n, sizeof *names, name_cmp);
-    vkv_strbuf b = {0};
-    for (size_t i = 0; i < n; i++) {
-        if (!names[i]) continue;
-        size_t l = strlen(names[i]);
-        if (n_txt && !(l > 4 && !strcmp(names[i] + l - 4, ".txt"))) continue;
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        struct stat sb;
-        if (stat(path, &sb) || !S_ISREG(sb.st_mode)) continue;
-        size_t fl;
-        char *t = cli_read_file(path, &fl);
-        if (!t) {
-            fprintf(stderr, "vkvector niah: %s; the file is skipped\n", vkv_last_error());
-            continue;
-        }
-        /* no context needs more haystack than one document's cap: the rest
-         * of the directory would only cost host memory */
-        if (b.n + 2 + fl > VKV_MAX_DOC_BYTES) {
-            fprintf(stderr, "vkvector niah: the haystack reaches %zu MiB at '%s': it and the files after it are "
-                            "not read\n", VKV_MAX_DOC_BYTES >> 20, path);
-            free(t);
-            break;
-        }
-        if (b.n) vkv_strbuf_puts(&b, "\n\n");
-        vkv_strbuf_put(&b, t, fl);
-        free(t);
-    }
-    for (size_t i = 0; i < n; i++) free(names[i]);
-    free(names);
-    if (b.oom || !b.n) {
-        fprintf(stderr, "vkvector niah: no text in the haystack directory '%s'\n", dir);
-        free(b.p);
-        return NULL;
-    }
-    *len = b.n;
-    return b.p;
-}
-
-static bool is_ws(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
-static bool sentence_end_at(const char *t, size_t len, size_t i)
-{
-    if (i == 0 || i > len) return false;
-    char c = t[i - 1];
-    if (c != '.' && c != '?' && c != '!') return false;
-    return i == len || is_ws(t[i]) || (c == '.' && t[i] >= 'A' && t[i] <= 'Z');
-}
-
-/* The end of the last sentence that ends at or before `at` (just after its
- * '.', '?' or '!'), or 0. A '.' directly followed by a capital also counts
- * (the essays' paragraph joins). */
-static size_t sentence_end_before(const char *t, size_t len, size_t at)
-{
-    if (at > len) at = len;
-    for (size_t i = at; i > 0; i--)
-        if (sentence_end_at(t, len, i)) return i;
-    return 0;
-}
-
-/* The sentence end nearest to `at` in [0, len] (0 and len count as ends). */
-static size_t sentence_end_near(const char *t, size_t len, size_t at)
-{
-    size_t before = sentence_end_before(t, len, at), after = at;
-    while (after < len && !sentence_end_at(t, len, after)) after++;
-    return at - before <= after - at ? before : after;
-}
-
-/* One run's haystack: the text from an offset (at a paragraph start),
- * wrapped around and repeated until it has at least `bytes` bytes. */
-static char *run_text(const char *hay, size_t hay_len, size_t offset, size_t bytes, size_t *len)
-{
-    if (offset) {
-        const char *p = strstr(hay + offset, "\n\n");
-        offset = p ? (size_t)(p - hay) + 2 : 0;
-    }
-    vkv_strbuf b = {0};
-    vkv_strbuf_put(&b, hay + offset, hay_len - offset);
-    while (b.n < bytes && !b.oom) {
-        vkv_strbuf_puts(&b, "\n\n");
-        vkv_strbuf_put(&b, hay, hay_len);
-    }
-    if (b.oom) {
-        free(b.p);
-        return NULL;
-    }
-    *len = b.n;
-    return b.p;
-}
-
 /* ---- the grid ---- */
-
-/* kvpress's needle in a haystack (the paper's), or this harness's own. */
-enum { NIAH_PROTOCOL_KVPRESS, NIAH_PROTOCOL_OWN };
-static const char *const protocol_names[] = {"kvpress", "vkvector"};
-/* kvpress's wrapper around the haystack, and the tokens it leaves for the
- * prompt's other parts (its "system prompts and other overhead"). */
-#define KVPRESS_BOOK_OPEN "This is a very long story book: <book> "
-#define KVPRESS_BOOK_CLOSE " </book>."
-#define KVPRESS_OVERHEAD 150
 
 typedef struct cell {
     double length, depth;
@@ -207,7 +74,7 @@ typedef struct niah {
     const eval_opts *o;
     eval_env *e;
     const char *needle, *question, *haystack_dir, *out_path, *html_path, *answer_prefix;
-    int protocol;              /* NIAH_PROTOCOL_* */
+    int protocol;              /* vkv_niah_protocol: --protocol's choice */
     dlist lengths, depths;
     size_t runs, n_predict;
     uint64_t seed;
@@ -215,27 +82,31 @@ typedef struct niah {
     cell *cells;               /* [n_lengths * n_depths], length-major */
     /* set once the session is open */
     bool chat;                 /* prompts in the model's chat template */
-    vkv_strbuf ask;            /* the question as asked after the haystack */
-    size_t overhead, n_needle; /* tokens of the prompt without the haystack; of the needle */
-    size_t kvpress_question;   /* kvpress: a bound on the question part's tokens */
+    vkv_niah_prompts prompts;  /* what every cell's prompt shares, and its token counts */
     vkv_compression comp;
     vkv_gen_params gen;
 } niah;
-
-/* One run's haystack text and where each of its tokens ends. */
-typedef struct haystack_run {
-    char *text;
-    size_t len;
-    int32_t *ids;              /* [n_ids] */
-    size_t *ends;              /* [n_ids] byte offsets */
-    size_t n_ids;
-} haystack_run;
 
 static double cell_mean(const cell *c)
 {
     double s = 0;
     for (size_t r = 0; r < c->n_done; r++) s += c->scores[r];
     return c->n_done ? s / c->n_done : NAN;
+}
+
+/* The mean of the cells' means over the cells that ran (*n_ran of them), or
+ * NaN when none did. */
+static double grid_mean(const niah *g, size_t *n_ran)
+{
+    double sum = 0;
+    size_t n = 0;
+    for (size_t i = 0; i < g->lengths.n * g->depths.n; i++)
+        if (g->cells[i].n_done) {
+            sum += cell_mean(&g->cells[i]);
+            n++;
+        }
+    *n_ran = n;
+    return n ? sum / n : NAN;
 }
 
 static bool write_json(const niah *g)
@@ -252,7 +123,7 @@ static bool write_json(const niah *g)
     vkv_json_begin_object(&w);
     eval_write_settings(&w, g->o, g->e);
     vkv_json_key(&w, "protocol");
-    vkv_json_str(&w, protocol_names[g->protocol]);
+    vkv_json_str(&w, vkv_niah_protocol_name((vkv_niah_protocol)g->protocol));
     vkv_json_key(&w, "answer_prefix");
     vkv_json_str(&w, g->answer_prefix);
     vkv_json_key(&w, "needle");
@@ -282,8 +153,6 @@ static bool write_json(const niah *g)
     vkv_json_begin_array(&w);
     for (size_t i = 0; i < g->depths.n; i++) vkv_json_num(&w, g->depths.v[i]);
     vkv_json_end_array(&w);
-    double sum = 0;
-    size_t n_sum = 0;
     vkv_json_key(&w, "cells");
     vkv_json_begin_array(&w);
     for (size_t i = 0; i < g->lengths.n * g->depths.n; i++) {
@@ -312,14 +181,11 @@ static bool write_json(const niah *g)
         for (size_t r = 0; r < c->n_done; r++) vkv_json_str(&w, c->answers[r] ? c->answers[r] : "");
         vkv_json_end_array(&w);
         vkv_json_end_object(&w);
-        if (c->n_done) {
-            sum += cell_mean(c);
-            n_sum++;
-        }
     }
     vkv_json_end_array(&w);
     vkv_json_key(&w, "mean");
-    vkv_json_num(&w, n_sum ? sum / n_sum : NAN);
+    size_t n_ran;
+    vkv_json_num(&w, grid_mean(g, &n_ran));
     vkv_json_end_object(&w);
     fputc('\n', f);
     bool ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
@@ -331,139 +197,47 @@ static bool write_json(const niah *g)
     return true;
 }
 
-/* Red (0) -> yellow (0.5) -> green (1). */
-static void score_color(double s, char *buf, size_t n)
-{
-    static const double stops[3][3] = {{215, 48, 39}, {254, 224, 139}, {26, 152, 80}};
-    if (isnan(s)) {
-        snprintf(buf, n, "#dddddd");
-        return;
-    }
-    s = s < 0 ? 0 : s > 1 ? 1 : s;
-    int k = s < 0.5 ? 0 : 1;
-    double t = s < 0.5 ? s / 0.5 : (s - 0.5) / 0.5;
-    int rgb[3];
-    for (int i = 0; i < 3; i++) rgb[i] = (int)lround(stops[k][i] + (stops[k + 1][i] - stops[k][i]) * t);
-    snprintf(buf, n, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-}
-
-static void html_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
+/* The heatmap page: the grid handed to src/viz/niah_heatmap.h. */
 static bool write_html(const niah *g)
 {
-    FILE *f = fopen(g->html_path, "wb");
-    if (!f) {
-        fprintf(stderr, "vkvector niah: cannot write '%s': %s\n", g->html_path, strerror(errno));
+    size_t n = g->lengths.n * g->depths.n;
+    viz_niah_cell *cells = calloc(n, sizeof *cells);
+    if (!cells) {
+        fprintf(stderr, "vkvector niah: out of host memory writing '%s'\n", g->html_path);
         return false;
     }
-    const size_t nl = g->lengths.n, nd = g->depths.n;
-    const int cw = nl > 12 ? 56 : 72, ch = 34, left = 80, top = 60, legend_w = 24;
-    const int w = left + (int)nl * cw + 110, h = top + (int)nd * ch + 70;
-    double sum = 0;
-    size_t n_sum = 0;
-    for (size_t i = 0; i < nl * nd; i++)
-        if (g->cells[i].n_done) {
-            sum += cell_mean(&g->cells[i]);
-            n_sum++;
-        }
+    for (size_t i = 0; i < n; i++) {
+        const cell *c = &g->cells[i];
+        cells[i] = (viz_niah_cell){.score = cell_mean(c), .n_runs = c->n_done, .prompt_tokens = c->prompt_tokens,
+                                   .needle_depth = c->needle_depth, .answers = c->answers};
+    }
     char title[1024];
     snprintf(title, sizeof title, "Needle in a haystack: %s, %s%s", g->e->s->model_name,
              g->o->po.press ? g->o->po.press : "full cache", g->o->po.vector ? " + VECTOR" : "");
-    fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>");
-    html_text(f, title);
-    fprintf(f, "</title>\n<style>\nbody{font-family:system-ui,sans-serif;margin:24px;color:#222}\n"
-               "h1{font-size:20px}\n.meta{color:#555;font-size:14px;line-height:1.5}\n"
-               "svg text{font-family:system-ui,sans-serif}\n</style>\n</head>\n<body>\n<h1>");
-    html_text(f, title);
-    fprintf(f, "</h1>\n<div class=\"meta\">");
-    if (g->o->po.press)
-        fprintf(f, "p<sub>c</sub> = %g%s, %s compression<br>\n", g->o->po.compression_ratio,
-                g->o->po.vector ? "" : "", g->o->po.query_aware ? "query-aware" : "query-agnostic");
-    if (g->o->po.vector) fprintf(f, "p<sub>a</sub> = %g<br>\n", eval_effective_pa(g->o));
-    fprintf(f, "needle: &ldquo;");
-    html_text(f, g->needle);
-    fprintf(f, "&rdquo;<br>\nquestion: &ldquo;");
-    html_text(f, g->question);
-    fprintf(f, "&rdquo;<br>\nscore: ROUGE-L F of the answer against the needle, mean over %zu run%s; "
-               "overall mean %.3f<br>\nhaystack: ", g->runs, g->runs == 1 ? "" : "s", n_sum ? sum / n_sum : 0.0);
-    html_text(f, g->haystack_dir);
-    fprintf(f, "</div>\n");
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-               "role=\"img\" aria-label=\"heatmap\">\n", w, h, w, h);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\">prompt length (tokens)</text>\n",
-            left + (int)nl * cw / 2, top + (int)nd * ch + 45);
-    fprintf(f, "<text x=\"16\" y=\"%d\" font-size=\"13\" text-anchor=\"middle\" transform=\"rotate(-90 16 %d)\">"
-               "needle depth (%%)</text>\n", top + (int)nd * ch / 2, top + (int)nd * ch / 2);
-    for (size_t li = 0; li < nl; li++)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\">%g</text>\n",
-                left + (int)li * cw + cw / 2, top + (int)nd * ch + 16, g->lengths.v[li]);
-    for (size_t di = 0; di < nd; di++)
-        fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"end\">%.0f</text>\n", left - 6,
-                top + (int)di * ch + ch / 2 + 4, g->depths.v[di]);
-    for (size_t li = 0; li < nl; li++)
-        for (size_t di = 0; di < nd; di++) {
-            const cell *c = &g->cells[li * nd + di];
-            double s = cell_mean(c);
-            char col[16];
-            score_color(s, col, sizeof col);
-            int x = left + (int)li * cw, y = top + (int)di * ch;
-            fprintf(f, "<g><rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#fff\"/>", x, y, cw,
-                    ch, col);
-            fprintf(f, "<title>length %g, depth %g%%: ", c->length, c->depth);
-            if (c->n_done) {
-                fprintf(f, "score %.3f", s);
-                for (size_t r = 0; r < c->n_done; r++) {
-                    fprintf(f, "\nrun %zu (%zu tokens, needle at %.1f%%): ", r, c->prompt_tokens[r], c->needle_depth[r]);
-                    html_text(f, c->answers[r] ? c->answers[r] : "");
-                }
-            } else fprintf(f, "not run");
-            fprintf(f, "</title>");
-            if (c->n_done)
-                fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\" text-anchor=\"middle\" fill=\"%s\">%.2f</text>",
-                        x + cw / 2, y + ch / 2 + 4, s < 0.2 || s > 0.85 ? "#fff" : "#222", s);
-            fprintf(f, "</g>\n");
-        }
-    /* legend */
-    int lx = left + (int)nl * cw + 30, lh = (int)nd * ch;
-    fprintf(f, "<defs><linearGradient id=\"g\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">"
-               "<stop offset=\"0\" stop-color=\"#d73027\"/><stop offset=\"0.5\" stop-color=\"#fee08b\"/>"
-               "<stop offset=\"1\" stop-color=\"#1a9850\"/></linearGradient></defs>\n");
-    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"url(#g)\"/>\n", lx, top, legend_w, lh);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">1.0</text>\n", lx + legend_w + 4, top + 10);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0.5</text>\n", lx + legend_w + 4, top + lh / 2 + 4);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" font-size=\"11\">0.0</text>\n", lx + legend_w + 4, top + lh);
-    fprintf(f, "</svg>\n</body>\n</html>\n");
+    viz_niah_heatmap h = {.title = title, .lengths = g->lengths.v, .n_lengths = g->lengths.n, .depths = g->depths.v,
+                          .n_depths = g->depths.n, .cells = cells, .press = g->o->po.press,
+                          .compression_ratio = g->o->po.compression_ratio, .query_aware = g->o->po.query_aware,
+                          .vector = g->o->po.vector, .pa = eval_effective_pa(g->o), .needle = g->needle,
+                          .question = g->question, .haystack = g->haystack_dir, .runs = g->runs};
+    FILE *f = fopen(g->html_path, "wb");
+    if (!f) {
+        fprintf(stderr, "vkvector niah: cannot write '%s': %s\n", g->html_path, strerror(errno));
+        free(cells);
+        return false;
+    }
+    viz_write_niah_heatmap(f, &h);
+    free(cells);
     bool ok = !ferror(f);
     ok = fclose(f) == 0 && ok;
     if (!ok) fprintf(stderr, "vkvector niah: error writing '%s'\n", g->html_path);
     return ok;
 }
 
-/* Token count of text (no BOS). */
-static vkv_status count_tokens(const vkv_tokenizer *tok, const char *text, size_t *n)
-{
-    int32_t *ids = NULL;
-    vkv_status st = vkv_tokenize(tok, text, strlen(text), false, false, &ids, n);
-    free(ids);
-    return st;
-}
-
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
 {
     eval_opts_init(o);
-    *g = (niah){.o = o, .needle = DEFAULT_NEEDLE, .question = DEFAULT_QUESTION, .runs = 1, .n_predict = 64,
+    *g = (niah){.o = o, .needle = VKV_NIAH_DEFAULT_NEEDLE, .question = VKV_NIAH_DEFAULT_QUESTION, .runs = 1, .n_predict = 64,
                 .answer_prefix = ""};
     const char *lengths = "3000:30000:3000", *depths = "0:100:10";
     int64_t runs = 1, n_predict = 64;
@@ -490,7 +264,7 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
         {.type = CLI_STR, .names = "--needle", .metavar = "TEXT", .dest = &g->needle,
          .help = "the needle sentence (default: the San Francisco sandwich)"},
         {.type = CLI_STR, .names = "--question", .metavar = "TEXT", .dest = &g->question,
-         .help = "the question (default: \"" DEFAULT_QUESTION "\")"},
+         .help = "the question (default: \"" VKV_NIAH_DEFAULT_QUESTION "\")"},
         {.type = CLI_I64, .names = "-n|--n-predict", .metavar = "N", .dest = &n_predict, .min = 1, .max = 1 << 16,
          .help = "answer tokens at most (default 64)"},
         {.type = CLI_STR, .names = "--out", .metavar = "FILE", .dest = &g->out_path,
@@ -523,31 +297,14 @@ static vkv_status measure_prompt(niah *g)
 {
     const vkv_session *s = g->e->s;
     g->chat = s->chat != VKV_CHAT_UNKNOWN;
-    if (g->protocol == NIAH_PROTOCOL_KVPRESS) {
-        /* kvpress: the length is the context part's cap; the question comes on top */
-        size_t n_q;
-        vkv_status st;
-        if ((st = count_tokens(s->tok, g->needle, &g->n_needle)) || (st = count_tokens(s->tok, g->question, &n_q)))
-            return st;
-        g->overhead = KVPRESS_OVERHEAD;
-        g->kvpress_question = n_q + 16 + strlen(g->answer_prefix); /* + the chat turn's close, a bound */
-        cli_press_compression(&g->o->po, g->e->press, !g->chat, &g->comp);
-        g->comp.query_aware = false; /* the split is in the prompt (src/eval/kvpress_prompt.h) */
-        g->gen = (vkv_gen_params){.max_new = (uint32_t)g->n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
-        return VKV_OK;
-    }
-    vkv_strbuf_puts(&g->ask, g->question);
-    vkv_strbuf_puts(&g->ask, ASK_SUFFIX);
-    if (!g->chat) vkv_strbuf_puts(&g->ask, "\nAnswer:");
-    if (g->ask.oom) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    size_t n_fixed, n_q, n_chat = 0;
-    vkv_status st;
-    if ((st = count_tokens(s->tok, INTRO OUTRO, &n_fixed)) || (st = count_tokens(s->tok, g->ask.p, &n_q)) ||
-        (st = count_tokens(s->tok, g->needle, &g->n_needle)) ||
-        (g->chat && (st = vkv_chat_overhead(s->tok, s->chat, &n_chat))))
-        return st;
-    g->overhead = n_fixed + n_q + n_chat + 1 /* BOS */ + 4 /* joins */;
+    g->prompts = (vkv_niah_prompts){.protocol = (vkv_niah_protocol)g->protocol, .needle = g->needle,
+                                    .question = g->question, .answer_prefix = g->answer_prefix, .chat = s->chat,
+                                    .query_aware = g->o->po.query_aware};
+    vkv_status st = vkv_niah_prompts_measure(&g->prompts, s->tok);
+    if (st) return st;
     cli_press_compression(&g->o->po, g->e->press, !g->chat, &g->comp);
+    /* kvpress: the split is in the prompt (src/eval/kvpress_prompt.h) */
+    if (g->protocol == VKV_NIAH_PROTOCOL_KVPRESS) g->comp.query_aware = false;
     g->gen = (vkv_gen_params){.max_new = (uint32_t)g->n_predict, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
     return VKV_OK;
 }
@@ -557,8 +314,9 @@ static vkv_status measure_prompt(niah *g)
 static bool plan_lengths(niah *g)
 {
     uint32_t n_ctx = g->e->n_ctx;
-    size_t least = g->overhead + g->n_needle + 16;
-    size_t after = g->n_predict + 1 + g->kvpress_question; /* what follows the length's tokens */
+    const vkv_niah_prompts *p = &g->prompts;
+    size_t least = p->overhead + p->n_needle + 16;
+    size_t after = g->n_predict + 1 + p->kvpress_question; /* what follows the length's tokens */
     size_t cap = n_ctx > after + least ? n_ctx - after : 0;
     if (!cap) {
         fprintf(stderr, "vkvector niah: the %u-token context has no room for a haystack\n", n_ctx);
@@ -574,7 +332,7 @@ static bool plan_lengths(niah *g)
         }
         if (L < least) {
             fprintf(stderr, "vkvector niah: length %g is too short for the prompt and the needle (%zu tokens); skipped\n",
-                    L, g->overhead + g->n_needle);
+                    L, p->overhead + p->n_needle);
             continue;
         }
         bool dup = false;
@@ -622,105 +380,33 @@ static void free_cells(niah *g)
     g->cells = NULL;
 }
 
-static void haystack_run_free(haystack_run *h)
+/* A cell's prompt of run h, tokenized; *needle_depth: where the needle went,
+ * in percent of the haystack. */
+static vkv_status cell_prompt(const niah *g, const vkv_niah_run *h, const cell *c, vkv_prompt *pr,
+                              double *needle_depth)
 {
-    free(h->text);
-    free(h->ids);
-    free(h->ends);
-    memset(h, 0, sizeof *h);
-}
-
-/* Run r's haystack, from its own offset into the essays, tokenized once. */
-static vkv_status haystack_for_run(const niah *g, const char *hay, size_t hay_len, size_t r, double max_len,
-                                   haystack_run *h)
-{
-    const vkv_tokenizer *tok = g->e->s->tok;
-    haystack_run_free(h);
-    size_t offset = (size_t)(((double)r / g->runs + (double)(g->seed % 1000003) / 1000003.0) * hay_len) % hay_len;
-    if (!(h->text = run_text(hay, hay_len, offset, (size_t)(max_len * 12) + 4096, &h->len)))
-        return vkv_error(VKV_ERR_OOM, "out of host memory");
-    vkv_status st = vkv_tokenize(tok, h->text, h->len, false, false, &h->ids, &h->n_ids);
-    if (st) return st;
-    if (!(h->ends = malloc((h->n_ids + 1) * sizeof *h->ends))) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    if (!h->n_ids) return vkv_error(VKV_ERR_FORMAT, "the haystack gives no tokens");
-    /* where each token ends in the text; proportional when the pieces do
-     * not spell the text (vocabularies of byte pieces) */
-    if (!vkv_token_ends(tok, h->text, h->len, h->ids, h->n_ids, false, false, h->ends))
-        for (size_t i = 0; i < h->n_ids; i++) h->ends[i] = (size_t)((double)(i + 1) * h->len / h->n_ids);
-    return VKV_OK;
-}
-
-/* This harness's own prompt of a cell: a prompt of the cell's length with the
- * needle at the sentence boundary nearest the depth. */
-static vkv_status own_cell_prompt(const niah *g, const haystack_run *h, const cell *c, vkv_prompt *pr, double *ins_frac)
-{
-    const char *text = h->text;
-    size_t hay_tokens = (size_t)c->length - g->overhead - g->n_needle;
-    if (hay_tokens > h->n_ids) hay_tokens = h->n_ids;
-    size_t cut = sentence_end_before(text, h->len, h->ends[hay_tokens - 1]);
-    if (!cut) cut = h->ends[hay_tokens - 1];
-    size_t target = c->depth >= 100 ? cut : h->ends[(size_t)(hay_tokens * c->depth / 100.0)];
-    size_t ins = c->depth >= 100 ? cut : c->depth <= 0 ? 0 : sentence_end_near(text, cut, target);
-    vkv_strbuf u = {0};
-    vkv_strbuf_puts(&u, INTRO);
-    vkv_strbuf_put(&u, text, ins);
-    if (ins && !is_ws(text[ins - 1])) vkv_strbuf_puts(&u, " ");
-    vkv_strbuf_puts(&u, g->needle);
-    if (ins < cut && !is_ws(text[ins])) vkv_strbuf_puts(&u, " ");
-    vkv_strbuf_put(&u, text + ins, cut - ins);
-    vkv_strbuf_puts(&u, OUTRO);
-    size_t split = u.n;
-    vkv_strbuf_puts(&u, g->ask.p);
-    if (u.oom) {
-        free(u.p);
-        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    const vkv_session *s = g->e->s;
+    if (g->protocol == VKV_NIAH_PROTOCOL_KVPRESS) {
+        *pr = (vkv_prompt){0};
+        return vkv_niah_kvpress_prompt(&g->prompts, s->tok, h, c->length, c->depth, &pr->ids, &pr->n,
+                                       &pr->n_context, needle_depth);
     }
-    vkv_status st = vkv_session_tokenize(g->e->s, u.p, u.n, split, g->chat, VKV_SPLIT_WHOLE, pr);
-    free(u.p);
-    *ins_frac = cut ? 100.0 * (double)ins / (double)cut : 0;
-    return st;
-}
-
-/* kvpress's prompt of a cell: the haystack's first length - needle - 150
- * tokens, the needle inserted at token int(n depth / 100), the story-book
- * wrapper, then kvpress's pipeline (src/eval/kvpress_prompt.h). *ins_frac:
- * where the needle went, in percent of the haystack. */
-static vkv_status kvpress_cell_prompt(const niah *g, const haystack_run *h, const cell *c, vkv_prompt *pr,
-                                      double *ins_frac)
-{
-    size_t limit = (size_t)c->length > g->n_needle + KVPRESS_OVERHEAD ? (size_t)c->length - g->n_needle - KVPRESS_OVERHEAD : 1;
-    if (limit > h->n_ids) limit = h->n_ids;
-    size_t at_token = (size_t)((double)limit * c->depth / 100.0);
-    size_t at = at_token ? h->ends[at_token - 1] : 0, end = h->ends[limit - 1];
-    vkv_strbuf u = {0};
-    vkv_strbuf_puts(&u, KVPRESS_BOOK_OPEN);
-    vkv_strbuf_put(&u, h->text, at);
-    vkv_strbuf_puts(&u, g->needle);
-    vkv_strbuf_put(&u, h->text + at, end - at);
-    vkv_strbuf_puts(&u, KVPRESS_BOOK_CLOSE);
-    vkv_kvpress_parts parts = {.context = u.p, .question = strdup(g->question), .answer_prefix = g->answer_prefix};
-    char *ctx_text = NULL, *q_text = NULL;
-    vkv_status st = u.oom || !parts.question ? vkv_error(VKV_ERR_OOM, "out of host memory") : VKV_OK;
-    if (!st) st = vkv_kvpress_texts(g->e->s->chat, &parts, g->o->po.query_aware, &ctx_text, &q_text);
-    size_t n, n_ctx, n_orig;
-    int32_t *ids = NULL;
-    if (!st) st = vkv_kvpress_tokenize(g->e->s->tok, ctx_text, q_text, (size_t)c->length, &ids, &n, &n_ctx, &n_orig);
-    if (!st) *pr = (vkv_prompt){.ids = ids, .n = n, .n_context = n_ctx};
-    *ins_frac = end ? 100.0 * (double)at / (double)end : 0;
-    free(ctx_text);
-    free(q_text);
-    vkv_kvpress_parts_free(&parts);
+    char *text;
+    size_t len, split;
+    vkv_status st = vkv_niah_own_prompt(&g->prompts, h, c->length, c->depth, &text, &len, &split, needle_depth);
+    if (st) return st;
+    st = vkv_session_tokenize(s, text, len, split, g->chat, VKV_SPLIT_WHOLE, pr);
+    free(text);
     return st;
 }
 
 /* One cell of one run: the needle at the cell's depth in a haystack of the
  * cell's length, the question, the answer scored. */
-static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
+static vkv_status run_cell(niah *g, const vkv_niah_run *h, cell *c, size_t r)
 {
     vkv_prompt pr;
-    double ins_frac = 0;
-    vkv_status st = g->protocol == NIAH_PROTOCOL_KVPRESS ? kvpress_cell_prompt(g, h, c, &pr, &ins_frac)
-                                                           : own_cell_prompt(g, h, c, &pr, &ins_frac);
+    double needle_depth = 0;
+    vkv_status st = cell_prompt(g, h, c, &pr, &needle_depth);
     if (st) return st;
     size_t pn = pr.n;
     vkv_gen_result res;
@@ -735,7 +421,7 @@ static vkv_status run_cell(niah *g, const haystack_run *h, cell *c, size_t r)
     double score = vkv_metric_rouge_l(res.text, g->needle);
     c->scores[c->n_done] = score;
     c->prompt_tokens[c->n_done] = pn;
-    c->needle_depth[c->n_done] = ins_frac;
+    c->needle_depth[c->n_done] = needle_depth;
     c->answers[c->n_done] = res.text;
     res.text = NULL;
     c->n_done++;
@@ -753,19 +439,22 @@ static int run_grid(niah *g, const char *hay, size_t hay_len, vkv_status *st)
     double max_len = 0;
     for (size_t i = 0; i < g->lengths.n; i++) max_len = g->lengths.v[i] > max_len ? g->lengths.v[i] : max_len;
     size_t nl = g->lengths.n, nd = g->depths.n;
-    haystack_run h = {0};
+    vkv_niah_run h = {0};
     int rc = 0;
     for (size_t r = 0; r < g->runs && !rc; r++) {
-        if ((*st = haystack_for_run(g, hay, hay_len, r, max_len, &h))) rc = 1;
+        if ((*st = vkv_niah_run_make(g->e->s->tok, hay, hay_len, r, g->runs, g->seed, max_len, &h))) rc = 1;
         for (size_t li = 0; li < nl && !rc; li++) {
             for (size_t di = 0; di < nd && !rc; di++)
                 if ((*st = run_cell(g, &h, &g->cells[li * nd + di], r))) rc = 1;
             if (!rc && !write_json(g)) rc = 1;
         }
     }
-    haystack_run_free(&h);
+    vkv_niah_run_free(&h);
     return rc;
 }
+
+/* The haystack reader's notes on what it skipped. */
+static void print_warning(void *ctx, const char *message) { fprintf(stderr, "vkvector niah: %s\n", message); }
 
 int cmd_niah(int argc, char **argv)
 {
@@ -782,8 +471,11 @@ int cmd_niah(int argc, char **argv)
     eval_env e = {0};
     g.e = &e;
     size_t hay_len = 0;
-    char *hay = read_haystack(g.haystack_dir, &hay_len);
-    if (!hay) return 1;
+    char *hay;
+    if (vkv_niah_read_haystack(g.haystack_dir, print_warning, NULL, &hay, &hay_len)) {
+        fprintf(stderr, "vkvector niah: %s\n", vkv_last_error());
+        return 1;
+    }
     double want = 0;
     for (size_t i = 0; i < g.lengths.n; i++) want = g.lengths.v[i] > want ? g.lengths.v[i] : want;
     want += (double)g.n_predict + 1;
@@ -796,20 +488,15 @@ int cmd_niah(int argc, char **argv)
             o.po.press ? o.po.press : "full cache", o.po.vector ? " + VECTOR" : "", e.n_ctx, g.lengths.n, g.depths.n,
             g.runs);
     if (run_grid(&g, hay, hay_len, &st) || !write_json(&g) || (g.html_path && !write_html(&g))) goto out;
-    double sum = 0;
-    size_t n_sum = 0;
-    for (size_t i = 0; i < g.lengths.n * g.depths.n; i++)
-        if (g.cells[i].n_done) {
-            sum += cell_mean(&g.cells[i]);
-            n_sum++;
-        }
-    printf("mean ROUGE-L F over %zu cells: %.4f\n", n_sum, n_sum ? sum / n_sum : 0.0);
+    size_t n_ran;
+    double mean = grid_mean(&g, &n_ran);
+    printf("mean ROUGE-L F over %zu cells: %.4f\n", n_ran, n_ran ? mean : 0.0);
     printf("grid: %s%s%s\n", g.out_path, g.html_path ? ", heatmap: " : "", g.html_path ? g.html_path : "");
     rc = 0;
 out:
     if (st) rc = cli_fail("niah", st);
     free_cells(&g);
-    free(g.ask.p);
+    vkv_niah_prompts_free(&g.prompts);
     free(hay);
     eval_env_close(&e);
     return rc;
