@@ -1,9 +1,16 @@
 /* The kernel contract: every compute kernel is declared once, in
- * VKV_KERNEL_LIST below, with its SPIR-V blob, its storage-buffer bindings,
- * its push-constant struct and its workgroup class. The build and the
- * recorder hold the code to it:
+ * VKV_KERNEL_LIST below, with its SPIR-V module, its storage-buffer bindings,
+ * its push-constant struct and its workgroup class. The build holds every
+ * other list to this one:
+ *  - each kernel needs a SPIR-V module of its name (shaders/meson.build), and
+ *    each module a kernel VKV_K_<NAME> (shaders/embed_spirv.py writes the
+ *    reference into the generated table): either gap is a compile error
+ *    naming the kernel (VKV_SPIRV_PUSH_BYTES_<name> or VKV_K_<NAME>
+ *    undeclared);
  *  - each push-constant struct is the size of its shader's push-constant
  *    block (_Static_asserts in src/vk/pipeline.c);
+ *  - the weight kernels are expanded from VKV_DTYPE_LIST (src/core/dtype.h),
+ *    so the weight types are spelled once in C;
  *  - every dispatch goes through vkv_dispatch (src/vk/dispatch.h), which
  *    takes a pointer to one of the structs of VKV_PUSH_CONSTANT_LIST (any
  *    other type does not compile) and checks, when recording, that it is the
@@ -13,6 +20,7 @@
 
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "vk/tiles.h"
 
 /* Push constants, one struct per shader (or shaders with the same block),
@@ -101,15 +109,16 @@ typedef enum vkv_wg_class {
 } vkv_wg_class;
 
 /* X(enum suffix, SPIR-V name, storage-buffer bindings, push-constant struct, workgroup class)
- * One kernel per weight type, in the order of VKV_DTYPE_LIST
- * (src/core/dtype.h): E##_F32 is the first, and vkv_dtype_index() finds the
- * rest. */
-#define VKV_WEIGHT_KERNELS(X, E, nm, nb, pc, wg)                                                                       \
-    X(E##_F32, nm##_f32, nb, pc, wg) X(E##_F16, nm##_f16, nb, pc, wg) X(E##_BF16, nm##_bf16, nb, pc, wg)               \
-    X(E##_Q8_0, nm##_q8_0, nb, pc, wg) X(E##_Q4_0, nm##_q4_0, nb, pc, wg) X(E##_Q4_1, nm##_q4_1, nb, pc, wg)           \
-    X(E##_Q5_0, nm##_q5_0, nb, pc, wg) X(E##_Q5_1, nm##_q5_1, nb, pc, wg) X(E##_Q2_K, nm##_q2_K, nb, pc, wg)           \
-    X(E##_Q3_K, nm##_q3_K, nb, pc, wg) X(E##_Q4_K, nm##_q4_K, nb, pc, wg) X(E##_Q5_K, nm##_q5_K, nb, pc, wg)           \
-    X(E##_Q6_K, nm##_q6_K, nb, pc, wg) X(E##_IQ4_NL, nm##_iq4_nl, nb, pc, wg) X(E##_IQ4_XS, nm##_iq4_xs, nb, pc, wg)
+ * for one kernel per weight type of VKV_DTYPE_LIST, in its order: E##_F32 is
+ * the first, and vkv_dtype_index() finds the rest. The SPIR-V names are
+ * nm##_<type as VKV_DTYPE_LIST spells it in lower case>: get_rows_q4_K. */
+#define VKV_WEIGHT_KERNELS(X, E, nm, nb, pc, wg) VKV_DTYPE_LIST_ARG(VKV_WEIGHT_KERNEL, (X, E, nm, nb, pc, wg))
+/* The kernel's arguments travel as one parenthesised argument through
+ * VKV_DTYPE_LIST_ARG and are unpacked here. */
+#define VKV_WEIGHT_KERNEL(T, t, kernel) VKV_WEIGHT_KERNEL_UNPACKED(T, t, VKV_UNPARENTHESISE kernel)
+#define VKV_WEIGHT_KERNEL_UNPACKED(...) VKV_WEIGHT_KERNEL_OF_TYPE(__VA_ARGS__)
+#define VKV_WEIGHT_KERNEL_OF_TYPE(T, t, X, E, nm, nb, pc, wg) X(E##_##T, nm##_##t, nb, pc, wg)
+#define VKV_UNPARENTHESISE(...) __VA_ARGS__
 
 /* X(enum suffix, SPIR-V name, storage-buffer bindings, push-constant struct, workgroup class) */
 #define VKV_KERNEL_LIST(X)                                                                             \
@@ -207,12 +216,14 @@ uint32_t vkv_kernel_push_bytes(vkv_kernel k);
 /* The struct's C name, "vkv_pc_add", for error messages. */
 const char *vkv_pc_name(vkv_pc_id id);
 
-/* Embedded SPIR-V (generated at build time by shaders/embed_spirv.py). */
+/* Embedded SPIR-V (generated at build time by shaders/embed_spirv.py), one
+ * module per kernel. */
 typedef struct vkv_spirv {
     const char *name;
+    vkv_kernel kernel;
     const uint32_t *code;
     uint32_t size_bytes;
 } vkv_spirv;
-const vkv_spirv *vkv_spirv_find(const char *name);
+const vkv_spirv *vkv_spirv_of(vkv_kernel k);
 
 #endif
