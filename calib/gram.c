@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "calib/calib.h"
-#include "vk/ops_internal.h"
+#include "vk/dispatch.h"
 
 vkv_status vkv_op_gram(vkv_gpu *gpu, const vkv_gram_params *p, vkv_view x, vkv_view y, vkv_view out)
 {
@@ -41,7 +41,7 @@ vkv_status vkv_op_gram(vkv_gpu *gpu, const vkv_gram_params *p, vkv_view x, vkv_v
         p->n_tok, p->m, p->n, p->ldx, p->ldy, p->x0, p->y0, p->x_step, p->y_step, p->x_ones};
     vkv_binding b[3] = {vkv_ops_bind(x, 0, x_need ? 4 * x_need : 4), vkv_ops_bind(y, 0, y_need ? 4 * y_need : 4),
                         vkv_ops_bind(out, 0, out_bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_GRAM, b, 3, &pc, sizeof pc, gx, gy, p->n_blocks);
+    return vkv_dispatch(gpu, VKV_K_GRAM, b, 3, &pc, gx, gy, p->n_blocks);
 }
 
 struct vkv_gram_accum {

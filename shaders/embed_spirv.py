@@ -2,10 +2,12 @@
 """Embeds compiled SPIR-V modules into one C source file.
 
 usage: embed_spirv.py OUT.c OUT.h NAME=FILE.spv ...
-Writes a table of {name, words, size} that src/vk/pipeline.c searches by
-name, and a header with each module's push-constant block size,
-VKV_SPIRV_PUSH_BYTES_<name>, which src/vk/pipeline.c checks the C structs
-of src/vk/kernels.h against.
+Writes a table of {name, kernel, words, size} that src/vk/pipeline.c
+searches by kernel, and a header with each module's push-constant block
+size, VKV_SPIRV_PUSH_BYTES_<name>, which src/vk/pipeline.c checks the C
+structs of src/vk/kernels.h against. Each module's kernel is VKV_K_<NAME
+upper-cased>: a module with no kernel in VKV_KERNEL_LIST does not compile,
+and the compiler's error names it (src/vk/kernels.h).
 """
 import sys
 
@@ -62,7 +64,7 @@ def main():
     lines.append('')
     lines.append('static const vkv_spirv spirv_table[] = {')
     for name, path in entries:
-        lines.append(f'    {{"{name}", spv_{name}, sizeof spv_{name}}},')
+        lines.append(f'    {{"{name}", VKV_K_{name.upper()}, spv_{name}, sizeof spv_{name}}},')
     lines.append('};')
     lines.append('')
     lines.append('const vkv_spirv *vkv_spirv_table(size_t *count);')

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "press/press.h"
-#include "press/select.h"
 #include "ref/ref_attn.h"
 #include "ref/ref_select.h"
+#include "vk/ops_select.h"
 
 /* ---------------- topk_select ---------------- */
 

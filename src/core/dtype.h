@@ -29,11 +29,19 @@ typedef enum vkv_dtype {
 #define VKV_QK8_0 32
 #define VKV_QK_K 256
 
-/* Every supported type, in the order the GPU kernel variants are listed
- * (shaders/meson.build, src/vk/kernels.h). */
-#define VKV_DTYPE_LIST(X)                                                                             \
-    X(F32) X(F16) X(BF16) X(Q8_0) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) \
-        X(Q6_K) X(IQ4_NL) X(IQ4_XS)
+/* Every supported type, in the order the GPU kernel variants are listed:
+ * X(enum suffix, name in kernel and shader names, arg). src/vk/kernels.h
+ * expands its weight kernels from this list (arg: what they pass through);
+ * shaders/meson.build's weight_types must spell the same names, which the
+ * build checks (src/vk/kernels.h). */
+#define VKV_DTYPE_LIST_ARG(X, arg)                                                                     \
+    X(F32, f32, arg) X(F16, f16, arg) X(BF16, bf16, arg) X(Q8_0, q8_0, arg) X(Q4_0, q4_0, arg)         \
+        X(Q4_1, q4_1, arg) X(Q5_0, q5_0, arg) X(Q5_1, q5_1, arg) X(Q2_K, q2_K, arg) X(Q3_K, q3_K, arg) \
+            X(Q4_K, q4_K, arg) X(Q5_K, q5_K, arg) X(Q6_K, q6_K, arg) X(IQ4_NL, iq4_nl, arg)            \
+                X(IQ4_XS, iq4_xs, arg)
+/* X(enum suffix) for every supported type, in the same order. */
+#define VKV_DTYPE_LIST(X) VKV_DTYPE_LIST_ARG(VKV_DTYPE_SUFFIX, X)
+#define VKV_DTYPE_SUFFIX(T, t, X) X(T)
 #define VKV_DTYPE_COUNT 15
 
 /* q4_0: x = d * (q - 8), q 4-bit; element j<16 in the low nibble of qs[j],

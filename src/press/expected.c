@@ -103,8 +103,8 @@ static vkv_status expected_capture(vkv_gpu *gpu, const vkv_press_params *p, cons
     vkv_binding b[3] = {vkv_ops_bind(q, 0, q_bytes),
                         in->n_rot ? vkv_ops_bind(in->inv_freq, 0, 2ull * in->n_rot) : vkv_ops_bind(in->state, 0, 16),
                         vkv_ops_bind(in->state, 0, sb)};
-    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_STATS, b, 3, &pc, sizeof pc,
-                            (in->head_dim + EXPECTED_TA - 1) / EXPECTED_TA, in->n_head, 1);
+    return vkv_dispatch(gpu, VKV_K_PRESS_EXPECTED_STATS, b, 3, &pc,
+                        (in->head_dim + EXPECTED_TA - 1) / EXPECTED_TA, in->n_head, 1);
 }
 
 static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)
@@ -140,7 +140,7 @@ static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
     vkv_binding bp[3] = {vkv_ops_bind(in->state, 0, sb),
                          in->n_rot ? vkv_ops_bind(in->inv_freq, 0, 2ull * in->n_rot) : vkv_ops_bind(in->state, 0, 16),
                          vkv_ops_bind(prep, 0, pb)};
-    if ((st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_PREP, bp, 3, &ppc, sizeof ppc, in->n_head, 1, 1))) return st;
+    if ((st = vkv_dispatch(gpu, VKV_K_PRESS_EXPECTED_PREP, bp, 3, &ppc, in->n_head, 1, 1))) return st;
 
     const uint32_t tiles = (n_z + EXPECTED_TK - 1) / EXPECTED_TK;
     if (tiles > vkv_gpu_caps(gpu)->max_workgroup_count[0])
@@ -151,11 +151,11 @@ static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
             in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0,
             (float)(1.0 / sqrt((double)in->head_dim)), (float)(0.5 / in->head_dim)};
         vkv_binding bl[3] = {vkv_ops_bind(prep, 0, pb), vkv_press_bind_k(in, h0, nh), vkv_ops_bind(z, 0, zb)};
-        if ((st = vkv_cmd_dispatch(gpu, klog, bl, 3, &lpc, sizeof lpc, tiles, nh, 1))) return st;
+        if ((st = vkv_dispatch(gpu, klog, bl, 3, &lpc, tiles, nh, 1))) return st;
     }
     vkv_pc_press_expected_lse zpc = {n_z};
     vkv_binding bz[2] = {vkv_ops_bind(z, 0, zb), vkv_ops_bind(lse, 0, lb)};
-    if ((st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_EXPECTED_LSE, bz, 2, &zpc, sizeof zpc, in->n_head, 1, 1))) return st;
+    if ((st = vkv_dispatch(gpu, VKV_K_PRESS_EXPECTED_LSE, bz, 2, &zpc, in->n_head, 1, 1))) return st;
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
         vkv_pc_press_expected fpc = {
@@ -164,7 +164,7 @@ static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
         vin.k = in->v; /* the V cache has the K cache's layout */
         vkv_binding bf[4] = {vkv_ops_bind(z, 0, zb), vkv_ops_bind(lse, 0, lb), vkv_press_bind_k(&vin, h0, nh),
                              vkv_ops_bind(scores, 0, scb)};
-        if ((st = vkv_cmd_dispatch(gpu, kfin, bf, 4, &fpc, sizeof fpc, gx, nh, 1))) return st;
+        if ((st = vkv_dispatch(gpu, kfin, bf, 4, &fpc, gx, nh, 1))) return st;
     }
     return VKV_OK;
 }

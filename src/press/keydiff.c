@@ -80,12 +80,12 @@ static vkv_status keydiff_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv
         vkv_pc_press_keydiff_sum pc = {in->n, in->n_ctx, in->head_dim, h0,
                                                                                  chunk, n_chunk};
         vkv_binding b[2] = {vkv_press_bind_k(in, h0, nh), vkv_ops_bind(sums, 0, sb)};
-        if ((st = vkv_cmd_dispatch(gpu, ksum, b, 2, &pc, sizeof pc, n_chunk, nh, 1))) return st;
+        if ((st = vkv_dispatch(gpu, ksum, b, 2, &pc, n_chunk, nh, 1))) return st;
     }
     vkv_pc_press_keydiff_anchor apc = {in->n, in->head_dim, chunk, n_chunk,
                                                                          p->block != 0};
     vkv_binding ab_[2] = {vkv_ops_bind(sums, 0, sb), vkv_ops_bind(anchors, 0, ab)};
-    if ((st = vkv_cmd_dispatch(gpu, VKV_K_PRESS_KEYDIFF_ANCHOR, ab_, 2, &apc, sizeof apc, in->n_kv_head, 1, 1)))
+    if ((st = vkv_dispatch(gpu, VKV_K_PRESS_KEYDIFF_ANCHOR, ab_, 2, &apc, in->n_kv_head, 1, 1)))
         return st;
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
@@ -93,7 +93,7 @@ static vkv_status keydiff_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv
                                                                                   p->block, n_anchor};
         vkv_binding b[3] = {vkv_press_bind_k(in, h0, nh), vkv_ops_bind(anchors, 0, ab),
                             vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};
-        if ((st = vkv_cmd_dispatch(gpu, kscore, b, 3, &pc, sizeof pc, gx, nh, 1))) return st;
+        if ((st = vkv_dispatch(gpu, kscore, b, 3, &pc, gx, nh, 1))) return st;
     }
     return VKV_OK;
 }

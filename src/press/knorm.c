@@ -5,10 +5,6 @@
 
 #include <math.h>
 
-typedef struct knorm_pc {
-    uint32_t n, n_ctx, head_dim, kv_head0;
-} knorm_pc;
-
 static vkv_status knorm_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)
 {
     const char *name = "knorm";
@@ -21,9 +17,9 @@ static vkv_status knorm_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_p
         return st;
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
-        knorm_pc pc = {in->n, in->n_ctx, in->head_dim, h0};
+        vkv_pc_press_knorm pc = {in->n, in->n_ctx, in->head_dim, h0};
         vkv_binding b[2] = {vkv_press_bind_k(in, h0, nh), vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};
-        if ((st = vkv_cmd_dispatch(gpu, k, b, 2, &pc, sizeof pc, gx, nh, 1))) return st;
+        if ((st = vkv_dispatch(gpu, k, b, 2, &pc, gx, nh, 1))) return st;
     }
     return VKV_OK;
 }

@@ -70,10 +70,6 @@ static vkv_status kvzip_capture(vkv_gpu *gpu, const vkv_press_params *p, const v
     return vkv_span_gpu(gpu, in, &sa, "kvzip");
 }
 
-typedef struct from_state_pc {
-    uint32_t n, mode, group, n_one;
-} from_state_pc;
-
 static uint32_t n_one(const vkv_press_params *p, const vkv_press_layer *in)
 {
     return p->n_sink < in->prefix ? p->n_sink : in->prefix;
@@ -89,9 +85,9 @@ static vkv_status kvzip_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_p
         (st = vkv_ops_check_view(gpu, in->state, sb, name, "the state")) ||
         (st = vkv_press_groups_x(gpu, VKV_K_PRESS_FROM_STATE, in->n, name, &gx)))
         return st;
-    from_state_pc pc = {in->n, 1, in->n_head / in->n_kv_head, n_one(p, in)};
+    vkv_pc_press_from_state pc = {in->n, 1, in->n_head / in->n_kv_head, n_one(p, in)};
     vkv_binding b[2] = {vkv_ops_bind(in->state, 0, sb), vkv_ops_bind(scores, 0, sb)};
-    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_FROM_STATE, b, 2, &pc, sizeof pc, gx, in->n_kv_head, 1);
+    return vkv_dispatch(gpu, VKV_K_PRESS_FROM_STATE, b, 2, &pc, gx, in->n_kv_head, 1);
 }
 
 static vkv_status kvzip_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)

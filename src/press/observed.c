@@ -17,7 +17,7 @@
 
 #include <stdlib.h>
 
-#include "vk/gpu.h"
+#include "vk/dispatch.h"
 
 static uint64_t observed_state_bytes(const vkv_press_params *p, const vkv_press_layer *in)
 {
@@ -40,11 +40,6 @@ static vkv_status observed_capture(vkv_gpu *gpu, const vkv_press_params *p, cons
     return vkv_span_gpu(gpu, in, &sa, "observed");
 }
 
-/* The push constants of press_from_state.comp. */
-typedef struct from_state_pc {
-    uint32_t n, mode, group, n_one;
-} from_state_pc;
-
 static vkv_status observed_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)
 {
     const char *name = "observed";
@@ -55,9 +50,9 @@ static vkv_status observed_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
         (st = vkv_ops_check_view(gpu, in->state, sb, name, "the state")) ||
         (st = vkv_press_groups_x(gpu, VKV_K_PRESS_FROM_STATE, in->n, name, &gx)))
         return st;
-    from_state_pc pc = {in->n, 0, in->n_head / in->n_kv_head, 0};
+    vkv_pc_press_from_state pc = {in->n, 0, in->n_head / in->n_kv_head, 0};
     vkv_binding b[2] = {vkv_ops_bind(in->state, 0, sb), vkv_ops_bind(scores, 0, sb)};
-    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_FROM_STATE, b, 2, &pc, sizeof pc, gx, in->n_kv_head, 1);
+    return vkv_dispatch(gpu, VKV_K_PRESS_FROM_STATE, b, 2, &pc, gx, in->n_kv_head, 1);
 }
 
 static vkv_status observed_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)

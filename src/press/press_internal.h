@@ -6,7 +6,7 @@
 #define VKV_PRESS_INTERNAL_H
 
 #include "press/press.h"
-#include "vk/ops_internal.h"
+#include "vk/dispatch.h"
 
 #define VKV_PRESS_MAX_HEAD_DIM 256
 /* Scratch sub-buffers start at multiples of this: the largest

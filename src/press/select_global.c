@@ -6,9 +6,9 @@
 
 #include "kvlayout/kv_counts.h"
 #include "press/press_internal.h"
-#include "press/select.h"
 #include "ref/ref_select.h"
 #include "vk/gpu.h"
+#include "vk/ops_select.h"
 
 vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,
                                     uint32_t *kept)

@@ -49,7 +49,7 @@ vkv_status vkv_snapkv_score_gpu(vkv_gpu *gpu, const vkv_press_params *p, const v
                                                                 (float)(1.0 / ((double)kernel * w * group))};
     vkv_binding b[2] = {vkv_ops_bind(vkv_press_scratch_at(in, vkv_press_window_raw_offset(in, w)), 0, rb ? rb : 16),
                         vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};
-    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_SNAPKV, b, 2, &pc, sizeof pc, gx, in->n_kv_head, 1);
+    return vkv_dispatch(gpu, VKV_K_PRESS_SNAPKV, b, 2, &pc, gx, in->n_kv_head, 1);
 }
 
 vkv_status vkv_snapkv_score_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores, const char *name)

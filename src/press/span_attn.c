@@ -5,19 +5,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "vk/gpu.h"
+#include "vk/dispatch.h"
 
 #define SPAN_TQ 16u              /* query rows per tile in both shaders */
 #define SPAN_MAX_WG 256u
 #define SPAN_SPLIT_KEYS 1024u    /* about this many keys per normaliser split */
 #define SPAN_MAX_SPLITS 64u
-
-/* The push constants of both shaders. */
-typedef struct span_pc {
-    uint32_t nq, n_ctx, head_dim, n_head, n_kv_head, kv_head0, q_row0, qpos0;
-    uint32_t a, b, c, r0, t0, t1, split_len, n_split, acc_stride, max_mode;
-    float scale;
-} span_pc;
 
 static uint32_t span_splits(uint64_t n_keys)
 {
@@ -86,15 +79,15 @@ vkv_status vkv_span_gpu(vkv_gpu *gpu, const vkv_press_layer *in, const vkv_span_
         if ((st = vkv_press_groups_x(gpu, kacc, t1 - sa->t0, name, &gx))) return st;
         for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
             const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
-            span_pc pc = {nq, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, sa->q_row0 + i0, qpos0,
+            vkv_pc_press_span pc = {nq, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, sa->q_row0 + i0, qpos0,
                           sa->a, sa->b, sa->c, sa->r0, sa->t0, t1, split_len, n_split, sa->acc_stride,
                           sa->max_mode ? 1u : 0u, scale};
             vkv_binding bl[3] = {vkv_ops_bind(sa->q, 0, q_bytes), vkv_press_bind_k(&kin, h0, nh),
                                  vkv_ops_bind(parts, 0, lb)};
-            if ((st = vkv_cmd_dispatch(gpu, klse, bl, 3, &pc, sizeof pc, row_tiles, nh, n_split))) return st;
+            if ((st = vkv_dispatch(gpu, klse, bl, 3, &pc, row_tiles, nh, n_split))) return st;
             vkv_binding ba[4] = {vkv_ops_bind(sa->q, 0, q_bytes), vkv_press_bind_k(&kin, h0, nh),
                                  vkv_ops_bind(parts, 0, lb), vkv_ops_bind(sa->acc, 0, acc_bytes)};
-            if ((st = vkv_cmd_dispatch(gpu, kacc, ba, 4, &pc, sizeof pc, gx, nh, 1))) return st;
+            if ((st = vkv_dispatch(gpu, kacc, ba, 4, &pc, gx, nh, 1))) return st;
         }
     }
     return VKV_OK;

@@ -22,7 +22,7 @@ static vkv_status streamingllm_gpu(vkv_gpu *gpu, const vkv_press_params *p, cons
         return st;
     vkv_pc_press_streamingllm pc = {in->n, p->n_sink};
     vkv_binding b[1] = {vkv_ops_bind(scores, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, b, 1, &pc, sizeof pc, gx, in->n_kv_head, 1);
+    return vkv_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, b, 1, &pc, gx, in->n_kv_head, 1);
 }
 
 static vkv_status streamingllm_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)

@@ -31,7 +31,7 @@ static vkv_status tova_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_pr
                                                                      (float)(1.0 / in->n_head)};
     vkv_binding b[2] = {vkv_ops_bind(vkv_press_scratch_at(in, vkv_press_window_raw_offset(in, 1)), 0, rb ? rb : 16),
                         vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};
-    return vkv_cmd_dispatch(gpu, VKV_K_PRESS_TOVA, b, 2, &pc, sizeof pc, gx, in->n_kv_head, 1);
+    return vkv_dispatch(gpu, VKV_K_PRESS_TOVA, b, 2, &pc, gx, in->n_kv_head, 1);
 }
 
 static vkv_status tova_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)

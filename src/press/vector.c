@@ -25,9 +25,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "press/select.h"
 #include "press/select_global.h"
 #include "ref/ref_attn.h"
+#include "vk/ops_select.h"
 #include "vk/ops_vector.h"
 
 struct vkv_press_session {

@@ -17,19 +17,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "vk/gpu.h"
+#include "vk/dispatch.h"
 
 #define PRESS_WINDOW_TQ 16u  /* query rows per tile in both shaders */
 #define PRESS_WINDOW_MAX_WG 256u
 #define PRESS_WINDOW_SPLIT_KEYS 1024u /* about this many keys per normaliser split */
 #define PRESS_WINDOW_MAX_SPLITS 64u
-
-/* The push constants of both shaders. */
-typedef struct window_pc {
-    uint32_t n, n_ctx, head_dim, n_head, n_kv_head, kv_head0, w, q_row0;
-    float scale;
-    uint32_t n_pre, split_len, n_split;
-} window_pc;
 
 static uint32_t window_splits(uint32_t n)
 {
@@ -91,19 +84,19 @@ vkv_status vkv_press_window_gpu(vkv_gpu *gpu, const vkv_press_layer *in, uint32_
 
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
-        window_pc pc = {in->n, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, w, in->window - w, scale, n_pre,
+        vkv_pc_press_window pc = {in->n, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, w, in->window - w, scale, n_pre,
                         split_len, n_split};
         vkv_binding b[3] = {vkv_ops_bind(in->q_window, 0, q_bytes), vkv_press_bind_k(in, h0, nh),
                             vkv_ops_bind(parts, 0, lb)};
-        if ((st = vkv_cmd_dispatch(gpu, klse, b, 3, &pc, sizeof pc, row_tiles, nh, n_split))) return st;
+        if ((st = vkv_dispatch(gpu, klse, b, 3, &pc, row_tiles, nh, n_split))) return st;
     }
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
-        window_pc pc = {in->n, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, w, in->window - w, scale, n_pre,
+        vkv_pc_press_window pc = {in->n, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, w, in->window - w, scale, n_pre,
                         split_len, n_split};
         vkv_binding b[4] = {vkv_ops_bind(in->q_window, 0, q_bytes), vkv_press_bind_k(in, h0, nh),
                             vkv_ops_bind(parts, 0, lb), vkv_ops_bind(raw, 0, rb)};
-        if ((st = vkv_cmd_dispatch(gpu, kattn, b, 4, &pc, sizeof pc, gx, nh, 1))) return st;
+        if ((st = vkv_dispatch(gpu, kattn, b, 4, &pc, gx, nh, 1))) return st;
     }
     return VKV_OK;
 }

@@ -1,5 +1,5 @@
 /* CPU reference of the per-row top-k selection (the oracle of
- * vkv_op_topk_select in press/select.h): sort each row by (score descending,
+ * vkv_op_topk_select in vk/ops_select.h): sort each row by (score descending,
  * position ascending) and take the first k. NaN ranks as -inf, -0 equals +0,
  * +inf is above every finite score (the scorers' forced keeps). */
 #ifndef VKV_REF_SELECT_H

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vk/dispatch.h"
 #include "vk/vk_internal.h"
 
 #define FALLBACK_SETS 4096
@@ -109,11 +110,18 @@ static void compute_barrier(vkv_gpu *gpu)
                          0, NULL);
 }
 
-vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings, uint32_t n_bindings,
-                            const void *push, uint32_t push_size, uint32_t gx, uint32_t gy, uint32_t gz)
+/* The one dispatch path (vkv_dispatch): the push-constant struct's type was
+ * fixed at compile time; here it must be the one vk/kernels.h declares for k. */
+vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings, uint32_t n_bindings,
+                              vkv_pc_id pc, const void *push, uint32_t push_size, uint32_t gx, uint32_t gy,
+                              uint32_t gz)
 {
     vkv_status st = VKV_OK;
+    if (k >= VKV_KERNEL_COUNT) return vkv_error(VKV_ERR_ARG, "dispatch of kernel %d: no such kernel", (int)k);
     if (!gpu->recording) return vkv_error(VKV_ERR_ARG, "dispatch of '%s' outside a recording", vkv_kernel_name(k));
+    if (pc != vkv_kernel_push_struct(k))
+        return vkv_error(VKV_ERR_ARG, "dispatch of '%s' pushes %s, but src/vk/kernels.h declares %s for it",
+                         vkv_kernel_name(k), vkv_pc_name(pc), vkv_pc_name(vkv_kernel_push_struct(k)));
     if (n_bindings != vkv_kernel_n_bindings(k) || n_bindings > 8 || push_size != vkv_kernel_push_bytes(k))
         return vkv_error(VKV_ERR_ARG, "dispatch of '%s': %u bindings / %u push bytes do not match the kernel",
                          vkv_kernel_name(k), n_bindings, push_size);

@@ -129,24 +129,10 @@ vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu);
 
 /* ---- command recording ---- */
 
-/* A bound range of a buffer: [offset, offset+range). Offsets must be multiples
- * of caps.min_storage_buffer_offset_alignment and range <= the max range; the
- * op wrappers in vk/ops.c split large tensors to obey that. */
-typedef struct vkv_binding {
-    const vkv_buffer *buf;
-    uint64_t offset;
-    uint64_t range;   /* 0 = to the end of the buffer (clamped to the max range) */
-} vkv_binding;
-
 /* Starts recording into the device's command buffer. One recording at a time. */
 vkv_status vkv_cmd_begin(vkv_gpu *gpu);
-/* Records one dispatch of kernel k: its declared bindings, and its
- * push-constant struct of vk/kernels.h (push_size must be its size). A full
- * compute->compute memory barrier is placed before it (ops are ordered, as
- * ggml's Vulkan backend orders them). */
-vkv_status vkv_cmd_dispatch(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings,
-                            uint32_t n_bindings, const void *push, uint32_t push_size,
-                            uint32_t groups_x, uint32_t groups_y, uint32_t groups_z);
+/* Dispatches are recorded with vkv_dispatch (vk/dispatch.h), typed by the
+ * kernel's push-constant struct. */
 /* Records a buffer copy (with barriers around it). */
 vkv_status vkv_cmd_copy(vkv_gpu *gpu, const vkv_buffer *src, uint64_t src_off, vkv_buffer *dst,
                         uint64_t dst_off, uint64_t size);

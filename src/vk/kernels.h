@@ -1,16 +1,33 @@
 /* The kernel contract: every compute kernel is declared once, in
- * VKV_KERNEL_LIST below, with its SPIR-V blob, its storage-buffer bindings,
- * its push-constant struct and its workgroup class. */
+ * VKV_KERNEL_LIST below, with its SPIR-V module, its storage-buffer bindings,
+ * its push-constant struct and its workgroup class. The build holds every
+ * other list to this one:
+ *  - each kernel needs a SPIR-V module of its name (shaders/meson.build), and
+ *    each module a kernel VKV_K_<NAME> (shaders/embed_spirv.py writes the
+ *    reference into the generated table): either gap is a compile error
+ *    naming the kernel (VKV_SPIRV_PUSH_BYTES_<name> or VKV_K_<NAME>
+ *    undeclared);
+ *  - each push-constant struct is the size of its shader's push-constant
+ *    block (_Static_asserts in src/vk/pipeline.c);
+ *  - the weight kernels are expanded from VKV_DTYPE_LIST (src/core/dtype.h),
+ *    so the weight types are spelled once in C;
+ *  - every dispatch goes through vkv_dispatch (src/vk/dispatch.h), which
+ *    takes a pointer to one of the structs of VKV_PUSH_CONSTANT_LIST (any
+ *    other type does not compile) and checks, when recording, that it is the
+ *    struct declared for the kernel. */
 #ifndef VKV_KERNELS_H
 #define VKV_KERNELS_H
 
 #include <stdint.h>
 
+#include "core/dtype.h"
 #include "vk/tiles.h"
 
-/* Push constants, one struct per shader, field for field its GLSL
- * `push_constant` block (documented there). src/vk/pipeline.c checks at
- * compile time that each size equals the block's size in the SPIR-V. */
+/* Push constants, one struct per shader (or shaders with the same block),
+ * field for field its GLSL `push_constant` block (documented there).
+ * src/vk/pipeline.c checks at compile time that each size equals the block's
+ * size in the SPIR-V of every kernel declared with it. A new struct goes into
+ * VKV_PUSH_CONSTANT_LIST too. */
 typedef struct vkv_pc_add { uint32_t n, nb; } vkv_pc_add;
 typedef struct vkv_pc_argmax { uint32_t rows, n; } vkv_pc_argmax;
 typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_max, n_kv, pos0; float scale;
@@ -54,12 +71,32 @@ typedef struct vkv_pc_silu_mul { uint32_t n; } vkv_pc_silu_mul;
 typedef struct vkv_pc_softmax { uint32_t rows, cols; float scale; uint32_t causal; int32_t causal_offset;
                                 uint32_t groups_x; } vkv_pc_softmax;
 typedef struct vkv_pc_topk_select { uint32_t rows, n, k_uniform, use_k_buf, row0, groups_x; } vkv_pc_topk_select;
-typedef struct vkv_pc_vector_assign_tiers { uint32_t total; } vkv_pc_vector_assign_tiers;
+/* vector_pool_scores, vector_pool_extend and vector_assign_tiers: one element per invocation. */
+typedef struct vkv_pc_vector_elementwise { uint32_t total; } vkv_pc_vector_elementwise;
 typedef struct vkv_pc_vector_head_mean { uint32_t rows, n; } vkv_pc_vector_head_mean;
 typedef struct vkv_pc_vector_materialize { uint32_t head_dim, n_kv_head, n_rot, neox, max_apx, groups_x, map_shifts; } vkv_pc_vector_materialize;
-typedef struct vkv_pc_vector_pool_extend { uint32_t total; } vkv_pc_vector_pool_extend;
-typedef struct vkv_pc_vector_pool_scores { uint32_t total; } vkv_pc_vector_pool_scores;
 typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, n_rot, neox, groups_x, map_shifts, has_pos; } vkv_pc_vector_residual;
+
+/* Every push-constant struct above: the types vkv_dispatch accepts. */
+#define VKV_PUSH_CONSTANT_LIST(X) \
+    X(vkv_pc_add) X(vkv_pc_argmax) X(vkv_pc_attn) X(vkv_pc_attn_decode_reduce) X(vkv_pc_attn_tiered) \
+    X(vkv_pc_attn_tiered_reduce) X(vkv_pc_get_rows) X(vkv_pc_gram) X(vkv_pc_kv_convert) \
+    X(vkv_pc_kv_compact) X(vkv_pc_kv_store) X(vkv_pc_mask_row_counts) X(vkv_pc_matmul) X(vkv_pc_matvec) \
+    X(vkv_pc_press_expected) X(vkv_pc_press_expected_logits) X(vkv_pc_press_expected_lse) \
+    X(vkv_pc_press_expected_prep) X(vkv_pc_press_expected_stats) X(vkv_pc_press_from_state) \
+    X(vkv_pc_press_keydiff) X(vkv_pc_press_keydiff_anchor) X(vkv_pc_press_keydiff_sum) \
+    X(vkv_pc_press_knorm) X(vkv_pc_press_snapkv) X(vkv_pc_press_span) X(vkv_pc_press_streamingllm) \
+    X(vkv_pc_press_tova) X(vkv_pc_press_window) X(vkv_pc_rms_norm) X(vkv_pc_rope) X(vkv_pc_silu_mul) \
+    X(vkv_pc_softmax) X(vkv_pc_topk_select) X(vkv_pc_vector_elementwise) X(vkv_pc_vector_head_mean) \
+    X(vkv_pc_vector_materialize) X(vkv_pc_vector_residual)
+
+/* One id per push-constant struct: vkv_pc_add_id for vkv_pc_add, ... */
+typedef enum vkv_pc_id {
+#define VKV_PC_ID_ENUM(pc) pc##_id,
+    VKV_PUSH_CONSTANT_LIST(VKV_PC_ID_ENUM)
+#undef VKV_PC_ID_ENUM
+    VKV_PC_ID_COUNT
+} vkv_pc_id;
 
 /* Workgroup size (specialization constant 0) by class; sizes in vk/tiles.h. */
 typedef enum vkv_wg_class {
@@ -72,15 +109,16 @@ typedef enum vkv_wg_class {
 } vkv_wg_class;
 
 /* X(enum suffix, SPIR-V name, storage-buffer bindings, push-constant struct, workgroup class)
- * One kernel per weight type, in the order of VKV_DTYPE_LIST
- * (src/core/dtype.h): E##_F32 is the first, and vkv_dtype_index() finds the
- * rest. */
-#define VKV_WEIGHT_KERNELS(X, E, nm, nb, pc, wg)                                                                       \
-    X(E##_F32, nm##_f32, nb, pc, wg) X(E##_F16, nm##_f16, nb, pc, wg) X(E##_BF16, nm##_bf16, nb, pc, wg)               \
-    X(E##_Q8_0, nm##_q8_0, nb, pc, wg) X(E##_Q4_0, nm##_q4_0, nb, pc, wg) X(E##_Q4_1, nm##_q4_1, nb, pc, wg)           \
-    X(E##_Q5_0, nm##_q5_0, nb, pc, wg) X(E##_Q5_1, nm##_q5_1, nb, pc, wg) X(E##_Q2_K, nm##_q2_K, nb, pc, wg)           \
-    X(E##_Q3_K, nm##_q3_K, nb, pc, wg) X(E##_Q4_K, nm##_q4_K, nb, pc, wg) X(E##_Q5_K, nm##_q5_K, nb, pc, wg)           \
-    X(E##_Q6_K, nm##_q6_K, nb, pc, wg) X(E##_IQ4_NL, nm##_iq4_nl, nb, pc, wg) X(E##_IQ4_XS, nm##_iq4_xs, nb, pc, wg)
+ * for one kernel per weight type of VKV_DTYPE_LIST, in its order: E##_F32 is
+ * the first, and vkv_dtype_index() finds the rest. The SPIR-V names are
+ * nm##_<type as VKV_DTYPE_LIST spells it in lower case>: get_rows_q4_K. */
+#define VKV_WEIGHT_KERNELS(X, E, nm, nb, pc, wg) VKV_DTYPE_LIST_ARG(VKV_WEIGHT_KERNEL, (X, E, nm, nb, pc, wg))
+/* The kernel's arguments travel as one parenthesised argument through
+ * VKV_DTYPE_LIST_ARG and are unpacked here. */
+#define VKV_WEIGHT_KERNEL(T, t, kernel) VKV_WEIGHT_KERNEL_UNPACKED(T, t, VKV_UNPARENTHESISE kernel)
+#define VKV_WEIGHT_KERNEL_UNPACKED(...) VKV_WEIGHT_KERNEL_OF_TYPE(__VA_ARGS__)
+#define VKV_WEIGHT_KERNEL_OF_TYPE(T, t, X, E, nm, nb, pc, wg) X(E##_##T, nm##_##t, nb, pc, wg)
+#define VKV_UNPARENTHESISE(...) __VA_ARGS__
 
 /* X(enum suffix, SPIR-V name, storage-buffer bindings, push-constant struct, workgroup class) */
 #define VKV_KERNEL_LIST(X)                                                                             \
@@ -122,9 +160,9 @@ typedef enum vkv_wg_class {
     X(ATTN_TIERED_NOAPX_ANY, attn_tiered_noapx_any, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)                \
     X(ATTN_TIERED_SPLIT_NOAPX_ANY, attn_tiered_split_noapx_any, 8, vkv_pc_attn_tiered, VKV_WG_WIDE)    \
     X(ATTN_TIERED_REDUCE, attn_tiered_reduce, 4, vkv_pc_attn_tiered_reduce, VKV_WG_NARROW)             \
-    X(VECTOR_POOL_SCORES, vector_pool_scores, 3, vkv_pc_vector_pool_scores, VKV_WG_WIDE)               \
-    X(VECTOR_POOL_EXTEND, vector_pool_extend, 3, vkv_pc_vector_pool_extend, VKV_WG_WIDE)               \
-    X(VECTOR_ASSIGN_TIERS, vector_assign_tiers, 3, vkv_pc_vector_assign_tiers, VKV_WG_WIDE)            \
+    X(VECTOR_POOL_SCORES, vector_pool_scores, 3, vkv_pc_vector_elementwise, VKV_WG_WIDE)               \
+    X(VECTOR_POOL_EXTEND, vector_pool_extend, 3, vkv_pc_vector_elementwise, VKV_WG_WIDE)               \
+    X(VECTOR_ASSIGN_TIERS, vector_assign_tiers, 3, vkv_pc_vector_elementwise, VKV_WG_WIDE)             \
     X(VECTOR_HEAD_MEAN, vector_head_mean, 2, vkv_pc_vector_head_mean, VKV_WG_WIDE)                     \
     X(ATTN_PREFILL_F32, attn_prefill_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
     X(ATTN_PREFILL_F16, attn_prefill_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
@@ -172,15 +210,20 @@ typedef enum vkv_kernel {
 
 const char *vkv_kernel_name(vkv_kernel k);
 uint32_t vkv_kernel_n_bindings(vkv_kernel k);
-/* Size of the kernel's push-constant struct: what each dispatch pushes. */
+/* The kernel's push-constant struct (what each dispatch pushes) and its size. */
+vkv_pc_id vkv_kernel_push_struct(vkv_kernel k);
 uint32_t vkv_kernel_push_bytes(vkv_kernel k);
+/* The struct's C name, "vkv_pc_add", for error messages. */
+const char *vkv_pc_name(vkv_pc_id id);
 
-/* Embedded SPIR-V (generated at build time by shaders/embed_spirv.py). */
+/* Embedded SPIR-V (generated at build time by shaders/embed_spirv.py), one
+ * module per kernel. */
 typedef struct vkv_spirv {
     const char *name;
+    vkv_kernel kernel;
     const uint32_t *code;
     uint32_t size_bytes;
 } vkv_spirv;
-const vkv_spirv *vkv_spirv_find(const char *name);
+const vkv_spirv *vkv_spirv_of(vkv_kernel k);
 
 #endif

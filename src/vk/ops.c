@@ -60,7 +60,7 @@ static uint64_t align_step(const vkv_gpu *gpu, uint64_t row_bytes)
     return step;
 }
 
-static uint64_t rows_per_range(const vkv_gpu *gpu, uint64_t row_bytes)
+uint64_t vkv_ops_rows_per_range(const vkv_gpu *gpu, uint64_t row_bytes)
 {
     uint64_t rows = vkv_ops_max_range(gpu) / row_bytes;
     return rows - rows % align_step(gpu, row_bytes);
@@ -86,13 +86,13 @@ vkv_status vkv_op_get_rows(vkv_gpu *gpu, vkv_dtype t, vkv_view table, uint64_t n
         (st = vkv_ops_check_view(gpu, out, 4ull * n_ids * n_cols, op, "output")) ||
         (st = vkv_ops_check_single_range(gpu, 4ull * n_ids * n_cols, op, "the output")))
         return st;
-    uint64_t per = rows_per_range(gpu, rb);
+    uint64_t per = vkv_ops_rows_per_range(gpu, rb);
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
     for (uint64_t r0 = 0; r0 < n_table_rows; r0 += per) {
         uint64_t nr = n_table_rows - r0 < per ? n_table_rows - r0 : per;
         vkv_pc_get_rows pc = {n_cols, n_ids, (uint32_t)r0, (uint32_t)nr};
         vkv_binding b[3] = {vkv_ops_bind(table, r0 * rb, nr * rb), vkv_ops_bind(ids, 0, 4ull * n_ids), vkv_ops_bind(out, 0, 4ull * n_ids * n_cols)};
-        if ((st = vkv_cmd_dispatch(gpu, k, b, 3, &pc, sizeof pc, (n_cols + wg - 1) / wg, n_ids, 1))) return st;
+        if ((st = vkv_dispatch(gpu, k, b, 3, &pc, (n_cols + wg - 1) / wg, n_ids, 1))) return st;
     }
     return VKV_OK;
 }
@@ -111,7 +111,7 @@ vkv_status vkv_op_rms_norm(vkv_gpu *gpu, vkv_view x, vkv_view w, uint32_t rows, 
     vkv_ops_spread_groups(gpu, rows, &gx, &gy);
     vkv_pc_rms_norm pc = {rows, n, eps, has_w, gx};
     vkv_binding b[3] = {vkv_ops_bind(x, 0, bytes), has_w ? vkv_ops_bind(w, 0, 4ull * n) : vkv_ops_bind(x, 0, 4), vkv_ops_bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_RMS_NORM, b, 3, &pc, sizeof pc, gx, gy, 1);
+    return vkv_dispatch(gpu, VKV_K_RMS_NORM, b, 3, &pc, gx, gy, 1);
 }
 
 bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t)
@@ -146,7 +146,7 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
 
     /* Weight rows per dispatch (bound range limit), and activation rows per
      * dispatch so that both X[n, k] and Y[n, m] fit one range. */
-    uint64_t w_rows = rows_per_range(gpu, rb);
+    uint64_t w_rows = vkv_ops_rows_per_range(gpu, rb);
     uint64_t x_step = align_step(gpu, 4ull * k), y_step = align_step(gpu, 4ull * m);
     uint64_t xy_step = x_step * y_step; /* a common multiple: both stay aligned */
     uint64_t x_rows = vkv_ops_max_range(gpu) / (4ull * (k > m ? k : m));
@@ -174,11 +174,11 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                 uint32_t gx, gy;
                 vkv_ops_spread_groups(gpu, (mm + VKV_MATVEC_ROWS - 1) / VKV_MATVEC_ROWS, &gx, &gy);
                 vkv_pc_matvec pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
-                if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, gx, gy, 1))) return st;
+                if ((st = vkv_dispatch(gpu, kk, b, 3, &pc, gx, gy, 1))) return st;
             } else {
                 vkv_kernel kk = kernel_for_type(path == VKV_MATMUL_COOPMAT ? VKV_K_MATMUL_CM_F32 : VKV_K_MATMUL_F32, t);
                 vkv_pc_matmul pc = {mm, k, nn, (uint32_t)m0, m};
-                if ((st = vkv_cmd_dispatch(gpu, kk, b, 3, &pc, sizeof pc, (mm + VKV_MATMUL_BM - 1) / VKV_MATMUL_BM,
+                if ((st = vkv_dispatch(gpu, kk, b, 3, &pc, (mm + VKV_MATMUL_BM - 1) / VKV_MATMUL_BM,
                                            (nn + VKV_MATMUL_BN - 1) / VKV_MATMUL_BN, 1)))
                     return st;
             }
@@ -216,7 +216,7 @@ vkv_status vkv_op_rope(vkv_gpu *gpu, const vkv_rope_params *p, vkv_view x, uint3
         n_tok, n_heads, p->head_dim, p->n_rot, p->mode == VKV_ROPE_NEOX, p->inverse};
     vkv_binding b[4] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(pos, 0, 4ull * n_tok), vkv_ops_bind(inv_freq, 0, 4ull * (p->n_rot / 2 ? p->n_rot / 2 : 1)),
                         vkv_ops_bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_ROPE, b, 4, &pc, sizeof pc, gx, gy, 1);
+    return vkv_dispatch(gpu, VKV_K_ROPE, b, 4, &pc, gx, gy, 1);
 }
 
 vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols, float scale, bool causal,
@@ -233,11 +233,18 @@ vkv_status vkv_op_softmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t cols
     vkv_pc_softmax pc = {
         rows, cols, scale, causal, causal_offset, gx};
     vkv_binding b[2] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_SOFTMAX, b, 2, &pc, sizeof pc, gx, gy, 1);
+    return vkv_dispatch(gpu, VKV_K_SOFTMAX, b, 2, &pc, gx, gy, 1);
 }
 
-static vkv_status elementwise(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_view a, vkv_view b, uint32_t n,
-                              uint32_t nb, vkv_view out)
+/* The checks, bindings and workgroups of add and silu_mul over n elements
+ * (b: rows of nb, broadcast); the op then pushes its own struct. */
+typedef struct elementwise_dispatch {
+    vkv_binding b[3];
+    uint32_t gx, gy;
+} elementwise_dispatch;
+
+static vkv_status elementwise_bind(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_view a, vkv_view b, uint32_t n,
+                                   uint32_t nb, vkv_view out, elementwise_dispatch *d)
 {
     uint64_t bytes = 4ull * n;
     vkv_status st;
@@ -245,27 +252,40 @@ static vkv_status elementwise(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_vi
     if ((st = vkv_ops_check_view(gpu, a, bytes, op, "first input")) || (st = vkv_ops_check_view(gpu, b, 4ull * nb, op, "second input")) ||
         (st = vkv_ops_check_view(gpu, out, bytes, op, "output")) || (st = vkv_ops_check_single_range(gpu, bytes, op, "the input")))
         return st;
-    uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
-    vkv_ops_spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
-    /* silu_mul's push constants are add's first field (vk/kernels.h). */
-    vkv_pc_add pc = {n, nb};
-    vkv_binding bb[3] = {vkv_ops_bind(a, 0, bytes), vkv_ops_bind(b, 0, 4ull * nb), vkv_ops_bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, k, bb, 3, &pc, vkv_kernel_push_bytes(k), gx, gy, 1);
+    uint32_t wg = vkv_kernel_workgroup_size(gpu, k);
+    vkv_ops_spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &d->gx, &d->gy);
+    d->b[0] = vkv_ops_bind(a, 0, bytes);
+    d->b[1] = vkv_ops_bind(b, 0, 4ull * nb);
+    d->b[2] = vkv_ops_bind(out, 0, bytes);
+    return VKV_OK;
 }
 
 vkv_status vkv_op_silu_mul(vkv_gpu *gpu, vkv_view gate, vkv_view up, uint32_t n, vkv_view out)
 {
-    return elementwise(gpu, VKV_K_SILU_MUL, "silu_mul", gate, up, n, n, out);
+    elementwise_dispatch d;
+    vkv_status st = elementwise_bind(gpu, VKV_K_SILU_MUL, "silu_mul", gate, up, n, n, out, &d);
+    if (st) return st;
+    vkv_pc_silu_mul pc = {n};
+    return vkv_dispatch(gpu, VKV_K_SILU_MUL, d.b, 3, &pc, d.gx, d.gy, 1);
+}
+
+static vkv_status add_rows(vkv_gpu *gpu, const char *op, vkv_view a, vkv_view b, uint32_t n, uint32_t nb, vkv_view out)
+{
+    elementwise_dispatch d;
+    vkv_status st = elementwise_bind(gpu, VKV_K_ADD, op, a, b, n, nb, out, &d);
+    if (st) return st;
+    vkv_pc_add pc = {n, nb};
+    return vkv_dispatch(gpu, VKV_K_ADD, d.b, 3, &pc, d.gx, d.gy, 1);
 }
 
 vkv_status vkv_op_add(vkv_gpu *gpu, vkv_view a, vkv_view b, uint32_t n, vkv_view out)
 {
-    return elementwise(gpu, VKV_K_ADD, "add", a, b, n, n, out);
+    return add_rows(gpu, "add", a, b, n, n, out);
 }
 
 vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t rows, uint32_t width, vkv_view out)
 {
-    return elementwise(gpu, VKV_K_ADD, "add_bias", a, bias, rows * width, width, out);
+    return add_rows(gpu, "add_bias", a, bias, rows * width, width, out);
 }
 
 static vkv_status kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
@@ -292,7 +312,7 @@ static vkv_status kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t 
     vkv_pc_kv_store pc = {n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, type};
     vkv_binding b[3] = {vkv_ops_bind(src, 0, src_bytes), vkv_ops_bind(cache, 0, cache_bytes),
                         mode ? vkv_ops_bind(meta, 0, 32ull * n_kv_head) : vkv_ops_bind(src, 0, 4)};
-    return vkv_cmd_dispatch(gpu, k, b, 3, &pc, sizeof pc, gx, gy, 1);
+    return vkv_dispatch(gpu, k, b, 3, &pc, gx, gy, 1);
 }
 
 vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
@@ -334,7 +354,7 @@ vkv_status vkv_op_kv_convert_rows(vkv_gpu *gpu, vkv_view src, vkv_dtype src_type
     vkv_ops_spread_groups(gpu, ((uint64_t)n_rows + wg - 1) / wg, &gx, &gy);
     vkv_pc_kv_convert pc = {n_rows, (uint32_t)src_row0, (uint32_t)dst_row0, head_dim, src_type, dst_type};
     vkv_binding b[2] = {vkv_ops_bind(src, 0, src_bytes), vkv_ops_bind(dst, 0, dst_bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_KV_CONVERT, b, 2, &pc, sizeof pc, gx, gy, 1);
+    return vkv_dispatch(gpu, VKV_K_KV_CONVERT, b, 2, &pc, gx, gy, 1);
 }
 
 vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vkv_view out)
@@ -348,5 +368,5 @@ vkv_status vkv_op_argmax(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint32_t n, vk
     if (rows > gpu->caps->max_workgroup_count[0]) return vkv_error(VKV_ERR_ARG, "argmax: too many rows");
     vkv_pc_argmax pc = {rows, n};
     vkv_binding b[2] = {vkv_ops_bind(x, 0, bytes), vkv_ops_bind(out, 0, 4ull * rows)};
-    return vkv_cmd_dispatch(gpu, VKV_K_ARGMAX, b, 2, &pc, sizeof pc, rows, 1, 1);
+    return vkv_dispatch(gpu, VKV_K_ARGMAX, b, 2, &pc, rows, 1, 1);
 }

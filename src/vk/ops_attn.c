@@ -157,7 +157,7 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
                           tq, tk, h0, split_len, n_split, p->k_type, p->v_type};
         vkv_binding b[4] = {vkv_ops_bind(q, 0, qo_bytes), vkv_ops_bind(k, k_row * p->n_ctx_max * h0, k_row * n_used),
                             vkv_ops_bind(v, v_row * p->n_ctx_max * h0, v_row * n_used), vkv_ops_bind(dst, 0, dst_bytes)};
-        if ((st = vkv_cmd_dispatch(gpu, kern, b, 4, &pc, sizeof pc, (uint32_t)row_tiles, n_split, nh))) return st;
+        if ((st = vkv_dispatch(gpu, kern, b, 4, &pc, (uint32_t)row_tiles, n_split, nh))) return st;
     }
     if (n_split == 1) return VKV_OK;
 
@@ -169,5 +169,5 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
     uint32_t gx = (uint32_t)(groups < mx ? groups : mx), gy = (uint32_t)((groups + gx - 1) / gx);
     vkv_pc_attn_decode_reduce rpc = {p->n_q * p->n_head, hd / 4, n_split, gx};
     vkv_binding rb[2] = {vkv_ops_bind(scratch, 0, dst_bytes), vkv_ops_bind(out, 0, qo_bytes)};
-    return vkv_cmd_dispatch(gpu, VKV_K_ATTN_DECODE_REDUCE, rb, 2, &rpc, sizeof rpc, gx, gy, 1);
+    return vkv_dispatch(gpu, VKV_K_ATTN_DECODE_REDUCE, rb, 2, &rpc, gx, gy, 1);
 }

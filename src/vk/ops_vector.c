@@ -62,7 +62,7 @@ vkv_status vkv_op_vector_residual(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_vi
     /* Without positions the eps buffer stands in for the unread binding. */
     vkv_binding b[6] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(w, 0, wb),
                         vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(eps, 0, eb), vkv_ops_bind(pos.buf ? pos : eps, 0, eb)};
-    return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, gx, gy, g->n_kv_head);
+    return vkv_dispatch(gpu, kk, b, 6, &pc, gx, gy, g->n_kv_head);
 }
 
 vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, vkv_view v, uint32_t n_ctx,
@@ -89,7 +89,7 @@ vkv_status vkv_op_kv_compact(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k,
     vkv_binding b[7] = {vkv_ops_bind(k, 0, cache), vkv_ops_bind(v, 0, cache), vkv_ops_bind(tiers, 0, 4ull * g->n_kv_head * n),
                         vkv_ops_bind(meta, 0, 32ull * g->n_kv_head), vkv_ops_bind(k_out, 0, kb),
                         vkv_ops_bind(v_out, 0, vb), vkv_ops_bind(pos_out, 0, 4ull * (p_entries ? p_entries : 1))};
-    return vkv_cmd_dispatch(gpu, kk, b, 7, &pc, sizeof pc, g->n_kv_head, 1, 1);
+    return vkv_dispatch(gpu, kk, b, 7, &pc, g->n_kv_head, 1, 1);
 }
 
 vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv_view k, uint64_t k_rows,
@@ -117,7 +117,7 @@ vkv_status vkv_op_vector_materialize(vkv_gpu *gpu, const vkv_vector_geom *g, vkv
     vkv_binding b[6] = {vkv_ops_bind(k, 0, rb * k_rows), vkv_ops_bind(meta, 0, 32ull * g->n_kv_head),
                         vkv_ops_bind(pos, 0, 4ull * (p_entries ? p_entries : 1)), vkv_ops_bind(w, 0, wb),
                         vkv_ops_bind(inv_freq, 0, fb), vkv_ops_bind(vhat, 0, hb)};
-    return vkv_cmd_dispatch(gpu, kk, b, 6, &pc, sizeof pc, gx, gy, g->n_kv_head);
+    return vkv_dispatch(gpu, kk, b, 6, &pc, gx, gy, g->n_kv_head);
 }
 
 /* Decode (few queries) over many keys splits the keys across workgroups. */
@@ -195,7 +195,7 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
             pc.apx_shift = s;
             pc.w_off = s * block;
             pc.accumulate = s > 0;
-            if ((st = vkv_cmd_dispatch(gpu, kk, b, 8, &pc, sizeof pc, groups_q, 1, g->n_kv_head))) return st;
+            if ((st = vkv_dispatch(gpu, kk, b, 8, &pc, groups_q, 1, g->n_kv_head))) return st;
         }
         return VKV_OK;
     }
@@ -219,8 +219,8 @@ vkv_status vkv_op_attention_tiered(vkv_gpu *gpu, const vkv_vector_geom *g, const
         pc.apx_shift = s;
         rp.w_off = s * block;
         rp.accumulate = s > 0;
-        if ((st = vkv_cmd_dispatch(gpu, ks, b, 8, &pc, sizeof pc, groups_q, splits, g->n_kv_head)) ||
-            (st = vkv_cmd_dispatch(gpu, VKV_K_ATTN_TIERED_REDUCE, rb2, 4, &rp, sizeof rp, a->n_q * a->n_head, 1, 1)))
+        if ((st = vkv_dispatch(gpu, ks, b, 8, &pc, groups_q, splits, g->n_kv_head)) ||
+            (st = vkv_dispatch(gpu, VKV_K_ATTN_TIERED_REDUCE, rb2, 4, &rp, a->n_q * a->n_head, 1, 1)))
             return st;
     }
     return VKV_OK;
@@ -237,8 +237,9 @@ static vkv_status elementwise3(vkv_gpu *gpu, vkv_kernel k, const char *op, vkv_v
     if (!total) return VKV_OK;
     uint32_t wg = vkv_kernel_workgroup_size(gpu, k), gx, gy;
     vkv_ops_spread_groups(gpu, ((uint64_t)total + wg - 1) / wg, &gx, &gy);
+    vkv_pc_vector_elementwise pc = {total};
     vkv_binding bb[3] = {vkv_ops_bind(a, 0, bytes), vkv_ops_bind(b, 0, bytes), vkv_ops_bind(out, 0, bytes)};
-    return vkv_cmd_dispatch(gpu, k, bb, 3, &total, sizeof total, gx, gy, 1);
+    return vkv_dispatch(gpu, k, bb, 3, &pc, gx, gy, 1);
 }
 
 vkv_status vkv_op_vector_pool_scores(vkv_gpu *gpu, vkv_view pool, vkv_view eps, uint32_t total, vkv_view s)
@@ -270,5 +271,5 @@ vkv_status vkv_op_vector_head_mean(vkv_gpu *gpu, vkv_view x, uint32_t rows, uint
     vkv_ops_spread_groups(gpu, ((uint64_t)n + wg - 1) / wg, &gx, &gy);
     vkv_pc_vector_head_mean pc = {rows, n};
     vkv_binding b[2] = {vkv_ops_bind(x, 0, xb), vkv_ops_bind(out, 0, ob)};
-    return vkv_cmd_dispatch(gpu, VKV_K_VECTOR_HEAD_MEAN, b, 2, &pc, sizeof pc, gx, gy, 1);
+    return vkv_dispatch(gpu, VKV_K_VECTOR_HEAD_MEAN, b, 2, &pc, gx, gy, 1);
 }

@@ -1,6 +1,11 @@
 /* The kernel registry and compute pipelines, built once per device on first
  * use from the embedded SPIR-V with the workgroup size as specialization
- * constant 0. */
+ * constant 0.
+ *
+ * The registry is VKV_KERNEL_LIST (vk/kernels.h) expanded: a kernel without a
+ * SPIR-V module fails below on VKV_SPIRV_PUSH_BYTES_<name>, a module without a
+ * kernel fails in the generated shaders_spirv.c on VKV_K_<NAME>, a struct
+ * missing from VKV_PUSH_CONSTANT_LIST on <struct>_id. */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,23 +23,32 @@ VKV_KERNEL_LIST(VKV_KERNEL_PUSH_CHECK)
 static const struct {
     const char *name;
     uint32_t n_bindings, push_bytes;
+    vkv_pc_id push_struct;
     vkv_wg_class wg;
 } kernel_info[VKV_KERNEL_COUNT] = {
-#define VKV_KERNEL_INFO(e, nm, nb, pc, wg) [VKV_K_##e] = {#nm, nb, sizeof(pc), wg},
+#define VKV_KERNEL_INFO(e, nm, nb, pc, wg) [VKV_K_##e] = {#nm, nb, sizeof(pc), pc##_id, wg},
     VKV_KERNEL_LIST(VKV_KERNEL_INFO)
 #undef VKV_KERNEL_INFO
 };
 
+static const char *const pc_names[VKV_PC_ID_COUNT] = {
+#define VKV_PC_NAME(pc) [pc##_id] = #pc,
+    VKV_PUSH_CONSTANT_LIST(VKV_PC_NAME)
+#undef VKV_PC_NAME
+};
+
 const char *vkv_kernel_name(vkv_kernel k) { return k < VKV_KERNEL_COUNT ? kernel_info[k].name : "?"; }
 uint32_t vkv_kernel_n_bindings(vkv_kernel k) { return kernel_info[k].n_bindings; }
+vkv_pc_id vkv_kernel_push_struct(vkv_kernel k) { return kernel_info[k].push_struct; }
 uint32_t vkv_kernel_push_bytes(vkv_kernel k) { return kernel_info[k].push_bytes; }
+const char *vkv_pc_name(vkv_pc_id id) { return id < VKV_PC_ID_COUNT ? pc_names[id] : "?"; }
 
-const vkv_spirv *vkv_spirv_find(const char *name)
+const vkv_spirv *vkv_spirv_of(vkv_kernel k)
 {
     size_t n;
     const vkv_spirv *t = vkv_spirv_table(&n);
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(t[i].name, name)) return &t[i];
+        if (t[i].kernel == k) return &t[i];
     return NULL;
 }
 
@@ -62,7 +76,7 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
 {
     vkv_status st = VKV_OK;
     const char *name = kernel_info[k].name;
-    const vkv_spirv *spv = vkv_spirv_find(name);
+    const vkv_spirv *spv = vkv_spirv_of(k);
     if (!spv) return vkv_error(VKV_ERR_UNSUPPORTED, "no embedded SPIR-V for kernel '%s'", name);
     char what[160];
     snprintf(what, sizeof what, "building the '%s' pipeline", name);

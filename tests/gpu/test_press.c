@@ -34,10 +34,11 @@
 #include "core/rng.h"
 #include "kvlayout/kv_counts.h"
 #include "press/press.h"
-#include "press/select.h"
 #include "press/select_global.h"
 #include "ref/ref_attn.h"
 #include "ref/ref_select.h"
+#include "vk/dispatch.h"
+#include "vk/ops_select.h"
 
 static vkv_gpu *gpu;
 
@@ -367,6 +368,26 @@ static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
     vkv_buffer_destroy(gpu, sb);
 }
 
+/* Scorers record their own dispatches: pushing a struct other than the one
+ * src/vk/kernels.h declares for the kernel is refused, naming the kernel and
+ * both structs, and nothing is recorded. */
+static void dispatch_rejects_another_kernels_push_constants(void **state)
+{
+    (void)state;
+    vkv_buffer *b = upload(NULL, 64, "scores");
+    vkv_binding bindings[1] = {vkv_ops_bind(vkv_view_of(b), 0, 64)};
+    vkv_pc_press_knorm knorm = {0};
+    assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
+    vkv_status st = vkv_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, bindings, 1, &knorm, 1, 1, 1);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", vkv_last_error());
+    assert_int_equal(vkv_cmd_submit(gpu), VKV_OK);
+    assert_int_equal(st, VKV_ERR_ARG);
+    assert_non_null(strstr(msg, "'press_streamingllm' pushes vkv_pc_press_knorm"));
+    assert_non_null(strstr(msg, "declares vkv_pc_press_streamingllm"));
+    vkv_buffer_destroy(gpu, b);
+}
+
 int main(void)
 {
     vkv_instance *inst;
@@ -392,6 +413,7 @@ int main(void)
         cmocka_unit_test(kvzip_gpu_matches_reference),
         cmocka_unit_test(global_selection_matches_reference),
         cmocka_unit_test(snapkv_gpu_rejects_a_context_shorter_than_its_window),
+        cmocka_unit_test(dispatch_rejects_another_kernels_push_constants),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     uint32_t verr = vkv_instance_validation_errors(inst);

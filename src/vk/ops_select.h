@@ -1,9 +1,9 @@
-/* Per-row top-k selection on the GPU: the step after every scorer (pick each
- * (layer, KV head)'s n_kept or pool tokens from scores[n_kv_head, n]). The
- * oracle is vkv_ref_topk_select (src/ref/ref_select.h); both give exactly
- * the same mask for any input. */
-#ifndef VKV_PRESS_SELECT_H
-#define VKV_PRESS_SELECT_H
+/* Per-row top-k selection on the GPU: the step after every scorer of
+ * src/press/ (pick each (layer, KV head)'s n_kept or pool tokens from
+ * scores[n_kv_head, n]). The oracle is vkv_ref_topk_select
+ * (src/ref/ref_select.h); both give exactly the same mask for any input. */
+#ifndef VKV_OPS_SELECT_H
+#define VKV_OPS_SELECT_H
 
 #include <stdint.h>
 
