@@ -40,7 +40,7 @@ layout(push_constant) uniform PC {
     uint kv_head0;   // first KV head of this dispatch (K/V are bound from it)
     uint split_len;  // keys per split (SPLIT only)
     uint n_split;    // splits (SPLIT only)
-    uint k_type, v_type; // KV_ANY: the caches' row types (kv/kv_layout.h)
+    uint k_type, v_type; // KV_ANY: the caches' row types (kvlayout/kv_layout.h)
 } pc;
 
 #include "common/attn_tile.glsl"

@@ -6,7 +6,7 @@
 // values, approximated ones the value rebuilt from the key:
 //   FUSED:        out = sum_v p V + W_h (sum_apx p R^-1 K)   (by linearity of
 //                 the map: one d x d matvec per query row, not one per token)
-//                 With a joint map (kv/kv_layout.h, S = n_kv_head blocks) the
+//                 With a joint map (kvlayout/kv_layout.h, S = n_kv_head blocks) the
 //                 host runs the kernel once per block s: run s takes the
 //                 approximated "values" from KV head (h + s) mod H (the same
 //                 tokens in the same slots) and, for s > 0, adds only

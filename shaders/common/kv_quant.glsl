@@ -1,6 +1,6 @@
 // Reading and writing KV cache rows of a type chosen at run time per buffer:
 // f32, f16, q8_0 or q4_0 (ggml's type numbers), in the row format of
-// kv/kv_layout.h: a quantized row is blocks of 32 elements (the last one
+// kvlayout/kv_layout.h: a quantized row is blocks of 32 elements (the last one
 // shorter when head_dim % 32 != 0), each an f16 scale then int8s (q8_0) or
 // nibbles (q4_0: byte j holds element j low, j + n/2 high), the row padded
 // to a 32-bit word. The CPU codec is vkv_kv_encode_row / vkv_kv_decode_row.
