@@ -343,6 +343,18 @@ static void global_selection_matches_reference(void **state)
     free(sc);
 }
 
+/* Closes a recording whose one call returned st: the call was refused with
+ * VKV_ERR_ARG, and its message names both `what` and `why`. */
+static void assert_refused_with(vkv_status st, const char *what, const char *why)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", vkv_last_error());
+    assert_int_equal(vkv_cmd_submit(gpu), VKV_OK);
+    assert_int_equal(st, VKV_ERR_ARG);
+    assert_non_null(strstr(msg, what));
+    assert_non_null(strstr(msg, why));
+}
+
 /* The error reaches the caller with both numbers; nothing is recorded. */
 static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
 {
@@ -356,13 +368,7 @@ static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
                           .kv_type = VKV_F32, .k = vkv_view_of(kb), .v = vkv_view_of(kb), .window = 40,
                           .q_window = vkv_view_of(qb), .scratch = vkv_view_of(sb)};
     assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
-    vkv_status st = ops->score_gpu(gpu, &pp, &in, vkv_view_of(sb));
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", vkv_last_error());
-    assert_int_equal(vkv_cmd_submit(gpu), VKV_OK);
-    assert_int_equal(st, VKV_ERR_ARG);
-    assert_non_null(strstr(msg, "40 tokens"));
-    assert_non_null(strstr(msg, "64"));
+    assert_refused_with(ops->score_gpu(gpu, &pp, &in, vkv_view_of(sb)), "40 tokens", "64");
     vkv_buffer_destroy(gpu, kb);
     vkv_buffer_destroy(gpu, qb);
     vkv_buffer_destroy(gpu, sb);
@@ -378,13 +384,8 @@ static void dispatch_rejects_another_kernels_push_constants(void **state)
     vkv_binding bindings[1] = {vkv_ops_bind(vkv_view_of(b), 0, 64)};
     vkv_pc_press_knorm knorm = {0};
     assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
-    vkv_status st = vkv_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, bindings, 1, &knorm, 1, 1, 1);
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", vkv_last_error());
-    assert_int_equal(vkv_cmd_submit(gpu), VKV_OK);
-    assert_int_equal(st, VKV_ERR_ARG);
-    assert_non_null(strstr(msg, "'press_streamingllm' pushes vkv_pc_press_knorm"));
-    assert_non_null(strstr(msg, "declares vkv_pc_press_streamingllm"));
+    assert_refused_with(vkv_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, bindings, 1, &knorm, 1, 1, 1),
+                        "'press_streamingllm' pushes vkv_pc_press_knorm", "declares vkv_pc_press_streamingllm");
     vkv_buffer_destroy(gpu, b);
 }
 
