@@ -231,7 +231,6 @@ vkv_status vkv_cmd_submit(vkv_gpu *gpu)
             double ns = (double)(ts[i + 1] - ts[i]) * gpu->caps->timestamp_period_ns;
             vkv_kernel k = gpu->query_kernel[i / 2];
             gpu->kernel_ns[k] += ns;
-            gpu->kernel_calls[k]++;
             gpu->last_submit_ns += ns;
         }
     }
@@ -251,8 +250,4 @@ vkv_status vkv_cmd_abort(vkv_gpu *gpu, vkv_status st)
 void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on) { gpu->profiling = on; }
 double vkv_gpu_last_submit_ns(const vkv_gpu *gpu) { return gpu->last_submit_ns; }
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_ns[k]; }
-void vkv_gpu_reset_profile(vkv_gpu *gpu)
-{
-    memset(gpu->kernel_ns, 0, sizeof gpu->kernel_ns);
-    memset(gpu->kernel_calls, 0, sizeof gpu->kernel_calls);
-}
+void vkv_gpu_reset_profile(vkv_gpu *gpu) { memset(gpu->kernel_ns, 0, sizeof gpu->kernel_ns); }

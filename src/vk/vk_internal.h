@@ -103,7 +103,6 @@ struct vkv_gpu {
     vkv_kernel query_kernel[VKV_MAX_TIMESTAMPS / 2];
     double last_submit_ns;
     double kernel_ns[VKV_KERNEL_COUNT];
-    uint64_t kernel_calls[VKV_KERNEL_COUNT];
 };
 
 /* Names a Vulkan object for validation messages and debuggers (a no-op
