@@ -47,7 +47,7 @@ void vkv_ops_spread_groups(const vkv_gpu *gpu, uint64_t count, uint32_t *gx, uin
 /* The id of the push-constant struct pc_ptr points to. */
 #define vkv_pc_id_of(pc_ptr) _Generic(*(pc_ptr) VKV_PUSH_CONSTANT_LIST(VKV_PC_ID_ASSOCIATION))
 #define VKV_PC_ID_ASSOCIATION(pc) , pc : pc##_id
-/* What vkv_dispatch expands to: call vkv_dispatch, which derives pc and
+/* What vkv_dispatch expands to. Call the macro, not this: it derives pc and
  * push_size from the pointer's type. */
 vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings, uint32_t n_bindings,
                               vkv_pc_id pc, const void *push, uint32_t push_size, uint32_t groups_x,
