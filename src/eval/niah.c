@@ -62,21 +62,30 @@ vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void 
     char **names = NULL;
     size_t n = 0, cap = 0, n_txt = 0;
     struct dirent *de;
-    while ((de = readdir(d))) {
+    bool oom = false;
+    while (!oom && (de = readdir(d))) {
         if (de->d_name[0] == '.') continue;
         if (n == cap) {
             char **g = realloc(names, (cap = cap ? 2 * cap : 64) * sizeof *g);
-            if (!g) break;
+            if (!g) {
+                oom = true;
+                break;
+            }
             names = g;
         }
         n_txt += is_txt(de->d_name);
-        names[n++] = strdup(de->d_name);
+        oom = !(names[n++] = strdup(de->d_name));
     }
     closedir(d);
-    qsort(names, n, sizeof *names, name_cmp);
+    if (oom) {
+        for (size_t i = 0; i < n; i++) free(names[i]);
+        free(names);
+        return vkv_error(VKV_ERR_OOM, "out of host memory listing the haystack directory '%s'", dir);
+    }
+    if (n) qsort(names, n, sizeof *names, name_cmp); /* an empty directory has no list to sort */
     vkv_strbuf b = {0};
     for (size_t i = 0; i < n; i++) {
-        if (!names[i] || (n_txt && !is_txt(names[i]))) continue;
+        if (n_txt && !is_txt(names[i])) continue;
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         struct stat sb;
