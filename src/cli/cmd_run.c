@@ -93,13 +93,14 @@ typedef struct run_opts {
     const char *prompt, *ids_arg, *dump_path, *question, *tier_dump;
     int64_t n_predict;
     bool chat, print_ids;
+    int think; /* --think: 1 on (Hugging Face's default for Qwen3), 0 off */
     const vkv_press_ops *press;
 } run_opts;
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_run_options(int argc, char **argv, run_opts *o)
 {
-    *o = (run_opts){.sp = vkv_sampler_defaults(), .n_predict = 128};
+    *o = (run_opts){.sp = vkv_sampler_defaults(), .n_predict = 128, .think = 1};
     cli_model_opts_init(&o->mo);
     cli_press_opts_init(&o->po);
     const cli_opt opts[] = {
@@ -111,7 +112,8 @@ static int parse_run_options(int argc, char **argv, run_opts *o)
         {.type = CLI_I64, .names = "-n|--n-predict", .metavar = "N", .dest = &o->n_predict, .min = 0, .max = 1 << 24,
          .help = "tokens to generate (default 128; 0 = only evaluate the prompt)"},
         {.type = CLI_FLAG, .names = "--chat", .dest = &o->chat,
-         .help = "wrap the prompt in the model's chat template (Llama-3, ChatML)"},
+         .help = "wrap the prompt in the model's chat template (Llama-3, ChatML, Qwen)"},
+        CLI_THINK_OPTION(o->think, "on, as Hugging Face renders Qwen3"),
         CLI_SAMPLING_OPTIONS(o->sp),
         {.type = CLI_STR, .names = "--dump-logits", .metavar = "FILE", .dest = &o->dump_path,
          .help = "write the logits of every prompt position, raw little-endian f32,\npositions x vocabulary"},
@@ -348,7 +350,8 @@ int cmd_run(int argc, char **argv)
      * --print-ids works on files without a usable vocabulary. */
     vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device,
                              .no_tokenizer = o.ids_arg && o.print_ids, .load_calib = o.po.vector,
-                             .calib_path = o.po.calib, .chat = o.chat ? "model" : NULL, .cmd = "run"};
+                             .calib_path = o.po.calib, .chat = o.chat ? "model" : NULL, .thinking = o.think == 1,
+                             .cmd = "run"};
     vkv_session *s = NULL;
     vkv_prompt pr = {0};
     float *logits = NULL;

@@ -8,15 +8,20 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "core/file.h"
+#include "core/json.h"
 #include "model/gguf.h"
 #include "tok/tokenizer.h"
 
 static const char *const CMD = "tokenize";
 static const char *const USAGE =
     "vkvector tokenize -m MODEL.gguf [--text TEXT | --file FILE] [--bos] [--special]\n"
+    "       vkvector tokenize [-m MODEL.gguf] --messages FILE.json [--chat-template NAME |\n"
+    "                         --chat-template-file FILE] [--think off|on] [--render]\n"
     "\n"
     "Prints the token ids of the text, space-separated on one line, as llama.cpp\n"
-    "tokenizes it.";
+    "tokenizes it. With --messages, the text is the conversation rendered in a chat\n"
+    "template with the assistant's generation prompt after it (control tokens in it\n"
+    "are control tokens); --render prints that text as it is instead of its ids.";
 
 /* Whole file (or stdin) into a malloc'ed buffer, at most VKV_MAX_DOC_BYTES. */
 static vkv_status read_text(const char *path, char **out, size_t *len)
@@ -25,62 +30,153 @@ static vkv_status read_text(const char *path, char **out, size_t *len)
     return vkv_read_file(path, VKV_MAX_DOC_BYTES, out, len);
 }
 
+/* The options of a conversation rendered in a chat template. */
+typedef struct chat_opts {
+    const char *messages;      /* JSON file: [{"role": ..., "content": ...}, ...] */
+    const char *template_name; /* a name vkv_chat_template_detect knows */
+    const char *template_file; /* a Jinja template, recognised like a model's */
+    int think;                 /* 1: Qwen3's thinking on (Hugging Face's default), 0: off */
+    bool render;               /* print the text, not its ids */
+} chat_opts;
+
+/* The template of --chat-template, --chat-template-file or else the model's. */
+static vkv_status choose_template(const chat_opts *c, const vkv_tokenizer *tok, vkv_chat_template *t)
+{
+    vkv_status st = VKV_OK;
+    if (c->template_name) {
+        *t = vkv_chat_template_detect(c->template_name); /* a known name: check_options */
+    } else if (c->template_file) {
+        char *src;
+        size_t len;
+        if ((st = vkv_read_file(c->template_file, VKV_MAX_DOC_BYTES, &src, &len))) return st;
+        if ((*t = vkv_chat_template_detect(src)) == VKV_CHAT_UNKNOWN)
+            st = vkv_error(VKV_ERR_UNSUPPORTED, "%s: not a chat template vkvector knows", c->template_file);
+        free(src);
+    } else {
+        st = vkv_tokenizer_chat_template(tok, t);
+    }
+    if (!st) *t = vkv_chat_template_thinking(*t, c->think == 1);
+    return st;
+}
+
+/* The conversation in FILE rendered in the template, generation prompt after. */
+static vkv_status render_messages(const chat_opts *c, const vkv_tokenizer *tok, char **text, size_t *len)
+{
+    vkv_chat_template t;
+    vkv_json_doc *doc = NULL;
+    vkv_chat_msg *msgs = NULL;
+    vkv_status st;
+    if ((st = choose_template(c, tok, &t)) || (st = vkv_json_parse_file(c->messages, &doc))) goto done;
+    const vkv_json *list = vkv_json_root(doc);
+    if (list->type != VKV_JSON_ARRAY) {
+        st = vkv_error(VKV_ERR_FORMAT, "%s: want a JSON array of {\"role\", \"content\"} objects", c->messages);
+        goto done;
+    }
+    if (!(msgs = calloc(list->n_items + 1, sizeof *msgs))) {
+        st = vkv_error(VKV_ERR_OOM, "out of memory reading %s", c->messages);
+        goto done;
+    }
+    for (size_t i = 0; i < list->n_items; i++) {
+        const vkv_json *role = vkv_json_get(list->items[i], "role"), *content = vkv_json_get(list->items[i], "content");
+        if (!role || role->type != VKV_JSON_STRING || !content || content->type != VKV_JSON_STRING) {
+            st = vkv_error(VKV_ERR_FORMAT, "%s: message %zu wants string members \"role\" and \"content\"", c->messages,
+                           i);
+            goto done;
+        }
+        msgs[i] = (vkv_chat_msg){role->string, content->string};
+    }
+    st = vkv_chat_apply(t, msgs, list->n_items, true, text, len);
+done:
+    free(msgs);
+    vkv_json_free(doc);
+    return st;
+}
+
+/* The rules between the options; -1 when they hold, else 2 (printed). */
+static int check_options(const char *model, const char *text, const char *file, const chat_opts *c)
+{
+    bool named = c->template_name || c->template_file;
+    if (text && file) return cli_usage_error(CMD, "--text and --file exclude each other");
+    if (c->messages && (text || file)) return cli_usage_error(CMD, "--messages excludes --text and --file");
+    if (c->template_name && c->template_file)
+        return cli_usage_error(CMD, "--chat-template and --chat-template-file exclude each other");
+    if (c->template_name && vkv_chat_template_detect(c->template_name) == VKV_CHAT_UNKNOWN)
+        return cli_usage_error(CMD, "--chat-template: no template is named '%s' (%s)", c->template_name,
+                               "llama3, llama31, chatml, qwen25, qwen3");
+    if (!c->messages && (named || c->render || c->think >= 0))
+        return cli_usage_error(CMD, "--chat-template, --chat-template-file, --think and --render need --messages");
+    if (!model && !(c->render && named))
+        return cli_usage_error(CMD, "-m MODEL.gguf is required (--render with a template given needs none)");
+    return -1;
+}
+
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *file = NULL;
     bool bos = false, special = false;
+    chat_opts chat = {.think = -1};
     const cli_opt opts[] = {
         {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &model,
          .help = "GGUF file holding the vocabulary (vocabulary-only files work)"},
         {.type = CLI_STR, .names = "--text", .metavar = "TEXT", .dest = &text, .help = "the text to tokenize"},
         {.type = CLI_STR, .names = "--file", .metavar = "FILE", .dest = &file,
          .help = "read the text from FILE ('-': standard input); without\n"
-                 "--text or --file the text is read from standard input"},
+                 "--text, --file or --messages the text is read from standard input"},
         {.type = CLI_FLAG, .names = "--bos", .dest = &bos, .help = "put the vocabulary's BOS token first"},
         {.type = CLI_FLAG, .names = "--special", .dest = &special,
          .help = "text equal to a control token's text (e.g. <|im_start|>) is\n"
                  "that token; without it such text is tokenized as plain text"},
+        {.type = CLI_SECTION, .names = "Chat templates:"},
+        {.type = CLI_STR, .names = "--messages", .metavar = "FILE", .dest = &chat.messages,
+         .help = "the text is this conversation (a JSON array of {\"role\", \"content\"})\n"
+                 "in the chat template, with the generation prompt"},
+        {.type = CLI_STR, .names = "--chat-template", .metavar = "NAME", .dest = &chat.template_name,
+         .help = "llama3, llama31, chatml, qwen25 or qwen3 (default: the model's)"},
+        {.type = CLI_STR, .names = "--chat-template-file", .metavar = "FILE", .dest = &chat.template_file,
+         .help = "the template vkvector recognises in this Jinja source"},
+        CLI_THINK_OPTION(chat.think, "on, as Hugging Face renders Qwen3"),
+        {.type = CLI_FLAG, .names = "--render", .dest = &chat.render,
+         .help = "print the rendered conversation exactly, not its ids"},
     };
     int parsed = cli_parse(CMD, USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
-    if (!model) return cli_usage_error(CMD, "-m MODEL.gguf is required");
-    if (text && file) return cli_usage_error(CMD, "--text and --file exclude each other");
-
-    char *buf = NULL;
-    size_t len = 0;
-    vkv_status st;
-    if (text) {
-        len = strlen(text);
-    } else if ((st = read_text(file, &buf, &len))) {
-        return cli_fail(CMD, st);
-    }
+    int usage = check_options(model, text, file, &chat);
+    if (usage >= 0) return usage;
+    if (chat.think < 0) chat.think = 1;
 
     vkv_gguf *g = NULL;
     vkv_tokenizer *tok = NULL;
+    char *buf = NULL;
+    size_t len = 0;
     int32_t *ids = NULL;
     size_t n = 0;
     int rc = 0;
-    if ((st = vkv_gguf_open(model, &g)) || (st = vkv_tokenizer_load(g, &tok))) {
-        rc = cli_fail(CMD, st);
+    vkv_status st = VKV_OK;
+    if (model && ((st = vkv_gguf_open(model, &g)) || (st = vkv_tokenizer_load(g, &tok)))) goto done;
+    if (chat.messages) {
+        if ((st = render_messages(&chat, tok, &buf, &len))) goto done;
+        special = true; /* the template's markers are control tokens */
+    } else if (text) {
+        len = strlen(text);
+    } else if ((st = read_text(file, &buf, &len))) {
+        goto done;
+    }
+    if (chat.render) {
+        if (fwrite(buf, 1, len, stdout) != len || fflush(stdout))
+            st = vkv_error(VKV_ERR_IO, "cannot write the text: %s", strerror(errno));
         goto done;
     }
     if (bos && vkv_tokenizer_bos(tok) == VKV_TOKEN_NULL) {
         st = vkv_error(VKV_ERR_UNSUPPORTED, "--bos: the vocabulary in %s has no BOS token", model);
-        rc = cli_fail(CMD, st);
         goto done;
     }
-    if ((st = vkv_tokenize(tok, text ? text : buf, len, false, special, &ids, &n))) {
-        rc = cli_fail(CMD, st);
-        goto done;
-    }
+    if ((st = vkv_tokenize(tok, text ? text : buf, len, false, special, &ids, &n))) goto done;
     if (bos) printf("%d%s", vkv_tokenizer_bos(tok), n ? " " : "");
     for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     printf("\n");
-    if (fflush(stdout)) {
-        st = vkv_error(VKV_ERR_IO, "cannot write the ids: %s", strerror(errno));
-        rc = cli_fail(CMD, st);
-    }
+    if (fflush(stdout)) st = vkv_error(VKV_ERR_IO, "cannot write the ids: %s", strerror(errno));
 done:
+    if (st) rc = cli_fail(CMD, st);
     free(ids);
     vkv_tokenizer_free(tok);
     vkv_gguf_close(g);

@@ -19,8 +19,8 @@ void eval_opts_init(eval_opts *o)
 /* The --chat-template name of an index into EVAL_CHAT_TEMPLATES. */
 static const char *chat_template_arg(int i)
 {
-    static const char *const names[] = {"auto", "none", "llama3", "chatml", "llama31"};
-    return names[i >= 0 && i < 5 ? i : 0];
+    static const char *const names[] = {"auto", "none", "llama3", "chatml", "llama31", "qwen25", "qwen3"};
+    return names[i >= 0 && i < (int)(sizeof names / sizeof *names) ? i : 0];
 }
 
 bool eval_opts_check(const char *cmd, eval_opts *o)
@@ -41,7 +41,8 @@ vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx,
     if (o->po.press && !(e->press = vkv_press_find(o->po.press)))
         return vkv_error(VKV_ERR_ARG, "%s", vkv_last_error());
     vkv_session_params sp = {.model_path = o->mo.model_path, .device = o->mo.device, .load_calib = o->po.vector,
-                             .calib_path = o->po.calib, .chat = chat_template_arg(o->chat), .cmd = cmd};
+                             .calib_path = o->po.calib, .chat = chat_template_arg(o->chat), .thinking = o->think == 1,
+                             .cmd = cmd};
     vkv_status st = vkv_session_open(&sp, &e->s);
     if (st) return st;
     const vkv_hparams *hp = &e->s->model->hp;

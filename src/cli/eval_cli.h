@@ -15,10 +15,11 @@ typedef struct eval_opts {
     cli_model_opts mo;           /* --ctx 0: the model's training context */
     cli_press_opts po;           /* press NULL: the full cache */
     int chat;                    /* index into EVAL_CHAT_TEMPLATES */
+    int think;                   /* --think: 0 off (the default), 1 on */
 } eval_opts;
 
 /* "auto": the model's template when it has one. */
-#define EVAL_CHAT_TEMPLATES "auto|none|llama3|chatml|llama31"
+#define EVAL_CHAT_TEMPLATES "auto|none|llama3|chatml|llama31|qwen25|qwen3"
 
 void eval_opts_init(eval_opts *o);
 /* The model, compression and device options of the evaluation harnesses, as
@@ -28,7 +29,9 @@ void eval_opts_init(eval_opts *o);
     CLI_PRESS_OPTIONS((o).po),                                                                                 \
     {.type = CLI_ENUM, .names = "--chat-template", .metavar = "T", .dest = &(o).chat,                           \
      .choices = EVAL_CHAT_TEMPLATES,                                                                           \
-     .help = "auto (the model's, when it has one), none, llama3 or chatml (default auto)"},                   \
+     .help = "auto (the model's, when it has one), none, llama3, llama31,\nchatml, qwen25 or qwen3 (default auto)"}, \
+    /* off: kvpress renders Qwen3 with enable_thinking=False, and the answers are scored short */             \
+    CLI_THINK_OPTION((o).think, "off, as kvpress runs it"),                                                   \
     {.type = CLI_I64, .names = "--ctx", .metavar = "N", .dest = &(o).mo.n_ctx, .min = 1, .max = 1 << 24,       \
      .help = "context slots (default: the model's training context)"},                                        \
     {.type = CLI_I64, .names = "--batch", .metavar = "N", .dest = &(o).mo.n_batch, .min = 1, .max = 65536,     \

@@ -127,6 +127,15 @@ vkv_dtype cli_v_dtype(const cli_model_opts *mo);
      .help = "prefill chunk in tokens (default 512)"},                                                        \
     CLI_KV_TYPE_OPTIONS(mo)
 
+/* --think off|on into an int (0 off, 1 on): Qwen3's thinking switch, its
+ * template's enable_thinking; templates without one ignore it. The commands
+ * that build chat prompts (run, longbench, niah) take it; default_text: the
+ * command's default, as --help shows it. */
+#define CLI_THINK_OPTION(int_dest, default_text)                                                               \
+    {.type = CLI_ENUM, .names = "--think", .dest = &(int_dest), .choices = "off|on",                          \
+     .help = "Qwen3's chat template: thinking off (an empty think block\n"                                     \
+             "starts the answer) or on (default " default_text ")"}
+
 /* vkv_sampler_params (infer/sampler.h); start from vkv_sampler_defaults(). */
 #define CLI_SAMPLING_OPTIONS(sp)                                                                               \
     {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &(sp).seed, .min = 0, .max = (double)UINT64_MAX, \

@@ -148,7 +148,7 @@ void vkv_kvzip_prompt_free(vkv_kvzip_prompt *p)
     memset(p, 0, sizeof *p);
 }
 
-vkv_status vkv_kvzip_prompt_make(const vkv_tokenizer *tok, bool chat, vkv_kvzip_prompt *out)
+vkv_status vkv_kvzip_prompt_make(const vkv_tokenizer *tok, vkv_chat_template chat, vkv_kvzip_prompt *out)
 {
     static const char first[] = "\n\nRepeat the previous context exactly.";
     static const char next[] = "\n\nRepeat the part of the previous context exactly, starting with";
@@ -157,7 +157,7 @@ vkv_status vkv_kvzip_prompt_make(const vkv_tokenizer *tok, bool chat, vkv_kvzip_
     if ((st = tokenize_into(tok, first, strlen(first), false, &out->first, &out->n_first)) ||
         (st = tokenize_into(tok, next, strlen(next), false, &out->next, &out->n_next)))
         goto fail;
-    if (!chat) {
+    if (chat == VKV_CHAT_UNKNOWN) {
         if ((st = tokenize_into(tok, "\n", 1, false, &out->suffix, &out->n_suffix))) goto fail;
         return VKV_OK;
     }
@@ -165,12 +165,11 @@ vkv_status vkv_kvzip_prompt_make(const vkv_tokenizer *tok, bool chat, vkv_kvzip_
      * the generation prompt; the prefix is what precedes the content, the
      * suffix what follows the separator. */
     static const char dummy[] = "dummy context", sep[] = "\n#############";
-    vkv_chat_template t;
     char msg_text[sizeof dummy + sizeof sep], *text = NULL;
     size_t len;
     snprintf(msg_text, sizeof msg_text, "%s%s", dummy, sep);
     vkv_chat_msg msg = {"user", msg_text};
-    if ((st = vkv_tokenizer_chat_template(tok, &t)) || (st = vkv_chat_apply(t, &msg, 1, true, &text, &len))) goto fail;
+    if ((st = vkv_chat_apply(chat, &msg, 1, true, &text, &len))) goto fail;
     const char *at_dummy = strstr(text, dummy), *at_sep = strstr(text, sep);
     if (!at_dummy || !at_sep) {
         free(text);

@@ -37,11 +37,11 @@ typedef struct vkv_kvzip_prompt {
 } vkv_kvzip_prompt;
 
 /* The prompt for a context tokenized the way `vkvector run` does it:
- * with chat, the text the model's chat template renders around one user
- * message, tokenized with add_special (BOS) and parse_special; without, plain
- * text (kvpress's behaviour for a tokenizer without a chat template: prefix 0,
- * suffix "\n"). */
-vkv_status vkv_kvzip_prompt_make(const vkv_tokenizer *tok, bool chat, vkv_kvzip_prompt *out);
+ * with chat template `chat`, the text it renders around one user message,
+ * tokenized with add_special (BOS) and parse_special; with VKV_CHAT_UNKNOWN,
+ * plain text (kvpress's behaviour for a tokenizer without a chat template:
+ * prefix 0, suffix "\n"). */
+vkv_status vkv_kvzip_prompt_make(const vkv_tokenizer *tok, vkv_chat_template chat, vkv_kvzip_prompt *out);
 void vkv_kvzip_prompt_free(vkv_kvzip_prompt *p);
 
 /* Reconstruction passes for an n-token context (0 when n <= prefix). */

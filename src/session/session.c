@@ -43,8 +43,9 @@ static vkv_status choose_chat_template(vkv_session *s, const vkv_session_params 
         return VKV_OK;
     }
     if (vkv_tokenizer_chat_template_source(s->tok) && vkv_tokenizer_chat_template(s->tok, &s->chat))
-        fprintf(stderr, "vkvector %s: the model's chat template is not one vkvector knows (llama3, chatml); prompts go "
-                        "without a template (--chat-template NAME chooses one)\n", p->cmd ? p->cmd : "");
+        fprintf(stderr, "vkvector %s: the model's chat template is not one vkvector knows (llama3, chatml, qwen3, "
+                        "...); prompts go without a template (--chat-template NAME chooses one)\n",
+                p->cmd ? p->cmd : "");
     return VKV_OK;
 }
 
@@ -69,6 +70,7 @@ vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
     s->load_seconds = now_s() - t0;
     if (!p->no_tokenizer && (st = vkv_session_load_tokenizer(s))) goto fail;
     if ((st = choose_chat_template(s, p))) goto fail;
+    s->chat = vkv_chat_template_thinking(s->chat, p->thinking);
     if (p->load_calib) {
         char def[1100];
         const char *path = p->calib_path;
@@ -198,7 +200,7 @@ static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt
     vkv_kvzip_prompt *p = chat ? &k->chat : &k->plain;
     if (!s->tok) return vkv_error(VKV_ERR_ARG, "KVzip needs the model's tokenizer for its reconstruction prompt");
     if (!*have) {
-        vkv_status st = vkv_kvzip_prompt_make(s->tok, chat, p);
+        vkv_status st = vkv_kvzip_prompt_make(s->tok, chat ? s->chat : VKV_CHAT_UNKNOWN, p);
         if (st) return st;
         *have = true;
     }

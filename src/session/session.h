@@ -29,8 +29,10 @@ typedef struct vkv_session_params {
     const char *calib_path;   /* NULL: the model's path with .vkcal for .gguf */
     /* The chat template of chat prompts: NULL or "none" (no template), "auto"
      * (the model's own, none with a warning when vkvector does not know it),
-     * or a name vkv_chat_template_detect knows ("llama3", "llama31", "chatml"). */
+     * or a name vkv_chat_template_detect knows ("llama3", "llama31", "chatml",
+     * "qwen25", "qwen3"). */
     const char *chat;
+    bool thinking;            /* Qwen3's template with thinking on (--think on) */
     const char *cmd;          /* the subcommand, for warnings */
 } vkv_session_params;
 

@@ -116,7 +116,8 @@ void vkv_detok_flush(vkv_detok *d, const char **text, size_t *len);
 void vkv_detok_free(vkv_detok *d);
 
 /* Chat templates, recognised from `tokenizer.chat_template` by their markers
- * (or given by name) and applied the way llama.cpp's built-in versions do. */
+ * (or given by name) and rendered as Hugging Face renders the model's own
+ * template (tests/e2e/chat_templates.sh compares them for Qwen3 and Llama 3). */
 typedef enum vkv_chat_template {
     VKV_CHAT_UNKNOWN = 0,
     VKV_CHAT_LLAMA3 = 1,  /* <|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> */
@@ -125,6 +126,18 @@ typedef enum vkv_chat_template {
      * header "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024"
      * (its default date) before the first message, always. */
     VKV_CHAT_LLAMA31 = 3,
+    /* ChatML as Qwen2.5's template renders it: its default system message
+     * ("You are Qwen, created by Alibaba Cloud. ...") when the conversation
+     * does not start with one; roles other than system, user, assistant and
+     * tool are left out. */
+    VKV_CHAT_QWEN25 = 4,
+    /* Qwen3's template with thinking off (enable_thinking=False, as kvpress
+     * renders it): the generation prompt ends in an empty think block. The
+     * reasoning of assistant turns before the last user query is dropped. */
+    VKV_CHAT_QWEN3 = 5,
+    /* Qwen3's template with thinking on (Hugging Face's default): no think
+     * block after the generation prompt's assistant header. */
+    VKV_CHAT_QWEN3_THINKING = 6,
 } vkv_chat_template;
 
 typedef struct vkv_chat_msg {
@@ -132,9 +145,14 @@ typedef struct vkv_chat_msg {
     const char *content;
 } vkv_chat_msg;
 
-/* A template from its Jinja source or its name ("llama3", "llama31", "chatml");
- * VKV_CHAT_UNKNOWN when neither matches. */
+/* A template from its Jinja source or its name ("llama3", "llama31", "chatml",
+ * "qwen25", "qwen3", "qwen3-thinking"); VKV_CHAT_UNKNOWN when neither
+ * matches. Qwen3's source (it reads enable_thinking) gives VKV_CHAT_QWEN3:
+ * vkv_chat_template_thinking chooses the thinking side. */
 vkv_chat_template vkv_chat_template_detect(const char *source);
+/* t with thinking on or off, for a template that has the switch (Qwen3);
+ * any other template comes back unchanged. */
+vkv_chat_template vkv_chat_template_thinking(vkv_chat_template t, bool thinking);
 /* The model's template: VKV_ERR_UNSUPPORTED (naming the problem) when the
  * GGUF has no template or one that is not recognised. */
 vkv_status vkv_tokenizer_chat_template(const vkv_tokenizer *tok, vkv_chat_template *out);

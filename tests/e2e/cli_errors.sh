@@ -69,6 +69,12 @@ expect 1 "long.jsonl line 2: line longer than 64 MiB" -- bounded "$vkv" calib -m
 # standard input, asked for with "-", is read, up to the same cap
 expect 0 "" -- bounded bash -c 'printf "hello" | "$0" tokenize -m "$1" --file -' "$vkv" "$model"
 expect 1 "refusing to read 'standard input': it holds more than 1 GiB" -- bounded bash -c 'head -c $(((1 << 30) + 1)) /dev/zero | "$0" tokenize -m "$1" --file -' "$vkv" "$model"
+# a conversation in a chat template (tests/e2e/chat_templates.sh checks the renderings)
+printf '{"role": "user", "content": "hi"}' > "$tmp/not_a_list.json"
+expect 1 "not_a_list.json: want a JSON array" -- bounded "$vkv" tokenize --messages "$tmp/not_a_list.json" --chat-template qwen3 --render
+expect 2 "need --messages" -- bounded "$vkv" tokenize -m "$model" --text hi --render
+expect 2 "no template is named 'qwen9'" -- bounded "$vkv" tokenize --messages "$tmp/not_a_list.json" --chat-template qwen9 --render
+expect 1 "the model has no chat template" -- bounded "$vkv" tokenize -m "$model" --messages "$tmp/not_a_list.json"
 
 # No driver at all: point the loader at a driver manifest that does not exist.
 expect 1 "no Vulkan (driver|device) found" -- env -u VKVECTOR_SKIP_WITHOUT_DEVICE VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" devices

@@ -420,7 +420,7 @@ static void kvzip_prompt_follows_the_chat_template(void **state)
      * BOS (1 + 1 + 5 bytes), suffix "<|im_end|>\n<|im_start|>assistant\n". */
     vkv_tokenizer *tok = byte_vocab("chatml");
     vkv_kvzip_prompt kp;
-    assert_int_equal(vkv_kvzip_prompt_make(tok, true, &kp), VKV_OK);
+    assert_int_equal(vkv_kvzip_prompt_make(tok, VKV_CHAT_CHATML, &kp), VKV_OK);
     assert_int_equal(kp.prefix, 7);
     const int32_t suffix[] = {V_IM_END, 3 + '\n', V_IM_START, 3 + 'a', 3 + 's', 3 + 's', 3 + 'i', 3 + 's', 3 + 't',
                               3 + 'a', 3 + 'n', 3 + 't', 3 + '\n'};
@@ -433,16 +433,17 @@ static void kvzip_prompt_follows_the_chat_template(void **state)
     assert_int_equal(kp.n_next, strlen("\n\nRepeat the part of the previous context exactly, starting with") + 2 * 9);
     vkv_kvzip_prompt_free(&kp);
     /* Without the template: no prefix, suffix "\n". */
-    assert_int_equal(vkv_kvzip_prompt_make(tok, false, &kp), VKV_OK);
+    assert_int_equal(vkv_kvzip_prompt_make(tok, VKV_CHAT_UNKNOWN, &kp), VKV_OK);
     assert_int_equal(kp.prefix, 0);
     assert_int_equal(kp.n_suffix, 1);
     assert_int_equal(kp.suffix[0], 3 + '\n');
     vkv_kvzip_prompt_free(&kp);
-    vkv_tokenizer_free(tok);
-    /* --chat on a model without a template is an error that says so. */
-    tok = byte_vocab(NULL);
-    assert_int_equal(vkv_kvzip_prompt_make(tok, true, &kp), VKV_ERR_UNSUPPORTED);
-    assert_non_null(strstr(vkv_last_error(), "chat template"));
+    /* Qwen3 with thinking off: the suffix goes on with the empty think block,
+     * byte by byte (docs/ARCHITECTURE.md §1: the session passes its template). */
+    assert_int_equal(vkv_kvzip_prompt_make(tok, VKV_CHAT_QWEN3, &kp), VKV_OK);
+    assert_int_equal(kp.n_suffix, sizeof suffix / sizeof *suffix + strlen("<think>\n\n</think>\n\n"));
+    assert_memory_equal(kp.suffix, suffix, sizeof suffix);
+    vkv_kvzip_prompt_free(&kp);
     vkv_tokenizer_free(tok);
 }
 

@@ -739,6 +739,83 @@ static void test_chat_templates(void **state)
     vkv_tokenizer_free(tok);
 }
 
+static void expect_render(vkv_chat_template t, const vkv_chat_msg *msgs, size_t n_msgs, const char *want)
+{
+    char *text;
+    size_t len;
+    assert_int_equal(vkv_chat_apply(t, msgs, n_msgs, true, &text, &len), VKV_OK);
+    assert_string_equal(text, want);
+    assert_int_equal(len, strlen(want));
+    free(text);
+}
+
+#define QWEN25_SYSTEM                                                                                        \
+    "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+#define QWEN3_NO_THINKING "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+static void test_qwen_chat_templates(void **state)
+{
+    (void)state;
+    /* recognised by what their Jinja sources say */
+    assert_int_equal(vkv_chat_template_detect("{{- '<|im_start|>' + message.role }}{%- if enable_thinking is defined "
+                                              "and enable_thinking is false %}"),
+                     VKV_CHAT_QWEN3);
+    assert_int_equal(vkv_chat_template_detect("{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You "
+                                              "are a helpful assistant.<|im_end|>\\n' }}"),
+                     VKV_CHAT_QWEN25);
+    assert_int_equal(vkv_chat_template_detect("qwen25"), VKV_CHAT_QWEN25);
+    assert_int_equal(vkv_chat_template_detect("qwen3-thinking"), VKV_CHAT_QWEN3_THINKING);
+    assert_int_equal(vkv_chat_template_thinking(VKV_CHAT_QWEN3, true), VKV_CHAT_QWEN3_THINKING);
+    assert_int_equal(vkv_chat_template_thinking(VKV_CHAT_QWEN3_THINKING, false), VKV_CHAT_QWEN3);
+    assert_int_equal(vkv_chat_template_thinking(VKV_CHAT_CHATML, true), VKV_CHAT_CHATML);
+    assert_string_equal(vkv_chat_template_name(VKV_CHAT_QWEN3_THINKING), "qwen3-thinking");
+
+    /* Qwen2.5: its default system message unless the conversation has one;
+     * tool results become a user turn, unknown roles are left out */
+    const vkv_chat_msg ask[] = {{"user", "Hi"}};
+    expect_render(VKV_CHAT_QWEN25, ask, 1, QWEN25_SYSTEM "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    expect_render(VKV_CHAT_CHATML, ask, 1, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    const vkv_chat_msg tools[] = {{"system", "S"}, {"user", "Q"}, {"tool", "r"}, {"developer", "x"}};
+    expect_render(VKV_CHAT_QWEN25, tools, 4,
+                  "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>\nr\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+
+    /* Qwen3: thinking off ends the generation prompt in an empty think block */
+    expect_render(VKV_CHAT_QWEN3, ask, 1, "<|im_start|>user\nHi<|im_end|>\n" QWEN3_NO_THINKING);
+    expect_render(VKV_CHAT_QWEN3_THINKING, ask, 1, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    /* the reasoning of an answer before the last query is dropped */
+    const vkv_chat_msg earlier[] = {
+        {"user", "Hi"}, {"assistant", "<think>\nplan\n</think>\n\nHello."}, {"user", "Bye"}};
+    expect_render(VKV_CHAT_QWEN3, earlier, 3,
+                  "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+                  "<|im_start|>user\nBye<|im_end|>\n" QWEN3_NO_THINKING);
+    /* after the last query: kept when there is some, always for the last
+     * message; a run of tool results is one user turn */
+    const vkv_chat_msg after[] = {{"user", "Q"},  {"assistant", "Calling."},
+                                  {"tool", "r1"}, {"tool", "r2"},
+                                  {"assistant", "<think>\n\nwhy\n</think>\nA."}};
+    expect_render(VKV_CHAT_QWEN3, after, 5,
+                  "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nCalling.<|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>\nr1\n</tool_response>\n<tool_response>\nr2\n</tool_response>"
+                  "<|im_end|>\n<|im_start|>assistant\n<think>\nwhy\n</think>\n\nA.<|im_end|>\n" QWEN3_NO_THINKING);
+    const vkv_chat_msg last_answer[] = {{"user", "Q"}, {"assistant", "A"}};
+    expect_render(VKV_CHAT_QWEN3, last_answer, 2,
+                  "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\nA<|im_end|>\n"
+                  QWEN3_NO_THINKING);
+    /* a user message that wraps a tool's result is not a query */
+    const vkv_chat_msg wrapped[] = {{"user", "Q"},
+                                    {"assistant", "<think>r</think>x"},
+                                    {"user", "<tool_response>ok</tool_response>"},
+                                    {"developer", "dropped"}};
+    expect_render(VKV_CHAT_QWEN3, wrapped, 4,
+                  "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n<think>\nr\n</think>\n\nx<|im_end|>\n"
+                  "<|im_start|>user\n<tool_response>ok</tool_response><|im_end|>\n" QWEN3_NO_THINKING);
+    /* a system message and the rest as ChatML has them */
+    expect_chat(VKV_CHAT_QWEN3, true,
+                "<|im_start|>system\n  You are terse.\n<|im_end|>\n<|im_start|>user\nHi!<|im_end|>\n"
+                "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n" QWEN3_NO_THINKING);
+}
+
 int main(void)
 {
     /* every llama.cpp vocabulary with test cases in the shared data, except
@@ -758,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_unknown_pre_is_unsupported),
         cmocka_unit_test(test_missing_vocabulary_is_format_error),
         cmocka_unit_test(test_chat_templates),
+        cmocka_unit_test(test_qwen_chat_templates),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     /* without its conformance data the suite has not shown what it is for:
