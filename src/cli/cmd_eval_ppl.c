@@ -295,6 +295,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
     double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0, kib = 0;
+    vkv_tier_fractions achieved = {0}; /* summed over the windows */
     for (int64_t w = 0; w < o->n_windows; w++) {
         vkv_prompt pr = window_prompt(d, w, n_comp);
         vkv_prefill pf;
@@ -304,6 +305,10 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         ms += pf.report.seconds * 1e3;
         /* the compressed context's bytes: retained K+V and approximated K, in their row types */
         kib += (pf.memory.k_retained + pf.memory.v_retained + pf.memory.k_approximated) / 1024.0;
+        const vkv_tier_fractions f = vkv_vector_report_achieved(&pf.report);
+        achieved.retained += f.retained;
+        achieved.approximated += f.approximated;
+        achieved.evicted += f.evicted;
         if (s->decode) ms += vkv_decode_press_stats(s->decode).seconds * 1e3; /* the compressions during the continuation */
         /* compression during generation resolves the default p_a per head at each compression: nan */
         used_pa = c.compress_every && vector ? (pa >= 0 ? pa : NAN) : pf.report.pa;
@@ -330,14 +335,16 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     snprintf(meth, sizeof meth, "%s%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
              vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "",
              o->po.compress_every ? "/decode" : "");
+    /* the achieved split, the window's mean: retained/approximated/evicted percent of all context tokens */
+    const double pct = 100.0 / o->n_windows;
     if (o->markdown)
-        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f | %.1f |\n", press->name, mode,
+        printf("| %s | %s | %.2f | %s | %.3f | %.3f | %.3f | %.5f | %.1f | %.1f | %.1f/%.1f/%.1f |\n", press->name, mode,
                compression_ratio, meth, used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows,
-               kib / o->n_windows);
+               kib / o->n_windows, achieved.retained * pct, achieved.approximated * pct, achieved.evicted * pct);
     else
-        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f %9.1f\n", press->name, mode,
+        printf("%-13s %-8s %5.2f %-19s %6.3f %10.3f %12.3f %10.5f %11.1f %9.1f %4.1f/%4.1f/%4.1f\n", press->name, mode,
                compression_ratio, meth, used_pa, exp(nll / cnt), exp(nll_ref / cnt), kl / cnt, ms / o->n_windows,
-               kib / o->n_windows);
+               kib / o->n_windows, achieved.retained * pct, achieved.approximated * pct, achieved.evicted * pct);
     fflush(stdout);
     return VKV_OK;
 }
@@ -453,10 +460,10 @@ int cmd_eval_ppl(int argc, char **argv)
     vkv_status st;
     if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d)) || (st = reserve_windows(s, &o, &d, true)))
         goto out;
-    printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms | KV KiB |\n"
-                        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
-                      : "%-13s %-8s %5s %-19s %6s %10s %12s %10s %11s %9s\n",
-           "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms", "KV KiB");
+    printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms | KV KiB | ret/apx/evi %% |\n"
+                        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+                      : "%-13s %-8s %5s %-19s %6s %10s %12s %10s %11s %9s %s\n",
+           "press", "query", "p_c", "method", "p_a", "ppl", "ppl uncomp", "mean KL", "compress ms", "KV KiB", "ret/apx/evi %");
     if ((st = reference_pass(s, &o, &d))) goto out;
     if (!reference_types_are_grid_types(&o))
         fprintf(stderr, "eval-ppl: K cache %s, V cache %s; the reference ran on f16 caches\n",

@@ -48,7 +48,7 @@ static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env 
     if (strcmp(proto ? proto : "longbench", protocol_names[protocol])) return false;
     if (o->po.press && strcmp(map ? map : "head", vkv_vector_map_name((vkv_vector_map)o->po.vector_map))) return false;
     if (o->po.vector &&
-        strcmp(pool ? pool : "row", vkv_pool_scope_name(vkv_press_pool_scope(e->press, eval_pool_scope(o)))))
+        strcmp(pool ? pool : "row", vkv_pool_scope_name(eval_pool_scope(o, e))))
         return false;
     const char *model = json_get_str(r, "model");
     const vkv_json *press = vkv_json_get(r, "press");
@@ -458,6 +458,7 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
     vkv_json_uint(&w, g.kv_bytes);
     vkv_json_key(&w, "kv_bytes_full");
     vkv_json_uint(&w, g.kv_bytes_full);
+    eval_write_achieved(&w, g.n_compressed ? &g.achieved : NULL);
     vkv_json_end_object(&w);
     fputc('\n', mf);
     fclose(mf);
@@ -571,6 +572,7 @@ static int parse_longbench_options(int argc, char **argv, lb_opts *l)
     if (!l->data_dir) return cli_usage_error("longbench", "give the LongBench data directory with --data DIR");
     if (!l->out_path) return cli_usage_error("longbench", "give the results file with --out FILE");
     if (!eval_opts_check("longbench", o)) return 2;
+    o->po.paper_split_pool = l->protocol == LB_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2 */
     if (!l->prompts_dir && !(l->prompts_dir = prompts_dir_default(l->prompts_buf, sizeof l->prompts_buf)))
         return cli_usage_error("longbench", "give the directory of dataset2prompt.json and dataset2maxlen.json with "
                                             "--prompts DIR (LongBench's config/)");

@@ -68,6 +68,8 @@ typedef struct cell {
     size_t *prompt_tokens;
     char **answers;
     size_t n_done;
+    vkv_tier_fractions achieved_sum; /* over the n_achieved runs that compressed */
+    size_t n_achieved;
 } cell;
 
 typedef struct niah {
@@ -86,6 +88,15 @@ typedef struct niah {
     vkv_compression comp;
     vkv_gen_params gen;
 } niah;
+
+/* The cell's "achieved": the mean of its runs' tier fractions, null without compression. */
+static void write_cell_achieved(vkv_json_writer *w, const cell *c)
+{
+    const double n = (double)c->n_achieved;
+    const vkv_tier_fractions mean = {c->achieved_sum.retained / n, c->achieved_sum.approximated / n,
+                                     c->achieved_sum.evicted / n};
+    eval_write_achieved(w, c->n_achieved ? &mean : NULL);
+}
 
 static double cell_mean(const cell *c)
 {
@@ -180,6 +191,7 @@ static bool write_json(const niah *g)
         vkv_json_begin_array(&w);
         for (size_t r = 0; r < c->n_done; r++) vkv_json_str(&w, c->answers[r] ? c->answers[r] : "");
         vkv_json_end_array(&w);
+        write_cell_achieved(&w, c);
         vkv_json_end_object(&w);
     }
     vkv_json_end_array(&w);
@@ -289,6 +301,7 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
                                depths);
     if (!*g->needle || !*g->question) return cli_usage_error("niah", "the needle and the question must not be empty");
     if (!eval_opts_check("niah", o)) return 2;
+    o->po.paper_split_pool = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2 */
     return -1;
 }
 
@@ -422,6 +435,12 @@ static vkv_status run_cell(niah *g, const vkv_niah_run *h, cell *c, size_t r)
     c->scores[c->n_done] = score;
     c->prompt_tokens[c->n_done] = pn;
     c->needle_depth[c->n_done] = needle_depth;
+    if (res.n_compressed) {
+        c->achieved_sum.retained += res.achieved.retained;
+        c->achieved_sum.approximated += res.achieved.approximated;
+        c->achieved_sum.evicted += res.achieved.evicted;
+        c->n_achieved++;
+    }
     c->answers[c->n_done] = res.text;
     res.text = NULL;
     c->n_done++;

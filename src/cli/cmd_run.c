@@ -77,6 +77,12 @@ static void print_compression(FILE *f, const char *press, double compression_rat
     fprintf(f, "tokens (all layers x KV heads): retained %llu (%.1f%%), approximated %llu (%.1f%%), evicted %llu (%.1f%%)\n",
             (unsigned long long)ret, 100.0 * ret / slots, (unsigned long long)apx, 100.0 * apx / slots,
             (unsigned long long)ev, 100.0 * ev / slots);
+    if (vector) {
+        /* run keeps each scorer's measured pool scope; --vector-pool global reaches this (docs/ARCHITECTURE.md §2) */
+        const vkv_tier_fractions paper = vkv_kv_paper_split(compression_ratio, r->pa, true);
+        fprintf(f, "the paper's split: retained %.1f%%, approximated %.1f%%, evicted %.1f%%\n", 100 * paper.retained,
+                100 * paper.approximated, 100 * paper.evicted);
+    }
     fprintf(f, "bytes: retained K+V %.2f MiB, approximated K %.2f MiB, total %.2f MiB = %.1f%% of the uncompressed "
                "%.2f MiB; OLS maps %.2f MiB; room for new tokens %.2f MiB\n",
             (mem.k_retained + mem.v_retained) / 1048576.0, mem.k_approximated / 1048576.0, kept / 1048576.0,

@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "core/json_write.h"
 #include "kvlayout/kv_counts.h"
+#include "viz/tier_dump.h"
 
 void eval_opts_init(eval_opts *o)
 {
@@ -61,7 +62,20 @@ void eval_env_close(eval_env *e)
     memset(e, 0, sizeof *e);
 }
 
-vkv_pool_scope eval_pool_scope(const eval_opts *o) { return (vkv_pool_scope)cli_pool_scope(o->po.vector_pool); }
+vkv_pool_scope eval_pool_scope(const eval_opts *o, const eval_env *e)
+{
+    return vkv_press_pool_scope(e->press, (vkv_pool_scope)cli_pool_scope(&o->po, e->press));
+}
+
+void eval_write_achieved(vkv_json_writer *w, const vkv_tier_fractions *f)
+{
+    if (f) {
+        vkv_json_tier_fractions(w, "achieved", *f);
+        return;
+    }
+    vkv_json_key(w, "achieved");
+    vkv_json_null(w);
+}
 
 void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env *e)
 {
@@ -77,7 +91,7 @@ void eval_write_settings(vkv_json_writer *w, const eval_opts *o, const eval_env 
     vkv_json_key(w, "pa");
     vkv_json_num(w, eval_effective_pa(o)); /* NaN -> null */
     vkv_json_key(w, "vector_pool");
-    if (o->po.vector) vkv_json_str(w, vkv_pool_scope_name(vkv_press_pool_scope(e->press, eval_pool_scope(o))));
+    if (o->po.vector) vkv_json_str(w, vkv_pool_scope_name(eval_pool_scope(o, e)));
     else vkv_json_null(w);
     vkv_json_key(w, "vector_map");
     if (o->po.press) vkv_json_str(w, vkv_vector_map_name((vkv_vector_map)o->po.vector_map));

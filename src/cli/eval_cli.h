@@ -53,11 +53,15 @@ vkv_status eval_env_open(const char *cmd, const eval_opts *o, uint32_t want_ctx,
 void eval_env_close(eval_env *e);
 /* p_a the run uses (VECTOR), NAN without VECTOR. */
 double eval_effective_pa(const eval_opts *o);
-/* --vector-pool as requested (VKV_POOL_DEFAULT: the scorer's own). */
-vkv_pool_scope eval_pool_scope(const eval_opts *o);
+/* The pool scope the run uses (cli_pool_scope, then the scorer's own). */
+vkv_pool_scope eval_pool_scope(const eval_opts *o, const eval_env *e);
 /* Appends the JSON members of the run settings: model, press, compression,
  * vector, pa, query_aware. */
 struct vkv_json_writer;
 void eval_write_settings(struct vkv_json_writer *w, const eval_opts *o, const eval_env *e);
+
+/* "achieved": the tiers' fractions of all compressed context tokens
+ * (vkv_json_tier_fractions), or null without compression (f NULL). */
+void eval_write_achieved(struct vkv_json_writer *w, const vkv_tier_fractions *f);
 
 #endif

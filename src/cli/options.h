@@ -169,7 +169,9 @@ typedef struct cli_press_opts {
     bool aware_flag, agnostic_flag; /* --query-aware / --query-agnostic as given */
     bool query_aware;       /* the mode used: the flags', else the scorer's (cli_press_opts_check) */
     bool materialized;
-    int vector_pool;        /* -1: the scorer's own; else an index into "row|layer|global" */
+    int vector_pool;        /* -1: the default (below); else an index into "row|layer|global" */
+    bool paper_split_pool;  /* --vector-pool's default is the scope reaching the paper's split
+                             * (--protocol kvpress), not the scorer's measured one */
     int vector_map;         /* an index into "head|joint" (vkv_vector_map) */
     int64_t compress_every; /* compression during generation: every N tokens (0: off) */
     int64_t max_kv_tokens;  /* ... under M full KV pairs per head */
@@ -198,8 +200,11 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const struct vkv_
 /* The --query-aware / --query-agnostic pair as the press library's override. */
 int cli_query_mode(bool aware_flag, bool agnostic_flag);
 
-/* VECTOR's pool scope as the press library's vkv_pool_scope (kvlayout/kv_counts.h). */
-int cli_pool_scope(int vector_pool);
+/* VECTOR's pool scope with the scorer press, as the press library's
+ * vkv_pool_scope (kvlayout/kv_counts.h): --vector-pool's; else, with
+ * po->paper_split_pool, vkv_press_paper_pool_scope; else VKV_POOL_DEFAULT
+ * (the scorer's own, docs/ARCHITECTURE.md §2). */
+int cli_pool_scope(const cli_press_opts *po, const struct vkv_press_ops *press);
 
 /* The query mode's override; default: the scorer's own (press/press.h). */
 #define CLI_QUERY_MODE_OPTIONS(aware_dest, agnostic_dest)                                                      \

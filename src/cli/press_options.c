@@ -10,7 +10,11 @@
 #include "press/press.h"
 #include "session/session.h"
 
-int cli_pool_scope(int vector_pool) { return vector_pool < 0 ? VKV_POOL_DEFAULT : VKV_POOL_ROW + vector_pool; }
+int cli_pool_scope(const cli_press_opts *po, const vkv_press_ops *press)
+{
+    if (po->vector_pool >= 0) return VKV_POOL_ROW + po->vector_pool;
+    return po->paper_split_pool ? vkv_press_paper_pool_scope(press) : VKV_POOL_DEFAULT;
+}
 
 int cli_query_mode(bool aware_flag, bool agnostic_flag)
 {
@@ -30,7 +34,7 @@ void cli_press_compression(const cli_press_opts *po, const vkv_press_ops *press,
                              .compression_ratio = compression_ratio_or_zero(po),
                              .vector = po->vector,
                              .p_a = po->pa,
-                             .pool = (vkv_pool_scope)cli_pool_scope(po->vector_pool),
+                             .pool = (vkv_pool_scope)cli_pool_scope(po, press),
                              .map = (vkv_vector_map)po->vector_map,
                              .query_aware = po->query_aware,
                              .materialized = po->materialized,

@@ -27,9 +27,10 @@ uint32_t vkv_kv_n_kept(double compression_ratio, uint32_t n)
 uint64_t vkv_kv_n_evicted_global(uint64_t total, double compression_ratio)
 {
     if (!total) return 0;
-    /* kvpress: n = max(int(N * p_c) - 1, 0); evicted are the <= sorted[n]: at least n + 1. */
+    /* kvpress's KVzip: a top-k of int(N * p_c) over the negated scores, so
+     * exactly that many go, and none when N * p_c < 1 (docs/ARCHITECTURE.md §2). */
     double e = floor((double)total * compression_ratio);
-    uint64_t k = e < 1 ? 1 : (uint64_t)e;
+    uint64_t k = e < 1 ? 0 : (uint64_t)e;
     return k > total ? total : k;
 }
 
@@ -41,6 +42,13 @@ double vkv_kv_default_pa(double compression_ratio)
      * non-empty anyway because a <= n_kept and a <= n - n_kept. */
     double a = compression_ratio / 2, b = (1 - compression_ratio) / 2;
     return a < b ? a : b;
+}
+
+vkv_tier_fractions vkv_kv_paper_split(double compression_ratio, double p_a, bool vector)
+{
+    const double pa = !vector ? 0 : p_a < 0 ? vkv_kv_default_pa(compression_ratio) : p_a;
+    return (vkv_tier_fractions){.retained = 1 - compression_ratio - pa, .approximated = 2 * pa,
+                                .evicted = compression_ratio - pa};
 }
 
 const char *vkv_pool_scope_name(vkv_pool_scope s)

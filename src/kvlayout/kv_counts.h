@@ -15,8 +15,8 @@
  * evaluates it: int(1000 * (1 - 0.9)) is 99 there, and here. 0 for n = 0. */
 uint32_t vkv_kv_n_kept(double compression_ratio, uint32_t n);
 
-/* kvpress's global selection: max(int(N * p_c), 1) scores evicted, capped at
- * N, as Python evaluates it; 0 for N = 0. */
+/* kvpress's global selection: int(N * p_c) scores evicted, as Python
+ * evaluates it, capped at N; 0 when N * p_c < 1 (nothing evicted). */
 uint64_t vkv_kv_n_evicted_global(uint64_t total, double compression_ratio);
 
 /* VECTOR's default approximation ratio: min(p_c / 2, (1 - p_c) / 2). */
@@ -32,6 +32,16 @@ typedef struct vkv_tier_counts {
     uint32_t n_kept, a, pool, retained, approximated, evicted;
 } vkv_tier_counts;
 vkv_tier_counts vkv_kv_tier_counts(uint32_t n, uint32_t n_kept, double p_a, bool vector);
+
+/* Fractions of all of a cache's context tokens (every layer and KV head)
+ * per tier; they add up to 1. */
+typedef struct vkv_tier_fractions {
+    double retained, approximated, evicted;
+} vkv_tier_fractions;
+/* The paper's split of all n tokens (docs/ARCHITECTURE.md §2): retained
+ * 1 - p_c - p_a, approximated 2 p_a, evicted p_c - p_a (p_a 0 without VECTOR;
+ * p_a < 0: the default). */
+vkv_tier_fractions vkv_kv_paper_split(double compression_ratio, double p_a, bool vector);
 
 /* VECTOR's pool scope (docs/ARCHITECTURE.md §2): the rows over which the
  * approximation budget a = floor(p_a n_S), the pool's extension past the

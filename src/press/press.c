@@ -45,6 +45,11 @@ vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope req
     return ops && ops->pool_scope != VKV_POOL_DEFAULT ? ops->pool_scope : VKV_POOL_ROW;
 }
 
+vkv_pool_scope vkv_press_paper_pool_scope(const vkv_press_ops *ops)
+{
+    return ops && (ops->n_kept || ops->global_selection) ? VKV_POOL_GLOBAL : VKV_POOL_ROW;
+}
+
 vkv_press_params vkv_press_params_default(double compression_ratio)
 {
     return (vkv_press_params){.compression_ratio = compression_ratio, .window = 64, .kernel = 5, .n_sink = 4,

@@ -107,7 +107,7 @@ typedef struct vkv_press_ops {
      * continuing after it; in->span0/span1 name the chunk), then drops them. */
     bool repeat_pass;
     /* One selection over every (layer, KV head, token) (KVzip's default): the
-     * driver scores all layers, evicts exactly the max(int(N p_c), 1) lowest
+     * driver scores all layers, evicts exactly the int(N p_c) lowest
      * of the N = n_layer n_kv_head n scores (kvpress's top-k; ties broken by
      * the flat index, press/select_global.h) and each (layer, KV head) keeps
      * what is left of its row. n_kept is ignored. */
@@ -135,6 +135,12 @@ bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode);
 
 /* The pool scope a run uses: the requested one, or the scorer's own. */
 vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope requested);
+/* The narrowest scope whose counts reach the paper's split of all tokens
+ * (docs/ARCHITECTURE.md §2): row when every row keeps the same count, global
+ * when the scorer's budget differs per row (PyramidKV's n_kept, KVzip's
+ * global selection), where a row's or a layer's cap a <= n_kept loses
+ * approximation budget. The default under --protocol kvpress. */
+vkv_pool_scope vkv_press_paper_pool_scope(const vkv_press_ops *ops);
 
 /* All scorers, NULL-terminated; one file per scorer under src/press/. */
 const vkv_press_ops *const *vkv_press_all(void);

@@ -1,7 +1,7 @@
 /* The global selection of KVzip (vkv_press_ops.global_selection), as kvpress's
  * KVzipPress does it with layerwise off: over all N = rows * n scores of the
- * model (rows = n_layer * n_kv_head), exactly max(int(N p_c), 1) are evicted
- * by a top-k (kvpress at the paper's commit takes a top-k, not a threshold);
+ * model (rows = n_layer * n_kv_head), exactly int(N p_c) are evicted (none when
+ * N p_c < 1) by a top-k (kvpress at the paper's commit takes a top-k, not a threshold);
  * ties are broken by the flat index (layer, head, position: the earlier
  * token wins) and NaN ranks as -inf. Each row keeps the count of its
  * selected scores.
@@ -19,7 +19,7 @@
 
 /* kept[rows]: tokens each row keeps, for the scores [rows, n] f32 on the
  * device (one storage range). On the GPU: the global top-k mask of the
- * N - max(int(N p_c), 1) largest (vkv_op_topk_select over one row of N),
+ * N - int(N p_c) largest (vkv_op_topk_select over one row of N),
  * then each row's count of it (vkv_op_mask_row_counts).
  * Records and submits on its own (no recording may be open). */
 vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,

@@ -61,6 +61,19 @@ void vkv_vector_report_free(vkv_vector_report *r)
     memset(r, 0, sizeof *r);
 }
 
+vkv_tier_fractions vkv_vector_report_achieved(const vkv_vector_report *r)
+{
+    uint64_t ret = 0, apx = 0, ev = 0;
+    for (size_t i = 0; r->n_ret && i < (size_t)r->n_layer * r->n_kv_head; i++) {
+        ret += r->n_ret[i];
+        apx += r->n_apx[i];
+        ev += r->n_evict[i];
+    }
+    const double all = (double)(ret + apx + ev);
+    if (!all) return (vkv_tier_fractions){0};
+    return (vkv_tier_fractions){.retained = ret / all, .approximated = apx / all, .evicted = ev / all};
+}
+
 /* Copies the rows of a chunk's queries that fall in the last `window`
  * positions of the context into the layer's window buffer. */
 static vkv_status capture_queries(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view q, uint32_t n_tok, uint32_t pos0)

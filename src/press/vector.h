@@ -70,6 +70,9 @@ typedef struct vkv_vector_report {
     double seconds;            /* wall time of scoring + allocation + compaction */
 } vkv_vector_report;
 void vkv_vector_report_free(vkv_vector_report *r);
+/* The fractions of all n_layer n_kv_head n context tokens each tier got
+ * (all zero for an empty report). */
+vkv_tier_fractions vkv_vector_report_achieved(const vkv_vector_report *r);
 
 typedef struct vkv_press_session vkv_press_session;
 

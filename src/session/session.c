@@ -424,6 +424,7 @@ vkv_status vkv_session_generate(vkv_session *s, const vkv_compression *c, const 
     out->compress_s = pf.compress_s;
     out->n_compressed = pf.compressed ? pf.n_first : 0;
     out->pa = pf.compressed && c->vector ? pf.report.pa : 0;
+    if (pf.compressed) out->achieved = vkv_vector_report_achieved(&pf.report);
     out->kv_bytes = pf.compressed ? pf.memory.k_retained + pf.memory.v_retained + pf.memory.k_approximated
                                   : pf.memory.uncompressed_context;
     out->kv_bytes_full = pf.memory.uncompressed_context;

@@ -168,6 +168,7 @@ typedef struct vkv_gen_result {
     uint32_t n_gen;            /* tokens generated (the stop token included) */
     const char *stop;          /* "eog", "stop token", "max tokens" or "context full" */
     double pa;                 /* p_a used (VECTOR), else 0 */
+    vkv_tier_fractions achieved; /* the compressed context's tiers over all its tokens; all 0 without a press */
     double prefill_s, compress_s, gen_s;
     uint64_t kv_bytes;         /* K/V bytes the compressed context holds (retained K+V, approximated K) */
     uint64_t kv_bytes_full;    /* the same context uncompressed */

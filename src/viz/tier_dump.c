@@ -44,6 +44,16 @@ static void write_pool(vkv_json_writer *w, const vkv_vector_report *r)
     vkv_json_end_object(w);
 }
 
+void vkv_json_tier_fractions(vkv_json_writer *w, const char *key, vkv_tier_fractions f)
+{
+    vkv_json_key(w, key);
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "retained"); vkv_json_num(w, f.retained);
+    vkv_json_key(w, "approximated"); vkv_json_num(w, f.approximated);
+    vkv_json_key(w, "evicted"); vkv_json_num(w, f.evicted);
+    vkv_json_end_object(w);
+}
+
 vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, const vkv_vector_report *r)
 {
     if (!r->tiers || !r->scores) return vkv_error(VKV_ERR_ARG, "the tier dump needs the compression details");
@@ -72,6 +82,7 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
     vkv_json_key(&w, "query_aware"); vkv_json_bool(&w, in->query_aware);
     vkv_json_key(&w, "n_context"); vkv_json_uint(&w, r->n);
     if (in->vector) write_pool(&w, r);
+    vkv_json_tier_fractions(&w, "achieved", vkv_vector_report_achieved(r));
     vkv_json_key(&w, "tokens");
     vkv_json_begin_array(&w);
     for (uint32_t j = 0; j < r->n; j++) {

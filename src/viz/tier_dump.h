@@ -8,6 +8,8 @@
  *   "vector": bool, "query_aware": bool, "n_context": n,
  *   "vector_pool": {"scope": "row" | "layer" | "global", "kept": K, "a": a, "keys": K + a, "values": K - a}
  *     (VECTOR only; K: the scorer's own count over every layer x head),
+ *   "achieved": {"retained": f, "approximated": f, "evicted": f}
+ *     (each tier's fraction of all L H n context tokens; optional: older dumps lack it),
  *   "tokens": [n strings],
  *   "bytes": {"uncompressed": .., "retained": .., "approximated": .., "w_matrices": .., "kept_total": ..},
  *   "layers": [{"layer": l, "distortion": E, "bytes_retained": .., "bytes_approximated": ..,
@@ -33,6 +35,12 @@ typedef struct vkv_tier_dump_info {
     const vkv_tokenizer *tok;/* may be NULL: tokens are then written as ids */
     vkv_kv_memory mem;
 } vkv_tier_dump_info;
+
+/* Writes `"key": {"retained": f, "approximated": f, "evicted": f}`, the
+ * tiers' fractions of all context tokens (as a tier dump's "achieved"; the
+ * result lines of longbench and niah write the same object). */
+struct vkv_json_writer;
+void vkv_json_tier_fractions(struct vkv_json_writer *w, const char *key, vkv_tier_fractions f);
 
 vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *info, const vkv_vector_report *r);
 

@@ -4,8 +4,10 @@
 # tier dump's tiers equal the selection rules recomputed here in Python from
 # the dump's own scores, residuals and scorer counts; each pool's counts obey
 # a_S = min(floor(p_a n_S), K_S, n_S - K_S) and the byte equation (keys K + a,
-# values K - a); run prints the scope and its totals; the default scope is the
-# measured one (models/README.md); bad values are refused.
+# values K - a) and the dump's achieved fractions are its tiers'; run prints the
+# scope, its totals and the paper's split; the default scope is the measured one
+# (models/README.md), but under longbench's --protocol kvpress PyramidKV and KVzip
+# reach the paper's split in the global scope; bad values are refused.
 set -u
 vkv=$1 name=vector_pool
 . "$(dirname "$0")/stories_vector.sh"
@@ -56,6 +58,9 @@ for g in range(0, len(rows), per):
     tot_k += K; tot_a += a
 vp = d["vector_pool"]
 assert (vp["kept"], vp["a"], vp["keys"], vp["values"]) == (tot_k, tot_a, tot_k + tot_a, tot_k - tot_a), vp
+got = d["achieved"]
+for tier in ("retained", "approximated", "evicted"):
+    assert abs(got[tier] - sum(h["n_" + tier] for h in rows) / (len(rows) * n)) < 1e-8, (tier, got)
 PY
   done
 done
@@ -66,6 +71,48 @@ for pair in keydiff:row pyramidkv:layer kvzip:row; do
   run --press $press --compression 0.5 --vector 2>"$tmp/def.err" >/dev/null || bad "$press default run"
   grep -q "$want pool:" "$tmp/def.err" && ok || bad "$press: default scope is not $want: $(grep pool "$tmp/def.err")"
 done
+# run keeps the measured scope but prints the paper's split beside the achieved one.
+grep -q "^the paper's split: retained 25.0%, approximated 50.0%, evicted 25.0%$" "$tmp/def.err" && ok ||
+  bad "run: no paper's split line: $(cat "$tmp/def.err")"
+
+# Under --protocol kvpress (longbench's default) PyramidKV and KVzip take the global scope, and
+# their result lines' achieved fractions of all L H n context tokens are the paper's split:
+# pool (1 - p_c + p_a) n and a = p_a n within one token of the whole model's pool, the retained
+# tier (their difference) within two (docs/ARCHITECTURE.md §2). The context part is cut to 200
+# tokens, so that the scorers' own counts n (1 - p_c) are whole (PyramidKV rounds each layer's),
+# in a 1024-slot cache, room for KVzip's reconstruction passes.
+mkdir -p "$tmp/lb"
+python3 - "$tmp/lb/hotpotqa.jsonl" "${context:0:300}" <<'PY'
+import json, sys
+json.dump({"input": "Who speaks first?", "context": sys.argv[2], "answers": ["First Citizen"], "all_classes": None,
+           "length": 120, "dataset": "hotpotqa", "_id": "hq0"}, open(sys.argv[1], "w"))
+PY
+for press in pyramidkv kvzip; do
+  for pc in 0.5 0.75; do
+    out=$("$vkv" longbench -m "$model" --data "$tmp/lb" --prompts "$shared/longbench" --max-new-tokens 2 --quiet \
+      --max-length 200 --ctx 1024 --calib "$tmp/s.vkcal" --press $press --compression $pc --vector --out "$tmp/lb-$press-$pc.jsonl" 2>&1) ||
+      { bad "longbench $press $pc: $out"; continue; }
+    python3 - "$tmp/lb-$press-$pc.jsonl" "$tmp/keydiff-row.json" <<'PY' && ok || bad "longbench $press $pc: not the paper's split"
+import json, sys
+r = json.loads(open(sys.argv[1]).readline()); dump = json.load(open(sys.argv[2]))
+assert r["protocol"] == "kvpress" and r["vector_pool"] == "global" and r["compressed_tokens"] == 200, r
+n_all = dump["n_layer"] * dump["n_kv_head"] * r["compressed_tokens"]
+pc, pa, got = r["compression"], r["pa"], r["achieved"]
+assert abs(sum(got.values()) - 1) < 1e-6, got
+pool = (got["retained"] + got["approximated"]) * n_all
+a = got["approximated"] / 2 * n_all
+assert abs(pool - (1 - pc + pa) * n_all) < 1 + 1e-6, (pool, (1 - pc + pa) * n_all)
+assert abs(a - pa * n_all) < 1 + 1e-6, (a, pa * n_all)
+assert abs(got["retained"] * n_all - (1 - pc - pa) * n_all) < 2 + 1e-6, (got, n_all)
+PY
+  done
+done
+# --vector-pool still decides when given
+"$vkv" longbench -m "$model" --data "$tmp/lb" --prompts "$shared/longbench" --max-new-tokens 2 --quiet --calib "$tmp/s.vkcal" \
+  --max-length 200 --press pyramidkv --compression 0.5 --vector --vector-pool layer --out "$tmp/lb-layer.jsonl" >/dev/null 2>&1 &&
+  python3 -c 'import json,sys; assert json.loads(open(sys.argv[1]).readline())["vector_pool"] == "layer"' "$tmp/lb-layer.jsonl" &&
+  ok || bad "longbench --vector-pool layer under kvpress"
+
 out=$(run --press keydiff --compression 0.5 --vector-pool layer 2>&1); [ $? -eq 2 ] && grep -q "need --vector" <<<"$out" &&
   ok || bad "--vector-pool without --vector: $out"
 out=$(run --press keydiff --compression 0.5 --vector --vector-pool rows 2>&1); [ $? -eq 2 ] &&

@@ -18,6 +18,7 @@
 #include "kvlayout/kv_counts.h"
 #include "kvlayout/kv_layout.h"
 #include "ref/ref_pool.h"
+#include "ref/ref_select.h"
 
 #define L 4
 #define H 3
@@ -177,6 +178,97 @@ static void wider_scopes_spread_the_budget_over_rows(void **state)
     assert_true(k_sum >= 136);
 }
 
+/* Tokens of tiers (n_all of them) off the paper's split at p_c, p_a
+ * (docs/ARCHITECTURE.md §2): the pool's, a's (approximated / 2) and the
+ * retained tier's distance from (1 - p_c + p_a), p_a and (1 - p_c - p_a)
+ * times n_all. */
+typedef struct split_error {
+    double pool, a, retained;
+} split_error;
+
+static split_error paper_split_error(const uint8_t *tiers, size_t n_all, double p_c, double p_a)
+{
+    uint64_t ret = 0, apx = 0;
+    for (size_t i = 0; i < n_all; i++) {
+        ret += tiers[i] == VKV_TIER_RETAINED;
+        apx += tiers[i] == VKV_TIER_APPROXIMATED;
+    }
+    const vkv_tier_fractions paper = vkv_kv_paper_split(p_c, p_a, true);
+    return (split_error){.pool = (double)(ret + apx) - (1 - p_c + p_a) * n_all,
+                         .a = apx / 2.0 - paper.approximated / 2 * n_all,
+                         .retained = (double)ret - paper.retained * n_all};
+}
+
+/* The scorer's kept counts of KVzip (kvpress's global top-k: int(n_all p_c)
+ * evicted) and of a pyramid-shaped budget over the same total, whose deepest
+ * layer keeps a few tokens per head. */
+static void kept_kvzip(const model_data *d, double p_c, uint32_t *kept)
+{
+    static uint32_t mask[L * H * N];
+    const uint32_t n_all = L * H * N;
+    assert_int_equal(vkv_ref_topk_select(d->scores, 1, n_all, NULL,
+                                         (uint32_t)(n_all - vkv_kv_n_evicted_global(n_all, p_c)), mask), VKV_OK);
+    vkv_ref_mask_row_counts(mask, L * H, N, kept);
+}
+
+static void kept_pyramid(double p_c, uint32_t *kept)
+{
+    const uint32_t n_all = L * H * N, per_row = vkv_kv_n_kept(p_c, N);
+    const uint32_t down = (per_row - 1) / 3, up = (N - 1 - per_row) / 3, step = down < up ? down : up;
+    /* L = 4 layers: per_row + 3, 1, -1, -3 steps; then the total's remainder, one token per row */
+    for (uint32_t r = 0; r < L * H; r++) kept[r] = per_row + (3 - 2 * (r / H)) * step;
+    const uint32_t remainder = (uint32_t)(n_all - vkv_kv_n_evicted_global(n_all, p_c)) - L * H * per_row;
+    assert_true(remainder <= L * H);
+    for (uint32_t r = 0; r < remainder; r++) kept[r]++;
+}
+
+/* The global scope reaches the paper's split with a non-uniform budget: the
+ * pool and a within one token of (1 - p_c + p_a) n and p_a n (each is the
+ * floor of its product over the whole model), the retained tier, their
+ * difference, within two; the row scope falls short where a row keeps less
+ * than p_a n. */
+static void global_scope_reaches_the_papers_split(void **state)
+{
+    (void)state;
+    static model_data d;
+    static uint8_t t[L * H * N];
+    const double pcs[] = {0.25, 0.5, 0.75, 0.9};
+    for (size_t c = 0; c < sizeof pcs / sizeof *pcs; c++) {
+        const double p_c = pcs[c], p_a = vkv_kv_default_pa(p_c);
+        for (int pyramid = 0; pyramid < 2; pyramid++) {
+            make_data(&d, KEPT_UNIFORM, 31 + c);
+            if (pyramid) kept_pyramid(p_c, d.kept);
+            else kept_kvzip(&d, p_c, d.kept);
+            assert_int_equal(vkv_ref_pool_allocate(d.scores, d.eps, d.kept, L, H, N, p_a, true, VKV_POOL_GLOBAL, t),
+                             VKV_OK);
+            const split_error e = paper_split_error(t, L * H * N, p_c, p_a);
+            assert_true(fabs(e.pool) < 1 + 1e-9);
+            assert_true(fabs(e.a) < 1 + 1e-9);
+            assert_true(fabs(e.retained) < 2 + 1e-9);
+            if (pyramid && p_c >= 0.5) {
+                assert_int_equal(vkv_ref_pool_allocate(d.scores, d.eps, d.kept, L, H, N, p_a, true, VKV_POOL_ROW, t),
+                                 VKV_OK);
+                assert_true(paper_split_error(t, L * H * N, p_c, p_a).a <= -H); /* a deep row's cap a <= n_kept */
+            }
+        }
+    }
+}
+
+/* kvpress's KVzip evicts int(n_all p_c): none when n_all p_c < 1, so every
+ * row keeps all and the tiers are the uniform count's. */
+static void kvzip_count_below_one_token_evicts_nothing(void **state)
+{
+    (void)state;
+    static model_data d;
+    make_data(&d, KEPT_UNIFORM, 5);
+    const double p_c = 0.5 / (L * H * N); /* n_all p_c = 0.5 */
+    assert_int_equal(vkv_kv_n_evicted_global(L * H * N, p_c), 0);
+    kept_kvzip(&d, p_c, d.kept);
+    for (uint32_t r = 0; r < L * H; r++) assert_int_equal(d.kept[r], N);
+    assert_int_equal(vkv_kv_n_evicted_global(L * H * N, 1.0 / (L * H * N)), 1);
+    assert_int_equal(vkv_kv_n_evicted_global(L * H * N, 1.5 / (L * H * N)), 1);
+}
+
 static void scope_names_and_rows(void **state)
 {
     (void)state;
@@ -195,6 +287,8 @@ int main(void)
         cmocka_unit_test(every_scope_keeps_the_byte_equation_and_the_rules),
         cmocka_unit_test(pa_zero_or_no_vector_gives_the_baseline),
         cmocka_unit_test(wider_scopes_spread_the_budget_over_rows),
+        cmocka_unit_test(global_scope_reaches_the_papers_split),
+        cmocka_unit_test(kvzip_count_below_one_token_evicts_nothing),
         cmocka_unit_test(scope_names_and_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -465,9 +465,13 @@ static void global_selection_evicts_exactly_int_n_pc_ties_by_position(void **sta
     assert_int_equal(kept3[0], 5);
     assert_int_equal(kept3[1], 1);
     assert_int_equal(kept3[2], 0);
-    /* int(8 * 0.01) = 0: still one evicted (kvpress's max(.. - 1, 0) index) */
-    assert_int_equal(vkv_kv_n_evicted_global(8, 0.01), 1);
+    /* int(8 * 0.01) = 0: kvpress's top-k of 0 evicts nothing */
+    assert_int_equal(vkv_kv_n_evicted_global(8, 0.01), 0);
     assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.01, kept), VKV_OK);
+    assert_int_equal(kept[0], 4);
+    assert_int_equal(kept[1], 4);
+    /* int(8 * 0.125) = 1: the lowest score (row 1, position 2) goes */
+    assert_int_equal(vkv_global_select_counts_ref(s, 2, 4, 0.125, kept), VKV_OK);
     assert_int_equal(kept[0], 4);
     assert_int_equal(kept[1], 3);
     /* Python: int(1000 * 0.9) = 900 */

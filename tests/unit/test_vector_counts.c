@@ -46,9 +46,11 @@ static void counts_follow_the_decimals_typed(void **state)
     assert_true(vkv_kv_decimal(2.9999999999999996) == 3.0);
     assert_true(vkv_kv_decimal(0.1 + 0.2) == 0.3);
     assert_true(vkv_kv_decimal(2.5) == 2.5);
-    /* kvpress's global count: int(1000 * 0.9) = 900; at least one */
+    /* kvpress's global count: int(1000 * 0.9) = 900; int(N p_c) = 0 below N p_c = 1: none */
     assert_int_equal(vkv_kv_n_evicted_global(1000, 0.9), 900);
-    assert_int_equal(vkv_kv_n_evicted_global(8, 0.01), 1);
+    assert_int_equal(vkv_kv_n_evicted_global(8, 0.01), 0);
+    assert_int_equal(vkv_kv_n_evicted_global(99, 0.01), 0);
+    assert_int_equal(vkv_kv_n_evicted_global(100, 0.01), 1);
     assert_int_equal(vkv_kv_n_evicted_global(0, 0.5), 0);
 }
 
