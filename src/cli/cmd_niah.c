@@ -26,8 +26,10 @@
 
 /* ---- specs ---- */
 
+#define GRID_MAX 4096 /* values a --lengths or --depths grid holds at most */
+
 typedef struct dlist {
-    double v[4096];
+    double v[GRID_MAX];
     size_t n;
 } dlist;
 
@@ -260,12 +262,12 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
     g->runs = (size_t)runs;
     g->n_predict = (size_t)n_predict;
     if (!g->out_path) return cli_usage_error("niah", "give the grid's JSON file with --out FILE");
-    if (!vkv_niah_parse_grid(lengths, false, 1, 1e8, g->lengths.v, 4096, &g->lengths.n))
+    if (!vkv_niah_parse_grid(lengths, false, 1, 1e8, g->lengths.v, GRID_MAX, &g->lengths.n))
         return cli_usage_error("niah", "--lengths wants START:STOP/STEP, START:STOP:STEP or a list of token counts, got "
                                "'%s'", lengths);
     bool kvpress = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS;
     if (!depths) depths = kvpress ? VKV_NIAH_KVPRESS_DEPTHS : VKV_NIAH_OWN_DEPTHS;
-    if (!vkv_niah_parse_grid(depths, true, 0, 100, g->depths.v, 4096, &g->depths.n))
+    if (!vkv_niah_parse_grid(depths, true, 0, 100, g->depths.v, GRID_MAX, &g->depths.n))
         return cli_usage_error("niah", "--depths wants START:STOP/STEP, START:STOP:COUNT or a list of percentages in "
                                "[0, 100], got '%s'", depths);
     for (size_t i = 0; kvpress && i < g->depths.n; i++)
