@@ -347,7 +347,7 @@ static vkv_status build_prompt_longbench(const lb_run *run, const vkv_lb_task *t
         uint32_t extra = 0;
         vkv_compression c;
         cli_press_compression(&run->o->po, e->press, !p->chat, &c);
-        if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)(run->o->po.query_aware ? p->tokens.n : p->tokens.n_context), &extra);
+        if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)vkv_prompt_compressed_part(&p->tokens, run->o->po.query_aware), &extra);
         if (st) break;
         uint64_t need = p->tokens.n + max_gen + 1 + extra;
         p->max_len = (size_t)max_len;

@@ -1,7 +1,8 @@
 /* vkvector niah: needle in a haystack. Builds prompts of given token lengths
  * from a haystack of text files (the Paul Graham essays), hides a needle
  * sentence at given depths, asks for it, and scores the answer by ROUGE-L F
- * against the needle (the `rouge` package's, as in LongBench). Runs differ by
+ * as kvpress does (the `rouge` package's, the needle as the hypothesis:
+ * vkv_metric_kvpress_niah). Runs differ by
  * where in the haystack the text starts. Writes the grid as JSON and, with
  * --html, a self-contained heatmap page.
  *
@@ -25,40 +26,12 @@
 
 /* ---- specs ---- */
 
+#define GRID_MAX 4096 /* values a --lengths or --depths grid holds at most */
+
 typedef struct dlist {
-    double v[4096];
+    double v[GRID_MAX];
     size_t n;
 } dlist;
-
-/* "a,b,c", "a" or "a:b:c" (step = true: c is the step; else c values evenly spaced). */
-static bool parse_spec(const char *s, bool step, double lo, double hi, dlist *out)
-{
-    out->n = 0;
-    if (strchr(s, ':')) {
-        double a, b, c;
-        char extra;
-        if (sscanf(s, "%lf:%lf:%lf%c", &a, &b, &c, &extra) != 3 || a < lo || b > hi || b < a) return false;
-        if (step) {
-            if (c <= 0) return false;
-            for (double x = a; x <= b + 1e-9 && out->n < 4096; x += c) out->v[out->n++] = x;
-        } else {
-            if (c < 1 || c > 4096 || c != floor(c)) return false;
-            size_t n = (size_t)c;
-            for (size_t i = 0; i < n; i++) out->v[out->n++] = n == 1 ? a : a + (b - a) * (double)i / (double)(n - 1);
-        }
-        return out->n > 0;
-    }
-    char *copy = strdup(s);
-    if (!copy) return false;
-    bool ok = true;
-    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && ok; t = strtok_r(NULL, ",", &save)) {
-        double x;
-        ok = cli_parse_f64(t, lo, hi, &x) && out->n < 4096;
-        if (ok) out->v[out->n++] = x;
-    }
-    free(copy);
-    return ok && out->n > 0;
-}
 
 /* ---- the grid ---- */
 
@@ -76,6 +49,8 @@ typedef struct niah {
     const eval_opts *o;
     eval_env *e;
     const char *needle, *question, *haystack_dir, *out_path, *html_path, *answer_prefix;
+    const char *needle_file;   /* --needle-file: its texts stand where the options are not given */
+    vkv_niah_texts file_texts;
     int protocol;              /* vkv_niah_protocol: --protocol's choice */
     dlist lengths, depths;
     size_t runs, n_predict;
@@ -155,7 +130,7 @@ static bool write_json(const niah *g)
     if (g->e->s->chat != VKV_CHAT_UNKNOWN) vkv_json_str(&w, vkv_chat_template_name(g->e->s->chat));
     else vkv_json_null(&w);
     vkv_json_key(&w, "metric");
-    vkv_json_str(&w, "rouge-l f (rouge package, as LongBench), 0..1");
+    vkv_json_str(&w, "rouge-l f, the rouge package's get_scores(needle, answer) as kvpress scores, 0..1");
     vkv_json_key(&w, "lengths");
     vkv_json_begin_array(&w);
     for (size_t i = 0; i < g->lengths.n; i++) vkv_json_num(&w, g->lengths.v[i]);
@@ -249,19 +224,20 @@ static bool write_html(const niah *g)
 static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
 {
     eval_opts_init(o);
-    *g = (niah){.o = o, .needle = VKV_NIAH_DEFAULT_NEEDLE, .question = VKV_NIAH_DEFAULT_QUESTION, .runs = 1, .n_predict = 64,
-                .answer_prefix = ""};
-    const char *lengths = "3000:30000:3000", *depths = "0:100:10";
+    *g = (niah){.o = o, .runs = 1, .n_predict = 64};
+    const char *lengths = "3000:30000:3000", *depths = NULL;
     int64_t runs = 1, n_predict = 64;
     const cli_opt opts[] = {
         {.type = CLI_STR, .names = "--haystack", .metavar = "DIR", .dest = &g->haystack_dir,
          .help = "text files of the haystack, concatenated in name order (default:\n../shared/data/paul_graham_essays)"},
         {.type = CLI_STR, .names = "--lengths", .metavar = "SPEC", .dest = &lengths,
-         .help = "prompt lengths in tokens: START:STOP:STEP (STOP included) or a list a,b,c\n"
-                 "(default 3000:30000:3000); lengths over the context are capped to it"},
+         .help = "prompt lengths in tokens: START:STOP/STEP or START:STOP:STEP (STOP included)\n"
+                 "or a list a,b,c (default 3000:30000:3000); lengths over the context are capped to it"},
         {.type = CLI_STR, .names = "--depths", .metavar = "SPEC", .dest = &depths,
-         .help = "needle depths in percent of the haystack: START:STOP:COUNT (COUNT evenly\n"
-                 "spaced values, STOP included) or a list (default 0:100:10)"},
+         .help = "needle depths in percent of the haystack: START:STOP/STEP (START, START+STEP, ...\n"
+                 "up to STOP), START:STOP:COUNT (COUNT evenly spaced values, STOP included) or a list;\n"
+                 "default " VKV_NIAH_KVPRESS_DEPTHS " for kvpress (integer percentages, as kvpress's needle_depth),\n"
+                 VKV_NIAH_OWN_DEPTHS " for --protocol vkvector"},
         {.type = CLI_ENUM, .names = "--protocol", .dest = &g->protocol, .choices = "kvpress|vkvector",
          .help = "kvpress's (the paper's, default): the length is max_context_length, the haystack\n"
                  "its first length - needle - 150 tokens with the needle at a token index, wrapped\n"
@@ -269,6 +245,10 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
                  "the whole prompt's length, the needle at a sentence boundary"},
         {.type = CLI_STR, .names = "--answer-prefix", .metavar = "TEXT", .dest = &g->answer_prefix,
          .help = "kvpress: text after the question's chat turn, where the answer starts (default none)"},
+        {.type = CLI_STR, .names = "--needle-file", .metavar = "FILE", .dest = &g->needle_file,
+         .help = "a JSON object with the strings \"needle\", \"question\", \"answer_prefix\" (kvpress's\n"
+                 "dataset row's names, any may be absent): used where --needle, --question, --answer-prefix\n"
+                 "are not given"},
         {.type = CLI_I64, .names = "--runs", .metavar = "N", .dest = &runs, .min = 1, .max = 1000,
          .help = "runs per cell, each from another offset in the haystack (default 1)"},
         {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &g->seed, .min = 0, .max = (double)UINT64_MAX,
@@ -294,11 +274,28 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
     g->runs = (size_t)runs;
     g->n_predict = (size_t)n_predict;
     if (!g->out_path) return cli_usage_error("niah", "give the grid's JSON file with --out FILE");
-    if (!parse_spec(lengths, true, 1, 1e8, &g->lengths))
-        return cli_usage_error("niah", "--lengths wants START:STOP:STEP or a list of token counts, got '%s'", lengths);
-    if (!parse_spec(depths, false, 0, 100, &g->depths))
-        return cli_usage_error("niah", "--depths wants START:STOP:COUNT or a list of percentages in [0, 100], got '%s'",
-                               depths);
+    if (!vkv_niah_parse_grid(lengths, false, 1, 1e8, g->lengths.v, GRID_MAX, &g->lengths.n))
+        return cli_usage_error("niah", "--lengths wants START:STOP/STEP, START:STOP:STEP or a list of token counts, got "
+                               "'%s'", lengths);
+    bool kvpress = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS;
+    if (!depths) depths = kvpress ? VKV_NIAH_KVPRESS_DEPTHS : VKV_NIAH_OWN_DEPTHS;
+    if (!vkv_niah_parse_grid(depths, true, 0, 100, g->depths.v, GRID_MAX, &g->depths.n))
+        return cli_usage_error("niah", "--depths wants START:STOP/STEP, START:STOP:COUNT or a list of percentages in "
+                               "[0, 100], got '%s'", depths);
+    for (size_t i = 0; kvpress && i < g->depths.n; i++)
+        if (g->depths.v[i] != floor(g->depths.v[i])) {
+            fprintf(stderr, "vkvector niah: kvpress's needle depths are integer percentages; %g is not (START:STOP/STEP "
+                            "gives integer steps)\n", g->depths.v[i]);
+            break;
+        }
+    if (g->needle_file && vkv_niah_read_texts(g->needle_file, &g->file_texts)) {
+        fprintf(stderr, "vkvector niah: %s\n", vkv_last_error());
+        return 1;
+    }
+    const vkv_niah_texts *f = &g->file_texts;
+    if (!g->needle) g->needle = f->needle ? f->needle : VKV_NIAH_DEFAULT_NEEDLE;
+    if (!g->question) g->question = f->question ? f->question : VKV_NIAH_DEFAULT_QUESTION;
+    if (!g->answer_prefix) g->answer_prefix = f->answer_prefix ? f->answer_prefix : "";
     if (!*g->needle || !*g->question) return cli_usage_error("niah", "the needle and the question must not be empty");
     if (!eval_opts_check("niah", o)) return 2;
     o->po.paper_split_pool = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2 */
@@ -431,7 +428,7 @@ static vkv_status run_cell(niah *g, const vkv_niah_run *h, cell *c, size_t r)
                 vkv_status_name(st), vkv_last_error());
         return st == VKV_ERR_ARG ? VKV_OK : st;
     }
-    double score = vkv_metric_rouge_l(res.text, g->needle);
+    double score = vkv_metric_kvpress_niah(g->needle, res.text);
     c->scores[c->n_done] = score;
     c->prompt_tokens[c->n_done] = pn;
     c->needle_depth[c->n_done] = needle_depth;
@@ -480,7 +477,10 @@ int cmd_niah(int argc, char **argv)
     eval_opts o;
     niah g;
     int rc = parse_niah_options(argc, argv, &o, &g);
-    if (rc >= 0) return rc;
+    if (rc >= 0) {
+        vkv_niah_texts_free(&g.file_texts);
+        return rc;
+    }
     char hbuf[1100];
     if (!g.haystack_dir) {
         const char *shared = getenv("VKVECTOR_SHARED");
@@ -516,6 +516,7 @@ out:
     if (st) rc = cli_fail("niah", st);
     free_cells(&g);
     vkv_niah_prompts_free(&g.prompts);
+    vkv_niah_texts_free(&g.file_texts);
     free(hay);
     eval_env_close(&e);
     return rc;

@@ -128,7 +128,8 @@ static int parse_run_options(int argc, char **argv, run_opts *o)
          .names = "KV-cache compression (kvpress semantics; the context is compressed once, after its prefill):"},
         CLI_PRESS_OPTIONS(o->po),
         {.type = CLI_STR, .names = "--question", .metavar = "TEXT", .dest = &o->question,
-         .help = "text after the context (query-agnostic: appended after compression)"},
+         .help = "text after the context (query-agnostic: appended after compression; query-aware:\n"
+                 "compressed with it, the chat template's closing after compression)"},
         {.type = CLI_STR, .names = "--tier-dump", .metavar = "FILE", .dest = &o->tier_dump,
          .help = "write every position's tier, score and residual as JSON (for vkvector viz)"},
     };
@@ -204,7 +205,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
                          .k_type = cli_k_dtype(&o->mo), .v_type = cli_v_dtype(&o->mo), .compress = o->press != NULL};
     uint32_t room = 0;
     vkv_compression c = run_compression(o);
-    if ((*st = vkv_session_press_room(s, &c, (uint32_t)(o->po.query_aware ? pr->n : pr->n_context), &room))) return 1;
+    if ((*st = vkv_session_press_room(s, &c, (uint32_t)vkv_prompt_compressed_part(pr, o->po.query_aware), &room))) return 1;
     if (!cp.n_ctx && o->po.compress_every) {
         /* a budgeted cache: positions for the whole prompt and generation */
         cp.n_ctx = (uint32_t)(pr->n + o->n_predict + room);
@@ -221,7 +222,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
      * prefill needs the whole compressed part (and its extra) in them first. */
     if (o->po.compress_every) {
         uint64_t slots = (uint64_t)o->po.max_kv_tokens;
-        uint64_t first = c.compression_ratio > 0 ? (o->po.query_aware ? pr->n : pr->n_context) + room : 0;
+        uint64_t first = c.compression_ratio > 0 ? vkv_prompt_compressed_part(pr, o->po.query_aware) + room : 0;
         cp.n_kv_slots = (uint32_t)(first > slots ? first : slots);
     }
     return (*st = vkv_session_reserve(s, &cp)) ? 1 : -1;

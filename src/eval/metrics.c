@@ -413,6 +413,39 @@ out:
     return f;
 }
 
+/* Python's str.strip(): a malloc'ed copy without leading and trailing white
+ * space (str.isspace()); NULL when out of memory. */
+static char *py_strip(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s), i = 0, start = n, end = 0;
+    while (i < n) {
+        size_t l;
+        uint32_t c = utf8_next(p + i, n - i, &l);
+        if (!is_space_cp(c)) {
+            if (start == n) start = i;
+            end = i + l;
+        }
+        i += l;
+    }
+    if (start > end) start = end;
+    char *r = malloc(end - start + 1);
+    if (r) {
+        memcpy(r, s + start, end - start);
+        r[end - start] = 0;
+    }
+    return r;
+}
+
+double vkv_metric_kvpress_niah(const char *needle, const char *answer)
+{
+    char *hyp = py_strip(needle), *ref = py_strip(answer);
+    double f = hyp && ref ? vkv_metric_rouge_l(hyp, ref) : 0;
+    free(hyp);
+    free(ref);
+    return f;
+}
+
 /* ---- classification, count, retrieval ---- */
 
 double vkv_metric_classification(const char *pred, const char *truth, const char *const *classes, size_t n_classes)

@@ -42,6 +42,12 @@ double vkv_metric_qa_f1(const char *pred, const char *truth);
 /* rouge_score: the rouge package's ROUGE-L F (0 where it raises, e.g. for an
  * empty prediction). */
 double vkv_metric_rouge_l(const char *pred, const char *truth);
+/* kvpress's needle-in-a-haystack score: the `rouge` package's
+ * get_scores(needle.strip(), answer.strip()) ROUGE-L F, so the needle is the
+ * hypothesis and the answer the reference, the other way round from
+ * LongBench's rouge_score (summary level: the two orders differ on answers of
+ * several sentences). */
+double vkv_metric_kvpress_niah(const char *needle, const char *answer);
 /* classification_score (trec): the classes that occur in the prediction (as
  * substrings), minus those that are substrings of the truth but not equal
  * to it (with Python's skip-after-remove iteration); 1 / matches if the truth

@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "core/file.h"
+#include "core/json.h"
 #include "core/strbuf.h"
 #include "eval/kvpress_prompt.h"
 #include "eval/prompt.h"
@@ -30,6 +32,70 @@ static vkv_status oom(void) { return vkv_error(VKV_ERR_OOM, "out of host memory"
 const char *vkv_niah_protocol_name(vkv_niah_protocol p)
 {
     return p == VKV_NIAH_PROTOCOL_KVPRESS ? "kvpress" : "vkvector";
+}
+
+/* ---- the grid and the texts ---- */
+
+bool vkv_niah_parse_grid(const char *spec, bool colon_counts, double lo, double hi, double *v, size_t cap, size_t *n)
+{
+    *n = 0;
+    double a, b, c;
+    char sep, extra;
+    if (strchr(spec, ':')) {
+        if (sscanf(spec, "%lf:%lf%c%lf%c", &a, &b, &sep, &c, &extra) != 4 || (sep != ':' && sep != '/') || a < lo ||
+            b > hi || b < a)
+            return false;
+        if (sep == ':' && colon_counts) {
+            if (c < 1 || c > (double)cap || c != floor(c)) return false;
+            size_t count = (size_t)c;
+            for (size_t i = 0; i < count; i++) v[(*n)++] = count == 1 ? a : a + (b - a) * (double)i / (double)(count - 1);
+        } else {
+            if (!(c > 0)) return false;
+            /* a + i step, not a running sum: 0:100/12.5 ends at 100 exactly */
+            for (size_t i = 0; a + (double)i * c <= b + 1e-9 && *n < cap; i++) v[(*n)++] = a + (double)i * c;
+        }
+        return *n > 0;
+    }
+    for (const char *p = spec; *n < cap;) {
+        char *end;
+        errno = 0;
+        double x = strtod(p, &end);
+        if (end == p || errno || !(x >= lo && x <= hi) || (*end && *end != ',')) return false;
+        v[(*n)++] = x;
+        if (!*end) return true;
+        p = end + 1;
+    }
+    return false;
+}
+
+void vkv_niah_texts_free(vkv_niah_texts *t)
+{
+    free(t->needle);
+    free(t->question);
+    free(t->answer_prefix);
+    memset(t, 0, sizeof *t);
+}
+
+vkv_status vkv_niah_read_texts(const char *path, vkv_niah_texts *out)
+{
+    memset(out, 0, sizeof *out);
+    vkv_json_doc *doc;
+    vkv_status st = vkv_json_parse_file(path, &doc);
+    if (st) return st;
+    const vkv_json *root = vkv_json_root(doc);
+    const char *keys[] = {"needle", "question", "answer_prefix"};
+    char **dest[] = {&out->needle, &out->question, &out->answer_prefix};
+    if (root->type != VKV_JSON_OBJECT) st = vkv_error(VKV_ERR_FORMAT, "%s: wants a JSON object", path);
+    for (size_t i = 0; i < 3 && !st; i++) {
+        const vkv_json *v = vkv_json_get(root, keys[i]);
+        if (!v) continue;
+        if (v->type != VKV_JSON_STRING || strlen(v->string) != v->string_len)
+            st = vkv_error(VKV_ERR_FORMAT, "%s: \"%s\" wants a string without NUL characters", path, keys[i]);
+        else if (!(*dest[i] = strdup(v->string))) st = oom();
+    }
+    vkv_json_free(doc);
+    if (st) vkv_niah_texts_free(out);
+    return st;
 }
 
 /* ---- the haystack ---- */

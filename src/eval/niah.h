@@ -22,6 +22,31 @@
     "The best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day."
 #define VKV_NIAH_DEFAULT_QUESTION "What is the best thing to do in San Francisco?"
 
+/* The depth grids by default (grid specs: vkv_niah_parse_grid). kvpress's
+ * needle_depth is an integer percentage (it has no default grid): 0, 10, ...,
+ * 100. The own protocol keeps its 10 evenly spaced depths (0, 11.1, ..., 100). */
+#define VKV_NIAH_KVPRESS_DEPTHS "0:100/10"
+#define VKV_NIAH_OWN_DEPTHS "0:100:10"
+
+/* A grid of lengths or depths, into v[0, *n) (at most cap values), each in
+ * [lo, hi]; false when the spec is malformed, out of range or empty:
+ *   "a,b,c"         the values listed;
+ *   "START:STOP/STEP" START, START + STEP, ... while <= STOP;
+ *   "START:STOP:C"  C evenly spaced values from START to STOP (both included)
+ *                   when colon_counts, else C is the step as in START:STOP/C
+ *                   (--depths counts, --lengths steps: their older spellings). */
+bool vkv_niah_parse_grid(const char *spec, bool colon_counts, double lo, double hi, double *v, size_t cap, size_t *n);
+
+/* The needle, question and answer prefix from a JSON object with the string
+ * members "needle", "question" and "answer_prefix" (kvpress's dataset row's
+ * names; any may be absent, other members are ignored). Each is malloc'ed, or
+ * NULL when absent. */
+typedef struct vkv_niah_texts {
+    char *needle, *question, *answer_prefix;
+} vkv_niah_texts;
+vkv_status vkv_niah_read_texts(const char *path, vkv_niah_texts *out);
+void vkv_niah_texts_free(vkv_niah_texts *t);
+
 /* kvpress's needle in a haystack (the paper's), or this harness's own; the
  * order of --protocol's choices. */
 typedef enum vkv_niah_protocol {

@@ -166,6 +166,44 @@ static vkv_status tokenize_apart(const vkv_tokenizer *tok, const char *text, siz
     return st;
 }
 
+size_t vkv_prompt_compressed_part(const vkv_prompt *p, bool query_aware)
+{
+    size_t n = query_aware ? p->n_query_end : p->n_context;
+    return n && n <= p->n ? n : p->n;
+}
+
+/* A user message the template cannot trim or split: the text the template
+ * puts after it is the turn's closing and the assistant header. */
+#define USER_TURN_MARKER "\x01VKVECTOR_TURN_END\x01"
+
+/* Where query-aware compression ends (docs/ARCHITECTURE.md §5): before the
+ * tokens of the template's closing of the user turn (and its assistant
+ * header) when the question part ends with them, else the whole prompt (a
+ * plain prompt has no closing). */
+static vkv_status set_query_end(const vkv_session *s, bool chat, vkv_prompt *pr)
+{
+    pr->n_query_end = pr->n;
+    if (!chat) return VKV_OK;
+    vkv_chat_msg msg = {"user", USER_TURN_MARKER};
+    char *rendered;
+    size_t rendered_len;
+    vkv_status st = vkv_chat_apply(s->chat, &msg, 1, true, &rendered, &rendered_len);
+    if (st) return st;
+    const char *marker = strstr(rendered, USER_TURN_MARKER);
+    int32_t *closing = NULL;
+    size_t n_closing = 0;
+    if (marker) {
+        const char *after = marker + strlen(USER_TURN_MARKER);
+        st = vkv_tokenize(s->tok, after, strlen(after), false, true, &closing, &n_closing);
+    }
+    if (!st && n_closing && n_closing <= pr->n - pr->n_context &&
+        !memcmp(pr->ids + pr->n - n_closing, closing, n_closing * sizeof *closing))
+        pr->n_query_end = pr->n - n_closing;
+    free(closing);
+    free(rendered);
+    return st;
+}
+
 vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t len, size_t split, bool chat,
                                 vkv_split_mode mode, vkv_prompt *out)
 {
@@ -188,6 +226,7 @@ vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t l
                         ? tokenize_apart(s->tok, text, len, split, chat, out)
                         : vkv_tokenize_split(s->tok, text, len, split, chat, &out->ids, &out->n, &out->n_context);
     free(wrapped);
+    if (!st) st = set_query_end(s, chat, out);
     if (st) vkv_prompt_free(out);
     return st;
 }
@@ -322,8 +361,7 @@ vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const v
     bool press = c && c->press && (c->compression_ratio > 0 || !c->compress_every);
     vkv_status st = check_cache_types(s, c, press);
     if (st) return st;
-    size_t n_context = pr->n_context && pr->n_context <= pr->n ? pr->n_context : pr->n;
-    size_t n_first = press && c->query_aware ? pr->n : n_context;
+    size_t n_first = vkv_prompt_compressed_part(pr, press && c->query_aware);
     out->n_first = (uint32_t)n_first;
     vkv_press_session *ps = NULL;
     if ((st = vkv_ctx_reset(s->ctx)) || (st = make_decode_press(s, c))) return st;

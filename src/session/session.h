@@ -90,8 +90,16 @@ typedef struct vkv_prompt {
     int32_t *ids;              /* [n] malloc'ed */
     size_t n;
     size_t n_context;          /* ids [0, n_context) are the context: what query-agnostic compression sees */
+    /* ids [0, n_query_end) are what query-aware compression sees: the context
+     * and the question up to the user turn's end, so the chat template's
+     * closing and the first answer token's logits are evaluated over the
+     * compressed cache (docs/ARCHITECTURE.md §5); 0: the whole prompt */
+    size_t n_query_end;
 } vkv_prompt;
 void vkv_prompt_free(vkv_prompt *p);
+/* How many of the prompt's first tokens a prefill compresses: n_context, or
+ * n_query_end when query-aware (each read as the whole prompt when 0 or past it). */
+size_t vkv_prompt_compressed_part(const vkv_prompt *p, bool query_aware);
 
 /* How the question is tokenized after the context. */
 typedef enum vkv_split_mode {
@@ -107,7 +115,9 @@ typedef enum vkv_split_mode {
 /* The one prompt-split function: text[0, split) is the context, text[split,
  * len) the question (split == len: no question). chat: as the single user
  * message of the session's chat template, generation prompt after it (the
- * split moves with the text). */
+ * split moves with the text). Sets n_query_end: before the template's closing
+ * of the user turn when there is a question, else n (a plain prompt has no
+ * closing). */
 vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t len, size_t split, bool chat,
                                 vkv_split_mode mode, vkv_prompt *out);
 

@@ -3,7 +3,8 @@
 # models/vkvector-shakespeare.gguf is absent) on the Paul Graham essays: a
 # small grid (2 lengths x 3 depths, 1 run), the JSON grid and the HTML
 # heatmap, the needle at the asked depths, capping to the context, a press
-# run, and bad options.
+# run, kvpress's protocol with its default depths and a needle file, and bad
+# options.
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -75,19 +76,43 @@ g = json.load(open(sys.argv[1]))
 assert g["press"] == "knorm" and g["compression"] == 0.5 and g["query_aware"] is False and len(g["cells"]) == 1
 PY
 
+# kvpress's depths are integer percentages: a grid that is not is flagged (a missing needle file
+# then stops the run before the model is read).
+for pattern in "integer percentages; 33.3333 is not" "cannot open .*none.json"; do
+  expect 1 "$pattern" -- "$vkv" niah -m "$model" --haystack "$hay" --out "$tmp/x.json" --depths 0:100:4 \
+    --needle-file "$tmp/none.json"
+done
+
 # kvpress's protocol (the default): the length caps the context part; its first length - needle - 150
 # haystack tokens hold the needle at a token index, wrapped as a story book; the question comes after.
+# The needle and the answer prefix come from a JSON file as kvpress's dataset row holds them, the
+# question from the command line over the file's.
 kv_len=$((l1 + 150))
+cat >"$tmp/needle.json" <<'JSON'
+{"needle": "The secret of the soup is a pinch of saffron.", "question": "Not this one?", "answer_prefix": "Answer:"}
+JSON
 expect 0 "mean ROUGE-L F over 3 cells" -- "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --lengths $kv_len \
-  --depths 0:100:3 --press knorm --compression 0.5 --answer-prefix "Answer:" --out "$tmp/k.json"
+  --depths 0:100:3 --press knorm --compression 0.5 --needle-file "$tmp/needle.json" \
+  --question "What is the secret of the soup?" --out "$tmp/k.json"
 python3 - "$tmp/k.json" $kv_len <<'PY' && ok || bad "kvpress grid: $(head -c 900 "$tmp/k.json")"
 import json, sys
 g = json.load(open(sys.argv[1])); L = int(sys.argv[2])
 assert g["protocol"] == "kvpress" and g["answer_prefix"] == "Answer:" and len(g["cells"]) == 3, g
+assert g["needle"] == "The secret of the soup is a pinch of saffron." and g["question"] == "What is the secret of the soup?"
+assert "get_scores(needle, answer)" in g["metric"], g["metric"]
 for c in g["cells"]:
     assert L - 150 < c["prompt_tokens"][0] <= L + 40, c     # haystack L - needle - 150 tokens, wrapper, question
     d = c["needle_depth"][0]
     assert abs(d - c["depth"]) <= 5, c                        # a token index (here in bytes), not a sentence end
+PY
+
+# kvpress's default depths: the integer percentages 0, 10, ..., 100 (one answer token).
+expect 0 "mean ROUGE-L F over 11 cells" -- "$vkv" niah -m "$model" --haystack "$hay" -n 1 --quiet --lengths $kv_len \
+  --out "$tmp/d.json"
+python3 - "$tmp/d.json" <<'PY' && ok || bad "kvpress default depths: $(head -c 600 "$tmp/d.json")"
+import json, sys
+g = json.load(open(sys.argv[1]))
+assert g["protocol"] == "kvpress" and g["depths"] == list(range(0, 101, 10)), g["depths"]
 PY
 
 echo "niah: $passes passed, $fails failed"

@@ -71,6 +71,23 @@ static void rouge_l_follows_the_rouge_package(void **state)
     assert_near(vkv_metric_rouge_l("nothing shared", "at all"), 0);
 }
 
+static void kvpress_niah_scores_the_needle_against_the_answer(void **state)
+{
+    (void)state;
+    /* get_scores(needle, answer): hyp = needle ["park sandwich"], ref = answer ["sandwich park",
+     * "sandwich"]. Ref "sandwich park" x hyp: the LCS is one word; the backtrack moves left on
+     * the tie and takes "park"; ref "sandwich" takes "sandwich": union {park, sandwich}, R = P = 1.
+     * The other order (LongBench's, hyp = answer) takes "sandwich" twice: union 1 of 2, F 1/2. */
+    const char *needle = "park sandwich", *answer = "sandwich park. sandwich";
+    assert_near(vkv_metric_kvpress_niah(needle, answer), 2.0 / (2 + 1e-8));
+    assert_near(vkv_metric_rouge_l(answer, needle), 2 * 0.25 / (1 + 1e-8));
+    /* both stripped first: "hello. \n" would otherwise end in an empty sentence (R = 1/2) */
+    assert_near(vkv_metric_kvpress_niah(" hello\n", "hello. \n"), 2.0 / (2 + 1e-8));
+    assert_near(vkv_metric_rouge_l("hello", "hello. \n"), 2 * 0.5 / (1.5 + 1e-8));
+    /* an answer of only white space is empty after the strip: the package raises, 0 */
+    assert_near(vkv_metric_kvpress_niah("hello", " \n\t"), 0);
+}
+
 static void classification_counts_matches_with_pythons_remove_quirk(void **state)
 {
     (void)state;
@@ -190,6 +207,7 @@ int main(void)
         cmocka_unit_test(normalize_answer_lowers_strips_punctuation_articles_and_space),
         cmocka_unit_test(qa_f1_is_token_f1_of_normalised_text),
         cmocka_unit_test(rouge_l_follows_the_rouge_package),
+        cmocka_unit_test(kvpress_niah_scores_the_needle_against_the_answer),
         cmocka_unit_test(classification_counts_matches_with_pythons_remove_quirk),
         cmocka_unit_test(count_and_retrieval_score_the_fraction_of_right_numbers),
         cmocka_unit_test(fuzz_ratio_is_fuzzywuzzys),

@@ -2,6 +2,7 @@
  * haystack directory's reading, sentence ends, and where each protocol puts
  * the needle and cuts the haystack. A run's tokens are faked as one token per
  * word (its leading space included), so every cut is known by hand. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -208,6 +209,85 @@ static void haystack_reads_text_files_in_name_order(void **state)
     assert_non_null(strstr(vkv_last_error(), "cannot open the haystack directory"));
 }
 
+/* v[0, n) == want[0, n_want) exactly. */
+static void expect_grid(const char *spec, bool colon_counts, const double *want, size_t n_want)
+{
+    double v[64];
+    size_t n;
+    assert_true(vkv_niah_parse_grid(spec, colon_counts, 0, 100, v, 64, &n));
+    assert_int_equal(n, n_want);
+    for (size_t i = 0; i < n; i++) assert_true(v[i] == want[i]);
+}
+
+static void depth_grids(void **state)
+{
+    (void)state;
+    /* kvpress's default: integer percentages, 11 of them */
+    const double tens[] = {0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100};
+    expect_grid(VKV_NIAH_KVPRESS_DEPTHS, true, tens, 11);
+    expect_grid("0:100/10", false, tens, 11); /* the step spelling means the same for --lengths */
+    expect_grid("0:100:10", false, tens, 11); /* --lengths' older spelling: C is the step */
+    /* the own protocol's default: 10 evenly spaced depths, so 100/9 apart (11.1, 22.2, ...) */
+    double v[64];
+    size_t n;
+    assert_true(vkv_niah_parse_grid(VKV_NIAH_OWN_DEPTHS, true, 0, 100, v, 64, &n));
+    assert_int_equal(n, 10);
+    assert_true(v[0] == 0 && v[9] == 100 && fabs(v[1] - 100.0 / 9) < 1e-12);
+    const double three[] = {0, 50, 100}, one[] = {25}, steps[] = {10, 22.5, 35}, list[] = {5, 50, 95};
+    expect_grid("0:100:3", true, three, 3);
+    expect_grid("25:75:1", true, one, 1);
+    expect_grid("10:40/12.5", true, steps, 3); /* STOP is a bound, not a value */
+    expect_grid("0:100/12.5", true, (const double[]){0, 12.5, 25, 37.5, 50, 62.5, 75, 87.5, 100}, 9);
+    expect_grid("5,50,95", true, list, 3);
+    expect_grid("50", true, list + 1, 1);
+    /* refused: a count of 0 or not whole, a step <= 0, out of [lo, hi], STOP < START, junk */
+    const char *bad[] = {"0:100:0", "0:100:2.5", "0:100/0", "0:100/-5", "120", "0:120/10", "50:10/5", "1,,2",
+                         "1,x", "0:100", "0:100:10:1", "", "nan"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        assert_false(vkv_niah_parse_grid(bad[i], true, 0, 100, v, 64, &n));
+    /* the cap bounds a step grid */
+    assert_true(vkv_niah_parse_grid("0:100/1", true, 0, 100, v, 64, &n));
+    assert_int_equal(n, 64);
+}
+
+static void texts_from_a_json_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vkv_niah_texts_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_file(dir, "row.json", "{\"context\": \"ignored\", \"needle\": \"N.\", \"question\": \"Q?\", "
+                                "\"answer_prefix\": \"A:\", \"max_new_tokens\": 20}");
+    write_file(dir, "part.json", "{\"needle\": \"Only the needle.\"}");
+    write_file(dir, "bad.json", "{\"question\": 3}");
+    write_file(dir, "list.json", "[\"needle\"]");
+    char path[4200];
+    vkv_niah_texts t;
+    snprintf(path, sizeof path, "%s/row.json", dir);
+    assert_int_equal(vkv_niah_read_texts(path, &t), VKV_OK);
+    assert_string_equal(t.needle, "N.");
+    assert_string_equal(t.question, "Q?");
+    assert_string_equal(t.answer_prefix, "A:");
+    vkv_niah_texts_free(&t);
+    snprintf(path, sizeof path, "%s/part.json", dir);
+    assert_int_equal(vkv_niah_read_texts(path, &t), VKV_OK);
+    assert_string_equal(t.needle, "Only the needle.");
+    assert_null(t.question);
+    assert_null(t.answer_prefix);
+    vkv_niah_texts_free(&t);
+    snprintf(path, sizeof path, "%s/bad.json", dir);
+    assert_int_equal(vkv_niah_read_texts(path, &t), VKV_ERR_FORMAT);
+    assert_non_null(strstr(vkv_last_error(), "\"question\" wants a string"));
+    assert_null(t.needle);
+    snprintf(path, sizeof path, "%s/list.json", dir);
+    assert_int_equal(vkv_niah_read_texts(path, &t), VKV_ERR_FORMAT);
+    const char *names[] = {"row.json", "part.json", "bad.json", "list.json"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        assert_int_equal(unlink(path), 0);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -215,6 +295,8 @@ int main(void)
         cmocka_unit_test(own_prompt_places_the_needle_at_sentence_ends),
         cmocka_unit_test(kvpress_context_cuts_at_a_token),
         cmocka_unit_test(haystack_reads_text_files_in_name_order),
+        cmocka_unit_test(depth_grids),
+        cmocka_unit_test(texts_from_a_json_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

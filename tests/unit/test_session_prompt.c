@@ -115,6 +115,43 @@ static void chat_wraps_both_parts_in_the_user_turn(void **state)
     vkv_prompt_free(&pr);
 }
 
+/* Query-aware compression ends with the user turn: the template's closing and
+ * assistant header (docs/ARCHITECTURE.md §5) come after it, in both split
+ * modes; a plain prompt, or one without a question, is compressed whole. */
+static void query_aware_part_ends_with_the_user_turn(void **state)
+{
+    const vkv_session *s = *state;
+    const char *text = "It was the best of times.Who said it";
+    size_t split = strlen("It was the best of times.");
+    int32_t *closing;
+    size_t n_closing = tokens(s, "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", false, true, &closing);
+    const vkv_split_mode modes[] = {VKV_SPLIT_APART, VKV_SPLIT_WHOLE};
+    for (size_t m = 0; m < 2; m++) {
+        vkv_prompt pr;
+        assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, true, modes[m], &pr), VKV_OK);
+        assert_int_equal(pr.n_query_end, pr.n - n_closing);
+        assert_true(pr.n_query_end > pr.n_context);
+        assert_memory_equal(pr.ids + pr.n_query_end, closing, n_closing * sizeof *closing);
+        assert_int_equal(vkv_prompt_compressed_part(&pr, true), pr.n_query_end);
+        assert_int_equal(vkv_prompt_compressed_part(&pr, false), pr.n_context);
+        vkv_prompt_free(&pr);
+        /* plain: no closing to leave out */
+        assert_int_equal(vkv_session_tokenize(s, text, strlen(text), split, false, modes[m], &pr), VKV_OK);
+        assert_int_equal(vkv_prompt_compressed_part(&pr, true), pr.n);
+        vkv_prompt_free(&pr);
+    }
+    /* no question: all context, the assistant header included, as before */
+    vkv_prompt pr;
+    assert_int_equal(vkv_session_tokenize(s, text, strlen(text), strlen(text), true, VKV_SPLIT_APART, &pr), VKV_OK);
+    assert_int_equal(vkv_prompt_compressed_part(&pr, true), pr.n);
+    vkv_prompt_free(&pr);
+    /* a prompt made by hand (0: the whole prompt) */
+    vkv_prompt ids = {.n = 5};
+    assert_int_equal(vkv_prompt_compressed_part(&ids, true), 5);
+    assert_int_equal(vkv_prompt_compressed_part(&ids, false), 5);
+    free(closing);
+}
+
 static void bad_requests_are_errors(void **state)
 {
     vkv_session *s = *state;
@@ -137,6 +174,7 @@ int main(void)
         cmocka_unit_test(apart_tokenizes_context_and_question_separately),
         cmocka_unit_test(whole_splits_one_tokenization),
         cmocka_unit_test(chat_wraps_both_parts_in_the_user_turn),
+        cmocka_unit_test(query_aware_part_ends_with_the_user_turn),
         cmocka_unit_test(bad_requests_are_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
