@@ -6,10 +6,10 @@
 # laid out as the README assumes: the model and its calibrations under the
 # paper's file names (links to the default model and its .vkcal), LongBench
 # data (one sample of three tasks) in data/, LongBench's prompts in
-# LongBench/config, a held-out text. Only `vkvector` is a function here: it
-# runs the binary with each scale flag's value made tiny (context, lengths,
-# runs, windows) and LongBench's answers capped at two tokens; every other
-# flag and every file name is the README's own.
+# LongBench/config, a held-out text, a needle file. Only `vkvector` is a
+# function here: it runs the binary with each scale flag's value made tiny
+# (context, lengths, runs, windows; NIAH at two depths) and LongBench's answers
+# capped at two tokens; every other flag and every file name is the README's.
 set -u
 vkv=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 root=$(pwd)
@@ -30,6 +30,9 @@ ln -s "$model" llama31-8b.gguf
 for c in llama31-8b qwen3-14b qwen3-0.6b; do ln -s "$calib" $c.vkcal; done
 mkdir -p LongBench && ln -s "$shared/longbench" LongBench/config
 head -c 200000 "$shared/data/tinyshakespeare.txt" > held-out.txt
+# kvpress's needle row is the user's to supply (README); here the harness's own.
+printf '%s\n' '{"needle": "The best thing to do in San Francisco is eat a sandwich.",' \
+  '"question": "What is the best thing to do in San Francisco?", "answer_prefix": "Answer:"}' > needle.json
 mkdir -p data
 python3 - data <<'PY'
 import json, sys
@@ -60,7 +63,7 @@ vkvector() {
         --context) a=160 ;;
         --continuation) a=16 ;;
         --windows|--runs) a=1 ;;
-        --lengths) a=320 ;;
+        --lengths) a=400 ;;
         --depths) a=0:100:2 ;;
       esac
       next=""
@@ -71,7 +74,7 @@ vkvector() {
   done
   case $sub in
     longbench) args+=(--max-new-tokens 2 --quiet) ;;
-    niah) args+=(--haystack "$shared/data/paul_graham_essays" -n 4 --quiet) ;;
+    niah) args+=(--haystack "$shared/data/paul_graham_essays" -n 4 --depths 0,100 --quiet) ;;
   esac
   echo "+ vkvector $sub ${args[*]}" >> commands.log
   "$vkv" "$sub" "${args[@]}"
@@ -89,11 +92,10 @@ if [ "$rc" -ne 0 ]; then
 fi
 # What the block promises to leave behind.
 fails=0
-for f in table1.md niah.json niah.html; do
+for f in table1.md res/full.jsonl res/niah-kvzip-0.9-vector.json res/niah-kvzip-0.9-vector.html; do
   [ -s "$f" ] || { echo "FAIL: the block left no $f"; fails=$((fails + 1)); }
 done
-ls res/*.jsonl >/dev/null 2>&1 || { echo "FAIL: the block left no res/*.jsonl"; fails=$((fails + 1)); }
 grep -q '^| Method' table1.md || { echo "FAIL: table1.md is not the report's table: $(head -c 300 table1.md)"; fails=$((fails + 1)); }
 echo "reproduce: $n vkvector commands of the README ran at toy scale"
-echo "$((1 + 5 - fails)) passed, $fails failed"
+echo "$((6 - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]
