@@ -1,9 +1,11 @@
 /* Compression during generation (decode.h). Per layer, on a compression:
  *   gathered = the layer's tokens in the plain layout   (kv_cache.h)
  *   scores[H, n] = scorer(gathered K)                    (keys_only scorers)
+ *                or scorer(gathered positions)          (score_positions, on the host)
  *   eps[H, n]    = ||V - W R_pos^-1 K||^2               (VECTOR; positions from the gather)
  * then on the host, per head, the demote-only decision of kv/decode_select.h
- * and the compaction into a layout with room for `every` more tokens. */
+ * and the compaction into a layout with room for `every` more tokens: the
+ * budget rule's next compression, or kvpress's next check, comes then. */
 #include "press/decode.h"
 
 #include <math.h>
@@ -19,7 +21,8 @@ struct vkv_decode_press {
     vkv_ctx *ctx;
     const vkv_model *m;
     vkv_decode_params p;
-    uint32_t slots;                       /* gather room per head: 2 M */
+    uint32_t slots;                       /* gather room per head: 2 M (budget), the context (kvpress) */
+    vkv_decode_counter counter;           /* kvpress's decoding steps */
     vkv_buffer *k_tmp, *v_tmp;            /* [H, slots, head_dim] of the gathered rows' type */
     vkv_buffer *q_tmp;                    /* quantized tiers, VECTOR: [H, slots] rows of a tier's type */
     vkv_buffer *scores, *eps, *pos, *tiers, *scratch; /* [H, slots] */
@@ -70,12 +73,14 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     *out = NULL;
     const vkv_hparams *hp = &m->hp;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
-    if (!p->press->keys_only)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys alone "
-                                              "(keydiff, knorm); %s needs queries or positions a compressed cache no "
-                                              "longer holds in order", p->press->name);
+    if (!p->press->keys_only && !p->press->score_positions)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys or the "
+                                              "positions alone (keydiff, knorm, streamingllm); %s needs queries or state "
+                                              "a compressed cache no longer holds", p->press->name);
     if (p->pp.block) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation: block-wise KeyDiff reads positions");
-    if (!p->every || p->max_tokens <= p->every)
+    if (p->rule == VKV_DECODING_KVPRESS && (!p->every || !p->target_tokens))
+        return vkv_error(VKV_ERR_ARG, "kvpress's decoding rule needs an interval and a target of at least 1");
+    if (p->rule == VKV_DECODING_BUDGET && (!p->every || p->max_tokens <= p->every))
         return vkv_error(VKV_ERR_ARG, "--max-kv-tokens (%u) must be larger than --compress-every (%u)", p->max_tokens,
                          p->every);
     if (p->vector && !p->w) return vkv_error(VKV_ERR_ARG, "VECTOR needs a calibration file (--calib)");
@@ -84,7 +89,9 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->ctx = ctx;
     d->m = m;
     d->p = *p;
-    d->slots = 2 * p->max_tokens;
+    /* kvpress's rule leaves the context whole: a head may hold any number of tokens up to the context */
+    d->slots = p->rule == VKV_DECODING_KVPRESS ? vkv_ctx_n_ctx(ctx) : 2 * p->max_tokens;
+    d->counter = (vkv_decode_counter){.interval = p->every};
     vkv_gpu *gpu = vkv_ctx_gpu(ctx);
     const uint64_t H = hp->n_head_kv, hn = H * d->slots;
     /* scratch for the widest gather, in the gathered rows' type (f32 for quantized tiers) */
@@ -144,6 +151,8 @@ void vkv_decode_observe(vkv_decode_press *d)
 
 vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d) { return d->stats; }
 
+vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d) { return d->p.rule; }
+
 /* Scores (and residuals) of a gathered layer, back on the host. */
 static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, bool residual)
 {
@@ -157,8 +166,9 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
                                                                           hp->head_dim, &w)) ||
                      (st = vkv_buffer_upload(gpu, d->pos, 0, g->pos, hn4))))
         return st;
+    const bool by_position = d->p.press->score_positions != NULL;
     if ((st = vkv_cmd_begin(gpu))) return st;
-    st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
+    if (!by_position) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
         vkv_view k = g->k, v = g->v;
         uint32_t stride = g->stride;
@@ -180,9 +190,12 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
                                              vkv_view_of(d->eps));
     }
     if (st) return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-    if ((st = vkv_cmd_submit(gpu)) || (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4)) ||
+    if ((st = vkv_cmd_submit(gpu)) || (!by_position && (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4))) ||
         (residual && (st = vkv_buffer_download(gpu, d->eps, 0, d->eps_host, hn4))))
         return st;
+    /* the gather's slots are out of position order: score each slot by its own position */
+    for (uint32_t h = 0; by_position && h < hp->n_head_kv; h++)
+        d->p.press->score_positions(&d->p.pp, g->pos + (size_t)h * g->n, g->n_tok[h], d->scores_host + (size_t)h * g->n);
     return VKV_OK;
 }
 
@@ -213,6 +226,12 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
         memset(d->tiers_host + o, VKV_TIER_EVICTED, g.n);
         vkv_decode_select(&head, budget, pa, d->p.vector, d->sort, d->tiers_host + o, &n_ret[h], &n_apx[h]);
         for (uint32_t j = 0; j < g.n; j++) d->tiers_host32[o + j] = d->tiers_host[o + j];
+        const uint32_t tokens = n_ret[h] + n_apx[h], rows = 2 * n_ret[h] + n_apx[h];
+        vkv_decode_stats *ds = &d->stats;
+        if (!ds->max_tokens_after || tokens < ds->min_tokens_after) ds->min_tokens_after = tokens;
+        if (!ds->max_rows_after || rows < ds->min_rows_after) ds->min_rows_after = rows;
+        if (tokens > ds->max_tokens_after) ds->max_tokens_after = tokens;
+        if (rows > ds->max_rows_after) ds->max_rows_after = rows;
     }
     if (!st) st = vkv_buffer_upload(gpu, d->tiers, 0, d->tiers_host32, 4ull * H * g.n);
     if (!st)
@@ -224,10 +243,25 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
 vkv_status vkv_decode_compress(vkv_decode_press *d)
 {
     double t0 = now_s();
-    const uint32_t n_past = vkv_ctx_n_past(d->ctx), budget = d->p.max_tokens - d->p.every;
+    const uint32_t n_past = vkv_ctx_n_past(d->ctx);
+    const uint32_t budget = vkv_decode_target(d->p.rule, d->p.every, d->p.max_tokens, d->p.target_tokens);
     vkv_status st = VKV_OK;
     for (uint32_t l = 0; l < d->m->hp.n_layer && !st; l++) st = compress_layer(d, l, n_past, budget);
     d->stats.compressions++;
     d->stats.seconds += now_s() - t0;
     return st;
+}
+
+uint32_t vkv_decode_steps_to_check(const vkv_decode_press *d) { return vkv_decode_steps_to_fire(&d->counter); }
+
+vkv_status vkv_decode_count_steps(vkv_decode_press *d, uint32_t n)
+{
+    if (!vkv_decode_count(&d->counter, n)) return VKV_OK;
+    /* kvpress asks its scorer for a ratio of 0 then: every token stays */
+    const uint32_t most = vkv_kv_max_head_tokens(vkv_ctx_kv(d->ctx), vkv_ctx_n_past(d->ctx));
+    if (!vkv_decode_kvpress_compresses(most, d->p.target_tokens)) {
+        d->stats.skipped++;
+        return VKV_OK;
+    }
+    return vkv_decode_compress(d);
 }
