@@ -10,8 +10,8 @@
  * re-scores it and compacts it. VECTOR's tiers are kept across compressions:
  * new tokens enter retained, a retained token may be demoted to approximated
  * or evicted, an approximated one only evicted (kv/decode_select.h).
- * Scorers: those that read keys alone (keys_only) or positions alone
- * (score_positions). */
+ * Scorers: those that read keys alone (keys_only), positions alone
+ * (score_positions) or the newest token's query alone (TOVA). */
 #ifndef VKV_PRESS_DECODE_H
 #define VKV_PRESS_DECODE_H
 
@@ -45,6 +45,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
 void vkv_decode_press_free(vkv_decode_press *d);
 
 vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d);
+/* Call before each evaluation under the press: scorers of the last query
+ * (TOVA) capture the newest token's query through the context's query hook,
+ * which a prefill's press session also sets and clears. */
+void vkv_decode_watch_queries(vkv_decode_press *d);
 
 /* Budget rule. Tokens the cache takes before the budget or the layout's room runs out. */
 uint32_t vkv_decode_room(vkv_decode_press *d);

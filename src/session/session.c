@@ -266,6 +266,7 @@ static vkv_status eval_decoding_steps(vkv_session *s, const vkv_prompt *pr, size
     while (from < to) {
         uint32_t left = vkv_decode_steps_to_check(s->decode);
         size_t take = to - from < left ? to - from : left;
+        vkv_decode_watch_queries(s->decode);
         vkv_status st = eval_chunk(s, pr, from, from + take, n_first, want, logits);
         if (st) return st;
         vkv_decode_observe(s->decode);
@@ -289,6 +290,7 @@ static vkv_status eval_budgeted(vkv_session *s, const vkv_prompt *pr, size_t fro
         if (!room && ((st = vkv_decode_compress(s->decode)) || !(room = vkv_decode_room(s->decode))))
             return st ? st : vkv_error(VKV_ERR_ARG, "compression during generation left no room for a token");
         size_t take = to - from < room ? to - from : room;
+        vkv_decode_watch_queries(s->decode);
         if ((st = eval_chunk(s, pr, from, from + take, n_first, want, logits))) return st;
         vkv_decode_observe(s->decode);
         from += take;
@@ -389,6 +391,7 @@ vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits)
     vkv_status st;
     const bool kvpress = vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS;
     if (!kvpress && !vkv_decode_room(s->decode) && (st = vkv_decode_compress(s->decode))) return st;
+    vkv_decode_watch_queries(s->decode);
     if ((st = vkv_ctx_eval(s->ctx, &id, 1, false, logits))) return st;
     vkv_decode_observe(s->decode);
     /* kvpress's rule: the token just computed is in the cache the check compresses */
