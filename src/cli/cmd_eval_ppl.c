@@ -109,9 +109,11 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
                  "tier per layer and token, the baseline selecting per layer; default head)"},
         {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &o->po.compress_every, .min = 1,
          .max = 1 << 24, .help = "compress during the continuation too: at most every N tokens, the cache\n"
-                                 "under --max-kv-tokens M pairs per head (keydiff, knorm)"},
+                                 "under --max-kv-tokens M pairs per head (--decoding kvpress: every N steps;\n"
+                                 "keydiff, knorm, streamingllm, tova)"},
         {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &o->po.max_kv_tokens, .min = 2,
          .max = 1 << 24, .help = "the budget of --compress-every (M > N)"},
+        CLI_DECODING_OPTIONS(o->po),
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,
@@ -179,9 +181,12 @@ static int check_eppl_options(eppl_opts *o)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
     if (o->po.aware_flag && o->po.agnostic_flag)
         return cli_usage_error("eval-ppl", "--query-aware and --query-agnostic exclude each other");
-    if (!o->po.compress_every != !o->po.max_kv_tokens)
+    const char *decoding_why = cli_decoding_check(&o->po);
+    if (decoding_why) return cli_usage_error("eval-ppl", "%s", decoding_why);
+    const bool budget = o->po.decoding == VKV_DECODING_BUDGET;
+    if (budget && !o->po.compress_every != !o->po.max_kv_tokens)
         return cli_usage_error("eval-ppl", "--compress-every and --max-kv-tokens go together");
-    if (o->po.compress_every && o->po.max_kv_tokens <= o->po.compress_every)
+    if (budget && o->po.compress_every && o->po.max_kv_tokens <= o->po.compress_every)
         return cli_usage_error("eval-ppl", "--max-kv-tokens must be larger than --compress-every");
     char buf[256];
     snprintf(buf, sizeof buf, "%s", o->press_list);
@@ -334,7 +339,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     char meth[40];
     snprintf(meth, sizeof meth, "%s%s%s%s%s", vector ? "VECTOR" : "baseline", map == VKV_MAP_JOINT ? "/joint" : "",
              vector && pool ? "/" : "", vector && pool ? vkv_pool_scope_name(pool) : "",
-             o->po.compress_every ? "/decode" : "");
+             !o->po.compress_every ? "" : o->po.decoding == VKV_DECODING_KVPRESS ? "/kvpress" : "/decode");
     /* the achieved split, the window's mean: retained/approximated/evicted percent of all context tokens */
     const double pct = 100.0 / o->n_windows;
     if (o->markdown)
@@ -363,7 +368,7 @@ static bool grid_has_budget_slots(const eppl_opts *o)
 {
     bool prefill_press = false;
     for (int ri = 0; ri < o->n_compression_ratios; ri++) prefill_press |= o->compression_ratios[ri] > 0;
-    return o->po.compress_every && !prefill_press;
+    return o->po.compress_every && o->po.decoding == VKV_DECODING_BUDGET && !prefill_press;
 }
 
 /* The context: a window, plus what KVzip's reconstruction passes need; the

@@ -220,7 +220,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
     }
     /* A budgeted cache allocates M slots per head; a compression after the
      * prefill needs the whole compressed part (and its extra) in them first. */
-    if (o->po.compress_every) {
+    if (o->po.compress_every && o->po.decoding == VKV_DECODING_BUDGET) {
         uint64_t slots = (uint64_t)o->po.max_kv_tokens;
         uint64_t first = c.compression_ratio > 0 ? vkv_prompt_compressed_part(pr, o->po.query_aware) + room : 0;
         cp.n_kv_slots = (uint32_t)(first > slots ? first : slots);
@@ -322,7 +322,17 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     if (n_gen > 1) fprintf(stderr, "generation: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)n_gen, t_gen, (n_gen - 1) / t_gen);
     else fprintf(stderr, "generation: %lld tokens\n", (long long)n_gen);
     if (stop) fprintf(stderr, "stopped:    %s\n", stop);
-    if (s->decode) {
+    if (s->decode && vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS) {
+        /* kvpress's rule: what each compression left, against its target */
+        vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
+        fprintf(stderr, "compression during generation (kvpress's rule, every %lld decoding steps): %u compressions in "
+                        "%.3f s, %u checks with no head above the target; after a compression each (layer, KV head) "
+                        "held %u to %u tokens and %u to %u K+V rows (target %lld tokens, %lld rows); the most K+V "
+                        "rows any held: %llu\n",
+                (long long)o->po.compress_every, ds.compressions, ds.seconds, ds.skipped, ds.min_tokens_after,
+                ds.max_tokens_after, ds.min_rows_after, ds.max_rows_after, (long long)o->po.target_kv_tokens,
+                2 * (long long)o->po.target_kv_tokens, (unsigned long long)ds.max_rows);
+    } else if (s->decode) {
         /* The budget check of compression during generation: rows held against 2 M. */
         vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
         /* rows held in the tiers' types (the f16 working cache before the first compression is M slots) */

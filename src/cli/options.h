@@ -175,6 +175,8 @@ typedef struct cli_press_opts {
     int vector_map;         /* an index into "head|joint" (vkv_vector_map) */
     int64_t compress_every; /* compression during generation: every N tokens (0: off) */
     int64_t max_kv_tokens;  /* ... under M full KV pairs per head */
+    int decoding;           /* an index into "budget|kvpress" (vkv_decoding_rule) */
+    int64_t target_kv_tokens; /* kvpress's rule: pairs per head after a compression (0: its default) */
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
@@ -206,12 +208,26 @@ int cli_query_mode(bool aware_flag, bool agnostic_flag);
  * (the scorer's own, docs/ARCHITECTURE.md §2). */
 int cli_pool_scope(const cli_press_opts *po, const struct vkv_press_ops *press);
 
+/* The rules of --decoding: kvpress's takes --compress-every (its interval)
+ * and --target-kv-tokens, given or kvpress's defaults (filled in here), and
+ * not --max-kv-tokens; --target-kv-tokens needs it. The message, or NULL. */
+const char *cli_decoding_check(cli_press_opts *po);
+
 /* The query mode's override; default: the scorer's own (press/press.h). */
 #define CLI_QUERY_MODE_OPTIONS(aware_dest, agnostic_dest)                                                      \
     {.type = CLI_FLAG, .names = "--query-aware", .dest = &(aware_dest),                                        \
      .help = "compress context and question together (default for snapkv, pyramidkv, tova)"},                 \
     {.type = CLI_FLAG, .names = "--query-agnostic", .dest = &(agnostic_dest),                                  \
      .help = "compress the context alone (default for the other scorers)"}
+
+/* Compression during generation's rule (docs/ARCHITECTURE.md §2). */
+#define CLI_DECODING_OPTIONS(po)                                                                               \
+    {.type = CLI_ENUM, .names = "--decoding", .dest = &(po).decoding, .choices = "budget|kvpress",              \
+     .help = "compression during generation's rule: budget (--compress-every N --max-kv-tokens M:\n"            \
+             "never more than M pairs per head; the default) or kvpress (its DecodingPress: every\n"          \
+             "--compress-every N decoding steps, default 512, compress to --target-kv-tokens)"},                \
+    {.type = CLI_I64, .names = "--target-kv-tokens", .metavar = "T", .dest = &(po).target_kv_tokens, .min = 1, \
+     .max = 1 << 24, .help = "--decoding kvpress: pairs per head kept by a compression (default 2048)"}
 
 #define CLI_PRESS_OPTIONS(po)                                                                                  \
     {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press, .help = cli_press_help()},      \
@@ -234,9 +250,11 @@ int cli_pool_scope(const cli_press_opts *po, const struct vkv_press_ops *press);
              "then selects per layer too); default head"},                                                      \
     {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &(po).compress_every, .min = 1,      \
      .max = 1 << 24, .help = "compress during generation: at most every N tokens, with --max-kv-tokens\n"        \
-                             "(scorers keydiff and knorm; VECTOR's tiers kept, demoted only)"},                  \
+                             "(--decoding kvpress: every N decoding steps; scorers keydiff, knorm,\n"             \
+                             "streamingllm, tova; VECTOR's tiers kept, demoted only)"},                          \
     {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &(po).max_kv_tokens, .min = 2,        \
      .max = 1 << 24, .help = "the KV pairs per head the cache never exceeds (M > N)"},                          \
+    CLI_DECODING_OPTIONS(po),                                                                                  \
     {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
      .help = "attention rebuilds every approximated value (reference path; default: fused)"}
 

@@ -40,7 +40,20 @@ void cli_press_compression(const cli_press_opts *po, const vkv_press_ops *press,
                              .materialized = po->materialized,
                              .plain_prompt = plain_prompt,
                              .compress_every = (uint32_t)po->compress_every,
-                             .max_kv_tokens = (uint32_t)po->max_kv_tokens};
+                             .max_kv_tokens = (uint32_t)po->max_kv_tokens,
+                             .decoding = (vkv_decoding_rule)po->decoding,
+                             .target_kv_tokens = (uint32_t)po->target_kv_tokens};
+}
+
+const char *cli_decoding_check(cli_press_opts *po)
+{
+    if (po->decoding != VKV_DECODING_KVPRESS)
+        return po->target_kv_tokens ? "--target-kv-tokens needs --decoding kvpress" : NULL;
+    if (po->max_kv_tokens)
+        return "--max-kv-tokens is --decoding budget's bound; --decoding kvpress compresses to --target-kv-tokens";
+    if (!po->compress_every) po->compress_every = VKV_KVPRESS_COMPRESSION_INTERVAL;
+    if (!po->target_kv_tokens) po->target_kv_tokens = VKV_KVPRESS_TARGET_SIZE;
+    return NULL;
 }
 
 /* Help text is wrapped before a word that would take its line past this. */
@@ -90,6 +103,8 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
 {
     char ratios[160], pa_msg[320];
     const char *why = parse_pa(po, pa_msg, sizeof pa_msg);
+    if (!why) why = cli_decoding_check(po);
+    const bool budget = po->decoding == VKV_DECODING_BUDGET;
     *press = NULL;
     if (why) {
         cli_usage_error(cmd, "%s", why);
@@ -98,9 +113,9 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
     if (po->press && !(*press = vkv_press_find(po->press))) why = vkv_last_error();
     else if (po->press && po->compression_ratio < 0 && !po->compress_every)
         why = "--press needs --compression P (or --compress-every N)";
-    else if (!po->compress_every != !po->max_kv_tokens) why = "--compress-every and --max-kv-tokens go together";
+    else if (budget && !po->compress_every != !po->max_kv_tokens) why = "--compress-every and --max-kv-tokens go together";
     else if (po->compress_every && !po->press) why = "--compress-every needs --press NAME";
-    else if (po->compress_every && po->max_kv_tokens <= po->compress_every)
+    else if (budget && po->compress_every && po->max_kv_tokens <= po->compress_every)
         why = "--max-kv-tokens must be larger than --compress-every";
     else if (!po->press && (po->compression_ratio >= 0 || po->vector || po->pa >= 0 || po->calib || po->aware_flag ||
                             po->agnostic_flag || po->materialized || po->vector_pool >= 0 || po->vector_map))

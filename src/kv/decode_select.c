@@ -64,3 +64,26 @@ void vkv_decode_select(const vkv_decode_head *in, uint32_t budget, double p_a, b
     *n_apx = forced + want;
     *n_ret = tc.pool - *n_apx;
 }
+
+uint32_t vkv_decode_steps_to_fire(const vkv_decode_counter *c)
+{
+    return c->steps < c->interval ? c->interval - c->steps : 1;
+}
+
+bool vkv_decode_count(vkv_decode_counter *c, uint32_t n)
+{
+    c->steps += n;
+    if (c->steps < c->interval) return false;
+    c->steps = 0;
+    return true;
+}
+
+uint32_t vkv_decode_target(vkv_decoding_rule rule, uint32_t every, uint32_t max_tokens, uint32_t target_tokens)
+{
+    return rule == VKV_DECODING_KVPRESS ? target_tokens : max_tokens - every;
+}
+
+bool vkv_decode_kvpress_compresses(uint32_t most_head_tokens, uint32_t target_tokens)
+{
+    return most_head_tokens > target_tokens;
+}

@@ -190,6 +190,19 @@ uint64_t vkv_kv_max_head_rows(const vkv_kv_cache *kv, uint32_t n_past)
     return most;
 }
 
+uint32_t vkv_kv_max_head_tokens(const vkv_kv_cache *kv, uint32_t n_past)
+{
+    uint32_t most = 0;
+    for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) {
+        const tiered_layer *t = &kv->tiers[l];
+        for (uint32_t h = 0; h < (t->on ? kv->m->hp.n_head_kv : 1); h++) {
+            uint32_t tokens = t->on ? t->meta_host[h].n_ret + t->meta_host[h].n_apx + (n_past - t->n_base) : n_past;
+            most = tokens > most ? tokens : most;
+        }
+    }
+    return most;
+}
+
 uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past)
 {
     uint32_t room = n_past < kv->n_ctx ? kv->n_ctx - n_past : 0;

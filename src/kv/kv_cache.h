@@ -78,6 +78,8 @@ uint32_t vkv_kv_n_compressed_ctx(const vkv_kv_cache *kv);
 /* After n_past tokens: the most K + V rows any (layer, KV head) holds, and
  * the tokens every layer's layout still has room for. */
 uint64_t vkv_kv_max_head_rows(const vkv_kv_cache *kv, uint32_t n_past);
+/* The most tokens (keys) any (layer, KV head) holds after n_past tokens. */
+uint32_t vkv_kv_max_head_tokens(const vkv_kv_cache *kv, uint32_t n_past);
 uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past);
 
 /* One layer's tokens back in the plain layout, for compression during

@@ -1,9 +1,11 @@
 /* Compression during generation (decode.h). Per layer, on a compression:
  *   gathered = the layer's tokens in the plain layout   (kv_cache.h)
  *   scores[H, n] = scorer(gathered K)                    (keys_only scorers)
+ *                or scorer(gathered positions)          (score_positions, on the host)
  *   eps[H, n]    = ||V - W R_pos^-1 K||^2               (VECTOR; positions from the gather)
  * then on the host, per head, the demote-only decision of kv/decode_select.h
- * and the compaction into a layout with room for `every` more tokens. */
+ * and the compaction into a layout with room for `every` more tokens: the
+ * budget rule's next compression, or kvpress's next check, comes then. */
 #include "press/decode.h"
 
 #include <math.h>
@@ -19,10 +21,14 @@ struct vkv_decode_press {
     vkv_ctx *ctx;
     const vkv_model *m;
     vkv_decode_params p;
-    uint32_t slots;                       /* gather room per head: 2 M */
+    uint32_t slots;                       /* gather room per head: 2 M (budget), the context (kvpress) */
+    vkv_decode_counter counter;           /* kvpress's decoding steps */
     vkv_buffer *k_tmp, *v_tmp;            /* [H, slots, head_dim] of the gathered rows' type */
     vkv_buffer *q_tmp;                    /* quantized tiers, VECTOR: [H, slots] rows of a tier's type */
     vkv_buffer *scores, *eps, *pos, *tiers, *scratch; /* [H, slots] */
+    vkv_buffer *q_last;                   /* last-query scorers: [n_layer, n_head, head_dim] f32 */
+    uint32_t q_last_layers;               /* layers whose q_last holds the query of position q_last_pos */
+    int64_t q_last_pos;                   /* -1: none captured */
     float *scores_host, *eps_host;        /* [H, slots] */
     uint32_t *tiers_host32, *sort;        /* [H, slots], [2 slots] */
     uint8_t *tiers_host;                  /* [H, slots] */
@@ -40,8 +46,9 @@ static double now_s(void)
 void vkv_decode_press_free(vkv_decode_press *d)
 {
     if (!d) return;
+    if (d->q_last) vkv_ctx_set_q_hook(d->ctx, NULL, NULL); /* capture_last_query's user is going */
     vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
-    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->q_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch};
+    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->q_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch, d->q_last};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
     free(d->scores_host);
     free(d->eps_host);
@@ -53,11 +60,21 @@ void vkv_decode_press_free(vkv_decode_press *d)
     free(d);
 }
 
+/* Scorers that read the last token's query and nothing else captured (TOVA):
+ * the newest token is the gathered cache's last slot in every head, as it is
+ * a prefill's last, so the window kernels run on the gather unchanged. */
+static bool reads_last_query(const vkv_press_ops *ops) { return ops->window == 1 && !ops->state_bytes && !ops->n_kept; }
+
+static uint64_t query_bytes(const vkv_hparams *hp) { return 4ull * hp->n_head * hp->head_dim; }
+
 /* What the scorer sees of a gathered layer. */
 static vkv_press_layer gathered_input(const vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g)
 {
     const vkv_hparams *hp = &d->m->hp;
+    const bool last_query = reads_last_query(d->p.press);
     return (vkv_press_layer){
+        .window = last_query ? 1 : 0,
+        .q_window = last_query && d->q_last ? (vkv_view){d->q_last, l * query_bytes(hp)} : (vkv_view){0},
         .layer = l, .n_layer = hp->n_layer, .n = g->n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
         .head_dim = hp->head_dim, .n_ctx = g->stride, .kv_type = g->type, .k = g->k, .v = g->v,
         .scratch = vkv_view_of(d->scratch), .n_rot = hp->n_rot, .rope_neox = hp->rope_mode == VKV_ROPE_NEOX,
@@ -70,12 +87,14 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     *out = NULL;
     const vkv_hparams *hp = &m->hp;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
-    if (!p->press->keys_only)
-        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys alone "
-                                              "(keydiff, knorm); %s needs queries or positions a compressed cache no "
-                                              "longer holds in order", p->press->name);
+    if (!p->press->keys_only && !p->press->score_positions && !reads_last_query(p->press))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys, the "
+                                              "positions or the last query alone (keydiff, knorm, streamingllm, tova); %s "
+                                              "needs queries or state a compressed cache no longer holds", p->press->name);
     if (p->pp.block) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation: block-wise KeyDiff reads positions");
-    if (!p->every || p->max_tokens <= p->every)
+    if (p->rule == VKV_DECODING_KVPRESS && (!p->every || !p->target_tokens))
+        return vkv_error(VKV_ERR_ARG, "kvpress's decoding rule needs an interval and a target of at least 1");
+    if (p->rule == VKV_DECODING_BUDGET && (!p->every || p->max_tokens <= p->every))
         return vkv_error(VKV_ERR_ARG, "--max-kv-tokens (%u) must be larger than --compress-every (%u)", p->max_tokens,
                          p->every);
     if (p->vector && !p->w) return vkv_error(VKV_ERR_ARG, "VECTOR needs a calibration file (--calib)");
@@ -84,7 +103,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->ctx = ctx;
     d->m = m;
     d->p = *p;
-    d->slots = 2 * p->max_tokens;
+    /* kvpress's rule leaves the context whole: a head may hold any number of tokens up to the context */
+    d->slots = p->rule == VKV_DECODING_KVPRESS ? vkv_ctx_n_ctx(ctx) : 2 * p->max_tokens;
+    d->counter = (vkv_decode_counter){.interval = p->every};
+    d->q_last_pos = -1;
     vkv_gpu *gpu = vkv_ctx_gpu(ctx);
     const uint64_t H = hp->n_head_kv, hn = H * d->slots;
     /* scratch for the widest gather, in the gathered rows' type (f32 for quantized tiers) */
@@ -102,6 +124,9 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
         (st = vkv_buffer_create(gpu, 4 * hn, VKV_MEM_DEVICE, "decode tiers", &d->tiers)) ||
         (st = vkv_buffer_create(gpu, vkv_press_scratch_bytes(p->press, &p->pp, &in), VKV_MEM_DEVICE, "decode scorer scratch",
                                 &d->scratch)))
+        goto error;
+    if (reads_last_query(p->press) &&
+        (st = vkv_buffer_create(gpu, hp->n_layer * query_bytes(hp), VKV_MEM_DEVICE, "last queries", &d->q_last)))
         goto error;
     if (p->vector && vkv_kv_tiers_typed(vkv_ctx_kv(ctx))) {
         if ((st = vkv_buffer_create(gpu, hn * vkv_kv_tier_row_bytes(vkv_ctx_kv(ctx)), VKV_MEM_DEVICE,
@@ -144,6 +169,8 @@ void vkv_decode_observe(vkv_decode_press *d)
 
 vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d) { return d->stats; }
 
+vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d) { return d->p.rule; }
+
 /* Scores (and residuals) of a gathered layer, back on the host. */
 static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, bool residual)
 {
@@ -153,12 +180,23 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     vkv_press_layer in = gathered_input(d, l, g);
     vkv_view w = {0};
     vkv_status st;
+    if (reads_last_query(d->p.press)) {
+        /* the window kernels score every head over g->n slots, the last one the newest token's */
+        for (uint32_t h = 0; h < hp->n_head_kv; h++)
+            if (g->n_tok[h] != g->n || g->pos[(size_t)h * g->n + g->n - 1] != (int32_t)vkv_ctx_n_past(d->ctx) - 1)
+                return vkv_error(VKV_ERR_UNSUPPORTED, "%s during generation: layer %u's heads hold different tokens "
+                                 "(a per-head prefill compression)", d->p.press->name, l);
+        if (d->q_last_pos != (int64_t)vkv_ctx_n_past(d->ctx) - 1 || d->q_last_layers != hp->n_layer)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "%s during generation: the newest token's query was not captured",
+                             d->p.press->name);
+    }
     if (residual && ((st = vkv_kv_layer_w(vkv_ctx_kv(d->ctx), l, d->p.w + (size_t)l * hp->n_head_kv * hp->head_dim *
                                                                           hp->head_dim, &w)) ||
                      (st = vkv_buffer_upload(gpu, d->pos, 0, g->pos, hn4))))
         return st;
+    const bool by_position = d->p.press->score_positions != NULL;
     if ((st = vkv_cmd_begin(gpu))) return st;
-    st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
+    if (!by_position) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
         vkv_view k = g->k, v = g->v;
         uint32_t stride = g->stride;
@@ -180,9 +218,12 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
                                              vkv_view_of(d->eps));
     }
     if (st) return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-    if ((st = vkv_cmd_submit(gpu)) || (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4)) ||
+    if ((st = vkv_cmd_submit(gpu)) || (!by_position && (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4))) ||
         (residual && (st = vkv_buffer_download(gpu, d->eps, 0, d->eps_host, hn4))))
         return st;
+    /* the gather's slots are out of position order: score each slot by its own position */
+    for (uint32_t h = 0; by_position && h < hp->n_head_kv; h++)
+        d->p.press->score_positions(&d->p.pp, g->pos + (size_t)h * g->n, g->n_tok[h], d->scores_host + (size_t)h * g->n);
     return VKV_OK;
 }
 
@@ -213,6 +254,12 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
         memset(d->tiers_host + o, VKV_TIER_EVICTED, g.n);
         vkv_decode_select(&head, budget, pa, d->p.vector, d->sort, d->tiers_host + o, &n_ret[h], &n_apx[h]);
         for (uint32_t j = 0; j < g.n; j++) d->tiers_host32[o + j] = d->tiers_host[o + j];
+        const uint32_t tokens = n_ret[h] + n_apx[h], rows = 2 * n_ret[h] + n_apx[h];
+        vkv_decode_stats *ds = &d->stats;
+        if (!ds->max_tokens_after || tokens < ds->min_tokens_after) ds->min_tokens_after = tokens;
+        if (!ds->max_rows_after || rows < ds->min_rows_after) ds->min_rows_after = rows;
+        if (tokens > ds->max_tokens_after) ds->max_tokens_after = tokens;
+        if (rows > ds->max_rows_after) ds->max_rows_after = rows;
     }
     if (!st) st = vkv_buffer_upload(gpu, d->tiers, 0, d->tiers_host32, 4ull * H * g.n);
     if (!st)
@@ -224,10 +271,42 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
 vkv_status vkv_decode_compress(vkv_decode_press *d)
 {
     double t0 = now_s();
-    const uint32_t n_past = vkv_ctx_n_past(d->ctx), budget = d->p.max_tokens - d->p.every;
+    const uint32_t n_past = vkv_ctx_n_past(d->ctx);
+    const uint32_t budget = vkv_decode_target(d->p.rule, d->p.every, d->p.max_tokens, d->p.target_tokens);
     vkv_status st = VKV_OK;
     for (uint32_t l = 0; l < d->m->hp.n_layer && !st; l++) st = compress_layer(d, l, n_past, budget);
     d->stats.compressions++;
     d->stats.seconds += now_s() - t0;
     return st;
+}
+
+/* The query hook: the last query of each evaluated chunk, the newest token's. */
+static vkv_status capture_last_query(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view q, uint32_t n_tok, uint32_t pos0)
+{
+    vkv_decode_press *d = user;
+    const uint64_t row = query_bytes(&d->m->hp);
+    const int64_t pos = (int64_t)pos0 + n_tok - 1;
+    if (pos != d->q_last_pos) d->q_last_layers = 0;
+    d->q_last_pos = pos;
+    d->q_last_layers++;
+    return vkv_cmd_copy(gpu, q.buf, q.offset + (uint64_t)(n_tok - 1) * row, d->q_last, layer * row, row);
+}
+
+void vkv_decode_watch_queries(vkv_decode_press *d)
+{
+    if (d->q_last) vkv_ctx_set_q_hook(d->ctx, capture_last_query, d);
+}
+
+uint32_t vkv_decode_steps_to_check(const vkv_decode_press *d) { return vkv_decode_steps_to_fire(&d->counter); }
+
+vkv_status vkv_decode_count_steps(vkv_decode_press *d, uint32_t n)
+{
+    if (!vkv_decode_count(&d->counter, n)) return VKV_OK;
+    /* kvpress asks its scorer for a ratio of 0 then: every token stays */
+    const uint32_t most = vkv_kv_max_head_tokens(vkv_ctx_kv(d->ctx), vkv_ctx_n_past(d->ctx));
+    if (!vkv_decode_kvpress_compresses(most, d->p.target_tokens)) {
+        d->stats.skipped++;
+        return VKV_OK;
+    }
+    return vkv_decode_compress(d);
 }

@@ -1,11 +1,17 @@
-/* Compression during generation (kvpress's DecodingPress; docs/ARCHITECTURE.md
- * §2): the KV cache holds at most max_tokens full KV pairs per head. When
- * the next token would not fit, every layer is gathered back into the plain
- * layout (kv_cache.h), re-scored, and compacted to max_tokens - every pairs,
- * which leaves room for `every` more tokens. VECTOR's tiers are kept across
- * compressions: new tokens enter retained, a retained token may be demoted
- * to approximated or evicted, an approximated one only evicted
- * (kv/decode_select.h). Scorers: those that read keys alone (keys_only). */
+/* Compression during generation (docs/ARCHITECTURE.md §2), by one of two
+ * rules (kv/decode_select.h's vkv_decoding_rule):
+ *   budget  - the KV cache holds at most max_tokens full KV pairs per head:
+ *             when the next token would not fit, every layer is compressed
+ *             to max_tokens - every pairs, which leaves room for `every` more;
+ *   kvpress - kvpress's DecodingPress: every `every` decoding steps, the token
+ *             just computed included, every layer is compressed to exactly
+ *             target_tokens pairs per head; the context never is.
+ * A compression gathers each layer back into the plain layout (kv_cache.h),
+ * re-scores it and compacts it. VECTOR's tiers are kept across compressions:
+ * new tokens enter retained, a retained token may be demoted to approximated
+ * or evicted, an approximated one only evicted (kv/decode_select.h).
+ * Scorers: those that read keys alone (keys_only), positions alone
+ * (score_positions) or the newest token's query alone (TOVA). */
 #ifndef VKV_PRESS_DECODE_H
 #define VKV_PRESS_DECODE_H
 
@@ -13,6 +19,7 @@
 #include <stdint.h>
 
 #include "infer/forward.h"
+#include "kv/decode_select.h"
 #include "press/press.h"
 
 typedef struct vkv_decode_params {
@@ -22,26 +29,51 @@ typedef struct vkv_decode_params {
     double pa;                /* p_a; < 0: at each compression, the default for each head's ratio
                                * (vkv_kv_default_pa of 1 - budget / tokens held) */
     const float *w;           /* [n_layer, n_kv_head, head_dim, head_dim] per-head maps (vector) */
-    uint32_t every;           /* N: tokens between compressions */
-    uint32_t max_tokens;      /* M: full KV pairs per head the cache may hold (M > N) */
+    vkv_decoding_rule rule;
+    uint32_t every;           /* budget: N, tokens between compressions; kvpress: compression_interval */
+    uint32_t max_tokens;      /* budget: M, full KV pairs per head the cache may hold (M > N) */
+    uint32_t target_tokens;   /* kvpress: target_size, full KV pairs per head after a compression */
 } vkv_decode_params;
 
 typedef struct vkv_decode_press vkv_decode_press;
 
-/* Checks the parameters (a keys_only scorer, M > N, VECTOR's maps) and
- * allocates the gather buffers (2 M slots per head, K and V). */
+/* Checks the parameters (a scorer of keys or positions alone, M > N,
+ * VECTOR's maps) and allocates the gather buffers (K and V; per head 2 M
+ * slots, or for kvpress's rule the context's, as the context is never
+ * compressed). */
 vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_decode_params *p, vkv_decode_press **out);
 void vkv_decode_press_free(vkv_decode_press *d);
 
-/* Tokens the cache takes before the budget or the layout's room runs out. */
+vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d);
+/* Call before each evaluation under the press: scorers of the last query
+ * (TOVA) capture the newest token's query through the context's query hook,
+ * which a prefill's press session also sets and clears. */
+void vkv_decode_watch_queries(vkv_decode_press *d);
+
+/* Budget rule. Tokens the cache takes before the budget or the layout's room runs out. */
 uint32_t vkv_decode_room(vkv_decode_press *d);
-/* Compresses every layer to M - N pairs per head. */
+/* Budget rule. Compresses every layer to M - N pairs per head. */
 vkv_status vkv_decode_compress(vkv_decode_press *d);
+
+/* kvpress's rule. Decoding steps (tokens) to evaluate before the next check. */
+uint32_t vkv_decode_steps_to_check(const vkv_decode_press *d);
+/* kvpress's rule. Counts n decoding steps just evaluated (n <=
+ * vkv_decode_steps_to_check); when they complete an interval, compresses
+ * every layer to target_tokens pairs per head, unless no head holds more. */
+vkv_status vkv_decode_count_steps(vkv_decode_press *d, uint32_t n);
 
 typedef struct vkv_decode_stats {
     uint32_t compressions;
     uint64_t max_rows;        /* the most K + V rows any head held after any token (<= 2 M) */
     double seconds;           /* spent compressing */
+    /* kvpress's rule: checks that found no head above the target (nothing
+     * compressed). Either rule: the fewest and most tokens (keys) and K + V
+     * rows a head held right after a compression, over all compressions,
+     * layers and heads (target T: T tokens and 2 T rows without VECTOR; with
+     * it T + a keys and at most 2 T rows). */
+    uint32_t skipped;
+    uint32_t min_tokens_after, max_tokens_after;
+    uint32_t min_rows_after, max_rows_after;
 } vkv_decode_stats;
 vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d);
 /* Records the rows every head holds now into the stats (call after each token). */

@@ -120,6 +120,11 @@ typedef struct vkv_press_ops {
      * blocks, KNorm): the scorers compression during generation can run on a
      * compressed cache gathered back (press/decode.h). */
     bool keys_only;
+    /* Scorers whose score is a function of the token's position alone
+     * (StreamingLLM): scores[j] of pos[j], j < n, on the host. Compression
+     * during generation scores a gathered cache with it, whose slots are
+     * not in position order (press/decode.h). NULL = none. */
+    void (*score_positions)(const vkv_press_params *p, const int32_t *pos, uint32_t n, float *scores);
 } vkv_press_ops;
 
 /* Whether the question is compressed with the context. The paper runs

@@ -4,10 +4,12 @@
  * scores[h, j] = +inf for j < n_sink, else j, which makes any top-k (n_kept,
  * or VECTOR's larger pool) the sinks plus the latest tokens: the same set for
  * n_kept, and a meaningful one for every other count. Scores are exact
- * integers up to 2^24 on both sides. shaders/press_streamingllm.comp. */
+ * integers up to 2^24 on both sides. shaders/press_streamingllm.comp. During
+ * generation the same rule reads the gathered cache's positions. */
 #include "press/press_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 static vkv_status streamingllm_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in,
                                    vkv_view scores)
@@ -25,12 +27,21 @@ static vkv_status streamingllm_gpu(vkv_gpu *gpu, const vkv_press_params *p, cons
     return vkv_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, b, 1, &pc, gx, in->n_kv_head, 1);
 }
 
+/* The score of the token at position pos; a prefill's slot j holds position j. */
+static void streamingllm_positions(const vkv_press_params *p, const int32_t *pos, uint32_t n, float *scores)
+{
+    for (uint32_t j = 0; j < n; j++) scores[j] = (uint32_t)pos[j] < p->n_sink ? INFINITY : (float)pos[j];
+}
+
 static vkv_status streamingllm_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)
 {
     vkv_status st = vkv_press_check_layer(p, in, "streamingllm");
     if (st) return st;
-    for (uint32_t h = 0; h < in->n_kv_head; h++)
-        for (uint32_t j = 0; j < in->n; j++) scores[(size_t)h * in->n + j] = j < p->n_sink ? INFINITY : (float)j;
+    int32_t *slots = malloc(sizeof *slots * (in->n ? in->n : 1));
+    if (!slots) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    for (uint32_t j = 0; j < in->n; j++) slots[j] = (int32_t)j;
+    for (uint32_t h = 0; h < in->n_kv_head; h++) streamingllm_positions(p, slots, in->n, scores + (size_t)h * in->n);
+    free(slots);
     return VKV_OK;
 }
 
@@ -40,4 +51,5 @@ const vkv_press_ops vkv_press_streamingllm = {
     .query_aware = false,
     .score_gpu = streamingllm_gpu,
     .score_ref = streamingllm_ref,
+    .score_positions = streamingllm_positions,
 };

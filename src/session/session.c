@@ -297,18 +297,41 @@ static vkv_status eval_chunk(vkv_session *s, const vkv_prompt *pr, size_t from, 
     return vkv_ctx_eval(s->ctx, pr->ids + from, (uint32_t)(to - from), all && dst, dst);
 }
 
+/* eval_chunk under kvpress's decoding rule: the context is never compressed;
+ * every later token is a decoding step, evaluated in chunks that end where
+ * the step counter fires (as one token at a time would). */
+static vkv_status eval_decoding_steps(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
+                                      vkv_logits_want want, float *logits)
+{
+    if (to <= n_first) return eval_chunk(s, pr, from, to, n_first, want, logits);
+    while (from < to) {
+        uint32_t left = vkv_decode_steps_to_check(s->decode);
+        size_t take = to - from < left ? to - from : left;
+        vkv_decode_watch_queries(s->decode);
+        vkv_status st = eval_chunk(s, pr, from, from + take, n_first, want, logits);
+        if (st) return st;
+        vkv_decode_observe(s->decode);
+        if ((st = vkv_decode_count_steps(s->decode, (uint32_t)take))) return st;
+        from += take;
+    }
+    return VKV_OK;
+}
+
 /* eval_chunk under the budget of compression during generation: chunks no
  * larger than the room left, a compression whenever it is gone. */
 static vkv_status eval_budgeted(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
                                 vkv_logits_want want, float *logits)
 {
     if (!s->decode) return eval_chunk(s, pr, from, to, n_first, want, logits);
+    if (vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS)
+        return eval_decoding_steps(s, pr, from, to, n_first, want, logits);
     while (from < to) {
         uint32_t room = vkv_decode_room(s->decode);
         vkv_status st;
         if (!room && ((st = vkv_decode_compress(s->decode)) || !(room = vkv_decode_room(s->decode))))
             return st ? st : vkv_error(VKV_ERR_ARG, "compression during generation left no room for a token");
         size_t take = to - from < room ? to - from : room;
+        vkv_decode_watch_queries(s->decode);
         if ((st = eval_chunk(s, pr, from, from + take, n_first, want, logits))) return st;
         vkv_decode_observe(s->decode);
         from += take;
@@ -326,7 +349,8 @@ static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
     if (c->map == VKV_MAP_JOINT) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs per-head maps");
     vkv_decode_params dp = {.press = c->press, .pp = vkv_press_params_default(c->compression_ratio),
                             .vector = c->vector, .pa = c->p_a, .w = c->vector ? s->calib->w : NULL,
-                            .every = c->compress_every, .max_tokens = c->max_kv_tokens};
+                            .rule = c->decoding, .every = c->compress_every, .max_tokens = c->max_kv_tokens,
+                            .target_tokens = c->target_kv_tokens};
     return vkv_decode_press_create(s->ctx, s->model, &dp, &s->decode);
 }
 
@@ -405,10 +429,13 @@ vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits)
     if (vkv_session_full(s)) return vkv_error(VKV_ERR_ARG, "the %u-token context is full", vkv_ctx_n_ctx(s->ctx));
     if (!s->decode) return vkv_ctx_eval(s->ctx, &id, 1, false, logits);
     vkv_status st;
-    if (!vkv_decode_room(s->decode) && (st = vkv_decode_compress(s->decode))) return st;
+    const bool kvpress = vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS;
+    if (!kvpress && !vkv_decode_room(s->decode) && (st = vkv_decode_compress(s->decode))) return st;
+    vkv_decode_watch_queries(s->decode);
     if ((st = vkv_ctx_eval(s->ctx, &id, 1, false, logits))) return st;
     vkv_decode_observe(s->decode);
-    return VKV_OK;
+    /* kvpress's rule: the token just computed is in the cache the check compresses */
+    return kvpress ? vkv_decode_count_steps(s->decode, 1) : VKV_OK;
 }
 
 /* argmax; ties go to the lowest id (the sampler's greedy rule). */

@@ -81,8 +81,12 @@ typedef struct vkv_compression {
     /* Compression during generation (press/decode.h): every compress_every
      * tokens at most, the cache held under max_kv_tokens full KV pairs per
      * head; 0: off. The prompt past a prefill compression is evaluated under
-     * the budget too. */
+     * the budget too. With decoding = VKV_DECODING_KVPRESS, kvpress's rule
+     * instead: compress_every is its interval, target_kv_tokens its target,
+     * max_kv_tokens unused; every token after the context is a decoding step. */
     uint32_t compress_every, max_kv_tokens;
+    vkv_decoding_rule decoding;
+    uint32_t target_kv_tokens;
 } vkv_compression;
 
 /* Token ids of a prompt and where its context ends. */

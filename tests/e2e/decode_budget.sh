@@ -38,7 +38,7 @@ grep -qE "^keydiff +agnostic +0\.00 baseline/decode +[0-9.]+ +[0-9.]+ +[0-9.]+ +
 
 # Refusals, each naming the problem.
 r() { "$vkv" run -m "$model" -p "Once upon" -n 4 --calib "$tmp/s.vkcal" "$@" 2>&1; }
-out=$(r --press snapkv --vector --compress-every 8 --max-kv-tokens 64); [ $? -ne 0 ] && grep -q "read the keys alone" <<<"$out" &&
+out=$(r --press snapkv --vector --compress-every 8 --max-kv-tokens 64); [ $? -ne 0 ] && grep -q "the last query alone" <<<"$out" &&
   ok || bad "snapkv during generation: $out"
 out=$(r --press keydiff --vector --compress-every 8); [ $? -eq 2 ] && grep -q "go together" <<<"$out" && ok || bad "no budget: $out"
 out=$(r --press keydiff --vector --compress-every 8 --max-kv-tokens 8); [ $? -eq 2 ] && grep -q "larger than" <<<"$out" && ok ||

@@ -1,5 +1,7 @@
 /* The tier decision of compression during generation (src/kv/decode_select.c):
- * demote only, VECTOR's counts, the byte bound, ties by position. */
+ * demote only, VECTOR's counts, the byte bound, ties by position; and the
+ * two decoding rules' arithmetic: kvpress's step counter and each rule's
+ * target. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -88,6 +90,62 @@ static void under_budget_keeps_all(void **state)
     assert_int_equal(r + a, 8);
 }
 
+/* kvpress's counter fires every `interval` steps, however they are cut into chunks, and restarts. */
+static void kvpress_counter_fires_every_interval(void **state)
+{
+    (void)state;
+    vkv_decode_counter c = {.interval = 16};
+    assert_int_equal(vkv_decode_steps_to_fire(&c), 16);
+    assert_false(vkv_decode_count(&c, 15));
+    assert_int_equal(vkv_decode_steps_to_fire(&c), 1);
+    assert_true(vkv_decode_count(&c, 1)); /* the 16th step: the token just computed is compressed with the rest */
+    assert_int_equal(vkv_decode_steps_to_fire(&c), 16);
+    uint32_t fired = 0, steps = 0;
+    for (uint32_t chunk = 1; steps + chunk <= 100; chunk = chunk % 7 + 1) {
+        uint32_t take = chunk < vkv_decode_steps_to_fire(&c) ? chunk : vkv_decode_steps_to_fire(&c);
+        fired += vkv_decode_count(&c, take);
+        steps += take;
+    }
+    assert_int_equal(fired, steps / 16);
+    vkv_decode_counter every_step = {.interval = 1};
+    assert_true(vkv_decode_count(&every_step, 1));
+    assert_true(vkv_decode_count(&every_step, 1));
+}
+
+/* The pairs a compression keeps: M - N under the budget, the target under kvpress's rule. */
+static void targets_of_both_rules(void **state)
+{
+    (void)state;
+    assert_int_equal(vkv_decode_target(VKV_DECODING_BUDGET, 8, 64, 0), 56);
+    assert_int_equal(vkv_decode_target(VKV_DECODING_KVPRESS, 512, 0, 2048), 2048);
+    assert_int_equal(VKV_KVPRESS_COMPRESSION_INTERVAL, 512);
+    assert_int_equal(VKV_KVPRESS_TARGET_SIZE, 2048);
+}
+
+/* kvpress's rule at or under the target compresses nothing; one token over, it does. */
+static void kvpress_compresses_only_above_target(void **state)
+{
+    (void)state;
+    assert_false(vkv_decode_kvpress_compresses(10, 24));
+    assert_false(vkv_decode_kvpress_compresses(24, 24));
+    assert_true(vkv_decode_kvpress_compresses(25, 24));
+}
+
+/* kvpress's rule without VECTOR: exactly `target` tokens stay, the newest token competing like the rest. */
+static void kvpress_target_exact(void **state)
+{
+    (void)state;
+    const float s[8] = {1, 2, 3, 4, 5, 6, 7, 9}; /* the last slot: the token just computed, the best score */
+    const float e[8] = {0};
+    const uint8_t t[8] = {R, R, R, R, R, R, R, R};
+    uint8_t out[8];
+    uint32_t r, a;
+    select8(s, e, t, vkv_decode_target(VKV_DECODING_KVPRESS, 16, 0, 3), 0, false, out, &r, &a);
+    const uint8_t want[8] = {E, E, E, E, E, R, R, R};
+    assert_memory_equal(out, want, 8);
+    assert_int_equal(r + a, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -95,6 +153,10 @@ int main(void)
         cmocka_unit_test(vector_counts_and_residuals),
         cmocka_unit_test(approximated_never_retained),
         cmocka_unit_test(under_budget_keeps_all),
+        cmocka_unit_test(kvpress_counter_fires_every_interval),
+        cmocka_unit_test(targets_of_both_rules),
+        cmocka_unit_test(kvpress_compresses_only_above_target),
+        cmocka_unit_test(kvpress_target_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

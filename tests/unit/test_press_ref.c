@@ -117,6 +117,23 @@ static void streamingllm_keeps_the_sinks_and_the_most_recent_tokens(void **state
     assert_memory_equal(mask, want, sizeof want);
 }
 
+/* During generation StreamingLLM scores a gathered cache by its slots' positions
+ * (out of order): the same scores as a prefill's slot j at position j. */
+static void streamingllm_scores_gathered_positions(void **state)
+{
+    (void)state;
+    const vkv_press_ops *ops = vkv_press_find("streamingllm");
+    assert_non_null(ops->score_positions);
+    vkv_press_params p = vkv_press_params_default(0);
+    const int32_t pos[6] = {40, 2, 0, 17, 3, 4}; /* retained, approximated, then appended slots */
+    float out[6];
+    ops->score_positions(&p, pos, 6, out);
+    assert_true(isinf(out[1]) && isinf(out[2]) && isinf(out[4])); /* the 4 sinks */
+    assert_float_equal(out[0], 40, 0);
+    assert_float_equal(out[3], 17, 0);
+    assert_float_equal(out[5], 4, 0);
+}
+
 /* A scorer refuses a ratio outside [0, 1) by the one rule (vkv_kv_check_ratios)
  * and says which. */
 static void scorers_refuse_a_compression_ratio_outside_the_range(void **state)
@@ -584,6 +601,7 @@ int main(void)
         cmocka_unit_test(keydiff_scores_minus_the_cosine_to_the_mean_normalised_key),
         cmocka_unit_test(blockwise_keydiff_uses_the_mean_of_every_block_seen_so_far),
         cmocka_unit_test(streamingllm_keeps_the_sinks_and_the_most_recent_tokens),
+        cmocka_unit_test(streamingllm_scores_gathered_positions),
         cmocka_unit_test(scorers_refuse_a_compression_ratio_outside_the_range),
         cmocka_unit_test(snapkv_pools_the_mean_window_attention_with_zero_padding),
         cmocka_unit_test(snapkv_weights_follow_the_causal_softmax),
