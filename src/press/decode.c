@@ -1,6 +1,7 @@
 /* Compression during generation (decode.h). Per layer, on a compression:
  *   gathered = the layer's tokens in the plain layout   (kv_cache.h)
  *   scores[H, n] = scorer(gathered K)                    (keys_only scorers)
+ *                or scorer(gathered K, last W queries)  (TOVA, SnapKV: a ring the query hook fills)
  *                or scorer(gathered positions)          (score_positions, on the host)
  *   eps[H, n]    = ||V - W R_pos^-1 K||^2               (VECTOR; positions from the gather)
  * then on the host, per head, the demote-only decision of kv/decode_select.h
@@ -26,9 +27,12 @@ struct vkv_decode_press {
     vkv_buffer *k_tmp, *v_tmp;            /* [H, slots, head_dim] of the gathered rows' type */
     vkv_buffer *q_tmp;                    /* quantized tiers, VECTOR: [H, slots] rows of a tier's type */
     vkv_buffer *scores, *eps, *pos, *tiers, *scratch; /* [H, slots] */
-    vkv_buffer *q_last;                   /* last-query scorers: [n_layer, n_head, head_dim] f32 */
-    uint32_t q_last_layers;               /* layers whose q_last holds the query of position q_last_pos */
-    int64_t q_last_pos;                   /* -1: none captured */
+    /* Scorers of a query window (TOVA, SnapKV): each layer's last `window` queries */
+    uint32_t window;                      /* 0: the scorer reads no queries */
+    vkv_buffer *q_ring;                   /* [n_layer, window, n_head, head_dim] f32, position p in row p mod window */
+    vkv_buffer *q_window;                 /* [window, n_head, head_dim] f32: one layer's ring in position order */
+    uint32_t *q_end;                      /* [n_layer] one past the last captured position */
+    uint32_t *q_run;                      /* [n_layer] consecutive positions captured up to q_end (<= window) */
     float *scores_host, *eps_host;        /* [H, slots] */
     uint32_t *tiers_host32, *sort;        /* [H, slots], [2 slots] */
     uint8_t *tiers_host;                  /* [H, slots] */
@@ -46,9 +50,10 @@ static double now_s(void)
 void vkv_decode_press_free(vkv_decode_press *d)
 {
     if (!d) return;
-    if (d->q_last) vkv_ctx_set_q_hook(d->ctx, NULL, NULL); /* capture_last_query's user is going */
+    if (d->q_ring) vkv_ctx_set_q_hook(d->ctx, NULL, NULL); /* capture_queries's user is going */
     vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
-    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->q_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch, d->q_last};
+    vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->q_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch, d->q_ring,
+                          d->q_window};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
     free(d->scores_host);
     free(d->eps_host);
@@ -57,13 +62,20 @@ void vkv_decode_press_free(vkv_decode_press *d)
     free(d->tiers_host);
     free(d->n_ret);
     free(d->n_apx);
+    free(d->q_end);
+    free(d->q_run);
     free(d);
 }
 
-/* Scorers that read the last token's query and nothing else captured (TOVA):
- * the newest token is the gathered cache's last slot in every head, as it is
- * a prefill's last, so the window kernels run on the gather unchanged. */
-static bool reads_last_query(const vkv_press_ops *ops) { return ops->window == 1 && !ops->state_bytes && !ops->n_kept; }
+/* Scorers that read the queries of the last `window` positions and nothing
+ * else captured, with one count for every layer (TOVA: 1, SnapKV: 64): once
+ * those positions are every head's last slots, in order, as they are in a
+ * prefill's cache, the window kernels run on the gather unchanged
+ * (docs/ARCHITECTURE.md §2). */
+static bool reads_query_window(const vkv_press_ops *ops)
+{
+    return ops->window && !ops->state_bytes && !ops->n_kept && !ops->global_selection && !ops->repeat_pass;
+}
 
 static uint64_t query_bytes(const vkv_hparams *hp) { return 4ull * hp->n_head * hp->head_dim; }
 
@@ -71,10 +83,9 @@ static uint64_t query_bytes(const vkv_hparams *hp) { return 4ull * hp->n_head * 
 static vkv_press_layer gathered_input(const vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g)
 {
     const vkv_hparams *hp = &d->m->hp;
-    const bool last_query = reads_last_query(d->p.press);
     return (vkv_press_layer){
-        .window = last_query ? 1 : 0,
-        .q_window = last_query && d->q_last ? (vkv_view){d->q_last, l * query_bytes(hp)} : (vkv_view){0},
+        .window = d->window,
+        .q_window = d->q_window ? vkv_view_of(d->q_window) : (vkv_view){0},
         .layer = l, .n_layer = hp->n_layer, .n = g->n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv,
         .head_dim = hp->head_dim, .n_ctx = g->stride, .kv_type = g->type, .k = g->k, .v = g->v,
         .scratch = vkv_view_of(d->scratch), .n_rot = hp->n_rot, .rope_neox = hp->rope_mode == VKV_ROPE_NEOX,
@@ -87,10 +98,18 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     *out = NULL;
     const vkv_hparams *hp = &m->hp;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
-    if (!p->press->keys_only && !p->press->score_positions && !reads_last_query(p->press))
+    if (!p->press->keys_only && !p->press->score_positions && !reads_query_window(p->press))
         return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys, the "
-                                              "positions or the last query alone (keydiff, knorm, streamingllm, tova); %s "
-                                              "needs queries or state a compressed cache no longer holds", p->press->name);
+                                              "positions or the queries of the last tokens alone (keydiff, knorm, "
+                                              "streamingllm, tova, snapkv); %s needs %s", p->press->name,
+                         p->press->n_kept ? "a budget per layer, where the rules keep the same count in every layer"
+                                          : "queries or state a compressed cache no longer holds");
+    const uint32_t window = reads_query_window(p->press) ? vkv_press_queries_needed(p->press, &p->pp) : 0;
+    /* the window must be the tokens appended since the last compression, every head's last slots in order */
+    if (window > 1 && p->every < window)
+        return vkv_error(VKV_ERR_ARG, "%s during generation scores with the queries of its last %u tokens, which must "
+                                      "all come after the previous compression: --compress-every %u must be at least %u",
+                         p->press->name, window, p->every, window);
     if (p->pp.block) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation: block-wise KeyDiff reads positions");
     if (p->rule == VKV_DECODING_KVPRESS && (!p->every || !p->target_tokens))
         return vkv_error(VKV_ERR_ARG, "kvpress's decoding rule needs an interval and a target of at least 1");
@@ -106,7 +125,7 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     /* kvpress's rule leaves the context whole: a head may hold any number of tokens up to the context */
     d->slots = p->rule == VKV_DECODING_KVPRESS ? vkv_ctx_n_ctx(ctx) : 2 * p->max_tokens;
     d->counter = (vkv_decode_counter){.interval = p->every};
-    d->q_last_pos = -1;
+    d->window = window;
     vkv_gpu *gpu = vkv_ctx_gpu(ctx);
     const uint64_t H = hp->n_head_kv, hn = H * d->slots;
     /* scratch for the widest gather, in the gathered rows' type (f32 for quantized tiers) */
@@ -125,8 +144,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
         (st = vkv_buffer_create(gpu, vkv_press_scratch_bytes(p->press, &p->pp, &in), VKV_MEM_DEVICE, "decode scorer scratch",
                                 &d->scratch)))
         goto error;
-    if (reads_last_query(p->press) &&
-        (st = vkv_buffer_create(gpu, hp->n_layer * query_bytes(hp), VKV_MEM_DEVICE, "last queries", &d->q_last)))
+    if (window && ((st = vkv_buffer_create(gpu, (uint64_t)hp->n_layer * window * query_bytes(hp), VKV_MEM_DEVICE,
+                                           "last queries", &d->q_ring)) ||
+                   (st = vkv_buffer_create(gpu, window * query_bytes(hp), VKV_MEM_DEVICE, "window queries in order",
+                                           &d->q_window))))
         goto error;
     if (p->vector && vkv_kv_tiers_typed(vkv_ctx_kv(ctx))) {
         if ((st = vkv_buffer_create(gpu, hn * vkv_kv_tier_row_bytes(vkv_ctx_kv(ctx)), VKV_MEM_DEVICE,
@@ -140,7 +161,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->tiers_host = malloc(hn);
     d->n_ret = malloc(4 * H);
     d->n_apx = malloc(4 * H);
-    if (!d->scores_host || !d->eps_host || !d->tiers_host32 || !d->sort || !d->tiers_host || !d->n_ret || !d->n_apx) {
+    d->q_end = calloc(hp->n_layer, sizeof *d->q_end);
+    d->q_run = calloc(hp->n_layer, sizeof *d->q_run);
+    if (!d->scores_host || !d->eps_host || !d->tiers_host32 || !d->sort || !d->tiers_host || !d->n_ret || !d->n_apx ||
+        !d->q_end || !d->q_run) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
         goto error;
     }
@@ -171,6 +195,37 @@ vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d) { return d->s
 
 vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d) { return d->p.rule; }
 
+/* The window kernels score every head over g->n slots, the last `window` of
+ * them the latest positions in order, with those positions' queries. */
+static vkv_status check_query_window(const vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g)
+{
+    const uint32_t n_past = vkv_ctx_n_past(d->ctx), w = d->window;
+    for (uint32_t h = 0; h < d->m->hp.n_head_kv; h++) {
+        bool in_order = g->n_tok[h] == g->n && g->n >= w;
+        for (uint32_t i = 0; in_order && i < w; i++)
+            in_order = g->pos[(size_t)h * g->n + g->n - w + i] == (int32_t)(n_past - w + i);
+        if (!in_order)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "%s during generation: layer %u's heads do not all end with the last "
+                             "%u tokens (a per-head prefill compression, or fewer tokens since the last compression)",
+                             d->p.press->name, l, w);
+    }
+    if (d->q_end[l] != n_past || d->q_run[l] < w)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s during generation: the queries of the last %u tokens were not captured",
+                         d->p.press->name, w);
+    return VKV_OK;
+}
+
+/* Layer l's ring, oldest position first, into q_window. */
+static vkv_status record_window_in_order(vkv_decode_press *d, uint32_t l)
+{
+    vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
+    const uint64_t row = query_bytes(&d->m->hp), ring = (uint64_t)l * d->window * row;
+    const uint32_t oldest = vkv_ctx_n_past(d->ctx) % d->window, tail = d->window - oldest;
+    vkv_status st = vkv_cmd_copy(gpu, d->q_ring, ring + oldest * row, d->q_window, 0, tail * row);
+    if (!st && oldest) st = vkv_cmd_copy(gpu, d->q_ring, ring, d->q_window, tail * row, oldest * row);
+    return st;
+}
+
 /* Scores (and residuals) of a gathered layer, back on the host. */
 static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, bool residual)
 {
@@ -180,23 +235,15 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     vkv_press_layer in = gathered_input(d, l, g);
     vkv_view w = {0};
     vkv_status st;
-    if (reads_last_query(d->p.press)) {
-        /* the window kernels score every head over g->n slots, the last one the newest token's */
-        for (uint32_t h = 0; h < hp->n_head_kv; h++)
-            if (g->n_tok[h] != g->n || g->pos[(size_t)h * g->n + g->n - 1] != (int32_t)vkv_ctx_n_past(d->ctx) - 1)
-                return vkv_error(VKV_ERR_UNSUPPORTED, "%s during generation: layer %u's heads hold different tokens "
-                                 "(a per-head prefill compression)", d->p.press->name, l);
-        if (d->q_last_pos != (int64_t)vkv_ctx_n_past(d->ctx) - 1 || d->q_last_layers != hp->n_layer)
-            return vkv_error(VKV_ERR_UNSUPPORTED, "%s during generation: the newest token's query was not captured",
-                             d->p.press->name);
-    }
+    if (d->window && (st = check_query_window(d, l, g))) return st;
     if (residual && ((st = vkv_kv_layer_w(vkv_ctx_kv(d->ctx), l, d->p.w + (size_t)l * hp->n_head_kv * hp->head_dim *
                                                                           hp->head_dim, &w)) ||
                      (st = vkv_buffer_upload(gpu, d->pos, 0, g->pos, hn4))))
         return st;
     const bool by_position = d->p.press->score_positions != NULL;
     if ((st = vkv_cmd_begin(gpu))) return st;
-    if (!by_position) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
+    if (d->window) st = record_window_in_order(d, l);
+    if (!st && !by_position) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
         vkv_view k = g->k, v = g->v;
         uint32_t stride = g->stride;
@@ -280,21 +327,30 @@ vkv_status vkv_decode_compress(vkv_decode_press *d)
     return st;
 }
 
-/* The query hook: the last query of each evaluated chunk, the newest token's. */
-static vkv_status capture_last_query(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view q, uint32_t n_tok, uint32_t pos0)
+/* The query hook: the last `window` queries of each evaluated chunk into the
+ * layer's ring, position p in row p mod window. */
+static vkv_status capture_queries(void *user, vkv_gpu *gpu, uint32_t layer, vkv_view q, uint32_t n_tok, uint32_t pos0)
 {
     vkv_decode_press *d = user;
-    const uint64_t row = query_bytes(&d->m->hp);
-    const int64_t pos = (int64_t)pos0 + n_tok - 1;
-    if (pos != d->q_last_pos) d->q_last_layers = 0;
-    d->q_last_pos = pos;
-    d->q_last_layers++;
-    return vkv_cmd_copy(gpu, q.buf, q.offset + (uint64_t)(n_tok - 1) * row, d->q_last, layer * row, row);
+    const uint64_t row = query_bytes(&d->m->hp), ring = (uint64_t)layer * d->window * row;
+    const uint32_t w = d->window, take = n_tok < w ? n_tok : w;
+    const uint32_t end = pos0 + n_tok;
+    const uint32_t run = d->q_end[layer] == pos0 ? d->q_run[layer] + n_tok : n_tok;
+    d->q_run[layer] = run < w ? run : w;
+    d->q_end[layer] = end;
+    vkv_status st = VKV_OK;
+    /* positions end - take .. end - 1, cut where the ring wraps */
+    for (uint32_t p = end - take; p < end && !st;) {
+        const uint32_t r = p % w, len = end - p < w - r ? end - p : w - r;
+        st = vkv_cmd_copy(gpu, q.buf, q.offset + (uint64_t)(p - pos0) * row, d->q_ring, ring + r * row, len * row);
+        p += len;
+    }
+    return st;
 }
 
 void vkv_decode_watch_queries(vkv_decode_press *d)
 {
-    if (d->q_last) vkv_ctx_set_q_hook(d->ctx, capture_last_query, d);
+    if (d->q_ring) vkv_ctx_set_q_hook(d->ctx, capture_queries, d);
 }
 
 uint32_t vkv_decode_steps_to_check(const vkv_decode_press *d) { return vkv_decode_steps_to_fire(&d->counter); }

@@ -11,7 +11,9 @@
  * new tokens enter retained, a retained token may be demoted to approximated
  * or evicted, an approximated one only evicted (kv/decode_select.h).
  * Scorers: those that read keys alone (keys_only), positions alone
- * (score_positions) or the newest token's query alone (TOVA). */
+ * (score_positions) or the queries of the last window of tokens alone (TOVA:
+ * the newest token's; SnapKV: the last 64, all appended since the previous
+ * compression, so N >= 64). */
 #ifndef VKV_PRESS_DECODE_H
 #define VKV_PRESS_DECODE_H
 
@@ -37,7 +39,8 @@ typedef struct vkv_decode_params {
 
 typedef struct vkv_decode_press vkv_decode_press;
 
-/* Checks the parameters (a scorer of keys or positions alone, M > N,
+/* Checks the parameters (a scorer of keys, positions or a query window alone,
+ * N at least the window, M > N,
  * VECTOR's maps) and allocates the gather buffers (K and V; per head 2 M
  * slots, or for kvpress's rule the context's, as the context is never
  * compressed). */
@@ -45,9 +48,9 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
 void vkv_decode_press_free(vkv_decode_press *d);
 
 vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d);
-/* Call before each evaluation under the press: scorers of the last query
- * (TOVA) capture the newest token's query through the context's query hook,
- * which a prefill's press session also sets and clears. */
+/* Call before each evaluation under the press: scorers of a query window
+ * (TOVA, SnapKV) capture each layer's last queries through the context's
+ * query hook, which a prefill's press session also sets and clears. */
 void vkv_decode_watch_queries(vkv_decode_press *d);
 
 /* Budget rule. Tokens the cache takes before the budget or the layout's room runs out. */

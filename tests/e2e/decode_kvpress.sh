@@ -3,8 +3,10 @@
 # kvpress; docs/ARCHITECTURE.md §2) on the default model: the prompt is never
 # compressed; every --compress-every N decoding steps each (layer, KV head) is
 # compressed to exactly --target-kv-tokens T tokens (2 T K+V rows; with VECTOR
-# T + a keys in at most 2 T rows), for keydiff, knorm, streamingllm and tova;
-# --decoding budget is the default rule; the refusals. Short generations.
+# T + a keys in at most 2 T rows), for keydiff, knorm, streamingllm and tova,
+# and snapkv (an interval of at least its window of 64, and its compression
+# the prefill's on the same tokens); --decoding budget is the default rule;
+# the refusals. Short generations.
 set -u
 vkv=$1
 model=models/vkvector-shakespeare.gguf
@@ -71,6 +73,31 @@ for press in streamingllm tova; do
     "$tmp/t" && ok || bad "$press under the budget: $(grep -i "compression during\|error" "$tmp/t")"
 done
 
+# SnapKV: its window's 64 queries are the 64 steps since the check before, so
+# the interval is 64. After 99 steps one check, at step 64, has compressed the
+# prompt and the 64 steps to exactly 80 tokens per head: the tokens after it
+# are those of a prefill SnapKV compression of the same prompt + 64 tokens to 80.
+gen=$(run -n 100 --press snapkv --decoding kvpress --compress-every 64 --target-kv-tokens 80 2>"$tmp/s")
+grep -q "every 64 decoding steps): 1 compressions.* held 80 to 80 tokens and 160 to 160 K+V rows" "$tmp/s" && ok ||
+  bad "snapkv, 99 steps: $(kvpress_line "$tmp/s") $(grep -i error "$tmp/s")"
+prompt_ids=$("$vkv" tokenize -m "$model" --text "$prompt" --bos)
+read -r n_ctx ratio < <(python3 -c "import sys; n = $n_prompt + 64; print(n, '%.4f' % (1 - 80.5 / n))")
+ids=$(echo $prompt_ids $(cut -d' ' -f1-64 <<<"$gen") | tr ' ' ,)
+after=$("$vkv" run -m "$model" --ids "$ids" --temp 0 --print-ids -n 36 --press snapkv --compression "$ratio" \
+  --query-agnostic 2>"$tmp/p")
+grep -q "snapkv, p_c .*, query-agnostic, $n_ctx context tokens" "$tmp/p" && [ -n "$after" ] &&
+  [ "$after" = "$(cut -d' ' -f65-100 <<<"$gen")" ] && ok || bad "snapkv against the prefill's: $gen /// $after"
+run -n 100 --press snapkv --vector --decoding kvpress --compress-every 64 --target-kv-tokens 80 >/dev/null 2>"$tmp/s"
+python3 - "$(kvpress_line "$tmp/s")" <<'PY' && ok || bad "snapkv, VECTOR: $(kvpress_line "$tmp/s") $(grep -i error "$tmp/s")"
+import re, sys
+m = re.search(r"(\d+) compressions .* held (\d+) to (\d+) tokens and (\d+) to (\d+) K\+V rows", sys.argv[1])
+n, t0, t1, r0, r1 = map(int, m.groups())
+assert n == 1 and 80 < t0 <= t1 and r1 <= 160, m.groups()
+PY
+run -n 200 --press snapkv --vector --compress-every 64 --max-kv-tokens 128 >/dev/null 2>"$tmp/t"
+grep -qE "^compression during generation: [1-9][0-9]* compressions .* held: ([0-9]|[1-9][0-9]|1[0-9][0-9]|2[0-4][0-9]|25[0-6]) of the budget's 256" \
+  "$tmp/t" && ok || bad "snapkv under the budget: $(grep -i "compression during\|error" "$tmp/t")"
+
 # kvpress's defaults (interval 512, target 2048): nothing happens in 10 tokens.
 ids=$(run -n 10 --press keydiff --decoding kvpress 2>"$tmp/d")
 grep -q "every 512 decoding steps): 0 compressions.*(target 2048 tokens" "$tmp/d" && [ "$ids" = "$plain" ] && ok ||
@@ -95,8 +122,10 @@ out=$(r --press keydiff --decoding kvpress --max-kv-tokens 64); [ $? -eq 2 ] && 
   ok || bad "--max-kv-tokens with kvpress's rule: $out"
 out=$(r --press keydiff --compress-every 8 --max-kv-tokens 64 --target-kv-tokens 8); [ $? -eq 2 ] &&
   grep -q "needs --decoding kvpress" <<<"$out" && ok || bad "--target-kv-tokens with the budget: $out"
-out=$(r --press snapkv --decoding kvpress); [ $? -ne 0 ] && grep -q "the last query alone" <<<"$out" && ok ||
-  bad "snapkv during generation: $out"
+out=$(r --press snapkv --decoding kvpress --compress-every 16); [ $? -ne 0 ] && grep -q "must be at least 64" <<<"$out" &&
+  ok || bad "snapkv with an interval under its window: $out"
+out=$(r --press pyramidkv --decoding kvpress); [ $? -ne 0 ] && grep -q "a budget per layer" <<<"$out" && ok ||
+  bad "pyramidkv during generation: $out"
 
 echo "decode_kvpress: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
