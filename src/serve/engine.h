@@ -1,0 +1,129 @@
+/* The seam between `vkvector serve`'s HTTP front (serve/http.c, speaking
+ * OpenAI's API through serve/openai.c) and its scheduler (serve/sched.c,
+ * continuous batching over one session's device and model). The front turns
+ * each HTTP request into a vkv_gen_request, submits it, and reads the
+ * sequence's events until the last; the scheduler owns the GPU on one thread
+ * of its own and never blocks on a client (docs/ARCHITECTURE.md §1).
+ *
+ * Threads: vkv_engine_submit, vkv_seq_next, vkv_seq_cancel, vkv_seq_release
+ * and vkv_engine_metrics may be called from any thread (one reader per
+ * sequence). */
+#ifndef VKV_SERVE_ENGINE_H
+#define VKV_SERVE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/status.h"
+#include "core/strbuf.h"
+#include "infer/sampler.h"
+
+/* The compression one request asks for: the request's "vkvector" extension
+ * object over the server's flags. A field whose has_* flag is false takes the
+ * server's default. */
+typedef struct vkv_press_request {
+    bool has_press, has_compression, has_vector, has_pa, has_kv_type, has_compress_every, has_max_kv_tokens,
+        has_query_aware;
+    char press[32];             /* a scorer's name ("keydiff", ...) or "none" */
+    double compression;         /* p_c in [0, 1) */
+    bool vector;                /* VECTOR's approximated tier */
+    double pa;                  /* p_a; < 0: the default */
+    char kv_type[8];            /* "f16", "f32", "q8_0", "q4_0" */
+    uint32_t compress_every;    /* compression during generation: tokens between compressions; 0: off */
+    uint32_t max_kv_tokens;     /* and the budget of full KV pairs per head */
+    bool query_aware;           /* compress the question with the context */
+} vkv_press_request;
+
+typedef struct vkv_gen_message {
+    char *role;                 /* "system", "user", "assistant", ... */
+    char *content;
+} vkv_gen_message;
+
+typedef enum vkv_gen_kind {
+    VKV_GEN_CHAT,               /* messages rendered with the model's chat template, generation prompt after */
+    VKV_GEN_TEXT,               /* a completion prompt: text tokenized with BOS as the vocabulary adds it */
+    VKV_GEN_IDS,                /* a completion prompt given as token ids (no BOS added) */
+} vkv_gen_kind;
+
+#define VKV_GEN_MAX_STOP 4      /* OpenAI's limit on stop sequences */
+
+/* One request, parsed and checked for types and ranges by serve/openai.c.
+ * The engine takes ownership at vkv_engine_submit (success or not). */
+typedef struct vkv_gen_request {
+    vkv_gen_kind kind;
+    vkv_gen_message *messages;  /* [n_messages] VKV_GEN_CHAT */
+    size_t n_messages;
+    char *prompt;               /* VKV_GEN_TEXT, NUL-terminated */
+    int32_t *prompt_ids;        /* [n_prompt_ids] VKV_GEN_IDS */
+    size_t n_prompt_ids;
+    uint32_t max_tokens;        /* 0: until the context is full */
+    vkv_sampler_params sampling;/* temperature, top_p, seed (vkv_sampler_defaults for the rest) */
+    char *stop[VKV_GEN_MAX_STOP]; /* stop sequences: generation ends before the first match, which is not returned */
+    size_t n_stop;
+    bool stream;                /* the front streams; the engine emits the same events either way */
+    vkv_press_request press;
+} vkv_gen_request;
+void vkv_gen_request_free(vkv_gen_request *r);
+
+/* What the engine did to the request's cache (the response's "vkvector" object). */
+typedef struct vkv_gen_compression {
+    const char *press;          /* "none" without a press */
+    double compression;         /* p_c asked for */
+    bool vector;
+    uint32_t n_compressed;      /* tokens compression saw */
+    uint64_t n_retained, n_approximated, n_evicted; /* over all (layer, KV head, token) of those tokens */
+    uint64_t kv_bytes_before;   /* K/V bytes of those tokens uncompressed */
+    uint64_t kv_bytes_after;    /* and as compressed */
+    uint32_t decode_compressions; /* compressions during generation */
+} vkv_gen_compression;
+
+typedef enum vkv_seq_event_kind {
+    VKV_SEQ_STARTED,            /* admitted and prefilled: the first event of a request that will produce text */
+    VKV_SEQ_TEXT,               /* a piece of generated text (UTF-8, complete characters) */
+    VKV_SEQ_DONE,               /* the last event of a request that ran */
+    VKV_SEQ_ERROR,              /* the last event of a refused or failed request */
+} vkv_seq_event_kind;
+
+typedef struct vkv_seq_event {
+    vkv_seq_event_kind kind;
+    /* VKV_SEQ_TEXT: the piece (malloc'ed; the reader frees it with vkv_seq_event_clear) */
+    char *text;
+    size_t len;
+    /* VKV_SEQ_DONE */
+    const char *finish_reason;  /* "stop" (end of generation or a stop sequence) or "length" */
+    uint32_t prompt_tokens, completion_tokens;
+    vkv_gen_compression compression;
+    /* VKV_SEQ_ERROR: an OpenAI error object's fields and its HTTP status */
+    int http_status;            /* 400, 404, 429, 500, 503 */
+    char message[512];
+    const char *type;           /* "invalid_request_error", "server_error", ... */
+    const char *param;          /* the offending field, or NULL */
+    const char *code;           /* "context_length_exceeded", ... or NULL */
+} vkv_seq_event;
+void vkv_seq_event_clear(vkv_seq_event *e);
+
+typedef struct vkv_engine vkv_engine;
+typedef struct vkv_seq vkv_seq;
+
+/* Queues the request. On success *out is the sequence to read events from;
+ * when the queue is full (429), the engine is stopping (503), or the request
+ * can never run (a prompt longer than the context, a KV peak over the whole
+ * budget: 400), *out still comes back and its first event is the error. */
+void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out);
+/* The next event, waiting up to timeout_ms (< 0: forever). false on timeout. */
+bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev);
+/* The client went away: the sequence leaves the batch at the next step and
+ * its memory returns to the pool. Events after it may still arrive. */
+void vkv_seq_cancel(vkv_seq *q);
+/* The reader is done (after the last event, or after cancelling). */
+void vkv_seq_release(vkv_seq *q);
+
+/* Prometheus text (exposition format 0.0.4) of the engine's counters and gauges. */
+void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out);
+/* The model's id as /v1/models lists it (the GGUF file's name without .gguf). */
+const char *vkv_engine_model_id(const vkv_engine *e);
+/* Stops admitting; running sequences finish; returns when the scheduler thread has exited. */
+void vkv_engine_drain(vkv_engine *e);
+
+#endif
