@@ -18,6 +18,7 @@
 #include "core/status.h"
 #include "core/strbuf.h"
 #include "infer/sampler.h"
+#include "session/session.h"
 
 /* The compression one request asks for: the request's "vkvector" extension
  * object over the server's flags. A field whose has_* flag is false takes the
@@ -105,6 +106,24 @@ void vkv_seq_event_clear(vkv_seq_event *e);
 
 typedef struct vkv_engine vkv_engine;
 typedef struct vkv_seq vkv_seq;
+
+typedef struct vkv_engine_params {
+    uint32_t max_seqs;          /* sequences decoded together in one step; 0: 16 */
+    uint32_t queue;             /* requests waiting for a place beyond those (then 429); 0: 64 */
+    uint64_t kv_budget;         /* bytes of the KV pool every sequence's cache lives in; 0: what the
+                                 * device heap has left after the weights and scratch, less a margin */
+    uint32_t n_ctx;             /* tokens a sequence may reach; 0: the model's training context */
+    uint32_t prefill_chunk;     /* prompt tokens per chunk, interleaved with decode steps; 0: 512 */
+    vkv_press_request defaults; /* the server's flags: every has_* true */
+    bool log;                   /* one line per request and pool change on stderr */
+} vkv_engine_params;
+
+/* Starts the scheduler thread on an open session (its device, model,
+ * tokenizer and calibration; borrowed: close it after vkv_engine_free).
+ * Refuses, naming the numbers, a budget that cannot hold one sequence. */
+vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_engine **out);
+/* Drains (vkv_engine_drain) and frees. */
+void vkv_engine_free(vkv_engine *e);
 
 /* Queues the request. On success *out is the sequence to read events from;
  * when the queue is full (429), the engine is stopping (503), or the request
