@@ -1,0 +1,631 @@
+#include "serve/http.h"
+
+#include "serve/openai.h"
+
+#include <microhttpd.h>
+
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+/* A wait on the engine lasts at most this long; between waits the front
+ * checks whether the client is still there. */
+#define WAIT_MS 100
+/* A body announced bigger than this is refused before it is read (the
+ * connection closes); smaller ones over the cap are read and dropped, so the
+ * client sees the 413. */
+#define DISCARD_LIMIT ((uint64_t)64 << 20)
+
+enum route { R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OTHER, R_COUNT };
+static const char *const route_label[R_COUNT] = {
+    "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{id}", "/health", "/metrics", "other",
+};
+
+#define MAX_COUNTS 96
+
+struct vkv_http_server {
+    struct MHD_Daemon *d;
+    vkv_engine *e;
+    char *api_key;
+    size_t max_body;
+    unsigned idle_timeout_s;
+    bool log;
+    uint16_t port;
+    int64_t created;
+    atomic_bool stopping;
+    pthread_mutex_t mu;
+    pthread_cond_t idle;         /* signalled when `active` drops */
+    unsigned active;             /* requests between their first call and their completion */
+    struct { int route, status; uint64_t n; } counts[MAX_COUNTS];
+    size_t n_counts;
+    uint64_t disconnects;        /* requests whose client left before their sequence ended */
+};
+
+/* One request. Its sequence is released once, by on_completed; a streamed
+ * response holds a second reference to it (the reader's). */
+typedef struct req {
+    vkv_http_server *srv;
+    struct MHD_Connection *conn;
+    int route;
+    char method[8];
+    char url[160];
+    struct timespec t0;
+    vkv_strbuf body;
+    uint64_t body_seen;
+    bool too_large;
+    vkv_seq *seq;
+    bool seq_done;               /* its last event was read */
+    int status;                  /* queued */
+    atomic_int refs;
+    /* a stream */
+    vkv_oai_meta meta;
+    char id[48];
+    vkv_strbuf out;              /* bytes ready for the client, from out_off */
+    size_t out_off;
+    bool out_end;                /* nothing more after `out` */
+} req;
+
+static void req_unref(req *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) != 1) return;
+    free(r->body.p);
+    free(r->out.p);
+    free(r);
+}
+
+static int64_t ms_since(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)(t.tv_sec - t0->tv_sec) * 1000 + (t.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+static void count(vkv_http_server *s, int route, int status)
+{
+    pthread_mutex_lock(&s->mu);
+    size_t i = 0;
+    while (i < s->n_counts && (s->counts[i].route != route || s->counts[i].status != status)) i++;
+    if (i == s->n_counts && i < MAX_COUNTS) {
+        s->counts[i].route = route;
+        s->counts[i].status = status;
+        s->counts[i].n = 0;
+        s->n_counts++;
+    }
+    if (i < s->n_counts) s->counts[i].n++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* The client closed its end (or reset it): a read would see the end. */
+static bool peer_gone(struct MHD_Connection *c)
+{
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return false;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    char ch;
+    return recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+/* Time spent waiting on the engine is not idleness: restart the connection's timer. */
+static void touch(req *r)
+{
+    MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, r->srv->idle_timeout_s);
+}
+
+/* ---- responses ---- */
+
+static enum MHD_Result queue(req *r, int status, struct MHD_Response *resp)
+{
+    if (!resp) return MHD_NO;
+    if (atomic_load(&r->srv->stopping)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    touch(r);
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->status = status;
+    count(r->srv, r->route, status);
+    return ret;
+}
+
+static enum MHD_Result send_text(req *r, int status, const char *ctype, const char *p, size_t n)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(n, (void *)p, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    return queue(r, status, resp);
+}
+
+static enum MHD_Result send_json(req *r, int status, vkv_strbuf *b)
+{
+    enum MHD_Result ret;
+    if (b->oom) {
+        static const char msg[] = "{\"error\":{\"message\":\"out of memory writing the response\","
+                                  "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+        ret = send_text(r, 500, "application/json", msg, sizeof msg - 1);
+    } else {
+        ret = send_text(r, status, "application/json", b->p ? b->p : "", b->n);
+    }
+    free(b->p);
+    return ret;
+}
+
+static enum MHD_Result send_error(req *r, const vkv_oai_error *err, const char *allow)
+{
+    vkv_strbuf b = {0};
+    vkv_oai_write_error(&b, err);
+    if (b.oom) return send_json(r, 500, &b);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(b.n, b.p, MHD_RESPMEM_MUST_COPY);
+    free(b.p);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+    if (err->http_status == 429 || err->http_status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    return queue(r, err->http_status, resp);
+}
+
+static enum MHD_Result send_metrics(req *r)
+{
+    vkv_http_server *s = r->srv;
+    vkv_strbuf b = {0};
+    vkv_engine_metrics(s->e, &b);
+    char line[512];
+    vkv_strbuf_puts(&b, "# HELP vkvector_http_requests_total HTTP requests answered, by route and status.\n"
+                        "# TYPE vkvector_http_requests_total counter\n");
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < s->n_counts; i++) {
+        snprintf(line, sizeof line, "vkvector_http_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                 route_label[s->counts[i].route], s->counts[i].status, (unsigned long long)s->counts[i].n);
+        vkv_strbuf_puts(&b, line);
+    }
+    /* this request is one of them */
+    snprintf(line, sizeof line,
+             "# HELP vkvector_http_requests_in_flight HTTP requests being answered.\n"
+             "# TYPE vkvector_http_requests_in_flight gauge\n"
+             "vkvector_http_requests_in_flight %u\n"
+             "# HELP vkvector_http_client_disconnects_total Requests whose client left before the end.\n"
+             "# TYPE vkvector_http_client_disconnects_total counter\n"
+             "vkvector_http_client_disconnects_total %llu\n",
+             s->active, (unsigned long long)s->disconnects);
+    pthread_mutex_unlock(&s->mu);
+    vkv_strbuf_puts(&b, line);
+    enum MHD_Result ret;
+    if (b.oom) {
+        vkv_oai_error err;
+        vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of memory writing the metrics");
+        ret = send_error(r, &err, NULL);
+    } else {
+        ret = send_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", b.p ? b.p : "", b.n);
+    }
+    free(b.p);
+    return ret;
+}
+
+/* ---- sequences ---- */
+
+/* The next event, waiting in slices; false when the client went away first. */
+static bool next_event(req *r, vkv_seq_event *ev)
+{
+    while (!vkv_seq_next(r->seq, WAIT_MS, ev)) {
+        if (peer_gone(r->conn)) return false;
+        touch(r);
+    }
+    if (ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR) r->seq_done = true;
+    return true;
+}
+
+static void random_chars(char *out, size_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+    unsigned char bytes[64];
+    if (n > sizeof bytes) n = sizeof bytes;
+    if (getrandom(bytes, n, 0) != (ssize_t)n) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        uint64_t x = (uint64_t)t.tv_nsec ^ ((uint64_t)t.tv_sec << 30) ^ (uint64_t)(uintptr_t)out;
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            bytes[i] = (unsigned char)x;
+        }
+    }
+    for (size_t i = 0; i < n; i++) out[i] = abc[bytes[i] % (sizeof abc - 1)];
+    out[n] = 0;
+}
+
+static uint64_t random_seed(void)
+{
+    uint64_t x;
+    if (getrandom(&x, sizeof x, 0) != (ssize_t)sizeof x) x = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull;
+    return x;
+}
+
+/* "data: " + one event's bytes into the stream's buffer. */
+static void sse(vkv_strbuf *out, void (*write)(vkv_strbuf *, const vkv_oai_meta *, const vkv_seq_event *),
+                const vkv_oai_meta *m, const vkv_seq_event *ev)
+{
+    vkv_strbuf_puts(out, "data: ");
+    write(out, m, ev);
+    vkv_strbuf_puts(out, "\n\n");
+}
+
+static void write_text_ev(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *ev)
+{
+    vkv_oai_write_text_chunk(out, m, ev->text, ev->len);
+}
+
+static void write_error_ev(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *ev)
+{
+    vkv_oai_error err;
+    vkv_oai_error_from_event(&err, ev);
+    vkv_oai_write_error(out, &err);
+}
+
+/* One event of a running stream into r->out. */
+static void stream_event(req *r, const vkv_seq_event *ev)
+{
+    switch (ev->kind) {
+    case VKV_SEQ_STARTED: break;
+    case VKV_SEQ_TEXT:
+        if (ev->len) sse(&r->out, write_text_ev, &r->meta, ev);
+        break;
+    case VKV_SEQ_DONE:
+        sse(&r->out, vkv_oai_write_finish_chunk, &r->meta, ev);
+        if (r->meta.include_usage) sse(&r->out, vkv_oai_write_usage_chunk, &r->meta, ev);
+        vkv_strbuf_puts(&r->out, "data: [DONE]\n\n");
+        r->out_end = true;
+        break;
+    case VKV_SEQ_ERROR:
+        /* OpenAI's clients raise an error object sent as an event */
+        sse(&r->out, write_error_ev, &r->meta, ev);
+        r->out_end = true;
+        break;
+    }
+}
+
+/* MHD's content reader for a stream, on the connection's thread: blocking
+ * here is what thread-per-connection allows, in WAIT_MS slices. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    req *r = cls;
+    while (r->out_off == r->out.n) {
+        r->out.n = r->out_off = 0;
+        if (r->out_end) return MHD_CONTENT_READER_END_OF_STREAM;
+        vkv_seq_event ev = {0};
+        if (!next_event(r, &ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        stream_event(r, &ev);
+        vkv_seq_event_clear(&ev);
+        if (r->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = r->out.n - r->out_off;
+    if (n > max) n = max;
+    memcpy(buf, r->out.p + r->out_off, n);
+    r->out_off += n;
+    return (ssize_t)n;
+}
+
+static void stream_free(void *cls) { req_unref(cls); }
+
+/* ---- the generation routes ---- */
+
+static enum MHD_Result generate(req *r)
+{
+    vkv_http_server *s = r->srv;
+    vkv_oai_error err;
+    if (r->too_large) {
+        vkv_oai_error_set(&err, 413, "invalid_request_error", NULL, "request_too_large",
+                          "the request body is larger than %zu bytes", s->max_body);
+        return send_error(r, &err, NULL);
+    }
+    vkv_oai_request q;
+    vkv_oai_route route = r->route == R_CHAT ? VKV_OAI_CHAT : VKV_OAI_COMPLETIONS;
+    if (!vkv_oai_parse(route, r->body.p ? r->body.p : "", r->body.n, &q, &err)) return send_error(r, &err, NULL);
+    free(r->body.p);
+    r->body = (vkv_strbuf){0};
+    const char *model = vkv_engine_model_id(s->e);
+    if (q.model[0] && strcmp(q.model, model)) {
+        vkv_oai_error_set(&err, 404, "invalid_request_error", "model", "model_not_found",
+                          "The model '%s' does not exist (this server serves '%s')", q.model, model);
+        vkv_gen_request_free(&q.gen);
+        return send_error(r, &err, NULL);
+    }
+    if (!q.has_seed) q.gen.sampling.seed = random_seed();
+    bool stream = q.gen.stream;
+
+    snprintf(r->id, sizeof r->id, "%s", route == VKV_OAI_CHAT ? "chatcmpl-" : "cmpl-");
+    size_t idn = strlen(r->id);
+    random_chars(r->id + idn, 24);
+    r->meta = (vkv_oai_meta){.route = route, .id = r->id, .created = (int64_t)time(NULL), .model = model,
+                             .include_usage = q.include_usage};
+
+    vkv_engine_submit(s->e, &q.gen, &r->seq);
+    vkv_seq_event ev = {0};
+    if (!next_event(r, &ev)) return MHD_NO; /* the client left: on_completed cancels */
+    if (ev.kind == VKV_SEQ_ERROR) {
+        vkv_oai_error_from_event(&err, &ev);
+        return send_error(r, &err, NULL);
+    }
+    if (stream) {
+        /* admitted: the headers go now, the chunks as the events come */
+        vkv_oai_write_first_chunk(&r->out, &r->meta);
+        if (r->out.n) {
+            vkv_strbuf first = r->out;
+            r->out = (vkv_strbuf){0};
+            vkv_strbuf_puts(&r->out, "data: ");
+            vkv_strbuf_put(&r->out, first.p, first.n);
+            vkv_strbuf_puts(&r->out, "\n\n");
+            free(first.p);
+        }
+        stream_event(r, &ev);
+        vkv_seq_event_clear(&ev);
+        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, r,
+                                                                      stream_free);
+        if (!resp) return MHD_NO;
+        atomic_fetch_add(&r->refs, 1);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        return queue(r, 200, resp);
+    }
+    /* the whole text, then the response */
+    vkv_strbuf text = {0};
+    for (;;) {
+        if (ev.kind == VKV_SEQ_TEXT) vkv_strbuf_put(&text, ev.text, ev.len);
+        if (ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR) break;
+        vkv_seq_event_clear(&ev);
+        if (!next_event(r, &ev)) {
+            free(text.p);
+            return MHD_NO;
+        }
+    }
+    vkv_seq_event_clear(&ev);
+    if (ev.kind == VKV_SEQ_ERROR) {
+        free(text.p);
+        vkv_oai_error_from_event(&err, &ev);
+        return send_error(r, &err, NULL);
+    }
+    vkv_strbuf b = {0};
+    if (text.oom) b.oom = true;
+    else vkv_oai_write_response(&b, &r->meta, text.p, text.n, &ev);
+    free(text.p);
+    return send_json(r, 200, &b);
+}
+
+/* ---- MHD's callbacks ---- */
+
+static int route_of(const char *url)
+{
+    if (!strcmp(url, "/v1/chat/completions")) return R_CHAT;
+    if (!strcmp(url, "/v1/completions")) return R_COMPLETIONS;
+    if (!strcmp(url, "/v1/models")) return R_MODELS;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) return R_MODEL;
+    if (!strcmp(url, "/health")) return R_HEALTH;
+    if (!strcmp(url, "/metrics")) return R_METRICS;
+    return R_OTHER;
+}
+
+static bool authorized(req *r)
+{
+    const char *key = r->srv->api_key;
+    if (!key) return true;
+    const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    /* in time independent of where the strings differ */
+    size_t hn = strlen(h), kn = strlen(key);
+    unsigned char diff = hn != kn;
+    for (size_t i = 0; i < kn; i++) diff |= (unsigned char)(key[i] ^ (i < hn ? h[i] : 0));
+    return !diff;
+}
+
+static enum MHD_Result respond(req *r)
+{
+    vkv_http_server *s = r->srv;
+    vkv_oai_error err;
+    if (atomic_load(&s->stopping)) {
+        vkv_oai_error_set(&err, 503, "server_error", NULL, NULL, "the server is shutting down");
+        return send_error(r, &err, NULL);
+    }
+    bool post = !strcmp(r->method, "POST"), get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
+    if (r->route == R_OTHER) {
+        vkv_oai_error_set(&err, 404, "invalid_request_error", NULL, NULL, "Invalid URL (%s %s)", r->method, r->url);
+        return send_error(r, &err, NULL);
+    }
+    bool wants_post = r->route == R_CHAT || r->route == R_COMPLETIONS;
+    if (wants_post ? !post : !get) {
+        vkv_oai_error_set(&err, 405, "invalid_request_error", NULL, NULL, "%s %s: method not allowed (use %s)",
+                          r->method, r->url, wants_post ? "POST" : "GET");
+        return send_error(r, &err, wants_post ? "POST" : "GET, HEAD");
+    }
+    if (r->route == R_HEALTH) {
+        static const char ok[] = "{\"status\":\"ok\"}";
+        return send_text(r, 200, "application/json", ok, sizeof ok - 1);
+    }
+    if (r->route == R_METRICS) return send_metrics(r);
+    if (!authorized(r)) {
+        bool given = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        vkv_oai_error_set(&err, 401, "invalid_request_error", NULL, "invalid_api_key",
+                          given ? "Incorrect API key provided" :
+                                  "You didn't provide an API key (Authorization: Bearer KEY)");
+        return send_error(r, &err, NULL);
+    }
+    const char *model = vkv_engine_model_id(s->e);
+    vkv_strbuf b = {0};
+    if (r->route == R_MODELS) {
+        vkv_oai_write_models(&b, model, s->created);
+        return send_json(r, 200, &b);
+    }
+    if (r->route == R_MODEL) {
+        const char *id = r->url + strlen("/v1/models/");
+        if (strcmp(id, model)) {
+            vkv_oai_error_set(&err, 404, "invalid_request_error", "model", "model_not_found",
+                              "The model '%s' does not exist", id);
+            return send_error(r, &err, NULL);
+        }
+        vkv_oai_write_model(&b, model, s->created);
+        return send_json(r, 200, &b);
+    }
+    return generate(r);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    (void)version;
+    vkv_http_server *s = cls;
+    req *r = *con_cls;
+    if (!r) {
+        if (!(r = calloc(1, sizeof *r))) return MHD_NO;
+        atomic_init(&r->refs, 1);
+        r->srv = s;
+        r->conn = c;
+        r->route = route_of(url);
+        snprintf(r->method, sizeof r->method, "%s", method);
+        snprintf(r->url, sizeof r->url, "%s", url);
+        clock_gettime(CLOCK_MONOTONIC, &r->t0);
+        pthread_mutex_lock(&s->mu);
+        s->active++;
+        pthread_mutex_unlock(&s->mu);
+        *con_cls = r;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            unsigned long long n = strtoull(cl, NULL, 10);
+            r->too_large = n > s->max_body;
+            if (n > DISCARD_LIMIT) {
+                vkv_oai_error err;
+                vkv_oai_error_set(&err, 413, "invalid_request_error", NULL, "request_too_large",
+                                  "the request body is larger than %zu bytes", s->max_body);
+                return send_error(r, &err, NULL);
+            }
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        r->body_seen += n;
+        if (!r->too_large && r->body.n + n > s->max_body) {
+            r->too_large = true;
+            free(r->body.p);
+            r->body = (vkv_strbuf){0};
+        }
+        if (!r->too_large) vkv_strbuf_put(&r->body, upload_data, n);
+        *upload_data_size = 0;
+        /* a body that never ends is not drained forever */
+        return r->body_seen > DISCARD_LIMIT ? MHD_NO : MHD_YES;
+    }
+    if (r->status) return MHD_YES; /* answered already */
+    if (r->body.oom) {
+        vkv_oai_error err;
+        vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of memory reading the request");
+        return send_error(r, &err, NULL);
+    }
+    return respond(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
+{
+    (void)c;
+    vkv_http_server *s = cls;
+    req *r = *con_cls;
+    if (!r) return;
+    *con_cls = NULL;
+    bool left = false;
+    if (r->seq) {
+        if (!r->seq_done) {
+            vkv_seq_cancel(r->seq);
+            left = true;
+        }
+        vkv_seq_release(r->seq);
+        r->seq = NULL;
+    }
+    if (s->log)
+        fprintf(stderr, "serve: %s %s %d %lldms%s\n", r->method, r->url, r->status, (long long)ms_since(&r->t0),
+                left ? " (client left)" : toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
+    pthread_mutex_lock(&s->mu);
+    if (left) s->disconnects++;
+    s->active--;
+    pthread_cond_broadcast(&s->idle);
+    pthread_mutex_unlock(&s->mu);
+    req_unref(r);
+}
+
+/* ---- start and stop ---- */
+
+vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_server **out)
+{
+    *out = NULL;
+    const char *host = p->host && *p->host ? p->host : "127.0.0.1";
+    char port[8];
+    snprintf(port, sizeof port, "%u", (unsigned)p->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV}, *ai;
+    int gai = getaddrinfo(host, port, &hints, &ai);
+    if (gai) return vkv_error(VKV_ERR_ARG, "serve: cannot listen on %s: %s", host, gai_strerror(gai));
+
+    vkv_http_server *s = calloc(1, sizeof *s);
+    if (!s) {
+        freeaddrinfo(ai);
+        return vkv_error(VKV_ERR_OOM, "serve: out of memory");
+    }
+    s->e = e;
+    s->max_body = p->max_body ? p->max_body : (size_t)4 << 20;
+    s->idle_timeout_s = p->idle_timeout_s ? p->idle_timeout_s : 60;
+    s->log = p->log;
+    s->created = (int64_t)time(NULL);
+    atomic_init(&s->stopping, false);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->idle, NULL);
+    if (p->api_key && *p->api_key && !(s->api_key = strdup(p->api_key))) {
+        freeaddrinfo(ai);
+        vkv_http_stop(s);
+        return vkv_error(VKV_ERR_OOM, "serve: out of memory");
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    if (p->log) flags |= MHD_USE_ERROR_LOG;
+    s->d = MHD_start_daemon(flags, p->port, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, s->idle_timeout_s,
+                            MHD_OPTION_CONNECTION_LIMIT, p->max_connections ? p->max_connections : 256u,
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        vkv_http_stop(s);
+        return vkv_error(VKV_ERR_IO, "serve: cannot listen on %s port %u (in use, or not an address of this host?)",
+                         host, (unsigned)p->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : p->port;
+    *out = s;
+    return VKV_OK;
+}
+
+uint16_t vkv_http_port(const vkv_http_server *s) { return s->port; }
+
+void vkv_http_stop(vkv_http_server *s)
+{
+    if (!s) return;
+    if (s->d) {
+        atomic_store(&s->stopping, true);
+        MHD_socket fd = MHD_quiesce_daemon(s->d);
+        if (fd != MHD_INVALID_SOCKET) close(fd);
+        /* running requests end (each waits on the engine in bounded slices) */
+        pthread_mutex_lock(&s->mu);
+        while (s->active) pthread_cond_wait(&s->idle, &s->mu);
+        pthread_mutex_unlock(&s->mu);
+        MHD_stop_daemon(s->d);
+    }
+    pthread_cond_destroy(&s->idle);
+    pthread_mutex_destroy(&s->mu);
+    free(s->api_key);
+    free(s);
+}

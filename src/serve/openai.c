@@ -1,0 +1,687 @@
+#include "serve/openai.h"
+
+#include "core/json.h"
+#include "core/json_write.h"
+#include "core/utf8.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- engine.h's data helpers: the front builds requests and reads events ---- */
+
+void vkv_gen_request_free(vkv_gen_request *r)
+{
+    if (!r) return;
+    for (size_t i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (size_t i = 0; i < VKV_GEN_MAX_STOP; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+void vkv_seq_event_clear(vkv_seq_event *e)
+{
+    if (!e) return;
+    free(e->text);
+    e->text = NULL;
+    e->len = 0;
+}
+
+/* ---- errors ---- */
+
+static void error_vset(vkv_oai_error *err, int http_status, const char *type, const char *param, const char *code,
+                       const char *fmt, va_list ap)
+{
+    err->http_status = http_status;
+    err->type = type ? type : http_status >= 500 ? "server_error" : "invalid_request_error";
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    err->code = code;
+    vsnprintf(err->message, sizeof err->message, fmt, ap);
+}
+
+void vkv_oai_error_set(vkv_oai_error *err, int http_status, const char *type, const char *param, const char *code,
+                       const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(err, http_status, type, param, code, fmt, ap);
+    va_end(ap);
+}
+
+void vkv_oai_error_from_event(vkv_oai_error *err, const vkv_seq_event *ev)
+{
+    int status = ev->http_status >= 400 && ev->http_status <= 599 ? ev->http_status : 500;
+    vkv_oai_error_set(err, status, ev->type, ev->param, ev->code, "%s",
+                      ev->message[0] ? ev->message : "the request failed");
+}
+
+/* A 400 naming the parameter; returns false so parsers `return bad(...)`. */
+static bool bad(vkv_oai_error *err, const char *param, const char *fmt, ...) VKV_PRINTF(3, 4);
+static bool bad(vkv_oai_error *err, const char *param, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_vset(err, 400, "invalid_request_error", param, NULL, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool oom(vkv_oai_error *err)
+{
+    vkv_oai_error_set(err, 500, "server_error", NULL, NULL, "out of memory reading the request");
+    return false;
+}
+
+/* ---- typed fields ---- */
+
+/* A member, NULL when absent or null (OpenAI treats a null optional field as absent). */
+static const vkv_json *field(const vkv_json *obj, const char *key)
+{
+    const vkv_json *v = vkv_json_get(obj, key);
+    return v && v->type != VKV_JSON_NULL ? v : NULL;
+}
+
+static const char *type_name(const vkv_json *v)
+{
+    switch (v->type) {
+    case VKV_JSON_NULL: return "null";
+    case VKV_JSON_BOOL: return "a boolean";
+    case VKV_JSON_NUMBER: return "a number";
+    case VKV_JSON_STRING: return "a string";
+    case VKV_JSON_ARRAY: return "an array";
+    case VKV_JSON_OBJECT: return "an object";
+    }
+    return "a value";
+}
+
+static bool is_integer(const vkv_json *v) { return v->type == VKV_JSON_NUMBER && isfinite(v->number) && v->number == floor(v->number); }
+
+/* An integer in [lo, hi]. */
+static bool get_int(const vkv_json *v, const char *param, double lo, double hi, int64_t *out, vkv_oai_error *err)
+{
+    if (!is_integer(v)) {
+        if (v->type == VKV_JSON_NUMBER) return bad(err, param, "'%s' must be an integer", param);
+        return bad(err, param, "'%s' must be an integer, not %s", param, type_name(v));
+    }
+    if (v->number < lo || v->number > hi)
+        return bad(err, param, "'%s' must be in [%.0f, %.0f] (got %g)", param, lo, hi, v->number);
+    *out = (int64_t)v->number;
+    return true;
+}
+
+static bool get_number(const vkv_json *v, const char *param, double *out, vkv_oai_error *err)
+{
+    if (v->type != VKV_JSON_NUMBER) return bad(err, param, "'%s' must be a number, not %s", param, type_name(v));
+    if (!isfinite(v->number)) return bad(err, param, "'%s' is too large", param);
+    *out = v->number;
+    return true;
+}
+
+static bool get_bool(const vkv_json *v, const char *param, bool *out, vkv_oai_error *err)
+{
+    if (v->type != VKV_JSON_BOOL) return bad(err, param, "'%s' must be a boolean, not %s", param, type_name(v));
+    *out = v->boolean;
+    return true;
+}
+
+/* A string without NUL characters (the engine's strings are NUL-terminated). */
+static bool check_string(const vkv_json *v, const char *param, vkv_oai_error *err)
+{
+    if (v->type != VKV_JSON_STRING) return bad(err, param, "'%s' must be a string, not %s", param, type_name(v));
+    if (strlen(v->string) != v->string_len) return bad(err, param, "'%s' must not contain NUL characters", param);
+    return true;
+}
+
+static bool dup_string(const vkv_json *v, const char *param, char **out, vkv_oai_error *err)
+{
+    if (!check_string(v, param, err)) return false;
+    *out = strdup(v->string);
+    return *out ? true : oom(err);
+}
+
+/* A string into a fixed buffer, refused when it does not fit. */
+static bool copy_string(const vkv_json *v, const char *param, char *out, size_t cap, vkv_oai_error *err)
+{
+    if (!check_string(v, param, err)) return false;
+    if (v->string_len >= cap) return bad(err, param, "'%s' is too long (at most %zu bytes)", param, cap - 1);
+    memcpy(out, v->string, v->string_len + 1);
+    return true;
+}
+
+/* ---- the request's parts ---- */
+
+/* A parameter's path ("messages.[2].content"); a path too long is cut. */
+static void path(char *o, size_t cap, const char *fmt, ...) VKV_PRINTF(3, 4);
+static void path(char *o, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(o, cap, fmt, ap);
+    va_end(ap);
+}
+
+static bool parse_content(const vkv_json *c, const char *param, char **out, vkv_oai_error *err)
+{
+    if (c->type == VKV_JSON_STRING) return dup_string(c, param, out, err);
+    if (c->type != VKV_JSON_ARRAY)
+        return bad(err, param, "'%s' must be a string or an array of content parts, not %s", param, type_name(c));
+    /* text parts joined by newlines */
+    vkv_strbuf b = {0};
+    for (size_t j = 0; j < c->n_items; j++) {
+        char p[96];
+        const vkv_json *part = c->items[j];
+        path(p, sizeof p, "%s.[%zu]", param, j);
+        bool ok = false;
+        if (part->type != VKV_JSON_OBJECT) {
+            bad(err, p, "'%s' must be an object, not %s", p, type_name(part));
+        } else {
+            const vkv_json *type = field(part, "type"), *text = field(part, "text");
+            char pt[96];
+            path(pt, sizeof pt, "%s.type", p);
+            if (!type) bad(err, pt, "'%s' is required", pt);
+            else if (type->type != VKV_JSON_STRING) bad(err, pt, "'%s' must be a string, not %s", pt, type_name(type));
+            else if (strcmp(type->string, "text"))
+                bad(err, pt, "'%s': only \"text\" content parts are supported", pt);
+            else {
+                path(pt, sizeof pt, "%s.text", p);
+                if (!text) bad(err, pt, "'%s' is required", pt);
+                else if (check_string(text, pt, err)) {
+                    if (j) vkv_strbuf_put(&b, "\n", 1);
+                    vkv_strbuf_put(&b, text->string, text->string_len);
+                    ok = true;
+                }
+            }
+        }
+        if (!ok) {
+            free(b.p);
+            return false;
+        }
+    }
+    if (!b.p) vkv_strbuf_put(&b, "", 0);
+    if (b.oom) {
+        free(b.p);
+        return oom(err);
+    }
+    *out = b.p;
+    return true;
+}
+
+static bool parse_messages(const vkv_json *root, vkv_gen_request *g, vkv_oai_error *err)
+{
+    static const char *const roles[] = {"system", "developer", "user", "assistant", "tool"};
+    const vkv_json *ms = field(root, "messages");
+    if (!ms) return bad(err, "messages", "'messages' is required");
+    if (ms->type != VKV_JSON_ARRAY) return bad(err, "messages", "'messages' must be an array, not %s", type_name(ms));
+    if (!ms->n_items) return bad(err, "messages", "'messages' must hold at least one message");
+    g->messages = calloc(ms->n_items, sizeof *g->messages);
+    if (!g->messages) return oom(err);
+    for (size_t i = 0; i < ms->n_items; i++) {
+        const vkv_json *m = ms->items[i];
+        char p[96];
+        path(p, sizeof p, "messages.[%zu]", i);
+        if (m->type != VKV_JSON_OBJECT) return bad(err, p, "'%s' must be an object, not %s", p, type_name(m));
+        g->n_messages = i + 1;
+        vkv_gen_message *gm = &g->messages[i];
+        path(p, sizeof p, "messages.[%zu].role", i);
+        const vkv_json *role = field(m, "role");
+        if (!role) return bad(err, p, "'%s' is required", p);
+        if (!check_string(role, p, err)) return false;
+        bool known = false;
+        for (size_t r = 0; r < sizeof roles / sizeof *roles; r++) known |= !strcmp(role->string, roles[r]);
+        if (!known)
+            return bad(err, p, "'%s' is '%s': must be one of system, developer, user, assistant, tool", p,
+                       role->string);
+        if (!(gm->role = strdup(role->string))) return oom(err);
+        path(p, sizeof p, "messages.[%zu].content", i);
+        const vkv_json *content = field(m, "content");
+        if (!content) {
+            /* an assistant's turn may come without content (OpenAI: with tool calls) */
+            if (strcmp(role->string, "assistant")) return bad(err, p, "'%s' is required", p);
+            if (!(gm->content = strdup(""))) return oom(err);
+            continue;
+        }
+        if (!parse_content(content, p, &gm->content, err)) return false;
+    }
+    return true;
+}
+
+static bool parse_prompt(const vkv_json *root, vkv_gen_request *g, vkv_oai_error *err)
+{
+    const vkv_json *pr = field(root, "prompt");
+    if (!pr) return bad(err, "prompt", "'prompt' is required");
+    if (pr->type == VKV_JSON_STRING) {
+        g->kind = VKV_GEN_TEXT;
+        return dup_string(pr, "prompt", &g->prompt, err);
+    }
+    if (pr->type != VKV_JSON_ARRAY)
+        return bad(err, "prompt", "'prompt' must be a string, an array of one string or an array of token ids, not %s",
+                   type_name(pr));
+    if (!pr->n_items) return bad(err, "prompt", "'prompt' must not be empty");
+    if (pr->items[0]->type == VKV_JSON_STRING) {
+        if (pr->n_items != 1) return bad(err, "prompt", "'prompt': one prompt per request (got %zu)", pr->n_items);
+        g->kind = VKV_GEN_TEXT;
+        return dup_string(pr->items[0], "prompt", &g->prompt, err);
+    }
+    if (pr->items[0]->type == VKV_JSON_ARRAY)
+        return bad(err, "prompt", "'prompt': one prompt per request (got an array of token id arrays)");
+    g->kind = VKV_GEN_IDS;
+    g->prompt_ids = malloc(pr->n_items * sizeof *g->prompt_ids);
+    if (!g->prompt_ids) return oom(err);
+    for (size_t i = 0; i < pr->n_items; i++) {
+        int64_t id;
+        if (!is_integer(pr->items[i]))
+            return bad(err, "prompt", "'prompt': element %zu must be a token id (an integer), not %s", i,
+                       pr->items[i]->type == VKV_JSON_NUMBER ? "a fraction" : type_name(pr->items[i]));
+        if (!get_int(pr->items[i], "prompt", 0, INT32_MAX, &id, err)) return false;
+        g->prompt_ids[i] = (int32_t)id;
+    }
+    g->n_prompt_ids = pr->n_items;
+    return true;
+}
+
+static bool parse_stop(const vkv_json *root, vkv_gen_request *g, vkv_oai_error *err)
+{
+    const vkv_json *st = field(root, "stop");
+    if (!st) return true;
+    const vkv_json *const *items = &st;
+    size_t n = 1;
+    if (st->type == VKV_JSON_ARRAY) {
+        items = (const vkv_json *const *)st->items;
+        n = st->n_items;
+        if (n > VKV_GEN_MAX_STOP)
+            return bad(err, "stop", "'stop' holds at most %d sequences (got %zu)", VKV_GEN_MAX_STOP, n);
+    } else if (st->type != VKV_JSON_STRING) {
+        return bad(err, "stop", "'stop' must be a string or an array of strings, not %s", type_name(st));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!check_string(items[i], "stop", err)) return false;
+        if (!items[i]->string_len) return bad(err, "stop", "'stop' sequences must not be empty");
+        if (!(g->stop[i] = strdup(items[i]->string))) return oom(err);
+        g->n_stop = i + 1;
+    }
+    return true;
+}
+
+static bool parse_press(const vkv_json *root, vkv_press_request *p, vkv_oai_error *err)
+{
+    const vkv_json *x = field(root, "vkvector"), *v;
+    if (!x) return true;
+    if (x->type != VKV_JSON_OBJECT) return bad(err, "vkvector", "'vkvector' must be an object, not %s", type_name(x));
+    int64_t n;
+    if ((v = field(x, "press"))) {
+        if (!copy_string(v, "vkvector.press", p->press, sizeof p->press, err)) return false;
+        p->has_press = true;
+    }
+    if ((v = field(x, "compression"))) {
+        if (!get_number(v, "vkvector.compression", &p->compression, err)) return false;
+        if (!(p->compression >= 0 && p->compression < 1))
+            return bad(err, "vkvector.compression", "'vkvector.compression' must be in [0, 1) (got %g)", p->compression);
+        p->has_compression = true;
+    }
+    if ((v = field(x, "vector"))) {
+        if (!get_bool(v, "vkvector.vector", &p->vector, err)) return false;
+        p->has_vector = true;
+    }
+    if ((v = field(x, "pa"))) {
+        if (!get_number(v, "vkvector.pa", &p->pa, err)) return false;
+        if (!(p->pa >= 0 && p->pa <= 1))
+            return bad(err, "vkvector.pa", "'vkvector.pa' must be in [0, 1] (got %g)", p->pa);
+        p->has_pa = true;
+    }
+    if ((v = field(x, "kv_type"))) {
+        static const char *const types[] = {"f16", "f32", "q8_0", "q4_0"};
+        if (!check_string(v, "vkvector.kv_type", err)) return false;
+        bool known = false;
+        for (size_t i = 0; i < sizeof types / sizeof *types; i++) known |= !strcmp(v->string, types[i]);
+        if (!known) return bad(err, "vkvector.kv_type", "'vkvector.kv_type' must be one of f16, f32, q8_0, q4_0");
+        memcpy(p->kv_type, v->string, v->string_len + 1);
+        p->has_kv_type = true;
+    }
+    if ((v = field(x, "compress_every"))) {
+        if (!get_int(v, "vkvector.compress_every", 0, INT32_MAX, &n, err)) return false;
+        p->compress_every = (uint32_t)n;
+        p->has_compress_every = true;
+    }
+    if ((v = field(x, "max_kv_tokens"))) {
+        if (!get_int(v, "vkvector.max_kv_tokens", 0, INT32_MAX, &n, err)) return false;
+        p->max_kv_tokens = (uint32_t)n;
+        p->has_max_kv_tokens = true;
+    }
+    if ((v = field(x, "query_aware"))) {
+        if (!get_bool(v, "vkvector.query_aware", &p->query_aware, err)) return false;
+        p->has_query_aware = true;
+    }
+    return true;
+}
+
+/* The fields both routes share. */
+static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error *err)
+{
+    vkv_gen_request *g = &r->gen;
+    const vkv_json *v;
+    int64_t n;
+    if ((v = field(root, "model")) && !copy_string(v, "model", r->model, sizeof r->model, err)) return false;
+    if ((v = field(root, "n"))) {
+        if (!get_int(v, "n", 1, 128, &n, err)) return false;
+        if (n != 1) return bad(err, "n", "'n': only one choice per request is supported (got %lld)", (long long)n);
+    }
+    /* max_completion_tokens is the newer name; it wins when both are given */
+    const vkv_json *mt = field(root, "max_completion_tokens");
+    const char *mt_name = "max_completion_tokens";
+    if (!mt) {
+        mt = field(root, "max_tokens");
+        mt_name = "max_tokens";
+    }
+    if (mt) {
+        if (!get_int(mt, mt_name, 1, INT32_MAX, &n, err)) return false;
+        g->max_tokens = (uint32_t)n;
+    }
+    g->sampling = vkv_sampler_defaults();
+    g->sampling.temperature = 1.0f;
+    g->sampling.top_p = 1.0f;
+    double d = 0;
+    if ((v = field(root, "temperature"))) {
+        if (!get_number(v, "temperature", &d, err)) return false;
+        if (!(d >= 0 && d <= 2)) return bad(err, "temperature", "'temperature' must be in [0, 2] (got %g)", d);
+        g->sampling.temperature = (float)d;
+    }
+    if ((v = field(root, "top_p"))) {
+        if (!get_number(v, "top_p", &d, err)) return false;
+        if (!(d > 0 && d <= 1)) return bad(err, "top_p", "'top_p' must be in (0, 1] (got %g)", d);
+        g->sampling.top_p = (float)d;
+    }
+    if ((v = field(root, "seed"))) {
+        /* OpenAI's seed is a 64-bit integer; doubles hold them exactly up to 2^53 */
+        if (!get_int(v, "seed", -9007199254740992.0, 9007199254740992.0, &n, err)) return false;
+        g->sampling.seed = (uint64_t)n;
+        r->has_seed = true;
+    }
+    if (!parse_stop(root, g, err)) return false;
+    if ((v = field(root, "stream")) && !get_bool(v, "stream", &g->stream, err)) return false;
+    if ((v = field(root, "stream_options"))) {
+        if (v->type != VKV_JSON_OBJECT)
+            return bad(err, "stream_options", "'stream_options' must be an object, not %s", type_name(v));
+        if (!g->stream)
+            return bad(err, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+        const vkv_json *iu = field(v, "include_usage");
+        if (iu && !get_bool(iu, "stream_options.include_usage", &r->include_usage, err)) return false;
+    }
+    return parse_press(root, &g->press, err);
+}
+
+/* JSON text is UTF-8 (RFC 8259 §8.1): any other byte sequence is refused
+ * before parsing, so every string reaching the engine is valid UTF-8. */
+static bool valid_utf8(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if ((unsigned char)s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len = vkv_utf8_valid_len((const unsigned char *)s + i, n - i);
+        if (!len) return false;
+        i += len;
+    }
+    return true;
+}
+
+bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->route = route;
+    if (!valid_utf8(body, len)) return bad(err, NULL, "the request body is not valid UTF-8");
+    vkv_json_doc *doc;
+    if (vkv_json_parse(body, len, &doc)) {
+        bad(err, NULL, "could not parse the JSON body of the request: %s", vkv_last_error());
+        vkv_clear_error();
+        return false;
+    }
+    const vkv_json *root = vkv_json_root(doc);
+    bool ok;
+    if (root->type != VKV_JSON_OBJECT) {
+        ok = bad(err, NULL, "the request body must be a JSON object, not %s", type_name(root));
+    } else {
+        out->gen.kind = VKV_GEN_CHAT;
+        ok = route == VKV_OAI_CHAT ? parse_messages(root, &out->gen, err) : parse_prompt(root, &out->gen, err);
+        ok = ok && parse_common(root, out, err);
+    }
+    vkv_json_free(doc);
+    if (!ok) vkv_gen_request_free(&out->gen);
+    return ok;
+}
+
+/* ---- writers: the project's JSON writer into a memory stream ---- */
+
+typedef struct jout {
+    FILE *f;
+    char *p;
+    size_t n;
+    vkv_json_writer w;
+} jout;
+
+static bool jout_open(jout *j, vkv_strbuf *out)
+{
+    j->p = NULL;
+    j->n = 0;
+    j->f = out->oom ? NULL : open_memstream(&j->p, &j->n);
+    if (!j->f) {
+        out->oom = true;
+        return false;
+    }
+    vkv_json_init(&j->w, j->f, false);
+    return true;
+}
+
+static void jout_close(jout *j, vkv_strbuf *out)
+{
+    if (fclose(j->f)) out->oom = true;
+    else vkv_strbuf_put(out, j->p, j->n);
+    free(j->p);
+}
+
+static void str_or_null(vkv_json_writer *w, const char *key, const char *s)
+{
+    vkv_json_key(w, key);
+    if (s && *s) vkv_json_str(w, s);
+    else vkv_json_null(w);
+}
+
+static void write_head(vkv_json_writer *w, const vkv_oai_meta *m, const char *object)
+{
+    vkv_json_key(w, "id");
+    vkv_json_str(w, m->id);
+    vkv_json_key(w, "object");
+    vkv_json_str(w, object);
+    vkv_json_key(w, "created");
+    vkv_json_int(w, m->created);
+    vkv_json_key(w, "model");
+    vkv_json_str(w, m->model);
+}
+
+static void write_usage(vkv_json_writer *w, const vkv_seq_event *done)
+{
+    vkv_json_key(w, "usage");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "prompt_tokens");
+    vkv_json_uint(w, done->prompt_tokens);
+    vkv_json_key(w, "completion_tokens");
+    vkv_json_uint(w, done->completion_tokens);
+    vkv_json_key(w, "total_tokens");
+    vkv_json_uint(w, (uint64_t)done->prompt_tokens + done->completion_tokens);
+    vkv_json_end_object(w);
+}
+
+static void write_compression(vkv_json_writer *w, const vkv_gen_compression *c)
+{
+    vkv_json_key(w, "vkvector");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "press");
+    vkv_json_str(w, c->press ? c->press : "none");
+    vkv_json_key(w, "compression");
+    vkv_json_num(w, c->compression);
+    vkv_json_key(w, "vector");
+    vkv_json_bool(w, c->vector);
+    const struct { const char *key; uint64_t v; } counts[] = {
+        {"n_compressed", c->n_compressed}, {"n_retained", c->n_retained}, {"n_approximated", c->n_approximated},
+        {"n_evicted", c->n_evicted}, {"kv_bytes_before", c->kv_bytes_before}, {"kv_bytes_after", c->kv_bytes_after},
+        {"decode_compressions", c->decode_compressions},
+    };
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        vkv_json_key(w, counts[i].key);
+        vkv_json_uint(w, counts[i].v);
+    }
+    vkv_json_end_object(w);
+}
+
+/* A completion object with one choice. whole: the response (the message
+ * with its role and text, the usage); else a stream chunk (the chat delta
+ * with role and/or content, text NULL for none). done: the finish reason and
+ * the "vkvector" object; NULL: finish_reason null. */
+static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole, bool role, const char *text,
+                             size_t len, const vkv_seq_event *done)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_writer *w = &j.w;
+    bool chat = m->route == VKV_OAI_CHAT;
+    vkv_json_begin_object(w);
+    write_head(w, m, !chat ? "text_completion" : whole ? "chat.completion" : "chat.completion.chunk");
+    vkv_json_key(w, "choices");
+    vkv_json_begin_array(w);
+    vkv_json_begin_object(w);
+    if (chat) {
+        vkv_json_key(w, "index");
+        vkv_json_int(w, 0);
+        vkv_json_key(w, whole ? "message" : "delta");
+        vkv_json_begin_object(w);
+        if (role) {
+            vkv_json_key(w, "role");
+            vkv_json_str(w, "assistant");
+        }
+        if (text) {
+            vkv_json_key(w, "content");
+            vkv_json_strn(w, text, len);
+        }
+        vkv_json_end_object(w);
+    } else {
+        vkv_json_key(w, "text");
+        vkv_json_strn(w, text ? text : "", text ? len : 0);
+        vkv_json_key(w, "index");
+        vkv_json_int(w, 0);
+    }
+    vkv_json_key(w, "logprobs");
+    vkv_json_null(w);
+    vkv_json_key(w, "finish_reason");
+    if (done) vkv_json_str(w, done->finish_reason ? done->finish_reason : "stop");
+    else vkv_json_null(w);
+    vkv_json_end_object(w);
+    vkv_json_end_array(w);
+    if (whole) {
+        write_usage(w, done);
+    } else if (m->include_usage) {
+        vkv_json_key(w, "usage");
+        vkv_json_null(w);
+    }
+    if (done) write_compression(w, &done->compression);
+    vkv_json_end_object(w);
+    jout_close(&j, out);
+}
+
+void vkv_oai_write_response(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
+                            const vkv_seq_event *done)
+{
+    write_completion(out, m, true, true, text ? text : "", text ? len : 0, done);
+}
+
+void vkv_oai_write_first_chunk(vkv_strbuf *out, const vkv_oai_meta *m)
+{
+    if (m->route == VKV_OAI_CHAT) write_completion(out, m, false, true, "", 0, NULL);
+}
+
+void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len)
+{
+    write_completion(out, m, false, false, text ? text : "", text ? len : 0, NULL);
+}
+
+void vkv_oai_write_finish_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done)
+{
+    write_completion(out, m, false, false, NULL, 0, done);
+}
+
+void vkv_oai_write_usage_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_writer *w = &j.w;
+    vkv_json_begin_object(w);
+    write_head(w, m, m->route == VKV_OAI_CHAT ? "chat.completion.chunk" : "text_completion");
+    vkv_json_key(w, "choices");
+    vkv_json_begin_array(w);
+    vkv_json_end_array(w);
+    write_usage(w, done);
+    vkv_json_end_object(w);
+    jout_close(&j, out);
+}
+
+static void write_model_obj(vkv_json_writer *w, const char *model_id, int64_t created)
+{
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "id");
+    vkv_json_str(w, model_id);
+    vkv_json_key(w, "object");
+    vkv_json_str(w, "model");
+    vkv_json_key(w, "created");
+    vkv_json_int(w, created);
+    vkv_json_key(w, "owned_by");
+    vkv_json_str(w, "vkvector");
+    vkv_json_end_object(w);
+}
+
+void vkv_oai_write_models(vkv_strbuf *out, const char *model_id, int64_t created)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_begin_object(&j.w);
+    vkv_json_key(&j.w, "object");
+    vkv_json_str(&j.w, "list");
+    vkv_json_key(&j.w, "data");
+    vkv_json_begin_array(&j.w);
+    write_model_obj(&j.w, model_id, created);
+    vkv_json_end_array(&j.w);
+    vkv_json_end_object(&j.w);
+    jout_close(&j, out);
+}
+
+void vkv_oai_write_model(vkv_strbuf *out, const char *model_id, int64_t created)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    write_model_obj(&j.w, model_id, created);
+    jout_close(&j, out);
+}
+
+void vkv_oai_write_error(vkv_strbuf *out, const vkv_oai_error *err)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_writer *w = &j.w;
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "error");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "message");
+    vkv_json_str(w, err->message);
+    vkv_json_key(w, "type");
+    vkv_json_str(w, err->type ? err->type : "invalid_request_error");
+    str_or_null(w, "param", err->param);
+    str_or_null(w, "code", err->code);
+    vkv_json_end_object(w);
+    vkv_json_end_object(w);
+    jout_close(&j, out);
+}

@@ -1,0 +1,86 @@
+/* OpenAI's wire format for `vkvector serve`, without I/O: request bodies of
+ * POST /v1/chat/completions and POST /v1/completions parsed and checked into a
+ * vkv_gen_request (serve/engine.h), and the response objects, stream chunks,
+ * model list and error objects written as OpenAI writes them.
+ *
+ * Parsing follows OpenAI: unknown fields are ignored, a null optional field
+ * is an absent one, a field of the wrong type or out of range is a 400 whose
+ * error names it ("param": "temperature", "messages.[2].content"). Absent
+ * sampling fields take OpenAI's defaults (temperature 1, top_p 1); an absent
+ * `model` is the served model (OpenAI requires it; its clients always send
+ * it). The "vkvector" extension object sets the request's compression; a
+ * press name is checked by the engine, not here. */
+#ifndef VKV_SERVE_OPENAI_H
+#define VKV_SERVE_OPENAI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/strbuf.h"
+#include "serve/engine.h"
+
+typedef enum vkv_oai_route {
+    VKV_OAI_CHAT,        /* POST /v1/chat/completions */
+    VKV_OAI_COMPLETIONS, /* POST /v1/completions */
+} vkv_oai_route;
+
+/* An OpenAI error object and its HTTP status. */
+typedef struct vkv_oai_error {
+    int http_status;
+    char message[512];
+    const char *type;   /* "invalid_request_error", "server_error", ... */
+    char param[96];     /* "" writes null */
+    const char *code;   /* NULL writes null */
+} vkv_oai_error;
+
+typedef struct vkv_oai_request {
+    vkv_oai_route route;
+    vkv_gen_request gen;
+    char model[256];     /* as the client named it; "" when absent */
+    bool has_seed;       /* false: the caller draws one (OpenAI's sampling is random without a seed) */
+    bool include_usage;  /* stream_options.include_usage */
+} vkv_oai_request;
+
+/* Parses body[0, len). On success fills *out (free out->gen with
+ * vkv_gen_request_free unless it was submitted); on failure fills *err (400)
+ * and leaves nothing to free. */
+bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err);
+
+/* Sets *err; param NULL writes null. */
+void vkv_oai_error_set(vkv_oai_error *err, int http_status, const char *type, const char *param, const char *code,
+                       const char *fmt, ...) VKV_PRINTF(6, 7);
+/* The error object of an engine's VKV_SEQ_ERROR event. */
+void vkv_oai_error_from_event(vkv_oai_error *err, const vkv_seq_event *ev);
+
+/* What every response object of one request shares. */
+typedef struct vkv_oai_meta {
+    vkv_oai_route route;
+    const char *id;      /* "chatcmpl-..." / "cmpl-..." */
+    int64_t created;     /* Unix seconds */
+    const char *model;
+    bool include_usage;  /* streams: "usage": null on each chunk, then the usage chunk */
+} vkv_oai_meta;
+
+/* The writers append one JSON object to *out (no newline); out->oom on
+ * failure. */
+
+/* chat.completion or text_completion: the whole text, and the DONE event's
+ * finish reason, usage and "vkvector" compression object. */
+void vkv_oai_write_response(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
+                            const vkv_seq_event *done);
+/* Stream chunks. The first chunk of a chat stream: delta {role, content ""};
+ * completions have none (vkv_oai_write_first_chunk writes nothing). */
+void vkv_oai_write_first_chunk(vkv_strbuf *out, const vkv_oai_meta *m);
+void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len);
+/* The chunk with finish_reason (empty delta / text), carrying the "vkvector" object. */
+void vkv_oai_write_finish_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done);
+/* With include_usage: "choices": [] and the usage. */
+void vkv_oai_write_usage_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done);
+/* GET /v1/models (a list of one) and GET /v1/models/{id}. */
+void vkv_oai_write_models(vkv_strbuf *out, const char *model_id, int64_t created);
+void vkv_oai_write_model(vkv_strbuf *out, const char *model_id, int64_t created);
+/* {"error": {"message", "type", "param", "code"}} */
+void vkv_oai_write_error(vkv_strbuf *out, const vkv_oai_error *err);
+
+#endif
