@@ -1,0 +1,362 @@
+/* OpenAI's wire format (src/serve/openai.c): request bodies parsed into
+ * engine requests, every bad one refused naming its parameter, and the
+ * response objects and stream chunks as OpenAI writes them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/json.h"
+#include "serve/openai.h"
+
+static bool parse(vkv_oai_route route, const char *body, vkv_oai_request *q, vkv_oai_error *err)
+{
+    return vkv_oai_parse(route, body, strlen(body), q, err);
+}
+
+static void chat_request_parses(void **state)
+{
+    (void)state;
+    vkv_oai_request q;
+    vkv_oai_error err;
+    const char *body =
+        "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"},"
+        " {\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"one\"}, {\"type\": \"text\", \"text\": \"two\"}]},"
+        " {\"role\": \"assistant\", \"content\": null}],"
+        " \"max_tokens\": 7, \"max_completion_tokens\": 9, \"temperature\": 0.5, \"top_p\": 0.9, \"seed\": -3,"
+        " \"stop\": [\"x\", \"yy\"], \"stream\": true, \"stream_options\": {\"include_usage\": true}, \"n\": 1,"
+        " \"frequency_penalty\": 0, \"user\": \"someone\", \"logit_bias\": null,"
+        " \"vkvector\": {\"press\": \"snapkv\", \"compression\": 0.75, \"vector\": true, \"pa\": 0.1,"
+        " \"kv_type\": \"q8_0\", \"compress_every\": 64, \"max_kv_tokens\": 512, \"query_aware\": false}}";
+    assert_true(parse(VKV_OAI_CHAT, body, &q, &err));
+    const vkv_gen_request *g = &q.gen;
+    assert_int_equal(g->kind, VKV_GEN_CHAT);
+    assert_string_equal(q.model, "m");
+    assert_int_equal(g->n_messages, 3);
+    assert_string_equal(g->messages[0].role, "system");
+    assert_string_equal(g->messages[0].content, "Be brief.");
+    assert_string_equal(g->messages[1].content, "one\ntwo");
+    assert_string_equal(g->messages[2].content, "");
+    assert_int_equal(g->max_tokens, 9); /* max_completion_tokens wins */
+    assert_true(g->sampling.temperature == 0.5f);
+    assert_true(g->sampling.top_p == 0.9f);
+    assert_true(q.has_seed);
+    assert_true(g->sampling.seed == (uint64_t)-3);
+    assert_int_equal(g->n_stop, 2);
+    assert_string_equal(g->stop[1], "yy");
+    assert_true(g->stream);
+    assert_true(q.include_usage);
+    const vkv_press_request *p = &g->press;
+    assert_true(p->has_press && p->has_compression && p->has_vector && p->has_pa && p->has_kv_type &&
+                p->has_compress_every && p->has_max_kv_tokens && p->has_query_aware);
+    assert_string_equal(p->press, "snapkv");
+    assert_true(p->compression == 0.75 && p->vector && p->pa == 0.1);
+    assert_string_equal(p->kv_type, "q8_0");
+    assert_int_equal(p->compress_every, 64);
+    assert_int_equal(p->max_kv_tokens, 512);
+    assert_false(p->query_aware);
+    vkv_gen_request_free(&q.gen);
+}
+
+static void defaults_are_openai_s(void **state)
+{
+    (void)state;
+    vkv_oai_request q;
+    vkv_oai_error err;
+    assert_true(parse(VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}], \"stop\": \"\\n\"}", &q, &err));
+    assert_string_equal(q.model, "");
+    assert_int_equal(q.gen.max_tokens, 0);
+    assert_true(q.gen.sampling.temperature == 1.0f && q.gen.sampling.top_p == 1.0f);
+    assert_false(q.has_seed);
+    assert_false(q.gen.stream);
+    assert_int_equal(q.gen.n_stop, 1);
+    assert_string_equal(q.gen.stop[0], "\n");
+    assert_false(q.gen.press.has_press || q.gen.press.has_compression || q.gen.press.has_vector);
+    vkv_gen_request_free(&q.gen);
+}
+
+static void completion_prompts_parse(void **state)
+{
+    (void)state;
+    vkv_oai_request q;
+    vkv_oai_error err;
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": \"Once upon\"}", &q, &err));
+    assert_int_equal(q.gen.kind, VKV_GEN_TEXT);
+    assert_string_equal(q.gen.prompt, "Once upon");
+    vkv_gen_request_free(&q.gen);
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": [\"a time\"], \"max_tokens\": 3}", &q, &err));
+    assert_int_equal(q.gen.kind, VKV_GEN_TEXT);
+    assert_string_equal(q.gen.prompt, "a time");
+    assert_int_equal(q.gen.max_tokens, 3);
+    vkv_gen_request_free(&q.gen);
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": [1, 22, 333]}", &q, &err));
+    assert_int_equal(q.gen.kind, VKV_GEN_IDS);
+    assert_int_equal(q.gen.n_prompt_ids, 3);
+    assert_int_equal(q.gen.prompt_ids[2], 333);
+    vkv_gen_request_free(&q.gen);
+}
+
+/* Each bad body with the param its error names ("" for null) and a word of its message. */
+static const struct bad_case {
+    vkv_oai_route route;
+    const char *body, *param, *says;
+} bad_cases[] = {
+    {VKV_OAI_CHAT, "{\"messages\": [", "", "parse"},
+    {VKV_OAI_CHAT, "[1]", "", "object"},
+    {VKV_OAI_CHAT, "{\"messages\": \"\xff\"}", "", "UTF-8"}, /* a raw 0xff byte */
+    {VKV_OAI_CHAT, "{}", "messages", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": {}}", "messages", "array"},
+    {VKV_OAI_CHAT, "{\"messages\": []}", "messages", "at least one"},
+    {VKV_OAI_CHAT, "{\"messages\": [1]}", "messages.[0]", "object"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"content\": \"x\"}]}", "messages.[0].role", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"robot\", \"content\": \"x\"}]}", "messages.[0].role", "one of"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\"}]}", "messages.[0].content", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}", "messages.[0].content", "string"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}", "messages.[0].content", "NUL"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"user\", \"content\": [{\"type\": \"image_url\"}]}]}",
+     "messages.[1].content.[0].type", "text"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"text\"}]}]}", "messages.[0].content.[0].text", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [7]}]}", "messages.[0].content.[0]", "object"},
+    {VKV_OAI_COMPLETIONS, "{}", "prompt", "required"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": []}", "prompt", "empty"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": [\"a\", \"b\"]}", "prompt", "one prompt"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": [[1, 2]]}", "prompt", "one prompt"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": [1, -2]}", "prompt", "[0,"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": [1, 2.5]}", "prompt", "token id"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": [1, \"x\"]}", "prompt", "token id"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": true}", "prompt", "string"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"model\": 3}", "model", "string"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"n\": 2}", "n", "one choice"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"n\": \"1\"}", "n", "integer"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", "[1,"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", "max_tokens", "integer"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_tokens\": 1e400}", "max_tokens", "integer"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_completion_tokens\": -1}", "max_completion_tokens", "[1,"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"temperature\": 2.5}", "temperature", "[0, 2]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"temperature\": \"hot\"}", "temperature", "number"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"temperature\": -1e999}", "temperature", "too large"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"top_p\": 0}", "top_p", "(0, 1]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"seed\": 1e30}", "seed", "seed"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stop\": 4}", "stop", "string"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stop\": [\"a\", 1]}", "stop", "string"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stop\": [\"\"]}", "stop", "empty"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stop\": [\"a\", \"b\", \"c\", \"d\", \"e\"]}", "stop", "at most 4"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stream\": 1}", "stream", "boolean"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": true}}", "stream_options", "stream"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": []}", "stream_options", "object"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"stream\": true, \"stream_options\": {\"include_usage\": 1}}",
+     "stream_options.include_usage", "boolean"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": 1}", "vkvector", "object"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"press\": 1}}", "vkvector.press", "string"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"press\": \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}}",
+     "vkvector.press", "too long"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"compression\": 1}}", "vkvector.compression", "[0, 1)"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"vector\": \"yes\"}}", "vkvector.vector", "boolean"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"pa\": -0.5}}", "vkvector.pa", "[0, 1]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"kv_type\": \"q2_k\"}}", "vkvector.kv_type", "one of"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"compress_every\": -1}}", "vkvector.compress_every", "[0,"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"max_kv_tokens\": 0.5}}", "vkvector.max_kv_tokens", "integer"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"vkvector\": {\"query_aware\": 0}}", "vkvector.query_aware", "boolean"},
+};
+
+static void bad_bodies_name_their_param(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_cases / sizeof *bad_cases; i++) {
+        const struct bad_case *c = &bad_cases[i];
+        vkv_oai_request q;
+        vkv_oai_error err;
+        memset(&err, 0, sizeof err);
+        if (parse(c->route, c->body, &q, &err)) {
+            vkv_gen_request_free(&q.gen);
+            fail_msg("accepted: %s", c->body);
+        }
+        if (err.http_status != 400 || strcmp(err.param, c->param) || !strstr(err.message, c->says) ||
+            strcmp(err.type, "invalid_request_error"))
+            fail_msg("%s: status %d, param '%s' (wanted '%s'), message '%s' (wanted '%s')", c->body, err.http_status,
+                     err.param, c->param, err.message, c->says);
+    }
+}
+
+/* ---- writers ---- */
+
+static vkv_json_doc *parsed(vkv_strbuf *b)
+{
+    assert_false(b->oom);
+    vkv_json_doc *d;
+    if (vkv_json_parse(b->p, b->n, &d)) fail_msg("not JSON: %s", b->p);
+    free(b->p);
+    *b = (vkv_strbuf){0};
+    return d;
+}
+
+static const vkv_json *at(const vkv_json *v, const char *path)
+{
+    /* "choices.0.message.content" */
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *tok = strtok(buf, "."); tok && v; tok = strtok(NULL, "."))
+        v = tok[0] >= '0' && tok[0] <= '9' ? vkv_json_at(v, (size_t)atoi(tok)) : vkv_json_get(v, tok);
+    if (!v) fail_msg("no %s", path);
+    return v;
+}
+
+static vkv_seq_event done_event(void)
+{
+    vkv_seq_event ev = {.kind = VKV_SEQ_DONE, .finish_reason = "length", .prompt_tokens = 5, .completion_tokens = 3};
+    ev.compression = (vkv_gen_compression){.press = "keydiff", .compression = 0.5, .vector = true, .n_compressed = 5,
+                                           .n_retained = 10, .n_approximated = 4, .n_evicted = 6,
+                                           .kv_bytes_before = 4096, .kv_bytes_after = 1024, .decode_compressions = 2};
+    return ev;
+}
+
+static void responses_are_openai_s(void **state)
+{
+    (void)state;
+    vkv_seq_event ev = done_event();
+    vkv_oai_meta m = {.route = VKV_OAI_CHAT, .id = "chatcmpl-abc", .created = 1700000000, .model = "llama"};
+    vkv_strbuf b = {0};
+    vkv_oai_write_response(&b, &m, "hi \"there\"\n", 11, &ev);
+    vkv_json_doc *d = parsed(&b);
+    const vkv_json *r = vkv_json_root(d);
+    assert_string_equal(at(r, "id")->string, "chatcmpl-abc");
+    assert_string_equal(at(r, "object")->string, "chat.completion");
+    assert_true(at(r, "created")->number == 1700000000);
+    assert_string_equal(at(r, "model")->string, "llama");
+    assert_true(at(r, "choices.0.index")->number == 0);
+    assert_string_equal(at(r, "choices.0.message.role")->string, "assistant");
+    assert_string_equal(at(r, "choices.0.message.content")->string, "hi \"there\"\n");
+    assert_int_equal(at(r, "choices.0.logprobs")->type, VKV_JSON_NULL);
+    assert_string_equal(at(r, "choices.0.finish_reason")->string, "length");
+    assert_true(at(r, "usage.prompt_tokens")->number == 5);
+    assert_true(at(r, "usage.completion_tokens")->number == 3);
+    assert_true(at(r, "usage.total_tokens")->number == 8);
+    assert_string_equal(at(r, "vkvector.press")->string, "keydiff");
+    assert_true(at(r, "vkvector.compression")->number == 0.5);
+    assert_true(at(r, "vkvector.vector")->boolean);
+    assert_true(at(r, "vkvector.n_approximated")->number == 4);
+    assert_true(at(r, "vkvector.kv_bytes_after")->number == 1024);
+    assert_true(at(r, "vkvector.decode_compressions")->number == 2);
+    vkv_json_free(d);
+
+    m = (vkv_oai_meta){.route = VKV_OAI_COMPLETIONS, .id = "cmpl-x", .created = 1, .model = "llama"};
+    vkv_oai_write_response(&b, &m, "text", 4, &ev);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "object")->string, "text_completion");
+    assert_string_equal(at(r, "choices.0.text")->string, "text");
+    assert_true(at(r, "choices.0.index")->number == 0);
+    assert_string_equal(at(r, "choices.0.finish_reason")->string, "length");
+    vkv_json_free(d);
+}
+
+static void chunks_are_openai_s(void **state)
+{
+    (void)state;
+    vkv_seq_event ev = done_event();
+    vkv_oai_meta m = {.route = VKV_OAI_CHAT, .id = "chatcmpl-abc", .created = 2, .model = "llama", .include_usage = true};
+    vkv_strbuf b = {0};
+    vkv_oai_write_first_chunk(&b, &m);
+    vkv_json_doc *d = parsed(&b);
+    const vkv_json *r = vkv_json_root(d);
+    assert_string_equal(at(r, "object")->string, "chat.completion.chunk");
+    assert_string_equal(at(r, "choices.0.delta.role")->string, "assistant");
+    assert_string_equal(at(r, "choices.0.delta.content")->string, "");
+    assert_int_equal(at(r, "choices.0.finish_reason")->type, VKV_JSON_NULL);
+    assert_int_equal(at(r, "usage")->type, VKV_JSON_NULL);
+    vkv_json_free(d);
+
+    vkv_oai_write_text_chunk(&b, &m, "tok", 3);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "choices.0.delta.content")->string, "tok");
+    assert_null(vkv_json_get(at(r, "choices.0.delta"), "role"));
+    vkv_json_free(d);
+
+    vkv_oai_write_finish_chunk(&b, &m, &ev);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_int_equal(at(r, "choices.0.delta")->n_items, 0);
+    assert_string_equal(at(r, "choices.0.finish_reason")->string, "length");
+    assert_string_equal(at(r, "vkvector.press")->string, "keydiff");
+    vkv_json_free(d);
+
+    vkv_oai_write_usage_chunk(&b, &m, &ev);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_int_equal(at(r, "choices")->type, VKV_JSON_ARRAY);
+    assert_int_equal(at(r, "choices")->n_items, 0);
+    assert_true(at(r, "usage.total_tokens")->number == 8);
+    vkv_json_free(d);
+
+    /* completions: no role chunk; text chunks are text_completion objects */
+    m = (vkv_oai_meta){.route = VKV_OAI_COMPLETIONS, .id = "cmpl-x", .created = 2, .model = "llama"};
+    vkv_oai_write_first_chunk(&b, &m);
+    assert_int_equal(b.n, 0);
+    vkv_oai_write_text_chunk(&b, &m, "t", 1);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "object")->string, "text_completion");
+    assert_string_equal(at(r, "choices.0.text")->string, "t");
+    assert_null(vkv_json_get(r, "usage"));
+    vkv_json_free(d);
+}
+
+static void models_and_errors(void **state)
+{
+    (void)state;
+    vkv_strbuf b = {0};
+    vkv_oai_write_models(&b, "llama", 3);
+    vkv_json_doc *d = parsed(&b);
+    const vkv_json *r = vkv_json_root(d);
+    assert_string_equal(at(r, "object")->string, "list");
+    assert_string_equal(at(r, "data.0.id")->string, "llama");
+    assert_string_equal(at(r, "data.0.object")->string, "model");
+    assert_string_equal(at(r, "data.0.owned_by")->string, "vkvector");
+    vkv_json_free(d);
+
+    vkv_seq_event ev = {.kind = VKV_SEQ_ERROR, .http_status = 400, .type = "invalid_request_error",
+                        .param = "messages", .code = "context_length_exceeded"};
+    snprintf(ev.message, sizeof ev.message, "too long");
+    vkv_oai_error err;
+    vkv_oai_error_from_event(&err, &ev);
+    assert_int_equal(err.http_status, 400);
+    vkv_oai_write_error(&b, &err);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "error.message")->string, "too long");
+    assert_string_equal(at(r, "error.type")->string, "invalid_request_error");
+    assert_string_equal(at(r, "error.param")->string, "messages");
+    assert_string_equal(at(r, "error.code")->string, "context_length_exceeded");
+    vkv_json_free(d);
+
+    /* an event without status, type or message is a server error; null param and code */
+    ev = (vkv_seq_event){.kind = VKV_SEQ_ERROR};
+    vkv_oai_error_from_event(&err, &ev);
+    assert_int_equal(err.http_status, 500);
+    vkv_oai_write_error(&b, &err);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "error.type")->string, "server_error");
+    assert_int_equal(at(r, "error.param")->type, VKV_JSON_NULL);
+    assert_int_equal(at(r, "error.code")->type, VKV_JSON_NULL);
+    vkv_json_free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(chat_request_parses),
+        cmocka_unit_test(defaults_are_openai_s),
+        cmocka_unit_test(completion_prompts_parse),
+        cmocka_unit_test(bad_bodies_name_their_param),
+        cmocka_unit_test(responses_are_openai_s),
+        cmocka_unit_test(chunks_are_openai_s),
+        cmocka_unit_test(models_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
