@@ -57,7 +57,7 @@ typedef struct req {
     int route;
     char method[8];
     char url[160];
-    struct timespec t0;
+    struct timespec t0, checked; /* arrival; the last look at the client */
     vkv_strbuf body;
     uint64_t body_seen;
     bool too_large;
@@ -210,12 +210,22 @@ static enum MHD_Result send_metrics(req *r)
 
 /* ---- sequences ---- */
 
-/* The next event, waiting in slices; false when the client went away first. */
+/* The next event, waiting in slices; false when the client went away first
+ * (looked at every WAIT_MS, events or not). */
 static bool next_event(req *r, vkv_seq_event *ev)
 {
-    while (!vkv_seq_next(r->seq, WAIT_MS, ev)) {
-        if (peer_gone(r->conn)) return false;
-        touch(r);
+    for (;;) {
+        bool got = vkv_seq_next(r->seq, WAIT_MS, ev);
+        if (ms_since(&r->checked) >= WAIT_MS) {
+            clock_gettime(CLOCK_MONOTONIC, &r->checked);
+            if (peer_gone(r->conn)) {
+                if (got && (ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR)) r->seq_done = true;
+                vkv_seq_event_clear(ev);
+                return false;
+            }
+            touch(r);
+        }
+        if (got) break;
     }
     if (ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR) r->seq_done = true;
     return true;
@@ -491,6 +501,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(r->method, sizeof r->method, "%s", method);
         snprintf(r->url, sizeof r->url, "%s", url);
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
+        r->checked = r->t0;
         pthread_mutex_lock(&s->mu);
         s->active++;
         pthread_mutex_unlock(&s->mu);
@@ -537,20 +548,19 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
-    bool left = false;
-    if (r->seq) {
-        if (!r->seq_done) {
-            vkv_seq_cancel(r->seq);
-            left = true;
-        }
-        vkv_seq_release(r->seq);
-        r->seq = NULL;
+    bool left = r->seq && !r->seq_done;
+    if (left) {
+        pthread_mutex_lock(&s->mu);
+        s->disconnects++;
+        pthread_mutex_unlock(&s->mu);
+        vkv_seq_cancel(r->seq);
     }
+    if (r->seq) vkv_seq_release(r->seq);
+    r->seq = NULL;
     if (s->log)
         fprintf(stderr, "serve: %s %s %d %lldms%s\n", r->method, r->url, r->status, (long long)ms_since(&r->t0),
                 left ? " (client left)" : toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
     pthread_mutex_lock(&s->mu);
-    if (left) s->disconnects++;
     s->active--;
     pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
