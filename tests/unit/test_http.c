@@ -31,13 +31,15 @@ typedef struct server {
     uint16_t port;
 } server;
 
+static unsigned idle_timeout_s; /* 0: the front's default */
+
 static server start(const char *api_key, size_t max_body, unsigned max_in_flight, unsigned delay_ms)
 {
     server sv;
     fake_engine_params fp = {.model_id = "fake-model", .max_in_flight = max_in_flight, .delay_ms = delay_ms};
     sv.e = fake_engine_create(&fp);
     assert_non_null(sv.e);
-    vkv_http_params hp = {.api_key = api_key, .max_body = max_body};
+    vkv_http_params hp = {.api_key = api_key, .max_body = max_body, .idle_timeout_s = idle_timeout_s};
     if (vkv_http_start(&hp, sv.e, &sv.s)) fail_msg("%s", vkv_last_error());
     sv.port = vkv_http_port(sv.s);
     assert_true(sv.port > 0);
@@ -323,6 +325,26 @@ static void stop_during_a_stream(void **state)
     vkv_engine_free(sv.e);
 }
 
+/* Generation longer than the idle timeout is not idleness, streamed or not. */
+static void slow_generation_outlives_the_idle_timeout(void **state)
+{
+    (void)state;
+    idle_timeout_s = 1;
+    server sv = start(NULL, 0, 4, 60); /* 40 words: 2.4 s */
+    idle_timeout_s = 0;
+    const char *body = "{\"prompt\":\"a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j k l m n\"}";
+    char *r;
+    expect(r = request(sv.port, "POST", "/v1/completions", NULL, body), 200, "\"finish_reason\":\"stop\"");
+    free(r);
+    int fd = open_stream(sv.port, "{\"prompt\":\"a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j k l m n\","
+                                  "\"stream\":true}");
+    r = read_all(fd);
+    close(fd);
+    assert_non_null(strstr(r, "data: [DONE]"));
+    free(r);
+    stop(&sv);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -332,6 +354,7 @@ int main(void)
         cmocka_unit_test(api_key),
         cmocka_unit_test(full_queue_and_disconnect),
         cmocka_unit_test(stop_during_a_stream),
+        cmocka_unit_test(slow_generation_outlives_the_idle_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
