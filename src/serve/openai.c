@@ -398,8 +398,8 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         g->sampling.top_p = (float)d;
     }
     if ((v = field(root, "seed"))) {
-        /* OpenAI's seed is a 64-bit integer; doubles hold them exactly up to 2^53 */
-        if (!get_int(v, "seed", -9007199254740992.0, 9007199254740992.0, &n, err)) return false;
+        /* OpenAI's seed is a 64-bit integer (the largest double below 2^63 is the top) */
+        if (!get_int(v, "seed", -9223372036854775808.0, 9223372036854774784.0, &n, err)) return false;
         g->sampling.seed = (uint64_t)n;
         r->has_seed = true;
     }
