@@ -16,8 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
-/* A wait on the engine lasts at most this long; between waits the front
- * checks whether the client is still there. */
+/* A wait on the engine lasts at most this long, and this often, events or
+ * not, the front looks whether the client is still there. */
 #define WAIT_MS 100
 /* A body announced bigger than this is refused before it is read (the
  * connection closes); smaller ones over the cap are read and dropped, so the

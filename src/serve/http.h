@@ -5,7 +5,14 @@
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
  * GET /v1/models/{id}, GET /health, GET /metrics (Prometheus text). With an
  * API key, the /v1/ routes want `Authorization: Bearer KEY` (401 otherwise);
- * /health and /metrics are open. */
+ * /health and /metrics are open.
+ *
+ * Statuses: 400 a body that is not JSON or has a field of the wrong type or
+ * range (the error names it); 404 an unknown route or `model`; 405 a known
+ * route with another method; 413 a body over max_body; 429 (with
+ * Retry-After) and the engine's other errors with the status the engine
+ * gives; 503 while stopping. A stream's 200 goes after the engine admitted
+ * the request; an error after that is sent as an event, {"error": {...}}. */
 #ifndef VKV_SERVE_HTTP_H
 #define VKV_SERVE_HTTP_H
 
