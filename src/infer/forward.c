@@ -248,12 +248,14 @@ static vkv_status matmul(const fwd_batch *f, const vkv_weight *w, vkv_view x, ui
 /* Rows [r, r + n_rows) of b (rows of `width` floats) as a view the ops
  * accept: in place when the offset is a multiple of the device's storage
  * alignment, else `slot` of the staging buffer, which gets a copy of the rows
- * when `load` (an output is copied back by unstage). */
+ * when `load` (an output is copied back by unstage). Only the batched step's
+ * single rows may need a slot: a chunk's rows start at row 0. */
 static vkv_status row_view(vkv_ctx *s, vkv_buffer *b, uint32_t width, uint32_t r, uint32_t n_rows, uint32_t slot,
                            bool load, vkv_view *out)
 {
     const uint64_t off = 4ull * width * r;
-    if (off % vkv_gpu_caps(s->gpu)->min_storage_buffer_offset_alignment == 0) {
+    const bool staged = r > 0 && (s->p.stage_rows || off % vkv_gpu_caps(s->gpu)->min_storage_buffer_offset_alignment);
+    if (!staged) {
         *out = (vkv_view){b, off};
         return VKV_OK;
     }

@@ -31,6 +31,9 @@ typedef struct vkv_ctx_params {
                                   * that share them must not evaluate at the same time: one forward at a
                                   * time (the serve scheduler's steps), as nothing is kept in them between
                                   * forwards. vkv_ctx_plan_memory then counts no scratch but the cache's. */
+    bool stage_rows;    /* tests: a batched step run in this context's buffers copies rows 1.. to aligned
+                         * staging slots for attention, as on a device whose storage alignment does
+                         * not divide a row (vkv_ctx_eval_batch) */
 } vkv_ctx_params;
 
 vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params *p, vkv_ctx **out);

@@ -10,7 +10,9 @@
  * rule of compression during generation (compressed between steps when the
  * budget runs out, in both sets alike). Both sets then decode their greedy
  * tokens: the batched set in steps of 9 sequences, then all 16, then 1; the
- * twins one vkv_ctx_eval at a time.
+ * twins one vkv_ctx_eval at a time. The 9-sequence steps run in sequence 2's
+ * (borrowed) buffers, which stage their rows (vkv_ctx_params.stage_rows): the
+ * path of devices whose storage alignment does not divide a row.
  *
  * usage: test_batch [MODEL.gguf [CALIB.vkcal]] (default: the shakespeare model
  * and its calibration; without a calibration the VECTOR sequence is plain
@@ -82,7 +84,7 @@ static bool prefill(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal, twin
     const bool press = t == KEYDIFF || t == KEYDIFF_VECTOR;
     vkv_ctx_params cp = {.n_ctx = N_CTX, .n_batch = 16, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
                          .v_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16, .compress = press || t == DECODE_BUDGET,
-                         .scratch_from = owner};
+                         .scratch_from = owner, .stage_rows = i == 2};
     CHECK(!vkv_ctx_create(gpu, m, &cp, &s->ctx[i]), "context %u", i);
     vkv_press_session *ps = NULL;
     if (press) {
