@@ -5,6 +5,12 @@
 // fixed cost of a workgroup (large on CPU devices) is paid once per
 // MATVEC_ROWS rows. Threads stride over 32-element chunks and reduce with
 // subgroup adds (USE_SUBGROUP) or a shared-memory tree.
+//
+// With MATVEC_COLS (the batched decode, docs/ARCHITECTURE.md §1):
+// y[j * ldy + m_offset + m] = dot(W[m, :], x[j, :]) for j < n_cols <= VKV_BATCH_MAX.
+// Each weight chunk is decoded once for all columns, and every column goes
+// through the single-column arithmetic (the same chunk loop, fma order and
+// reduction), so column j is bitwise the single-column kernel's y of x[j].
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 #if USE_SUBGROUP
@@ -14,6 +20,20 @@
 layout(local_size_x_id = 0) in; // at most VKV_MATVEC_MAX_WG (src/vk/pipeline.c)
 
 layout(binding = 0) readonly buffer Wbuf { uint w_words[]; };  // [M, K] of TYPE
+#if defined(MATVEC_COLS)
+layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [n_cols, K]
+layout(binding = 1) readonly buffer Xbuf4 { vec4 x4[]; };      // the same x, as vec4 (when K % 4 == 0)
+layout(binding = 2) writeonly buffer Ybuf { float y[]; };      // [n_cols, ldy]
+
+layout(push_constant) uniform PC {
+    uint M;          // rows in this dispatch
+    uint K;          // elements per row
+    uint m_offset;   // where row 0 of this dispatch lands in each column of y
+    uint groups_x;   // workgroups along x (row blocks are spread over x and y)
+    uint n_cols;     // columns of x and y, 1..VKV_BATCH_MAX
+    uint ldy;        // floats from one column of y to the next
+} pc;
+#else
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [K]
 layout(binding = 1) readonly buffer Xbuf4 { vec4 x4[]; };      // the same x, as vec4 (chunks start 16-byte aligned)
 layout(binding = 2) writeonly buffer Ybuf { float y[]; };      // [m_offset + M]
@@ -24,6 +44,7 @@ layout(push_constant) uniform PC {
     uint m_offset;   // where row 0 of this dispatch lands in y
     uint groups_x;   // workgroups along x (row blocks are spread over x and y)
 } pc;
+#endif
 
 #include "common/weights.glsl"
 
@@ -31,12 +52,41 @@ layout(push_constant) uniform PC {
 
 const uint MATVEC_ROWS = VKV_MATVEC_ROWS;
 const uint MAX_WG = VKV_MATVEC_MAX_WG;
+// Loops over columns: the one column unrolled away; with MATVEC_COLS not
+// unrolled (acc is then indexed per column at run time), which keeps the
+// kernel the single-column one's size and its compile time on CPU devices.
+#if defined(MATVEC_COLS)
+const uint COLS = VKV_BATCH_MAX;
+#define COLUMN_LOOP [[dont_unroll]]
+#else
+const uint COLS = 1u;
+#define COLUMN_LOOP [[unroll]]
+#endif
 
-// Elements [32 c, 32 c + 32) of x (chunks start 16-byte aligned).
-void load_x_chunk(uint c, out float xs[32])
+// Columns of x and y.
+uint n_cols()
 {
+#if defined(MATVEC_COLS)
+    return min(pc.n_cols, COLS);
+#else
+    return 1u;
+#endif
+}
+
+// Elements [32 c, 32 c + 32) of column j of x. The single column starts
+// 16-byte aligned (bound at its row); with MATVEC_COLS column j does only
+// when K % 4 == 0, else it is read by floats (the same values).
+void load_x_chunk(uint j, uint c, out float xs[32])
+{
+#if defined(MATVEC_COLS)
+    if ((pc.K & 3u) != 0u) {
+        [[unroll]] for (uint i = 0u; i < 32u; i++) xs[i] = x[j * pc.K + c * 32u + i];
+        return;
+    }
+#endif
+    const uint b4 = (j * pc.K) / 4u + c * 8u;
     [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        const vec4 q = x4[c * 8u + i];
+        const vec4 q = x4[b4 + i];
         xs[4u * i] = q.x;
         xs[4u * i + 1u] = q.y;
         xs[4u * i + 2u] = q.z;
@@ -46,33 +96,11 @@ void load_x_chunk(uint c, out float xs[32])
 
 shared float partial[MATVEC_ROWS * MAX_WG]; // [MATVEC_ROWS, subgroups or threads]
 
-void main()
+// One column's sums (acc[r]: row row0 + r, this thread's share) reduced over
+// the workgroup and written at y[y0 + row0 + r].
+void reduce_store(float acc[MATVEC_ROWS], uint row0, uint y0)
 {
-    const uint row0 = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * MATVEC_ROWS;
-    if (row0 >= pc.M) return; // uniform per workgroup
     const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-    // Rows past M (the last block) repeat row M - 1 rather than branch, and
-    // are not written.
-    uint row_off[MATVEC_ROWS];
-    [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) row_off[r] = min(row0 + r, pc.M - 1u) * row_bytes(pc.K);
-    float acc[MATVEC_ROWS];
-    [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) acc[r] = 0.0;
-    float xs[32], v[32];
-    const uint full = pc.K / 32u;
-    for (uint c = tid; c < full; c += wg) {
-        load_x_chunk(c, xs);
-        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
-            dequant32_k(row_off[r], c, pc.K, v); // 16-bit rows of odd length start unaligned
-            [[unroll]] for (uint i = 0u; i < 32u; i++) acc[r] = fma(v[i], xs[i], acc[r]);
-        }
-    }
-#if defined(FLOAT_WEIGHTS)
-    // A row length that is not a multiple of 32 (float weights only): the tail.
-    for (uint e = full * 32u + tid; e < pc.K; e += wg) {
-        const float xe = x[e];
-        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) acc[r] = fma(dequant1(row_off[r], e), xe, acc[r]);
-    }
-#endif
 #if USE_SUBGROUP
     [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
         const float s = subgroupAdd(acc[r]);
@@ -82,7 +110,7 @@ void main()
     if (tid < MATVEC_ROWS && row0 + tid < pc.M) {
         float s = 0.0;
         for (uint i = 0u; i < gl_NumSubgroups; i++) s += partial[tid * MAX_WG + i];
-        y[pc.m_offset + row0 + tid] = s;
+        y[y0 + row0 + tid] = s;
     }
 #else
     [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) partial[r * MAX_WG + tid] = acc[r];
@@ -93,6 +121,63 @@ void main()
         }
         barrier();
     }
-    if (tid < MATVEC_ROWS && row0 + tid < pc.M) y[pc.m_offset + row0 + tid] = partial[tid * MAX_WG];
+    if (tid < MATVEC_ROWS && row0 + tid < pc.M) y[y0 + row0 + tid] = partial[tid * MAX_WG];
 #endif
+}
+
+void main()
+{
+    const uint row0 = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * MATVEC_ROWS;
+    if (row0 >= pc.M) return; // uniform per workgroup
+    const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+    // Rows past M (the last block) repeat row M - 1 rather than branch, and
+    // are not written.
+    uint row_off[MATVEC_ROWS];
+    [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) row_off[r] = min(row0 + r, pc.M - 1u) * row_bytes(pc.K);
+    float acc[COLS * MATVEC_ROWS]; // [column, row]
+    [[unroll]] for (uint a = 0u; a < COLS * MATVEC_ROWS; a++) acc[a] = 0.0;
+    float xs[32], v[32];
+    const uint full = pc.K / 32u;
+    for (uint c = tid; c < full; c += wg) {
+#if !defined(MATVEC_COLS)
+        load_x_chunk(0u, c, xs); // one column: loaded once for every row
+#endif
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
+            dequant32_k(row_off[r], c, pc.K, v); // 16-bit rows of odd length start unaligned
+            // with MATVEC_COLS each column's chunk is loaded per row, so that
+            // one decoded row serves every column
+            COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
+#if defined(MATVEC_COLS)
+                load_x_chunk(j, c, xs);
+#endif
+                [[unroll]] for (uint i = 0u; i < 32u; i++)
+                    acc[j * MATVEC_ROWS + r] = fma(v[i], xs[i], acc[j * MATVEC_ROWS + r]);
+            }
+        }
+    }
+#if defined(FLOAT_WEIGHTS)
+    // A row length that is not a multiple of 32 (float weights only): the tail.
+    for (uint e = full * 32u + tid; e < pc.K; e += wg) {
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
+            const float we = dequant1(row_off[r], e);
+            COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++)
+                acc[j * MATVEC_ROWS + r] = fma(we, x[j * pc.K + e], acc[j * MATVEC_ROWS + r]);
+        }
+    }
+#endif
+#if defined(MATVEC_COLS)
+    const uint ldy = pc.ldy;
+#else
+    const uint ldy = 0u;
+#endif
+    // One column at a time: partial holds one column's sums (the shared
+    // budget of the single-column kernel).
+    COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) { // uniform
+        float col[MATVEC_ROWS];
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) col[r] = acc[j * MATVEC_ROWS + r];
+        reduce_store(col, row0, j * ldy + pc.m_offset);
+#if defined(MATVEC_COLS)
+        barrier(); // the next column overwrites partial
+#endif
+    }
 }

@@ -102,6 +102,51 @@ static vkv_status rec_mm(conform_ctx *c, void *p)
     return vkv_op_matmul(c->gpu, a->path, a->t, a->w.view, a->m, a->k, a->x.view, a->n, a->y.view);
 }
 
+/* The batched decode needs more than closeness (infer/forward.h): every
+ * column of the multi-column matvec, got[n, m], must be bitwise what the
+ * single-column kernel gives for that column. A second result, "matvec_cols
+ * bitwise": the single-column kernel on each column x[j, :] of x[n, k] by
+ * itself (its own buffer: rows of any length), compared by bytes. */
+static vkv_status matvec_cols_bitwise(conform_ctx *c, const mm_args *a, const float *x, const float *got,
+                                      const char *shape)
+{
+    conform_result *r = conform_new_result(c, "matvec_cols bitwise", vkv_dtype_get(a->t)->name, shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    const size_t count = (size_t)a->n * a->m;
+    float *single = malloc(count * 4);
+    mm_args s = *a;
+    s.path = VKV_MATMUL_MATVEC;
+    s.n = 1;
+    s.x = s.y = (guarded){0};
+    vkv_status st = VKV_OK;
+    double ms = 0;
+    bool guards_all = true, nanm;
+    if (!single) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t j = 0; j < a->n; j++) {
+        double ms1 = 0;
+        bool guards;
+        if ((st = conform_guarded_create(c, 4ull * a->k, x + (size_t)j * a->k, &s.x)) ||
+            (st = conform_guarded_create(c, 4ull * a->m, NULL, &s.y)) || (st = conform_run_recorded(c, rec_mm, &s, &ms1)) ||
+            (st = conform_guarded_read(c, &s.y, single + (size_t)j * a->m, &guards)))
+            goto done;
+        conform_guarded_destroy(c, &s.x);
+        conform_guarded_destroy(c, &s.y);
+        guards_all &= guards;
+        ms += ms1;
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < count; i++) differ += memcmp(&got[i], &single[i], 4) != 0;
+    /* the NMSE as the verdict's number, at least 1e-30 when any bit differs */
+    double err = conform_nmse_f32(single, got, count, &nanm);
+    conform_finish(r, differ ? (err > 1e-30 ? err : 1e-30) : 0.0, nanm, guards_all, NMSE_EXACT, ms);
+    if (differ && r->note[0] == 0) snprintf(r->note, sizeof r->note, "%zu of %zu floats differ", differ, count);
+done:
+    conform_guarded_destroy(c, &s.x);
+    conform_guarded_destroy(c, &s.y);
+    free(single);
+    return st;
+}
+
 vkv_status case_matmul(conform_ctx *c, vkv_matmul_path path, vkv_dtype t, uint32_t m, uint32_t k, uint32_t n)
 {
     char shape[96];
@@ -134,6 +179,7 @@ vkv_status case_matmul(conform_ctx *c, vkv_matmul_path path, vkv_dtype t, uint32
     double err = conform_nmse_f32(ref, got, (size_t)n * m, &nanm);
     conform_finish(r, err, nanm, guards,
            path == VKV_MATMUL_COOPMAT ? NMSE_COOPMAT : NMSE_F32, ms);
+    if (path == VKV_MATMUL_MATVEC_COLS) st = matvec_cols_bitwise(c, &a, x, got, shape);
 done:
     conform_guarded_destroy(c, &a.w); conform_guarded_destroy(c, &a.x); conform_guarded_destroy(c, &a.y);
     free(w); free(row); free(x); free(ref); free(got);

@@ -158,5 +158,8 @@ void conform_fill_cache(conform_ctx *c, vkv_dtype t, void *cache, size_t rows, u
 
 const char *conform_matmul_path_name(vkv_matmul_path p)
 {
-    return p == VKV_MATMUL_MATVEC ? "matvec" : p == VKV_MATMUL_COOPMAT ? "matmul_coopmat" : "matmul_tiled";
+    return p == VKV_MATMUL_MATVEC        ? "matvec"
+           : p == VKV_MATMUL_MATVEC_COLS ? "matvec_cols"
+           : p == VKV_MATMUL_COOPMAT     ? "matmul_coopmat"
+                                         : "matmul_tiled";
 }

@@ -87,6 +87,25 @@ static void family_matmul(conform_ctx *c, const char *op)
     }
 }
 
+/* The batched decode's multi-column matvec: against the reference, and each
+ * column bitwise against the single-column kernel (case_matmul adds that
+ * result), at n_cols 1, 2, 7 and VKV_BATCH_MAX. */
+static void family_matvec_cols(conform_ctx *c, const char *op)
+{
+    static const uint32_t cols[] = {1, 2, 7, VKV_BATCH_MAX};
+    for (size_t i = 0; i < N_OF(weight_types); i++) {
+        const vkv_dtype t = weight_types[i];
+        for (size_t j = 0; j < N_OF(cols); j++)
+            RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, t, 37, small_blocks(t) ? 576 : 512, cols[j]));
+    }
+    /* rows longer than one pass of the workgroup (4096), and float rows that
+     * are not a multiple of 32 or of 4 (columns not 16-byte aligned) */
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_Q4_K, 193, 4096, 7));
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F16, 37, 171, 7));
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F32, 5, 45, VKV_BATCH_MAX));
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_BF16, 70, 172, 2));
+}
+
 static void family_rope(conform_ctx *c, const char *op)
 {
     static const struct {
@@ -426,6 +445,7 @@ static const struct {
     {{"press_observed"}, family_press},
     {{"press_expected"}, family_press},
     {{"press_kvzip"}, family_press},
+    {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
 };
 
 vkv_status vkv_conform_device(vkv_gpu *gpu, const vkv_caps *caps, uint64_t seed, const char *filter, bool big,

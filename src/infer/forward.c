@@ -9,7 +9,11 @@
  *     (kv/kv_cache.h: the plain or the tiered layout, and its kernel)
  *   x = x + a Wo^T
  *   x = x + (silu(xn Wg^T) * (xn Wu^T)) Wd^T   with xn = rms_norm(x) * ffn_norm
- * then logits = rms_norm(x) * output_norm . Wout^T for the rows asked for. */
+ * then logits = rms_norm(x) * output_norm . Wout^T for the rows asked for.
+ *
+ * The batched decode (vkv_ctx_eval_batch) runs the same layer body over n
+ * rows that belong to n sequences, one token each: everything but attention
+ * is row-wise, and attention (with the hooks) runs per sequence on its row. */
 #include "infer/forward.h"
 
 #include <math.h>
@@ -38,6 +42,8 @@ struct vkv_ctx {
     vkv_buffer *out_rows; /* [n_batch, n_embd] rows whose logits are wanted */
     vkv_buffer *logits;   /* [n_batch, n_vocab] device */
     vkv_buffer *logits_host; /* [n_batch, n_vocab] host-visible readback */
+    vkv_buffer *stage;    /* [4, stage_slot bytes]: rows of q, k, v, attn at aligned offsets */
+    bool borrowed;        /* the buffers above are scratch_from's (vkv_ctx_params) */
     vkv_kv_hook kv_hook;
     void *kv_hook_user;
     vkv_q_hook q_hook;
@@ -82,6 +88,7 @@ static vkv_ctx_params resolve_params(const vkv_hparams *hp, const vkv_ctx_params
     if (!vkv_kv_type_ok(p.k_type)) p.k_type = VKV_F16;
     if (!vkv_kv_type_ok(p.v_type)) p.v_type = VKV_F16;
     if (!p.n_kv_slots || p.n_kv_slots > p.n_ctx) p.n_kv_slots = p.n_ctx;
+    if (p.scratch_from && p.n_batch > p.scratch_from->p.n_batch) p.n_batch = p.scratch_from->p.n_batch;
     return p;
 }
 
@@ -93,7 +100,16 @@ typedef struct ctx_buffer {
     vkv_mem_kind kind;
     const char *what;
 } ctx_buffer;
-#define CTX_N_BUFFERS 16
+#define CTX_N_BUFFERS 17
+
+/* Bytes of one staging slot: the widest of a q, k, v or attn row, padded to
+ * 256 bytes (the largest minStorageBufferOffsetAlignment Vulkan allows), so
+ * the size needs no device. */
+static uint64_t stage_slot(const vkv_hparams *hp)
+{
+    uint64_t q = 4ull * hp->n_head * hp->head_dim, kv = 4ull * hp->n_head_kv * hp->head_dim;
+    return ((q > kv ? q : kv) + 255) & ~255ull;
+}
 
 static void ctx_buffers(vkv_ctx *c, const vkv_hparams *hp, ctx_buffer out[CTX_N_BUFFERS])
 {
@@ -116,6 +132,7 @@ static void ctx_buffers(vkv_ctx *c, const vkv_hparams *hp, ctx_buffer out[CTX_N_
         {&c->out_rows, 4 * B * hp->n_embd, VKV_MEM_DEVICE, "output rows"},
         {&c->logits, 4 * B * hp->n_vocab, VKV_MEM_DEVICE, "logits"},
         {&c->logits_host, 4 * B * hp->n_vocab, VKV_MEM_HOST, "logits readback"},
+        {&c->stage, 4 * stage_slot(hp), VKV_MEM_DEVICE, "batch row staging"},
     };
     memcpy(out, list, sizeof list);
 }
@@ -131,6 +148,7 @@ vkv_ctx_memory vkv_ctx_plan_memory(const vkv_hparams *hp, const vkv_ctx_params *
     vkv_kv_plain_types(c.p.k_type, c.p.v_type, c.p.compress, &pk, &pv);
     m.kv_bytes = vkv_kv_plan_cache_bytes(hp, c.p.n_kv_slots, pk, pv);
     m.scratch_bytes = vkv_kv_plan_scratch_bytes(hp, c.p.n_kv_slots);
+    if (c.p.scratch_from) return m; /* borrowed: the owner counts them */
     ctx_buffer b[CTX_N_BUFFERS];
     ctx_buffers(&c, hp, b);
     for (int i = 0; i < CTX_N_BUFFERS; i++) *(b[i].kind == VKV_MEM_DEVICE ? &m.scratch_bytes : &m.host_bytes) += padded(b[i].bytes);
@@ -146,12 +164,26 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
     c->gpu = gpu;
     c->m = m;
     c->p = resolve_params(hp, params);
-    vkv_status st = vkv_kv_create(gpu, m, c->p.n_ctx, c->p.n_kv_slots, c->p.k_type, c->p.v_type, c->p.compress, &c->kv);
+    vkv_status st = VKV_OK;
+    const vkv_ctx *owner = c->p.scratch_from;
+    if (owner && (owner->gpu != gpu || owner->m != m)) {
+        st = vkv_error(VKV_ERR_ARG, "a context borrows scratch only from one of the same device and model");
+        goto error;
+    }
+    st = vkv_kv_create(gpu, m, c->p.n_ctx, c->p.n_kv_slots, c->p.k_type, c->p.v_type, c->p.compress, &c->kv);
     if (st) goto error;
-    ctx_buffer bufs[CTX_N_BUFFERS];
+    ctx_buffer bufs[CTX_N_BUFFERS], owned[CTX_N_BUFFERS];
     ctx_buffers(c, hp, bufs);
-    for (int i = 0; i < CTX_N_BUFFERS; i++)
-        if ((st = make(gpu, bufs[i].bytes, bufs[i].kind, bufs[i].what, bufs[i].dst))) goto error;
+    if (owner) {
+        /* the same list over a copy of the owner: its buffers, slot for slot */
+        vkv_ctx o = *owner;
+        ctx_buffers(&o, hp, owned);
+        for (int i = 0; i < CTX_N_BUFFERS; i++) *bufs[i].dst = *owned[i].dst;
+        c->borrowed = true;
+    } else {
+        for (int i = 0; i < CTX_N_BUFFERS; i++)
+            if ((st = make(gpu, bufs[i].bytes, bufs[i].kind, bufs[i].what, bufs[i].dst))) goto error;
+    }
     *out = c;
     return VKV_OK;
 error:
@@ -164,9 +196,11 @@ void vkv_ctx_free(vkv_ctx *c)
     if (!c) return;
     vkv_gpu *gpu = c->gpu;
     vkv_kv_free(c->kv);
-    vkv_buffer *bufs[] = {c->ids, c->pos, c->x, c->xn, c->q, c->q2, c->k, c->k2, c->v, c->attn, c->proj,
-                          c->gate, c->up, c->out_rows, c->logits, c->logits_host};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
+    if (!c->borrowed) {
+        ctx_buffer bufs[CTX_N_BUFFERS];
+        ctx_buffers(c, &c->m->hp, bufs);
+        for (int i = 0; i < CTX_N_BUFFERS; i++) vkv_buffer_destroy(gpu, *bufs[i].dst);
+    }
     free(c);
 }
 
@@ -194,15 +228,101 @@ vkv_status vkv_ctx_set_materialized(vkv_ctx *c, bool materialized) { return vkv_
 vkv_kv_memory vkv_ctx_kv_memory(const vkv_ctx *c) { return vkv_kv_memory_of(c->kv, c->n_past); }
 uint64_t vkv_ctx_kv_bytes(const vkv_ctx *c) { return vkv_kv_bytes(c->kv); }
 
-static vkv_status matmul(vkv_ctx *c, const vkv_weight *w, vkv_view x, uint32_t n, vkv_view y)
+/* What one recording computes: n rows of activations in s's buffers (the
+ * context that records; its own or borrowed), owned by n_seq sequences.
+ * Sequence i owns the n / n_seq rows from i * (n / n_seq): one sequence with
+ * all n rows (a chunk of vkv_ctx_eval), or n sequences of one row each (the
+ * batched decode). Each sequence's rows are at positions seqs[i]->n_past.. */
+typedef struct fwd_batch {
+    vkv_ctx *s;
+    vkv_ctx *const *seqs;
+    uint32_t n_seq, n;
+    vkv_matmul_path path; /* of every matmul (AUTO for a chunk: its own choice) */
+} fwd_batch;
+
+static vkv_status matmul(const fwd_batch *f, const vkv_weight *w, vkv_view x, uint32_t n, vkv_view y)
 {
-    return vkv_op_matmul(c->gpu, VKV_MATMUL_AUTO, w->type, W(w), w->rows, w->cols, x, n, y);
+    return vkv_op_matmul(f->s->gpu, f->path, w->type, W(w), w->rows, w->cols, x, n, y);
 }
 
-/* Records the whole forward of n tokens at positions n_past.. (ids and
- * positions already written). n_out rows starting at out_row get logits. */
-static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_t n_out)
+/* Rows [r, r + n_rows) of b (rows of `width` floats) as a view the ops
+ * accept: in place when the offset is a multiple of the device's storage
+ * alignment, else `slot` of the staging buffer, which gets a copy of the rows
+ * when `load` (an output is copied back by unstage). Only the batched step's
+ * single rows may need a slot: a chunk's rows start at row 0. */
+static vkv_status row_view(vkv_ctx *s, vkv_buffer *b, uint32_t width, uint32_t r, uint32_t n_rows, uint32_t slot,
+                           bool load, vkv_view *out)
 {
+    const uint64_t off = 4ull * width * r;
+    const bool staged = r > 0 && (s->p.stage_rows || off % vkv_gpu_caps(s->gpu)->min_storage_buffer_offset_alignment);
+    if (!staged) {
+        *out = (vkv_view){b, off};
+        return VKV_OK;
+    }
+    const uint64_t slot_off = slot * stage_slot(&s->m->hp);
+    *out = (vkv_view){s->stage, slot_off};
+    return load ? vkv_cmd_copy(s->gpu, b, off, s->stage, slot_off, 4ull * width * n_rows) : VKV_OK;
+}
+
+static vkv_status unstage(vkv_ctx *s, vkv_view staged, vkv_buffer *b, uint32_t width, uint32_t r, uint32_t n_rows)
+{
+    if (staged.buf != s->stage) return VKV_OK;
+    return vkv_cmd_copy(s->gpu, s->stage, staged.offset, b, 4ull * width * r, 4ull * width * n_rows);
+}
+
+enum { SLOT_Q, SLOT_K, SLOT_V, SLOT_ATTN };
+
+/* Layer l's cache and attention, sequence by sequence: keys and values
+ * (q_in / k_in before RoPE, q_out / k_out after) of each sequence's rows go
+ * to its cache, its hooks see its rows, and its attention lands in its rows
+ * of attn. The kv hooks run before RoPE is recorded (kv_rope does it). */
+static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
+{
+    const vkv_hparams *hp = &f->s->m->hp;
+    const uint32_t kv_dim = hp->n_head_kv * hp->head_dim, per = f->n / f->n_seq;
+    vkv_status st;
+    for (uint32_t i = 0; i < f->n_seq; i++) {
+        vkv_ctx *c = f->seqs[i];
+        if (!c->kv_hook) continue;
+        vkv_view k, v;
+        if ((st = row_view(f->s, k_in, kv_dim, i * per, per, SLOT_K, true, &k)) ||
+            (st = row_view(f->s, f->s->v, kv_dim, i * per, per, SLOT_V, true, &v)) ||
+            (st = c->kv_hook(c->kv_hook_user, c->gpu, l, k, v, per, c->n_past)))
+            return st;
+    }
+    return VKV_OK;
+}
+
+static vkv_status attend(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out)
+{
+    vkv_ctx *s = f->s;
+    const vkv_hparams *hp = &s->m->hp;
+    const uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, per = f->n / f->n_seq;
+    vkv_status st;
+    for (uint32_t i = 0; i < f->n_seq; i++) {
+        vkv_ctx *c = f->seqs[i];
+        const uint32_t r = i * per;
+        vkv_view q, k, v, a;
+        if ((st = row_view(s, q_out, q_dim, r, per, SLOT_Q, true, &q)) ||
+            (st = row_view(s, k_out, kv_dim, r, per, SLOT_K, true, &k)) ||
+            (st = row_view(s, s->v, kv_dim, r, per, SLOT_V, true, &v)) ||
+            (st = row_view(s, s->attn, q_dim, r, per, SLOT_ATTN, false, &a)) ||
+            (st = vkv_kv_append_attend(c->kv, l, q, k, v, per, c->n_past, a)))
+            return st;
+        /* After these keys are in the cache: scorers may attend with the
+         * sequence's queries over everything they see. */
+        if (c->q_hook && (st = c->q_hook(c->q_hook_user, c->gpu, l, q, per, c->n_past))) return st;
+        if ((st = unstage(s, a, s->attn, q_dim, r, per))) return st;
+    }
+    return VKV_OK;
+}
+
+/* Records the whole forward of f's rows (ids and positions already written
+ * to f->s's buffers). n_out rows starting at out_row get logits. */
+static vkv_status record_forward(const fwd_batch *f, uint32_t out_row, uint32_t n_out)
+{
+    vkv_ctx *c = f->s;
+    const uint32_t n = f->n;
     const vkv_model *m = c->m;
     const vkv_hparams *hp = &m->hp;
     vkv_gpu *gpu = c->gpu;
@@ -215,15 +335,15 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const vkv_layer_weights *L = &m->layers[l];
         if ((st = vkv_op_rms_norm(gpu, V(c->x), W(&L->attn_norm), n, hp->n_embd, hp->rms_eps, V(c->xn))) ||
-            (st = matmul(c, &L->wq, V(c->xn), n, V(c->q))) || (st = matmul(c, &L->wk, V(c->xn), n, V(c->k))) ||
-            (st = matmul(c, &L->wv, V(c->xn), n, V(c->v))))
+            (st = matmul(f, &L->wq, V(c->xn), n, V(c->q))) || (st = matmul(f, &L->wk, V(c->xn), n, V(c->k))) ||
+            (st = matmul(f, &L->wv, V(c->xn), n, V(c->v))))
             return st;
         if (hp->has_qkv_bias &&
             ((st = vkv_op_add_bias(gpu, V(c->q), W(&L->bq), n, q_dim, V(c->q))) ||
              (st = vkv_op_add_bias(gpu, V(c->k), W(&L->bk), n, kv_dim, V(c->k))) ||
              (st = vkv_op_add_bias(gpu, V(c->v), W(&L->bv), n, kv_dim, V(c->v)))))
             return st;
-        const vkv_buffer *q_in = c->q, *k_in = c->k;
+        vkv_buffer *q_in = c->q, *k_in = c->k;
         if (hp->has_qk_norm) {
             if ((st = vkv_op_rms_norm(gpu, V(c->q), W(&L->q_norm), n * hp->n_head, hp->head_dim, hp->rms_eps, V(c->q2))) ||
                 (st = vkv_op_rms_norm(gpu, V(c->k), W(&L->k_norm), n * hp->n_head_kv, hp->head_dim, hp->rms_eps, V(c->k2))))
@@ -231,22 +351,19 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
             q_in = c->q2;
             k_in = c->k2;
         }
-        if (c->kv_hook && (st = c->kv_hook(c->kv_hook_user, gpu, l, V(k_in), V(c->v), n, c->n_past))) return st;
+        if ((st = kv_hooks(f, l, k_in))) return st;
         /* rope writes the buffer it did not read from */
         vkv_buffer *q_out = q_in == c->q ? c->q2 : c->q, *k_out = k_in == c->k ? c->k2 : c->k;
         if ((st = vkv_op_rope(gpu, &rp, V(q_in), n, hp->n_head, V(c->pos), V(m->rope_inv_freq), V(q_out))) ||
             (st = vkv_op_rope(gpu, &rp, V(k_in), n, hp->n_head_kv, V(c->pos), V(m->rope_inv_freq), V(k_out))))
             return st;
-        if ((st = vkv_kv_append_attend(c->kv, l, V(q_out), V(k_out), V(c->v), n, c->n_past, V(c->attn)))) return st;
-        /* After this chunk's keys are in the cache: scorers may attend with
-         * the chunk's queries over everything they see. */
-        if (c->q_hook && (st = c->q_hook(c->q_hook_user, gpu, l, V(q_out), n, c->n_past))) return st;
-        if ((st = matmul(c, &L->wo, V(c->attn), n, V(c->proj))) ||
+        if ((st = attend(f, l, q_out, k_out))) return st;
+        if ((st = matmul(f, &L->wo, V(c->attn), n, V(c->proj))) ||
             (st = vkv_op_add(gpu, V(c->x), V(c->proj), n * hp->n_embd, V(c->x))) ||
             (st = vkv_op_rms_norm(gpu, V(c->x), W(&L->ffn_norm), n, hp->n_embd, hp->rms_eps, V(c->xn))) ||
-            (st = matmul(c, &L->w_gate, V(c->xn), n, V(c->gate))) || (st = matmul(c, &L->w_up, V(c->xn), n, V(c->up))) ||
+            (st = matmul(f, &L->w_gate, V(c->xn), n, V(c->gate))) || (st = matmul(f, &L->w_up, V(c->xn), n, V(c->up))) ||
             (st = vkv_op_silu_mul(gpu, V(c->gate), V(c->up), n * hp->n_ff, V(c->gate))) ||
-            (st = matmul(c, &L->w_down, V(c->gate), n, V(c->proj))) ||
+            (st = matmul(f, &L->w_down, V(c->gate), n, V(c->proj))) ||
             (st = vkv_op_add(gpu, V(c->x), V(c->proj), n * hp->n_embd, V(c->x))))
             return st;
     }
@@ -254,9 +371,30 @@ static vkv_status record_chunk(vkv_ctx *c, uint32_t n, uint32_t out_row, uint32_
     uint64_t row = 4ull * hp->n_embd;
     if ((st = vkv_cmd_copy(gpu, c->x, out_row * row, c->out_rows, 0, n_out * row)) ||
         (st = vkv_op_rms_norm(gpu, V(c->out_rows), W(&m->output_norm), n_out, hp->n_embd, hp->rms_eps, V(c->out_rows))) ||
-        (st = matmul(c, &m->output, V(c->out_rows), n_out, V(c->logits))) ||
+        (st = matmul(f, &m->output, V(c->out_rows), n_out, V(c->logits))) ||
         (st = vkv_cmd_copy(gpu, c->logits, 0, c->logits_host, 0, 4ull * n_out * hp->n_vocab)))
         return st;
+    return VKV_OK;
+}
+
+/* Records f and submits; logits (n_out rows from out_row) copied to `logits`. */
+static vkv_status run_forward(const fwd_batch *f, uint32_t out_row, uint32_t n_out, float *logits)
+{
+    vkv_ctx *c = f->s;
+    vkv_status st = vkv_cmd_begin(c->gpu);
+    if (st) return st;
+    if ((st = record_forward(f, out_row, n_out))) return vkv_cmd_abort(c->gpu, st);
+    if ((st = vkv_cmd_submit(c->gpu))) return st;
+    if (n_out) memcpy(logits, vkv_buffer_map(c->logits_host), 4ull * n_out * c->m->hp.n_vocab);
+    return VKV_OK;
+}
+
+static vkv_status check_ids(const vkv_hparams *hp, const int32_t *ids, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= hp->n_vocab)
+            return vkv_error(VKV_ERR_ARG, "token id %d at index %u is outside the vocabulary (0..%u)", ids[i], i,
+                             hp->n_vocab - 1);
     return VKV_OK;
 }
 
@@ -266,10 +404,8 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
     if (n == 0) return vkv_error(VKV_ERR_ARG, "no tokens to evaluate");
     if ((uint64_t)c->n_past + n > c->p.n_ctx)
         return vkv_error(VKV_ERR_ARG, "%u tokens after %u do not fit the %u-token context", n, c->n_past, c->p.n_ctx);
-    for (uint32_t i = 0; i < n; i++)
-        if (ids[i] < 0 || (uint32_t)ids[i] >= hp->n_vocab)
-            return vkv_error(VKV_ERR_ARG, "token id %d at index %u is outside the vocabulary (0..%u)", ids[i], i,
-                             hp->n_vocab - 1);
+    vkv_status st = check_ids(hp, ids, n);
+    if (st) return st;
     for (uint32_t done = 0; done < n;) {
         uint32_t chunk = n - done < c->p.n_batch ? n - done : c->p.n_batch;
         bool last = done + chunk == n;
@@ -278,17 +414,41 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
         int32_t *id_dst = vkv_buffer_map(c->ids), *pos_dst = vkv_buffer_map(c->pos);
         memcpy(id_dst, ids + done, 4ull * chunk);
         for (uint32_t i = 0; i < chunk; i++) pos_dst[i] = (int32_t)(c->n_past + i);
-        vkv_status st = vkv_cmd_begin(c->gpu);
-        if (st) return st;
-        if ((st = record_chunk(c, chunk, out_row, n_out))) return vkv_cmd_abort(c->gpu, st);
-        if ((st = vkv_cmd_submit(c->gpu))) return st;
-        if (n_out) {
-            const float *src = vkv_buffer_map(c->logits_host);
-            float *dst = all_logits ? logits + (size_t)done * hp->n_vocab : logits;
-            memcpy(dst, src, 4ull * n_out * hp->n_vocab);
-        }
+        const fwd_batch f = {c, &c, 1, chunk, VKV_MATMUL_AUTO};
+        float *dst = !n_out ? NULL : all_logits ? logits + (size_t)done * hp->n_vocab : logits;
+        if ((st = run_forward(&f, out_row, n_out, dst))) return st;
         c->n_past += chunk;
         done += chunk;
     }
+    return VKV_OK;
+}
+
+vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits)
+{
+    if (n == 0 || n > VKV_BATCH_MAX)
+        return vkv_error(VKV_ERR_ARG, "a batched step takes 1 to %u sequences, not %u", VKV_BATCH_MAX, n);
+    vkv_ctx *s = ctxs[0];
+    if (s->p.n_batch < n)
+        return vkv_error(VKV_ERR_ARG, "%u sequences need a first context of n_batch >= %u (it has %u)", n, n,
+                         s->p.n_batch);
+    for (uint32_t i = 0; i < n; i++) {
+        const vkv_ctx *c = ctxs[i];
+        if (c->gpu != s->gpu || c->m != s->m)
+            return vkv_error(VKV_ERR_ARG, "sequence %u of the batch is on another device or model", i);
+        for (uint32_t j = 0; j < i; j++)
+            if (ctxs[j] == c) return vkv_error(VKV_ERR_ARG, "sequence %u of the batch repeats sequence %u", i, j);
+        if (c->n_past >= c->p.n_ctx)
+            return vkv_error(VKV_ERR_ARG, "sequence %u of the batch is full (%u tokens)", i, c->p.n_ctx);
+    }
+    vkv_status st = check_ids(&s->m->hp, ids, n);
+    if (st) return st;
+    int32_t *id_dst = vkv_buffer_map(s->ids), *pos_dst = vkv_buffer_map(s->pos);
+    memcpy(id_dst, ids, 4ull * n);
+    for (uint32_t i = 0; i < n; i++) pos_dst[i] = (int32_t)ctxs[i]->n_past;
+    /* MATVEC_COLS: each row bitwise the single-token decode's (which AUTO
+     * sends to the matvec kernel) */
+    const fwd_batch f = {s, ctxs, n, n, VKV_MATMUL_MATVEC_COLS};
+    if ((st = run_forward(&f, 0, logits ? n : 0, logits))) return st;
+    for (uint32_t i = 0; i < n; i++) ctxs[i]->n_past++;
     return VKV_OK;
 }

@@ -11,6 +11,9 @@
 
 #include "kv/kv_cache.h"
 #include "model/model.h"
+#include "vk/tiles.h"
+
+typedef struct vkv_ctx vkv_ctx;
 
 typedef struct vkv_ctx_params {
     uint32_t n_ctx;     /* cache slots (max tokens of the sequence); 0 = the model's training context */
@@ -22,9 +25,16 @@ typedef struct vkv_ctx_params {
     uint32_t n_kv_slots; /* slots per KV head of the plain cache; 0 = n_ctx. Fewer than n_ctx for a
                           * budgeted cache (compression during generation): the plain cache then
                           * holds the first n_kv_slots tokens, compression the rest */
+    const vkv_ctx *scratch_from; /* NULL: the context allocates its activation, ids, positions and logits
+                                  * buffers. Else it borrows those of scratch_from (same device and model;
+                                  * n_batch is capped at its n_batch), which must outlive it. The contexts
+                                  * that share them must not evaluate at the same time: one forward at a
+                                  * time (the serve scheduler's steps), as nothing is kept in them between
+                                  * forwards. vkv_ctx_plan_memory then counts no scratch but the cache's. */
+    bool stage_rows;    /* tests: a batched step run in this context's buffers copies rows 1.. to aligned
+                         * staging slots for attention, as on a device whose storage alignment does
+                         * not divide a row (vkv_ctx_eval_batch) */
 } vkv_ctx_params;
-
-typedef struct vkv_ctx vkv_ctx;
 
 vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params *p, vkv_ctx **out);
 
@@ -45,6 +55,18 @@ void vkv_ctx_free(vkv_ctx *c);
  * chunks of n_batch. logits: when all_logits, [n, n_vocab] (every position),
  * else [n_vocab] for the last token; may be NULL to skip the output layer. */
 vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_logits, float *logits);
+
+/* One decode step of n distinct contexts (1 <= n <= VKV_BATCH_MAX, one
+ * device and model, each with room for one more token): ids[i] is appended
+ * to ctxs[i] at its n_past, in one recording and one submission. Every
+ * weight is read once for the n rows (the multi-column matvec); attention,
+ * the kv hook and the q hook run per context on its row (n_tok 1, pos0 its
+ * n_past), so compression during generation keeps working per sequence.
+ * Runs in ctxs[0]'s buffers (own or borrowed), whose n_batch must be >= n.
+ * logits: [n, n_vocab], row i bitwise what vkv_ctx_eval(ctxs[i], &ids[i], 1,
+ * false, ...) gives (outputs do not depend on batching); may be NULL. Each
+ * context's n_past advances by 1. */
+vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits);
 
 /* Called while a chunk is recorded, once per layer, with the layer's keys
  * before RoPE (after the QK-norm of qwen3, with biases) and its values, both

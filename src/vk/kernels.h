@@ -44,6 +44,7 @@ typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slo
 typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
 typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x; } vkv_pc_matvec;
+typedef struct vkv_pc_matvec_cols { uint32_t M, K, m_offset, groups_x, n_cols, ldy; } vkv_pc_matvec_cols;
 typedef struct vkv_pc_press_expected { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } vkv_pc_press_expected;
 typedef struct vkv_pc_press_expected_logits { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
                                               float inv_sqrt_d, inv_2d; } vkv_pc_press_expected_logits;
@@ -81,7 +82,7 @@ typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, 
 #define VKV_PUSH_CONSTANT_LIST(X) \
     X(vkv_pc_add) X(vkv_pc_argmax) X(vkv_pc_attn) X(vkv_pc_attn_decode_reduce) X(vkv_pc_attn_tiered) \
     X(vkv_pc_attn_tiered_reduce) X(vkv_pc_get_rows) X(vkv_pc_gram) X(vkv_pc_kv_convert) \
-    X(vkv_pc_kv_compact) X(vkv_pc_kv_store) X(vkv_pc_mask_row_counts) X(vkv_pc_matmul) X(vkv_pc_matvec) \
+    X(vkv_pc_kv_compact) X(vkv_pc_kv_store) X(vkv_pc_mask_row_counts) X(vkv_pc_matmul) X(vkv_pc_matvec) X(vkv_pc_matvec_cols) \
     X(vkv_pc_press_expected) X(vkv_pc_press_expected_logits) X(vkv_pc_press_expected_lse) \
     X(vkv_pc_press_expected_prep) X(vkv_pc_press_expected_stats) X(vkv_pc_press_from_state) \
     X(vkv_pc_press_keydiff) X(vkv_pc_press_keydiff_anchor) X(vkv_pc_press_keydiff_sum) \
@@ -126,6 +127,8 @@ typedef enum vkv_wg_class {
     X(RMS_NORM, rms_norm, 3, vkv_pc_rms_norm, VKV_WG_ROW)                                              \
     VKV_WEIGHT_KERNELS(X, MATVEC, matvec, 3, vkv_pc_matvec, VKV_WG_MATVEC)                             \
     VKV_WEIGHT_KERNELS(X, MATVEC_NOSG, matvec_nosg, 3, vkv_pc_matvec, VKV_WG_MATVEC)                   \
+    VKV_WEIGHT_KERNELS(X, MATVEC_COLS, matvec_cols, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)              \
+    VKV_WEIGHT_KERNELS(X, MATVEC_COLS_NOSG, matvec_cols_nosg, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)    \
     VKV_WEIGHT_KERNELS(X, MATMUL, matmul, 3, vkv_pc_matmul, VKV_WG_MATMUL)                             \
     VKV_WEIGHT_KERNELS(X, MATMUL_CM, matmul_cm, 3, vkv_pc_matmul, VKV_WG_MATMUL_CM)                    \
     X(ROPE, rope, 4, vkv_pc_rope, VKV_WG_WIDE)                                                         \

@@ -159,6 +159,15 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                                                   "row-by-row matrix-vector dispatches", k);
         if ((st = vkv_ops_check_single_range(gpu, 4ull * n * m, op, "the output"))) return st;
         x_rows = 1;
+    } else if (path == VKV_MATMUL_MATVEC_COLS) {
+        /* All n columns in each dispatch (W read once): x and y bound whole. */
+        if (n > VKV_BATCH_MAX)
+            return vkv_error(VKV_ERR_ARG, "matmul: %u columns for the multi-column matvec (at most %u)", n,
+                             VKV_BATCH_MAX);
+        if ((st = vkv_ops_check_single_range(gpu, 4ull * n * k, op, "the input")) ||
+            (st = vkv_ops_check_single_range(gpu, 4ull * n * m, op, "the output")))
+            return st;
+        x_rows = n;
     }
     if (!w_rows || !x_rows) return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: one row exceeds the storage range");
 
@@ -169,12 +178,16 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
         for (uint64_t m0 = 0; m0 < m; m0 += w_rows) {
             uint32_t mm = (uint32_t)(m - m0 < w_rows ? m - m0 : w_rows);
             vkv_binding b[3] = {vkv_ops_bind(w, m0 * rb, mm * rb), bx, by};
-            if (path == VKV_MATMUL_MATVEC) {
-                vkv_kernel kk = kernel_for_type(gpu->caps->subgroup_arithmetic ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32, t);
+            if (path == VKV_MATMUL_MATVEC || path == VKV_MATMUL_MATVEC_COLS) {
+                const bool sg = gpu->caps->subgroup_arithmetic, cols = path == VKV_MATMUL_MATVEC_COLS;
+                vkv_kernel kk = kernel_for_type(cols ? (sg ? VKV_K_MATVEC_COLS_F32 : VKV_K_MATVEC_COLS_NOSG_F32)
+                                                     : (sg ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32), t);
                 uint32_t gx, gy;
                 vkv_ops_spread_groups(gpu, (mm + VKV_MATVEC_ROWS - 1) / VKV_MATVEC_ROWS, &gx, &gy);
                 vkv_pc_matvec pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
-                if ((st = vkv_dispatch(gpu, kk, b, 3, &pc, gx, gy, 1))) return st;
+                vkv_pc_matvec_cols pcc = {mm, k, (uint32_t)m0, gx, nn, m};
+                if ((st = cols ? vkv_dispatch(gpu, kk, b, 3, &pcc, gx, gy, 1) : vkv_dispatch(gpu, kk, b, 3, &pc, gx, gy, 1)))
+                    return st;
             } else {
                 vkv_kernel kk = kernel_for_type(path == VKV_MATMUL_COOPMAT ? VKV_K_MATMUL_CM_F32 : VKV_K_MATMUL_F32, t);
                 vkv_pc_matmul pc = {mm, k, nn, (uint32_t)m0, m};

@@ -30,6 +30,8 @@ typedef enum vkv_matmul_path {
     VKV_MATMUL_MATVEC,    /* one matvec per activation row */
     VKV_MATMUL_TILED,
     VKV_MATMUL_COOPMAT,
+    VKV_MATMUL_MATVEC_COLS, /* n <= VKV_BATCH_MAX rows in one matvec that reads W once; row j is bitwise
+                             * MATVEC's row j (the batched decode's path; AUTO never picks it) */
 } vkv_matmul_path;
 
 /* y[n, m] = x[n, k] . w[m, k]^T with w of type t. */

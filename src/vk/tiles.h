@@ -24,6 +24,9 @@
  * shared partial sums hold. */
 #define VKV_MATVEC_ROWS 4u
 #define VKV_MATVEC_MAX_WG 128u
+/* matvec.comp with MATVEC_COLS: the most columns one dispatch takes (the
+ * sequences of one batched decode step, infer/forward.h). */
+#define VKV_BATCH_MAX 16u
 
 /* attn.comp and attn_tiered.comp (shaders/common/attn_tile.glsl): shared
  * arrays of ~29 KB, under the 32 KB of lavapipe and most GPUs. The host picks

@@ -20,6 +20,7 @@
 
 #include "calib/calib.h"
 #include "core/rng.h"
+#include "gpu_test.h"
 
 static int n_fail;
 
@@ -482,15 +483,8 @@ int main(void)
 {
     vkv_instance *inst;
     vkv_gpu *gpu;
-    vkv_status st = vkv_instance_create(true, false, &inst);
-    if (st == VKV_ERR_NO_DEVICE) {
-        fprintf(stderr, "test_calib: skipped: %s\n", vkv_last_error());
-        return 77;
-    }
-    if (st || (st = vkv_gpu_create(inst, -1, &gpu))) {
-        fprintf(stderr, "test_calib: %s\n", vkv_last_error());
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_calib", true, &inst, &gpu);
+    if (open_rc) return open_rc;
     double t = now_s();
     GramAccumulationMatchesDoubleOver1MTokens(gpu);
     printf("     (%.1f s)\n", now_s() - t);
@@ -502,9 +496,7 @@ int main(void)
     t = now_s();
     CalibFileRoundTripsAndChecksIdentity(gpu);
     printf("     (%.1f s)\n", now_s() - t);
-    uint32_t verr = vkv_instance_validation_errors(inst);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    uint32_t verr = gpu_test_close(inst, gpu);
     if (verr) {
         printf("FAIL %u validation error(s)\n", verr);
         n_fail++;

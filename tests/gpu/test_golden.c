@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/json.h"
+#include "gpu_test.h"
 #include "infer/forward.h"
 
 static const char *shared_dir(void)
@@ -183,24 +184,15 @@ int main(void)
 {
     vkv_instance *inst;
     vkv_gpu *gpu;
-    vkv_status st = vkv_instance_create(true, false, &inst);
-    if (st == VKV_ERR_NO_DEVICE) {
-        fprintf(stderr, "test_golden: skipped: %s\n", vkv_last_error());
-        return 77;
-    }
-    if (st || (st = vkv_gpu_create(inst, -1, &gpu))) {
-        fprintf(stderr, "test_golden: %s\n", vkv_last_error());
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_golden", true, &inst, &gpu);
+    if (open_rc) return open_rc;
     /* golden.json: the small models of every architecture; shapes.json:
      * real widths and llama.cpp's quantization mixes, one file per type. */
     int pass = 0, fail = 0, unreadable = 0;
     static const char *const files[] = {"golden.json", "shapes.json"};
     for (size_t f = 0; f < sizeof files / sizeof *files; f++)
         if (run_file(gpu, files[f], &pass, &fail)) unreadable++;
-    uint32_t verr = vkv_instance_validation_errors(inst);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    uint32_t verr = gpu_test_close(inst, gpu);
     if (verr) {
         printf("%u validation error(s)\n", verr);
         fail++;

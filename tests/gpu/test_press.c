@@ -32,6 +32,7 @@
 #include <cmocka.h>
 
 #include "core/rng.h"
+#include "gpu_test.h"
 #include "kvlayout/kv_counts.h"
 #include "press/press.h"
 #include "press/select_global.h"
@@ -392,15 +393,8 @@ static void dispatch_rejects_another_kernels_push_constants(void **state)
 int main(void)
 {
     vkv_instance *inst;
-    vkv_status st = vkv_instance_create(vkv_validation_requested(), false, &inst);
-    if (st == VKV_ERR_NO_DEVICE) {
-        fprintf(stderr, "test_press: skipped: %s\n", vkv_last_error());
-        return 77;
-    }
-    if (st || (st = vkv_gpu_create(inst, -1, &gpu))) {
-        fprintf(stderr, "test_press: %s\n", vkv_last_error());
-        return 1;
-    }
+    int open_rc = gpu_test_open("test_press", vkv_validation_requested(), &inst, &gpu);
+    if (open_rc) return open_rc;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(knorm_gpu_matches_reference),
         cmocka_unit_test(keydiff_gpu_matches_reference),
@@ -417,9 +411,7 @@ int main(void)
         cmocka_unit_test(dispatch_rejects_another_kernels_push_constants),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
-    uint32_t verr = vkv_instance_validation_errors(inst);
-    vkv_gpu_destroy(gpu);
-    vkv_instance_destroy(inst);
+    uint32_t verr = gpu_test_close(inst, gpu);
     if (verr) {
         fprintf(stderr, "test_press: %u validation error(s)\n", verr);
         return 1;

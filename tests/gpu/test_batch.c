@@ -1,0 +1,248 @@
+/* The batched decode step (vkv_ctx_eval_batch) against the single-token
+ * decode (vkv_ctx_eval): outputs must not depend on batching, so every row of
+ * a batched step's logits is memcmp-equal to its twin's.
+ *
+ * Two sets of SEQS contexts with the same prompts: the batched set shares one
+ * context's activation buffers (scratch_from), the twins each have their own.
+ * The prompts differ in length (1 to 100 tokens) and treatment: plain f16
+ * caches, a q8_0 cache, KeyDiff at p_c 0.5 without and with VECTOR's tiers
+ * (press sessions, compressed after the prefill) and KNorm under the budget
+ * rule of compression during generation (compressed between steps when the
+ * budget runs out, in both sets alike). Both sets then decode their greedy
+ * tokens: the batched set in steps of 9 sequences, then all 16, then 1; the
+ * twins one vkv_ctx_eval at a time. The 9-sequence steps run in sequence 2's
+ * (borrowed) buffers, which stage their rows (vkv_ctx_params.stage_rows): the
+ * path of devices whose storage alignment does not divide a row.
+ *
+ * usage: test_batch [MODEL.gguf [CALIB.vkcal]] (default: the shakespeare model
+ * and its calibration; without a calibration the VECTOR sequence is plain
+ * KeyDiff). Skips (77) when there is no Vulkan device. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "calib/calib.h"
+#include "gpu_test.h"
+#include "infer/forward.h"
+#include "press/decode.h"
+#include "press/vector.h"
+
+#define SEQS VKV_BATCH_MAX
+#define N_CTX 256
+
+typedef enum { PLAIN, Q8_CACHE, KEYDIFF, KEYDIFF_VECTOR, DECODE_BUDGET } treatment;
+
+/* Sequence i's prompt length and treatment. */
+static const struct { uint32_t n_prompt; treatment t; } seqs[SEQS] = {
+    {5, PLAIN},   {37, KEYDIFF},  {64, KEYDIFF_VECTOR}, {1, PLAIN},   {50, Q8_CACHE}, {100, PLAIN},
+    {20, DECODE_BUDGET}, {13, KEYDIFF_VECTOR}, {71, KEYDIFF}, {2, PLAIN},  {9, Q8_CACHE}, {33, PLAIN},
+    {48, KEYDIFF}, {17, PLAIN}, {90, KEYDIFF_VECTOR}, {3, PLAIN},
+};
+
+typedef struct twin_set {
+    vkv_ctx *ctx[SEQS];
+    vkv_decode_press *decode[SEQS]; /* DECODE_BUDGET only */
+    int32_t next[SEQS];             /* the greedy token each sequence evaluates next */
+} twin_set;
+
+static int fails;
+/* Wall time of the batched steps and of their twins' single steps (printed:
+ * the validation layers, when on, weigh on both). */
+static double t_batch, t_single;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
+#define CHECK(cond, ...)                                                  \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            printf("FAIL: " __VA_ARGS__);                                 \
+            printf(" (%s)\n", vkv_last_error());                          \
+            fails++;                                                      \
+            return false;                                                 \
+        }                                                                 \
+    } while (0)
+
+static int32_t argmax(const float *x, uint32_t n)
+{
+    uint32_t b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return (int32_t)b;
+}
+
+/* Creates and prefills sequence i of a set (owner: the set's scratch owner,
+ * NULL for its own buffers); logits: [n_vocab] of the prompt's last token. */
+static bool prefill(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal, twin_set *s, uint32_t i,
+                    const vkv_ctx *owner, const int32_t *prompt, float *logits)
+{
+    const treatment t = seqs[i].t;
+    const bool press = t == KEYDIFF || t == KEYDIFF_VECTOR;
+    vkv_ctx_params cp = {.n_ctx = N_CTX, .n_batch = 16, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
+                         .v_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16, .compress = press || t == DECODE_BUDGET,
+                         .scratch_from = owner, .stage_rows = i == 2};
+    CHECK(!vkv_ctx_create(gpu, m, &cp, &s->ctx[i]), "context %u", i);
+    vkv_press_session *ps = NULL;
+    if (press) {
+        vkv_vector_params vp = {.press = vkv_press_find("keydiff"), .pp = vkv_press_params_default(0.5),
+                                .vector = t == KEYDIFF_VECTOR && cal, .pa = -1, .w = cal ? cal->w : NULL};
+        CHECK(!vkv_press_session_create(s->ctx[i], m, &vp, seqs[i].n_prompt, &ps), "press session %u", i);
+    }
+    bool ok = !vkv_ctx_eval(s->ctx[i], prompt, seqs[i].n_prompt, false, logits);
+    if (ok && ps) {
+        vkv_vector_report rep = {0};
+        ok = !vkv_press_session_compress(ps, &rep);
+        vkv_vector_report_free(&rep);
+    }
+    vkv_press_session_free(ps);
+    CHECK(ok, "prefill %u", i);
+    if (t == DECODE_BUDGET) {
+        vkv_decode_params dp = {.press = vkv_press_find("knorm"), .pp = vkv_press_params_default(0.5), .pa = -1,
+                                .rule = VKV_DECODING_BUDGET, .every = 4, .max_tokens = 24};
+        CHECK(!vkv_decode_press_create(s->ctx[i], m, &dp, &s->decode[i]), "decode press %u", i);
+    }
+    s->next[i] = argmax(logits, m->hp.n_vocab);
+    return true;
+}
+
+/* Compression during generation before a step: when the budget is spent. */
+static bool make_room(twin_set *s, uint32_t i)
+{
+    if (s->decode[i] && !vkv_decode_room(s->decode[i])) CHECK(!vkv_decode_compress(s->decode[i]), "compress %u", i);
+    return true;
+}
+
+/* One batched step of sequences idx[0..n) in set a, and the same tokens one
+ * by one in set b; every row compared by bytes. */
+static bool step(twin_set *a, twin_set *b, const uint32_t *idx, uint32_t n, uint32_t nv, float *la, float *lb)
+{
+    vkv_ctx *batch[SEQS];
+    int32_t ids[SEQS];
+    for (uint32_t r = 0; r < n; r++) {
+        const uint32_t i = idx[r];
+        if (!make_room(a, i) || !make_room(b, i)) return false;
+        CHECK(a->next[i] == b->next[i], "sequence %u: next tokens %d and %d", i, a->next[i], b->next[i]);
+        batch[r] = a->ctx[i];
+        ids[r] = a->next[i];
+    }
+    double t0 = now_s();
+    CHECK(!vkv_ctx_eval_batch(batch, ids, n, la), "batched step of %u", n);
+    t_batch += now_s() - t0;
+    for (uint32_t r = 0; r < n; r++) {
+        const uint32_t i = idx[r];
+        t0 = now_s();
+        CHECK(!vkv_ctx_eval(b->ctx[i], &ids[r], 1, false, lb + (size_t)r * nv), "single step of sequence %u", i);
+        t_single += now_s() - t0;
+        CHECK(vkv_ctx_n_past(a->ctx[i]) == vkv_ctx_n_past(b->ctx[i]), "sequence %u: n_past", i);
+        if (memcmp(la + (size_t)r * nv, lb + (size_t)r * nv, 4ull * nv)) {
+            uint32_t differ = 0;
+            for (uint32_t v = 0; v < nv; v++) differ += memcmp(&la[(size_t)r * nv + v], &lb[(size_t)r * nv + v], 4) != 0;
+            printf("FAIL: batch of %u, row %u (sequence %u at %u): %u of %u logits differ\n", n, r, i,
+                   vkv_ctx_n_past(b->ctx[i]) - 1, differ, nv);
+            fails++;
+            return false;
+        }
+        a->next[i] = argmax(la + (size_t)r * nv, nv);
+        b->next[i] = argmax(lb + (size_t)r * nv, nv);
+    }
+    return true;
+}
+
+static void set_free(twin_set *s)
+{
+    /* the borrowers before the owner of their scratch */
+    for (int i = SEQS - 1; i >= 0; i--) {
+        vkv_decode_press_free(s->decode[i]);
+        vkv_ctx_free(s->ctx[i]);
+    }
+}
+
+static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
+{
+    const uint32_t nv = m->hp.n_vocab;
+    twin_set a = {0}, b = {0};
+    float *la = malloc(4ull * SEQS * nv), *lb = malloc(4ull * SEQS * nv);
+    int32_t *prompt = malloc(4ull * N_CTX);
+    bool ok = la && lb && prompt;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    for (uint32_t i = 0; ok && i < SEQS; i++) {
+        for (uint32_t t = 0; t < seqs[i].n_prompt; t++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            prompt[t] = (int32_t)((rng >> 33) % nv);
+        }
+        ok = prefill(gpu, m, cal, &a, i, i ? a.ctx[0] : NULL, prompt, la) &&
+             prefill(gpu, m, cal, &b, i, NULL, prompt, lb);
+    }
+    /* A context sharing scratch counts none of its own. */
+    vkv_ctx_params own = {.n_ctx = N_CTX, .n_batch = 16}, shared = own;
+    shared.scratch_from = a.ctx[0];
+    const vkv_ctx_memory mo = vkv_ctx_plan_memory(&m->hp, &own), ms = vkv_ctx_plan_memory(&m->hp, &shared);
+    if (ok && !(ms.host_bytes == 0 && ms.scratch_bytes < mo.scratch_bytes && ms.kv_bytes == mo.kv_bytes)) {
+        printf("FAIL: vkv_ctx_plan_memory counts a borrower's scratch\n");
+        fails++;
+        ok = false;
+    }
+    uint32_t first9[9], all[SEQS], one[1] = {6};
+    for (uint32_t i = 0; i < SEQS; i++) all[i] = i;
+    for (uint32_t i = 0; i < 9; i++) first9[i] = (i * 5 + 2) % SEQS; /* not in order, the owner not first */
+    /* The first 9 (the decode-budget sequence among them) over enough steps
+     * for its budget to compress twice; then all 16; then one alone. */
+    for (uint32_t t = 0; ok && t < 12; t++) ok = step(&a, &b, first9, 9, nv, la, lb);
+    for (uint32_t t = 0; ok && t < 3; t++) ok = step(&a, &b, all, SEQS, nv, la, lb);
+    for (uint32_t t = 0; ok && t < 3; t++) ok = step(&a, &b, one, 1, nv, la, lb);
+    if (ok && vkv_decode_press_stats(a.decode[6]).compressions < 2) {
+        printf("FAIL: the budgeted sequence was compressed %u times during generation, not twice or more\n",
+               vkv_decode_press_stats(a.decode[6]).compressions);
+        fails++;
+        ok = false;
+    }
+    /* The errors: a repeated context, a first context with too small a batch. */
+    if (ok) {
+        vkv_ctx *rep[2] = {a.ctx[1], a.ctx[1]};
+        int32_t ids[2] = {0, 0};
+        if (vkv_ctx_eval_batch(rep, ids, 2, la) != VKV_ERR_ARG) {
+            printf("FAIL: a repeated context is not refused\n");
+            fails++;
+            ok = false;
+        }
+    }
+    set_free(&a);
+    set_free(&b);
+    free(la);
+    free(lb);
+    free(prompt);
+    return ok;
+}
+
+int main(int argc, char **argv)
+{
+    const char *model_path = argc > 1 ? argv[1] : "models/vkvector-shakespeare.gguf";
+    const char *calib_path = argc > 2 ? argv[2] : argc > 1 ? NULL : "models/vkvector-shakespeare.vkcal";
+    vkv_instance *inst;
+    vkv_gpu *gpu;
+    int open_rc = gpu_test_open("test_batch", true, &inst, &gpu);
+    if (open_rc) return open_rc;
+    vkv_status st;
+    vkv_model *m = NULL;
+    vkv_calib *cal = NULL;
+    if ((st = vkv_model_load(gpu, model_path, &m)) || (calib_path && (st = vkv_calib_load(calib_path, m, &cal)))) {
+        printf("FAIL: %s\n", vkv_last_error());
+        fails++;
+    } else {
+        run(gpu, m, cal);
+    }
+    vkv_calib_free(cal);
+    if (m) vkv_model_free(gpu, m);
+    uint32_t verr = gpu_test_close(inst, gpu);
+    if (verr) {
+        printf("FAIL: %u validation error(s)\n", verr);
+        fails++;
+    }
+    printf("batch (%s): %s; batched steps %.2f s, the same tokens one at a time %.2f s\n", model_path,
+           fails ? "FAILED" : "every row bitwise equal", t_batch, t_single);
+    return fails ? 1 : 0;
+}
