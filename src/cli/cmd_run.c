@@ -342,6 +342,17 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
                 ds.compressions, ds.seconds, (unsigned long long)ds.max_rows, 2ull * (unsigned long long)o->po.max_kv_tokens,
                 ds.max_rows * row_bytes / 1024.0, 2.0 * o->po.max_kv_tokens * row_bytes / 1024.0);
     }
+    if (s->decode && o->press->n_kept) {
+        /* a budget per layer (PyramidKV): what each layer kept at the last compression */
+        fprintf(stderr, "compression during generation, tokens per (layer, KV head) after the last compression:");
+        for (uint32_t l = 0; l < hp->n_layer; l++) {
+            uint32_t lo, hi;
+            vkv_decode_layer_tokens(s->decode, l, &lo, &hi);
+            if (lo == hi) fprintf(stderr, " %u", lo);
+            else fprintf(stderr, " %u-%u", lo, hi);
+        }
+        fprintf(stderr, "\n");
+    }
     fprintf(stderr, "KV cache:   %.2f MiB (K %s, V %s: %zu + %zu bytes a row; %u slots x %u layers x %u KV heads x "
                     "%u dims x K,V)\n",
             vkv_ctx_kv_bytes(s->ctx) / 1048576.0, vkv_dtype_get(k_type)->name, vkv_dtype_get(v_type)->name,

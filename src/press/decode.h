@@ -81,5 +81,9 @@ typedef struct vkv_decode_stats {
 vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d);
 /* Records the rows every head holds now into the stats (call after each token). */
 void vkv_decode_observe(vkv_decode_press *d);
+/* The fewest and most tokens (keys) a head of `layer` held right after the
+ * last compression (0 and 0 before the first): a scorer with its own budget
+ * per layer (PyramidKV) keeps a different count in each layer. */
+void vkv_decode_layer_tokens(const vkv_decode_press *d, uint32_t layer, uint32_t *min, uint32_t *max);
 
 #endif

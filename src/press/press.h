@@ -125,6 +125,14 @@ typedef struct vkv_press_ops {
      * during generation scores a gathered cache with it, whose slots are
      * not in position order (press/decode.h). NULL = none. */
     void (*score_positions)(const vkv_press_params *p, const int32_t *pos, uint32_t n, float *scores);
+    /* Scorers with a capture that compression during generation runs on a
+     * gathered cache (press/decode.h): the last decode_window queries stand
+     * for every query of the prefill. The driver zeroes the state, calls
+     * capture_gpu once with those queries (in->q_window) at the slots
+     * n - decode_window .. n - 1, the gathered layer's latest tokens, then
+     * score_gpu (ObservedAttention: 1, the attention weights of the decoding
+     * step, which is what kvpress's DecodingPress hands it). 0 = none. */
+    uint32_t decode_window;
 } vkv_press_ops;
 
 /* Whether the question is compressed with the context. The paper runs

@@ -16,7 +16,8 @@
  * Scorers with a capture (observed, expected, kvzip) get every query: the
  * capture runs over them in uneven pieces, as the prefill's chunks (KVzip:
  * the reconstruction pass's queries after the context, with the repeated
- * keys in the cache), before score_gpu. The global selection (KVzip) is
+ * keys in the cache), before score_gpu; as during generation, ObservedAttention
+ * gets only the last query (its decode_window). The global selection (KVzip) is
  * checked against its reference on scores with many ties.
  *
  * Skips (77) when there is no Vulkan device. */
@@ -51,6 +52,9 @@ typedef struct press_shape {
     uint32_t block; /* KeyDiff block (0 = whole sequence) */
     /* KVzip: the template prefix, the repeated span and the repeat queries after the context */
     uint32_t prefix, span0, span1, n_repeat;
+    /* A scorer with a capture as during generation (vkv_press_ops.decode_window):
+     * only the last `decode` queries are captured (0 = all of them). */
+    uint32_t decode;
 } press_shape;
 
 /* Inputs and the reference of one case. */
@@ -80,8 +84,11 @@ static int cmp_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
-/* Whether selecting k of the row cannot flip under last-bit differences. */
-static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *tmp)
+/* Whether selecting k of the row cannot flip under last-bit differences:
+ * the k-th and (k+1)-th scores apart by 1e-5 of the row's range, or of the
+ * k-th score itself when `relative` (one query's weights divided by n - j
+ * span many orders of magnitude). */
+static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *tmp, bool relative)
 {
     if (k == 0 || k >= n) return true;
     float range = 0;
@@ -92,7 +99,7 @@ static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *t
     qsort(tmp, n, sizeof *tmp, cmp_desc);
     const float a = tmp[k - 1], b = tmp[k];
     if ((isinf(a) || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
-    return a - b > 1e-5f * range;
+    return a - b > 1e-5f * (relative ? fabsf(a) : range);
 }
 
 static void data_free(press_data *d)
@@ -110,7 +117,7 @@ static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape 
     const bool capture = ops->capture_gpu != NULL;
     const uint32_t window = capture ? 0 : s->n < 64 ? s->n : 64, hd = s->head_dim;
     memset(d, 0, sizeof *d);
-    d->n_q = !capture ? window : ops->repeat_pass ? s->n_repeat : s->n;
+    d->n_q = !capture ? window : ops->repeat_pass ? s->n_repeat : s->decode ? s->decode : s->n;
     d->n_keys = ops->repeat_pass ? s->n + s->n_repeat : s->n;
     assert_true(d->n_keys <= s->n_ctx);
     const size_t qn = (size_t)d->n_q * s->n_head * hd, kn = (size_t)d->n_keys * s->n_kv_head * hd;
@@ -152,13 +159,14 @@ static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape 
                                   .q_window_host = capture ? NULL : d->q, .n_rot = hd,
                                   .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = d->inv_freq,
                                   .prefix = s->prefix, .span0 = s->span0, .span1 = s->span1,
-                                  .q_pos0 = ops->repeat_pass ? s->n : 0, .n_q = d->n_q, .q_host = capture ? d->q : NULL};
+                                  .q_pos0 = ops->repeat_pass ? s->n : s->decode ? s->n - d->n_q : 0,
+                                  .n_q = d->n_q, .q_host = capture ? d->q : NULL};
         assert_int_equal(ops->score_ref(&d->pp, &d->in, d->ref), VKV_OK);
         clear = true;
         for (int c = 0; c < N_PC; c++) {
             d->k[c] = kept(ops, &d->pp, compressions[c], s->n);
             for (uint32_t h = 0; h < s->n_kv_head && clear; h++)
-                clear = boundary_is_clear(d->ref + (size_t)h * s->n, s->n, d->k[c], tmp);
+                clear = boundary_is_clear(d->ref + (size_t)h * s->n, s->n, d->k[c], tmp, s->decode > 0);
         }
     }
     free(src);
@@ -262,7 +270,7 @@ static void check_both_types(const char *name, const press_shape *s)
 }
 
 /* GQA 4:1, head_dim 64, a cache longer than the context. */
-static const press_shape gqa = {8, 2, 64, 300, 320, 0, 0, 0, 0, 0};
+static const press_shape gqa = {8, 2, 64, 300, 320, 0, 0, 0, 0, 0, 0};
 
 static void knorm_gpu_matches_reference(void **state) { (void)state; check_both_types("knorm", &gqa); }
 static void keydiff_gpu_matches_reference(void **state) { (void)state; check_both_types("keydiff", &gqa); }
@@ -270,7 +278,7 @@ static void keydiff_gpu_matches_reference(void **state) { (void)state; check_bot
 static void blockwise_keydiff_gpu_matches_reference(void **state)
 {
     (void)state;
-    const press_shape s = {8, 2, 64, 300, 320, 128, 0, 0, 0, 0}; /* blocks of 128, 128, 44 */
+    const press_shape s = {8, 2, 64, 300, 320, 128, 0, 0, 0, 0, 0}; /* blocks of 128, 128, 44 */
     check_both_types("keydiff", &s);
 }
 
@@ -282,7 +290,7 @@ static void tova_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("tova", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("tova", VKV_F16, &mha);
 }
 
@@ -290,15 +298,26 @@ static void observed_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("observed", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("observed", VKV_F16, &mha);
+}
+
+/* During generation: the query of the token just computed alone, kvpress's decoding step. */
+static void observed_decode_gpu_matches_reference(void **state)
+{
+    (void)state;
+    const vkv_press_ops *ops = vkv_press_find("observed");
+    press_shape s = gqa;
+    s.decode = ops->decode_window;
+    assert_int_equal(s.decode, 1);
+    check_both_types("observed", &s);
 }
 
 static void expected_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("expected", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("expected", VKV_F32, &mha);
 }
 
@@ -306,9 +325,9 @@ static void kvzip_gpu_matches_reference(void **state)
 {
     (void)state;
     /* the first chunk (no sinks in the softmax: span0 = prefix < 4) and a later one */
-    const press_shape first = {8, 2, 64, 300, 360, 0, 3, 3, 300, 57};
+    const press_shape first = {8, 2, 64, 300, 360, 0, 3, 3, 300, 57, 0};
     check_both_types("kvzip", &first);
-    const press_shape later = {8, 2, 64, 300, 400, 0, 6, 100, 250, 90};
+    const press_shape later = {8, 2, 64, 300, 400, 0, 6, 100, 250, 90, 0};
     check_both_types("kvzip", &later);
 }
 
@@ -359,7 +378,7 @@ static void assert_refused_with(vkv_status st, const char *what, const char *why
 static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
 {
     (void)state;
-    const press_shape s = {4, 2, 32, 40, 48, 0, 0, 0, 0, 0};
+    const press_shape s = {4, 2, 32, 40, 48, 0, 0, 0, 0, 0, 0};
     const vkv_press_ops *ops = vkv_press_find("snapkv");
     vkv_press_params pp = vkv_press_params_default(0.5f);
     vkv_buffer *kb = upload(NULL, vkv_kv_cache_bytes(VKV_F32, 2, 48, 32), "K cache");
@@ -410,6 +429,7 @@ int main(void)
         cmocka_unit_test(pyramidkv_gpu_matches_reference),
         cmocka_unit_test(tova_gpu_matches_reference),
         cmocka_unit_test(observed_gpu_matches_reference),
+        cmocka_unit_test(observed_decode_gpu_matches_reference),
         cmocka_unit_test(expected_gpu_matches_reference),
         cmocka_unit_test(kvzip_gpu_matches_reference),
         cmocka_unit_test(global_selection_matches_reference),
