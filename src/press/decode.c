@@ -86,7 +86,20 @@ static bool reads_query_window(const vkv_press_ops *ops)
  * decode_window queries instead during generation (ObservedAttention). */
 static bool captures_window(const vkv_press_ops *ops)
 {
-    return ops->decode_window && ops->state_bytes && ops->capture_gpu && !ops->repeat_pass;
+    return ops->decode_window && ops->state_bytes && ops->capture_gpu && !ops->repeat_pass && !ops->score_window;
+}
+
+/* Scorers of their own during generation from the last queries (ExpectedAttention). */
+static bool scores_window(const vkv_press_ops *ops) { return ops->decode_window && ops->score_window; }
+
+/* Queries the decode press keeps per layer: the scorer's window, or the last
+ * min(decode_window, N), the tokens since the previous compression as
+ * kvpress's DecodingPress buffers them. */
+static uint32_t decode_queries(const vkv_decode_params *p)
+{
+    if (reads_query_window(p->press)) return vkv_press_queries_needed(p->press, &p->pp);
+    if (!captures_window(p->press) && !scores_window(p->press)) return 0;
+    return p->press->decode_window < p->every ? p->press->decode_window : p->every;
 }
 
 static uint64_t query_bytes(const vkv_hparams *hp) { return 4ull * hp->n_head * hp->head_dim; }
@@ -112,14 +125,16 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     const vkv_hparams *hp = &m->hp;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
     if (!p->press->keys_only && !p->press->score_positions && !reads_query_window(p->press) &&
-        !captures_window(p->press))
+        !captures_window(p->press) && !scores_window(p->press))
         return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys, the "
                                               "positions or the queries of the last tokens alone (keydiff, knorm, "
                                               "streamingllm, tova, snapkv); %s needs %s", p->press->name,
                          "queries or state a compressed cache no longer holds");
-    const uint32_t window = reads_query_window(p->press) ? vkv_press_queries_needed(p->press, &p->pp)
-                            : captures_window(p->press) ? p->press->decode_window
-                                                        : 0;
+    const uint32_t window = decode_queries(p);
+    if (scores_window(p->press) && window <= p->pp.n_sink)
+        return vkv_error(VKV_ERR_ARG, "%s during generation takes the statistics of the queries since the last "
+                                      "compression but its first %u: --compress-every %u must be more than %u",
+                         p->press->name, p->pp.n_sink, p->every, p->pp.n_sink);
     /* the window must be the tokens appended since the last compression, every head's last slots in order */
     if (window > 1 && p->every < window)
         return vkv_error(VKV_ERR_ARG, "%s during generation scores with the queries of its last %u tokens, which must "
@@ -164,7 +179,7 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
                    (st = vkv_buffer_create(gpu, window * query_bytes(hp), VKV_MEM_DEVICE, "window queries in order",
                                            &d->q_window))))
         goto error;
-    if (captures_window(p->press)) {
+    if (captures_window(p->press) || scores_window(p->press)) {
         d->state_bytes = p->press->state_bytes(&p->pp, &in);
         if ((st = vkv_buffer_create(gpu, d->state_bytes > 16 ? d->state_bytes : 16, VKV_MEM_DEVICE,
                                     "decode scorer state", &d->state)))
@@ -276,7 +291,8 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     if (d->window) st = record_window_in_order(d, l);
     if (!st && d->state)
         st = d->p.press->capture_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->q_window), d->window, g->n - d->window);
-    if (!st && !by_position) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
+    const bool own = scores_window(d->p.press); /* the scorer records and submits after this recording */
+    if (!st && !by_position && !own) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
         vkv_view k = g->k, v = g->v;
         uint32_t stride = g->stride;
@@ -298,9 +314,18 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
                                              vkv_view_of(d->eps));
     }
     if (st) return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-    if ((st = vkv_cmd_submit(gpu)) || (!by_position && (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4))) ||
+    if ((st = vkv_cmd_submit(gpu)) ||
+        (!by_position && !own && (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4))) ||
         (residual && (st = vkv_buffer_download(gpu, d->eps, 0, d->eps_host, hn4))))
         return st;
+    if (own) {
+        in.kv_type = g->type; /* the residual's branch above may have changed it */
+        in.window_pos0 = vkv_ctx_n_past(d->ctx) - d->window;
+        in.slot_pos = g->pos;
+        in.n_tok = g->n_tok;
+        if ((st = d->p.press->score_window(gpu, &d->p.pp, &in, d->scores_host)))
+            return vkv_error_context(st, "layer %u", l);
+    }
     /* the gather's slots are out of position order: score each slot by its own position */
     for (uint32_t h = 0; by_position && h < hp->n_head_kv; h++)
         d->p.press->score_positions(&d->p.pp, g->pos + (size_t)h * g->n, g->n_tok[h], d->scores_host + (size_t)h * g->n);
