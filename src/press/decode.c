@@ -1,10 +1,14 @@
 /* Compression during generation (decode.h). Per layer, on a compression:
  *   gathered = the layer's tokens in the plain layout   (kv_cache.h)
  *   scores[H, n] = scorer(gathered K)                    (keys_only scorers)
- *                or scorer(gathered K, last W queries)  (TOVA, SnapKV: a ring the query hook fills)
+ *                or scorer(gathered K, last W queries)  (TOVA, SnapKV, PyramidKV: a ring the query hook
+ *                                                        fills; ObservedAttention: its capture of them
+ *                                                        into a zeroed state, then its scores;
+ *                                                        ExpectedAttention: score_window)
  *                or scorer(gathered positions)          (score_positions, on the host)
  *   eps[H, n]    = ||V - W R_pos^-1 K||^2               (VECTOR; positions from the gather)
- * then on the host, per head, the demote-only decision of kv/decode_select.h
+ * then on the host, per head, with its budget (the rule's target, or
+ * PyramidKV's for its layer: head_budget), the demote-only decision of kv/decode_select.h
  * and the compaction into a layout with room for `every` more tokens: the
  * budget rule's next compression, or kvpress's next check, comes then. */
 #include "press/decode.h"
@@ -128,8 +132,8 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
         !captures_window(p->press) && !scores_window(p->press))
         return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys, the "
                                               "positions or the queries of the last tokens alone (keydiff, knorm, "
-                                              "streamingllm, tova, snapkv); %s needs %s", p->press->name,
-                         "queries or state a compressed cache no longer holds");
+                                              "streamingllm, tova, snapkv, pyramidkv, observed, expected); %s needs "
+                                              "queries or state a compressed cache no longer holds", p->press->name);
     const uint32_t window = decode_queries(p);
     if (scores_window(p->press) && window <= p->pp.n_sink)
         return vkv_error(VKV_ERR_ARG, "%s during generation takes the statistics of the queries since the last "
@@ -289,7 +293,7 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     if (d->state && (st = vkv_buffer_fill(gpu, d->state, 0, d->state_bytes, 0))) return st;
     if ((st = vkv_cmd_begin(gpu))) return st;
     if (d->window) st = record_window_in_order(d, l);
-    if (!st && d->state)
+    if (!st && captures_window(d->p.press))
         st = d->p.press->capture_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->q_window), d->window, g->n - d->window);
     const bool own = scores_window(d->p.press); /* the scorer records and submits after this recording */
     if (!st && !by_position && !own) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
