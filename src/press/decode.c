@@ -45,6 +45,7 @@ struct vkv_decode_press {
     uint32_t *n_ret, *n_apx;              /* [H] */
     uint32_t *layer_min, *layer_max;      /* [n_layer] the fewest and most tokens a head held after the last compression */
     vkv_decode_stats stats;
+    bool check;                           /* VKVECTOR_CHECK_DECODE: scores against the reference (check_scores) */
 };
 
 static double now_s(void)
@@ -160,6 +161,8 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->slots = p->rule == VKV_DECODING_KVPRESS ? vkv_ctx_n_ctx(ctx) : 2 * p->max_tokens;
     d->counter = (vkv_decode_counter){.interval = p->every};
     d->window = window;
+    const char *check = getenv("VKVECTOR_CHECK_DECODE");
+    d->check = check && *check && strcmp(check, "0") != 0;
     vkv_gpu *gpu = vkv_ctx_gpu(ctx);
     const uint64_t H = hp->n_head_kv, hn = H * d->slots;
     /* scratch for the widest gather, in the gathered rows' type (f32 for quantized tiers) */
@@ -274,6 +277,72 @@ static vkv_status record_window_in_order(vkv_decode_press *d, uint32_t l)
     return st;
 }
 
+/* VKVECTOR_CHECK_DECODE=1 (tests/e2e/decode_attention.sh): every layer's
+ * scores against the scorer's reference (score_window_ref, or score_ref) on
+ * host copies of the gathered keys, values and window queries; an error
+ * (VKV_ERR_CHECK) when they differ by an NMSE above 1e-6 over the tokens the
+ * heads hold, or in where the forced keeps (+inf) are. Scorers of positions
+ * are scored on the host already and not checked. */
+static vkv_status check_scores(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, vkv_press_layer in)
+{
+    vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
+    const vkv_hparams *hp = &d->m->hp;
+    const vkv_press_ops *ops = d->p.press;
+    const uint64_t cache = vkv_kv_cache_bytes(g->type, hp->n_head_kv, g->stride, hp->head_dim);
+    const uint64_t qb = (uint64_t)d->window * query_bytes(hp), sn = (uint64_t)hp->n_head_kv * g->n;
+    void *k = malloc(cache), *v = malloc(cache);
+    float *q = malloc(qb + 4), *freq = malloc(2ull * hp->n_rot + 4), *ref = malloc(4 * sn);
+    vkv_status st = VKV_OK;
+    if (!k || !v || !q || !freq || !ref) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto done;
+    }
+    if ((st = vkv_buffer_download(gpu, g->k.buf, g->k.offset, k, cache)) ||
+        (st = vkv_buffer_download(gpu, g->v.buf, g->v.offset, v, cache)) ||
+        (d->window && (st = vkv_buffer_download(gpu, d->q_window, 0, q, qb))) ||
+        (hp->n_rot && (st = vkv_buffer_download(gpu, d->m->rope_inv_freq, 0, freq, 2ull * hp->n_rot))))
+        goto done;
+    in.kv_type = g->type;
+    in.k_host = k;
+    in.v_host = v;
+    in.q_window_host = q;
+    in.inv_freq_host = freq;
+    in.window_pos0 = vkv_ctx_n_past(d->ctx) - d->window;
+    in.slot_pos = g->pos;
+    in.n_tok = g->n_tok;
+    in.q_host = q; /* a capture scorer's queries: the window's, at the last slots */
+    in.q_pos0 = g->n - d->window;
+    in.n_q = d->window;
+    if ((st = ops->score_window ? ops->score_window_ref(&d->p.pp, &in, ref) : ops->score_ref(&d->p.pp, &in, ref)))
+        goto done;
+    double num = 0, den = 0;
+    for (uint32_t h = 0; h < hp->n_head_kv; h++)
+        for (uint32_t j = 0; j < g->n_tok[h]; j++) {
+            const size_t i = (size_t)h * g->n + j;
+            const double a = d->scores_host[i], b = ref[i];
+            if (isinf(a) || isinf(b)) {
+                if (a != b) {
+                    st = vkv_error(VKV_ERR_CHECK, "%s during generation, layer %u: head %u slot %u scored %g, its "
+                                   "reference %g", ops->name, l, h, j, a, b);
+                    goto done;
+                }
+                continue;
+            }
+            num += (a - b) * (a - b);
+            den += b * b;
+        }
+    if (!(num <= 1e-6 * den))
+        st = vkv_error(VKV_ERR_CHECK, "%s during generation, layer %u: scores off their reference by an NMSE of %.3g",
+                       ops->name, l, den > 0 ? num / den : num);
+done:
+    free(k);
+    free(v);
+    free(q);
+    free(freq);
+    free(ref);
+    return st;
+}
+
 /* Scores (and residuals) of a gathered layer, back on the host. */
 static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, bool residual)
 {
@@ -281,6 +350,7 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     const vkv_hparams *hp = &d->m->hp;
     const uint64_t hn4 = 4ull * hp->n_head_kv * g->n;
     vkv_press_layer in = gathered_input(d, l, g);
+    const vkv_press_layer scored = in; /* what the scorer reads (the residual may change in.kv_type below) */
     vkv_view w = {0};
     vkv_status st;
     if (d->window && (st = check_query_window(d, l, g))) return st;
@@ -323,13 +393,14 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
         (residual && (st = vkv_buffer_download(gpu, d->eps, 0, d->eps_host, hn4))))
         return st;
     if (own) {
-        in.kv_type = g->type; /* the residual's branch above may have changed it */
-        in.window_pos0 = vkv_ctx_n_past(d->ctx) - d->window;
-        in.slot_pos = g->pos;
-        in.n_tok = g->n_tok;
-        if ((st = d->p.press->score_window(gpu, &d->p.pp, &in, d->scores_host)))
+        vkv_press_layer win = scored;
+        win.window_pos0 = vkv_ctx_n_past(d->ctx) - d->window;
+        win.slot_pos = g->pos;
+        win.n_tok = g->n_tok;
+        if ((st = d->p.press->score_window(gpu, &d->p.pp, &win, d->scores_host)))
             return vkv_error_context(st, "layer %u", l);
     }
+    if (d->check && !by_position && (st = check_scores(d, l, g, scored))) return st;
     /* the gather's slots are out of position order: score each slot by its own position */
     for (uint32_t h = 0; by_position && h < hp->n_head_kv; h++)
         d->p.press->score_positions(&d->p.pp, g->pos + (size_t)h * g->n, g->n_tok[h], d->scores_host + (size_t)h * g->n);

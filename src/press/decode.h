@@ -57,6 +57,9 @@ typedef struct vkv_decode_press vkv_decode_press;
  * VECTOR's maps) and allocates the gather buffers (K and V; per head 2 M
  * slots, or for kvpress's rule the context's, as the context is never
  * compressed). */
+/* With VKVECTOR_CHECK_DECODE=1 in the environment every compression also
+ * checks each layer's scores against the scorer's reference on host copies
+ * of the gathered layer (an error when they differ; tests). */
 vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_decode_params *p, vkv_decode_press **out);
 void vkv_decode_press_free(vkv_decode_press *d);
 
