@@ -11,11 +11,11 @@
 #   - the budget rule: every compression leaves M - N per head, the rows
 #     never pass 2 M; PyramidKV's budgets are capped at M - N;
 #   - every compression's scores equal the scorer's reference on the host
-#     copies of the gathered layer and its queries (VKVECTOR_CHECK_DECODE).
+#     copies of the gathered layer and its queries (VKVECTOR_CHECK_DECODE,
+#     decode_common.sh).
 set -u
 vkv=$1
 . "$(dirname "$0")/decode_common.sh"
-export VKVECTOR_CHECK_DECODE=1
 run() { "$vkv" run -m "$model" -p "$1" --temp 0 --print-ids "${@:2}"; }
 
 # Observed and expected: kvpress's rule, checks after steps 16 and 32, 24 tokens per head each time.

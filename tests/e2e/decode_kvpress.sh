@@ -6,7 +6,8 @@
 # T + a keys in at most 2 T rows), for keydiff, knorm, streamingllm and tova,
 # and snapkv (an interval of at least its window of 64, and its compression
 # the prefill's on the same tokens); --decoding budget is the default rule;
-# the refusals. Short generations. ObservedAttention, ExpectedAttention and
+# the refusals; every compression checked against its reference. Short
+# generations. ObservedAttention, ExpectedAttention and
 # PyramidKV: decode_attention.sh.
 set -u
 vkv=$1
