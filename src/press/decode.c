@@ -277,7 +277,7 @@ static vkv_status record_window_in_order(vkv_decode_press *d, uint32_t l)
     return st;
 }
 
-/* VKVECTOR_CHECK_DECODE=1 (tests/e2e/decode_attention.sh): every layer's
+/* VKVECTOR_CHECK_DECODE=1 (tests/e2e/decode_common.sh): every layer's
  * scores against the scorer's reference (score_window_ref, or score_ref) on
  * host copies of the gathered keys, values and window queries; an error
  * (VKV_ERR_CHECK) when they differ by an NMSE above 1e-6 over the tokens the
