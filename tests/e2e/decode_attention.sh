@@ -7,7 +7,7 @@
 #   - kvpress's rule: every compression leaves exactly the target T per head
 #     (VECTOR: T + a keys in at most 2 T rows); PyramidKV's layers keep its
 #     budgets at kvpress's ratio for T (recomputed here), which differ across
-#     the layers and sum to L T;
+#     the layers and sum to L T, or under a small T SnapKV's count and tokens;
 #   - the budget rule: every compression leaves M - N per head, the rows
 #     never pass 2 M; PyramidKV's budgets are capped at M - N;
 #   - every compression's scores equal the scorer's reference on the host
@@ -57,6 +57,14 @@ done
 # ExpectedAttention needs more queries since the last compression than its 4 sinks.
 out=$(run "Once" -n 4 --press expected --compress-every 4 --max-kv-tokens 16 2>&1); [ $? -ne 0 ] &&
   grep -q "must be more than 4" <<<"$out" && ok || bad "expected with 4 queries: $out"
+
+# PyramidKV under T / beta < its window (T = 80): kvpress's fall-back to SnapKV,
+# every layer keeps T and the tokens are SnapKV's.
+a=$(run "$prompt" -n 100 --press pyramidkv --decoding kvpress --compress-every 64 --target-kv-tokens 80 2>"$tmp/f")
+b=$(run "$prompt" -n 100 --press snapkv --decoding kvpress --compress-every 64 --target-kv-tokens 80 2>/dev/null)
+[ -n "$a" ] && [ "$a" = "$b" ] &&
+  grep -q "^compression during generation, tokens per (layer, KV head) after the last compression: 80 80 80 80 80 80$" \
+  "$tmp/f" && ok || bad "pyramidkv's fall-back: $(grep -i "compression during\|error" "$tmp/f") /// $a /// $b"
 
 # PyramidKV: its budgets leave SnapKV's uniform count only when T / beta >= the
 # window (T >= 1280): a prompt of 1400 tokens.
