@@ -110,7 +110,8 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &o->po.compress_every, .min = 1,
          .max = 1 << 24, .help = "compress during the continuation too: at most every N tokens, the cache\n"
                                  "under --max-kv-tokens M pairs per head (--decoding kvpress: every N steps;\n"
-                                 "keydiff, knorm, streamingllm, tova, snapkv with N >= 64)"},
+                                 "keydiff, knorm, streamingllm, tova, observed, expected with N > 4,\n"
+                                 "snapkv and pyramidkv with N >= 64)"},
         {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &o->po.max_kv_tokens, .min = 2,
          .max = 1 << 24, .help = "the budget of --compress-every (M > N)"},
         CLI_DECODING_OPTIONS(o->po),

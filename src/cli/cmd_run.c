@@ -338,9 +338,23 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
         /* rows held in the tiers' types (the f16 working cache before the first compression is M slots) */
         uint64_t row_bytes = (vkv_kv_row_bytes(tier_k, hp->head_dim) + vkv_kv_row_bytes(tier_v, hp->head_dim)) / 2;
         fprintf(stderr, "compression during generation: %u compressions in %.3f s; the most K+V rows any (layer, KV head) "
-                        "held: %llu of the budget's %llu (%.1f KiB of %.1f KiB per head)\n",
+                        "held: %llu of the budget's %llu (%.1f KiB of %.1f KiB per head); after a compression each "
+                        "held %u to %u tokens and %u to %u K+V rows (target %lld tokens)\n",
                 ds.compressions, ds.seconds, (unsigned long long)ds.max_rows, 2ull * (unsigned long long)o->po.max_kv_tokens,
-                ds.max_rows * row_bytes / 1024.0, 2.0 * o->po.max_kv_tokens * row_bytes / 1024.0);
+                ds.max_rows * row_bytes / 1024.0, 2.0 * o->po.max_kv_tokens * row_bytes / 1024.0, ds.min_tokens_after,
+                ds.max_tokens_after, ds.min_rows_after, ds.max_rows_after,
+                (long long)(o->po.max_kv_tokens - o->po.compress_every));
+    }
+    if (s->decode && o->press->n_kept) {
+        /* a budget per layer (PyramidKV): what each layer kept at the last compression */
+        fprintf(stderr, "compression during generation, tokens per (layer, KV head) after the last compression:");
+        for (uint32_t l = 0; l < hp->n_layer; l++) {
+            uint32_t lo, hi;
+            vkv_decode_layer_tokens(s->decode, l, &lo, &hi);
+            if (lo == hi) fprintf(stderr, " %u", lo);
+            else fprintf(stderr, " %u-%u", lo, hi);
+        }
+        fprintf(stderr, "\n");
     }
     fprintf(stderr, "KV cache:   %.2f MiB (K %s, V %s: %zu + %zu bytes a row; %u slots x %u layers x %u KV heads x "
                     "%u dims x K,V)\n",

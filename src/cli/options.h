@@ -251,7 +251,8 @@ const char *cli_decoding_check(cli_press_opts *po);
     {.type = CLI_I64, .names = "--compress-every", .metavar = "N", .dest = &(po).compress_every, .min = 1,      \
      .max = 1 << 24, .help = "compress during generation: at most every N tokens, with --max-kv-tokens\n"        \
                              "(--decoding kvpress: every N decoding steps; scorers keydiff, knorm,\n"             \
-                             "streamingllm, tova, snapkv (N >= 64); VECTOR's tiers kept, demoted only)"},        \
+                             "streamingllm, tova, observed, expected (N > 4), snapkv and pyramidkv\n"            \
+                             "(N >= 64); VECTOR's tiers kept, demoted only)"},                                    \
     {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &(po).max_kv_tokens, .min = 2,        \
      .max = 1 << 24, .help = "the KV pairs per head the cache never exceeds (M > N)"},                          \
     CLI_DECODING_OPTIONS(po),                                                                                  \

@@ -87,3 +87,21 @@ bool vkv_decode_kvpress_compresses(uint32_t most_head_tokens, uint32_t target_to
 {
     return most_head_tokens > target_tokens;
 }
+
+double vkv_decode_kvpress_ratio(uint32_t n, uint32_t target)
+{
+    if (n <= target) return 0.0;
+    double ratio = 1.0 - (double)target / n, low = 0.0, high = 1.0;
+    for (int i = 0; i < 20; i++) {
+        const double kept = floor((double)n * (1.0 - ratio)); /* Python's int() of a positive double */
+        if (kept == target) break;
+        if (kept > target) {
+            low = ratio;
+            ratio = (ratio + high) / 2;
+        } else {
+            high = ratio;
+            ratio = (low + ratio) / 2;
+        }
+    }
+    return ratio;
+}

@@ -64,5 +64,11 @@ uint32_t vkv_decode_target(vkv_decoding_rule rule, uint32_t every, uint32_t max_
 /* kvpress's rule: whether a compression changes anything, given the most
  * tokens any head holds (a head at or under the target keeps everything). */
 bool vkv_decode_kvpress_compresses(uint32_t most_head_tokens, uint32_t target_tokens);
+/* kvpress's rule: the compression ratio DecodingPress hands its scorer for a
+ * layer of n tokens, the one whose int(n (1 - ratio)) is target: 0 when n <=
+ * target, else 1 - target / n, corrected by bisection on [0, 1] (at most 20
+ * halvings, as kvpress's _find_target_compression_ratio). A scorer with its
+ * own budget per layer (PyramidKV) derives that budget from this ratio. */
+double vkv_decode_kvpress_ratio(uint32_t n, uint32_t target);
 
 #endif

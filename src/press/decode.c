@@ -1,10 +1,14 @@
 /* Compression during generation (decode.h). Per layer, on a compression:
  *   gathered = the layer's tokens in the plain layout   (kv_cache.h)
  *   scores[H, n] = scorer(gathered K)                    (keys_only scorers)
- *                or scorer(gathered K, last W queries)  (TOVA, SnapKV: a ring the query hook fills)
+ *                or scorer(gathered K, last W queries)  (TOVA, SnapKV, PyramidKV: a ring the query hook
+ *                                                        fills; ObservedAttention: its capture of them
+ *                                                        into a zeroed state, then its scores;
+ *                                                        ExpectedAttention: score_window)
  *                or scorer(gathered positions)          (score_positions, on the host)
  *   eps[H, n]    = ||V - W R_pos^-1 K||^2               (VECTOR; positions from the gather)
- * then on the host, per head, the demote-only decision of kv/decode_select.h
+ * then on the host, per head, with its budget (the rule's target, or
+ * PyramidKV's for its layer: head_budget), the demote-only decision of kv/decode_select.h
  * and the compaction into a layout with room for `every` more tokens: the
  * budget rule's next compression, or kvpress's next check, comes then. */
 #include "press/decode.h"
@@ -31,13 +35,17 @@ struct vkv_decode_press {
     uint32_t window;                      /* 0: the scorer reads no queries */
     vkv_buffer *q_ring;                   /* [n_layer, window, n_head, head_dim] f32, position p in row p mod window */
     vkv_buffer *q_window;                 /* [window, n_head, head_dim] f32: one layer's ring in position order */
+    vkv_buffer *state;                    /* scorers with a capture (captures_window): the layer's state */
+    uint64_t state_bytes;
     uint32_t *q_end;                      /* [n_layer] one past the last captured position */
     uint32_t *q_run;                      /* [n_layer] consecutive positions captured up to q_end (<= window) */
     float *scores_host, *eps_host;        /* [H, slots] */
     uint32_t *tiers_host32, *sort;        /* [H, slots], [2 slots] */
     uint8_t *tiers_host;                  /* [H, slots] */
     uint32_t *n_ret, *n_apx;              /* [H] */
+    uint32_t *layer_min, *layer_max;      /* [n_layer] the fewest and most tokens a head held after the last compression */
     vkv_decode_stats stats;
+    bool check;                           /* VKVECTOR_CHECK_DECODE: scores against the reference (check_scores) */
 };
 
 static double now_s(void)
@@ -53,7 +61,7 @@ void vkv_decode_press_free(vkv_decode_press *d)
     if (d->q_ring) vkv_ctx_set_q_hook(d->ctx, NULL, NULL); /* capture_queries's user is going */
     vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
     vkv_buffer *bufs[] = {d->k_tmp, d->v_tmp, d->q_tmp, d->scores, d->eps, d->pos, d->tiers, d->scratch, d->q_ring,
-                          d->q_window};
+                          d->q_window, d->state};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
     free(d->scores_host);
     free(d->eps_host);
@@ -64,6 +72,8 @@ void vkv_decode_press_free(vkv_decode_press *d)
     free(d->n_apx);
     free(d->q_end);
     free(d->q_run);
+    free(d->layer_min);
+    free(d->layer_max);
     free(d);
 }
 
@@ -74,7 +84,27 @@ void vkv_decode_press_free(vkv_decode_press *d)
  * (docs/ARCHITECTURE.md §2). */
 static bool reads_query_window(const vkv_press_ops *ops)
 {
-    return ops->window && !ops->state_bytes && !ops->n_kept && !ops->global_selection && !ops->repeat_pass;
+    return ops->window && !ops->state_bytes && !ops->global_selection && !ops->repeat_pass;
+}
+
+/* Scorers with a capture of every query in the prefill that read the last
+ * decode_window queries instead during generation (ObservedAttention). */
+static bool captures_window(const vkv_press_ops *ops)
+{
+    return ops->decode_window && ops->state_bytes && ops->capture_gpu && !ops->repeat_pass && !ops->score_window;
+}
+
+/* Scorers of their own during generation from the last queries (ExpectedAttention). */
+static bool scores_window(const vkv_press_ops *ops) { return ops->decode_window && ops->score_window; }
+
+/* Queries the decode press keeps per layer: the scorer's window, or the last
+ * min(decode_window, N), the tokens since the previous compression as
+ * kvpress's DecodingPress buffers them. */
+static uint32_t decode_queries(const vkv_decode_params *p)
+{
+    if (reads_query_window(p->press)) return vkv_press_queries_needed(p->press, &p->pp);
+    if (!captures_window(p->press) && !scores_window(p->press)) return 0;
+    return p->press->decode_window < p->every ? p->press->decode_window : p->every;
 }
 
 static uint64_t query_bytes(const vkv_hparams *hp) { return 4ull * hp->n_head * hp->head_dim; }
@@ -90,6 +120,7 @@ static vkv_press_layer gathered_input(const vkv_decode_press *d, uint32_t l, con
         .head_dim = hp->head_dim, .n_ctx = g->stride, .kv_type = g->type, .k = g->k, .v = g->v,
         .scratch = vkv_view_of(d->scratch), .n_rot = hp->n_rot, .rope_neox = hp->rope_mode == VKV_ROPE_NEOX,
         .inv_freq = vkv_view_of(d->m->rope_inv_freq),
+        .state = d->state ? vkv_view_of(d->state) : (vkv_view){0},
     };
 }
 
@@ -98,13 +129,17 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     *out = NULL;
     const vkv_hparams *hp = &m->hp;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
-    if (!p->press->keys_only && !p->press->score_positions && !reads_query_window(p->press))
+    if (!p->press->keys_only && !p->press->score_positions && !reads_query_window(p->press) &&
+        !captures_window(p->press) && !scores_window(p->press))
         return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys, the "
                                               "positions or the queries of the last tokens alone (keydiff, knorm, "
-                                              "streamingllm, tova, snapkv); %s needs %s", p->press->name,
-                         p->press->n_kept ? "a budget per layer, where the rules keep the same count in every layer"
-                                          : "queries or state a compressed cache no longer holds");
-    const uint32_t window = reads_query_window(p->press) ? vkv_press_queries_needed(p->press, &p->pp) : 0;
+                                              "streamingllm, tova, snapkv, pyramidkv, observed, expected); %s needs "
+                                              "queries or state a compressed cache no longer holds", p->press->name);
+    const uint32_t window = decode_queries(p);
+    if (scores_window(p->press) && window <= p->pp.n_sink)
+        return vkv_error(VKV_ERR_ARG, "%s during generation takes the statistics of the queries since the last "
+                                      "compression but its first %u: --compress-every %u must be more than %u",
+                         p->press->name, p->pp.n_sink, p->every, p->pp.n_sink);
     /* the window must be the tokens appended since the last compression, every head's last slots in order */
     if (window > 1 && p->every < window)
         return vkv_error(VKV_ERR_ARG, "%s during generation scores with the queries of its last %u tokens, which must "
@@ -126,6 +161,8 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->slots = p->rule == VKV_DECODING_KVPRESS ? vkv_ctx_n_ctx(ctx) : 2 * p->max_tokens;
     d->counter = (vkv_decode_counter){.interval = p->every};
     d->window = window;
+    const char *check = getenv("VKVECTOR_CHECK_DECODE");
+    d->check = check && *check && strcmp(check, "0") != 0;
     vkv_gpu *gpu = vkv_ctx_gpu(ctx);
     const uint64_t H = hp->n_head_kv, hn = H * d->slots;
     /* scratch for the widest gather, in the gathered rows' type (f32 for quantized tiers) */
@@ -149,6 +186,12 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
                    (st = vkv_buffer_create(gpu, window * query_bytes(hp), VKV_MEM_DEVICE, "window queries in order",
                                            &d->q_window))))
         goto error;
+    if (captures_window(p->press) || scores_window(p->press)) {
+        d->state_bytes = p->press->state_bytes(&p->pp, &in);
+        if ((st = vkv_buffer_create(gpu, d->state_bytes > 16 ? d->state_bytes : 16, VKV_MEM_DEVICE,
+                                    "decode scorer state", &d->state)))
+            goto error;
+    }
     if (p->vector && vkv_kv_tiers_typed(vkv_ctx_kv(ctx))) {
         if ((st = vkv_buffer_create(gpu, hn * vkv_kv_tier_row_bytes(vkv_ctx_kv(ctx)), VKV_MEM_DEVICE,
                                     "rows in a tier's type", &d->q_tmp)))
@@ -163,8 +206,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     d->n_apx = malloc(4 * H);
     d->q_end = calloc(hp->n_layer, sizeof *d->q_end);
     d->q_run = calloc(hp->n_layer, sizeof *d->q_run);
+    d->layer_min = calloc(hp->n_layer, sizeof *d->layer_min);
+    d->layer_max = calloc(hp->n_layer, sizeof *d->layer_max);
     if (!d->scores_host || !d->eps_host || !d->tiers_host32 || !d->sort || !d->tiers_host || !d->n_ret || !d->n_apx ||
-        !d->q_end || !d->q_run) {
+        !d->q_end || !d->q_run || !d->layer_min || !d->layer_max) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
         goto error;
     }
@@ -194,6 +239,12 @@ void vkv_decode_observe(vkv_decode_press *d)
 vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d) { return d->stats; }
 
 vkv_decoding_rule vkv_decode_rule_of(const vkv_decode_press *d) { return d->p.rule; }
+
+void vkv_decode_layer_tokens(const vkv_decode_press *d, uint32_t layer, uint32_t *min, uint32_t *max)
+{
+    *min = d->layer_min[layer];
+    *max = d->layer_max[layer];
+}
 
 /* The window kernels score every head over g->n slots, the last `window` of
  * them the latest positions in order, with those positions' queries. */
@@ -226,6 +277,72 @@ static vkv_status record_window_in_order(vkv_decode_press *d, uint32_t l)
     return st;
 }
 
+/* VKVECTOR_CHECK_DECODE=1 (tests/e2e/decode_common.sh): every layer's
+ * scores against the scorer's reference (score_window_ref, or score_ref) on
+ * host copies of the gathered keys, values and window queries; an error
+ * (VKV_ERR_CHECK) when they differ by an NMSE above 1e-6 over the tokens the
+ * heads hold, or in where the forced keeps (+inf) are. Scorers of positions
+ * are scored on the host already and not checked. */
+static vkv_status check_scores(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, vkv_press_layer in)
+{
+    vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
+    const vkv_hparams *hp = &d->m->hp;
+    const vkv_press_ops *ops = d->p.press;
+    const uint64_t cache = vkv_kv_cache_bytes(g->type, hp->n_head_kv, g->stride, hp->head_dim);
+    const uint64_t qb = (uint64_t)d->window * query_bytes(hp), sn = (uint64_t)hp->n_head_kv * g->n;
+    void *k = malloc(cache), *v = malloc(cache);
+    float *q = malloc(qb + 4), *freq = malloc(2ull * hp->n_rot + 4), *ref = malloc(4 * sn);
+    vkv_status st = VKV_OK;
+    if (!k || !v || !q || !freq || !ref) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto done;
+    }
+    if ((st = vkv_buffer_download(gpu, g->k.buf, g->k.offset, k, cache)) ||
+        (st = vkv_buffer_download(gpu, g->v.buf, g->v.offset, v, cache)) ||
+        (d->window && (st = vkv_buffer_download(gpu, d->q_window, 0, q, qb))) ||
+        (hp->n_rot && (st = vkv_buffer_download(gpu, d->m->rope_inv_freq, 0, freq, 2ull * hp->n_rot))))
+        goto done;
+    in.kv_type = g->type;
+    in.k_host = k;
+    in.v_host = v;
+    in.q_window_host = q;
+    in.inv_freq_host = freq;
+    in.window_pos0 = vkv_ctx_n_past(d->ctx) - d->window;
+    in.slot_pos = g->pos;
+    in.n_tok = g->n_tok;
+    in.q_host = q; /* a capture scorer's queries: the window's, at the last slots */
+    in.q_pos0 = g->n - d->window;
+    in.n_q = d->window;
+    if ((st = ops->score_window ? ops->score_window_ref(&d->p.pp, &in, ref) : ops->score_ref(&d->p.pp, &in, ref)))
+        goto done;
+    double num = 0, den = 0;
+    for (uint32_t h = 0; h < hp->n_head_kv; h++)
+        for (uint32_t j = 0; j < g->n_tok[h]; j++) {
+            const size_t i = (size_t)h * g->n + j;
+            const double a = d->scores_host[i], b = ref[i];
+            if (isinf(a) || isinf(b)) {
+                if (a != b) {
+                    st = vkv_error(VKV_ERR_CHECK, "%s during generation, layer %u: head %u slot %u scored %g, its "
+                                   "reference %g", ops->name, l, h, j, a, b);
+                    goto done;
+                }
+                continue;
+            }
+            num += (a - b) * (a - b);
+            den += b * b;
+        }
+    if (!(num <= 1e-6 * den))
+        st = vkv_error(VKV_ERR_CHECK, "%s during generation, layer %u: scores off their reference by an NMSE of %.3g",
+                       ops->name, l, den > 0 ? num / den : num);
+done:
+    free(k);
+    free(v);
+    free(q);
+    free(freq);
+    free(ref);
+    return st;
+}
+
 /* Scores (and residuals) of a gathered layer, back on the host. */
 static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gathered *g, bool residual)
 {
@@ -233,6 +350,7 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
     const vkv_hparams *hp = &d->m->hp;
     const uint64_t hn4 = 4ull * hp->n_head_kv * g->n;
     vkv_press_layer in = gathered_input(d, l, g);
+    const vkv_press_layer scored = in; /* what the scorer reads (the residual may change in.kv_type below) */
     vkv_view w = {0};
     vkv_status st;
     if (d->window && (st = check_query_window(d, l, g))) return st;
@@ -241,9 +359,14 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
                      (st = vkv_buffer_upload(gpu, d->pos, 0, g->pos, hn4))))
         return st;
     const bool by_position = d->p.press->score_positions != NULL;
+    /* a scorer with a capture: the window's queries at the last slots, into a zeroed state */
+    if (d->state && (st = vkv_buffer_fill(gpu, d->state, 0, d->state_bytes, 0))) return st;
     if ((st = vkv_cmd_begin(gpu))) return st;
     if (d->window) st = record_window_in_order(d, l);
-    if (!st && !by_position) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
+    if (!st && captures_window(d->p.press))
+        st = d->p.press->capture_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->q_window), d->window, g->n - d->window);
+    const bool own = scores_window(d->p.press); /* the scorer records and submits after this recording */
+    if (!st && !by_position && !own) st = d->p.press->score_gpu(gpu, &d->p.pp, &in, vkv_view_of(d->scores));
     if (!st && residual) {
         vkv_view k = g->k, v = g->v;
         uint32_t stride = g->stride;
@@ -265,16 +388,41 @@ static vkv_status score_layer(vkv_decode_press *d, uint32_t l, const vkv_kv_gath
                                              vkv_view_of(d->eps));
     }
     if (st) return vkv_error_context(vkv_cmd_abort(gpu, st), "layer %u", l);
-    if ((st = vkv_cmd_submit(gpu)) || (!by_position && (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4))) ||
+    if ((st = vkv_cmd_submit(gpu)) ||
+        (!by_position && !own && (st = vkv_buffer_download(gpu, d->scores, 0, d->scores_host, hn4))) ||
         (residual && (st = vkv_buffer_download(gpu, d->eps, 0, d->eps_host, hn4))))
         return st;
+    if (own) {
+        vkv_press_layer win = scored;
+        win.window_pos0 = vkv_ctx_n_past(d->ctx) - d->window;
+        win.slot_pos = g->pos;
+        win.n_tok = g->n_tok;
+        if ((st = d->p.press->score_window(gpu, &d->p.pp, &win, d->scores_host)))
+            return vkv_error_context(st, "layer %u", l);
+    }
+    if (d->check && !by_position && (st = check_scores(d, l, g, scored))) return st;
     /* the gather's slots are out of position order: score each slot by its own position */
     for (uint32_t h = 0; by_position && h < hp->n_head_kv; h++)
         d->p.press->score_positions(&d->p.pp, g->pos + (size_t)h * g->n, g->n_tok[h], d->scores_host + (size_t)h * g->n);
     return VKV_OK;
 }
 
-static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_past, uint32_t budget)
+/* The pairs a head of layer l holding n tokens keeps when the rule's target
+ * is `target`: the target, or for a scorer with its own budget per layer
+ * (PyramidKV) that budget at the ratio kvpress's rule hands it
+ * (vkv_decode_kvpress_ratio), capped at the target under the budget rule,
+ * whose M pairs per head bound every layer (docs/ARCHITECTURE.md §2). A head
+ * at or under the target keeps all its tokens, as kvpress's ratio 0 does. */
+static uint32_t head_budget(const vkv_decode_press *d, uint32_t l, uint32_t n, uint32_t target)
+{
+    if (!d->p.press->n_kept || n <= target) return target;
+    vkv_press_params pp = d->p.pp;
+    pp.compression_ratio = vkv_decode_kvpress_ratio(n, target);
+    const uint32_t b = d->p.press->n_kept(&pp, l, d->m->hp.n_layer, n);
+    return d->p.rule == VKV_DECODING_BUDGET && b > target ? target : b;
+}
+
+static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_past, uint32_t target)
 {
     vkv_gpu *gpu = vkv_ctx_gpu(d->ctx);
     vkv_kv_cache *kv = vkv_ctx_kv(d->ctx);
@@ -294,6 +442,7 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
     for (uint32_t h = 0; h < H && !st; h++) {
         const size_t o = (size_t)h * g.n;
         vkv_decode_head head = {g.n_tok[h], d->scores_host + o, d->eps_host + o, g.pos + o, g.tier + o};
+        const uint32_t budget = head_budget(d, l, g.n_tok[h], target);
         /* p_a's default from this head's own ratio: budget of n_tok */
         const double pa = !d->p.vector ? 0
                           : d->p.pa >= 0 ? d->p.pa
@@ -307,6 +456,8 @@ static vkv_status compress_layer(vkv_decode_press *d, uint32_t l, uint32_t n_pas
         if (!ds->max_rows_after || rows < ds->min_rows_after) ds->min_rows_after = rows;
         if (tokens > ds->max_tokens_after) ds->max_tokens_after = tokens;
         if (rows > ds->max_rows_after) ds->max_rows_after = rows;
+        if (!h || tokens < d->layer_min[l]) d->layer_min[l] = tokens;
+        if (!h || tokens > d->layer_max[l]) d->layer_max[l] = tokens;
     }
     if (!st) st = vkv_buffer_upload(gpu, d->tiers, 0, d->tiers_host32, 4ull * H * g.n);
     if (!st)
@@ -319,9 +470,9 @@ vkv_status vkv_decode_compress(vkv_decode_press *d)
 {
     double t0 = now_s();
     const uint32_t n_past = vkv_ctx_n_past(d->ctx);
-    const uint32_t budget = vkv_decode_target(d->p.rule, d->p.every, d->p.max_tokens, d->p.target_tokens);
+    const uint32_t target = vkv_decode_target(d->p.rule, d->p.every, d->p.max_tokens, d->p.target_tokens);
     vkv_status st = VKV_OK;
-    for (uint32_t l = 0; l < d->m->hp.n_layer && !st; l++) st = compress_layer(d, l, n_past, budget);
+    for (uint32_t l = 0; l < d->m->hp.n_layer && !st; l++) st = compress_layer(d, l, n_past, target);
     d->stats.compressions++;
     d->stats.seconds += now_s() - t0;
     return st;

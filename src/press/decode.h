@@ -12,8 +12,21 @@
  * or evicted, an approximated one only evicted (kv/decode_select.h).
  * Scorers: those that read keys alone (keys_only), positions alone
  * (score_positions) or the queries of the last window of tokens alone (TOVA:
- * the newest token's; SnapKV: the last 64, all appended since the previous
- * compression, so N >= 64). */
+ * the newest token's; SnapKV and PyramidKV: the last 64, all appended since
+ * the previous compression, so N >= 64), and those whose prefill reads every
+ * query, with what kvpress's DecodingPress hands them instead
+ * (vkv_press_ops.decode_window; docs/ARCHITECTURE.md §2):
+ *   ObservedAttention - the attention weights of the decoding step, the
+ *       newest token's query over the cache, divided by n - j over the
+ *       gathered slots as kvpress divides over its own (its cache after a
+ *       compression is in top-k order, a gather in position order);
+ *   ExpectedAttention - the queries since the last compression, at most 257
+ *       (kvpress's buffer), the first 4 left out of the statistics, so N > 4;
+ *       the rotation averaged after the window's last position (kvpress: after
+ *       the buffer's length), the sinks found by position in the gather;
+ *   PyramidKV - each layer's budget at the ratio kvpress's rule hands the
+ *       scorer (vkv_decode_kvpress_ratio), capped at M - N under the budget
+ *       rule, whose M slots per head bound every layer. */
 #ifndef VKV_PRESS_DECODE_H
 #define VKV_PRESS_DECODE_H
 
@@ -40,10 +53,13 @@ typedef struct vkv_decode_params {
 typedef struct vkv_decode_press vkv_decode_press;
 
 /* Checks the parameters (a scorer of keys, positions or a query window alone,
- * N at least the window, M > N,
+ * N at least SnapKV's window or more than ExpectedAttention's sinks, M > N,
  * VECTOR's maps) and allocates the gather buffers (K and V; per head 2 M
  * slots, or for kvpress's rule the context's, as the context is never
  * compressed). */
+/* With VKVECTOR_CHECK_DECODE=1 in the environment every compression also
+ * checks each layer's scores against the scorer's reference on host copies
+ * of the gathered layer (an error when they differ; tests). */
 vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_decode_params *p, vkv_decode_press **out);
 void vkv_decode_press_free(vkv_decode_press *d);
 
@@ -81,5 +97,9 @@ typedef struct vkv_decode_stats {
 vkv_decode_stats vkv_decode_press_stats(const vkv_decode_press *d);
 /* Records the rows every head holds now into the stats (call after each token). */
 void vkv_decode_observe(vkv_decode_press *d);
+/* The fewest and most tokens (keys) a head of `layer` held right after the
+ * last compression (0 and 0 before the first): a scorer with its own budget
+ * per layer (PyramidKV) keeps a different count in each layer. */
+void vkv_decode_layer_tokens(const vkv_decode_press *d, uint32_t layer, uint32_t *min, uint32_t *max);
 
 #endif

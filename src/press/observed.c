@@ -12,7 +12,13 @@
  * attention, press/span_attn.c, sum mode over keys 0 .. the chunk's last
  * position); score_gpu divides (shaders/press_from_state.comp). The
  * reference (score_ref) recomputes the whole attention from q_host (all n
- * queries, q_pos0 = 0). */
+ * queries, q_pos0 = 0, or the last n - q_pos0 of them).
+ *
+ * During generation (press/decode.h) the capture gets the query of the token
+ * just computed alone, at the gathered layer's last slot, and the same
+ * division follows: kvpress's DecodingPress hands the scorer the attention
+ * weights of the decoding step, one query over the whole cache, which
+ * kvpress divides by arange(n, 0, -1) over the cache's slots all the same. */
 #include "press/span_attn.h"
 
 #include <stdlib.h>
@@ -59,12 +65,12 @@ static vkv_status observed_ref(const vkv_press_params *p, const vkv_press_layer 
 {
     vkv_status st = vkv_press_check_layer(p, in, "observed");
     if (st) return st;
-    if (!in->q_host || in->q_pos0 != 0 || in->n_q < in->n)
-        return vkv_error(VKV_ERR_ARG, "observed: the reference needs all %u context queries on the host", in->n);
+    if (!in->q_host || in->q_pos0 >= in->n || in->q_pos0 + in->n_q < in->n)
+        return vkv_error(VKV_ERR_ARG, "observed: the reference needs the context's last queries on the host (%u)", in->n);
     const size_t sn = (size_t)in->n_kv_head * in->n;
     double *acc = calloc(sn + 1, sizeof *acc);
     if (!acc) return vkv_error(VKV_ERR_OOM, "observed: out of host memory");
-    vkv_span_attn sa = {.nq = in->n, .qpos0 = 0, .t0 = 0, .t1 = in->n, .acc_stride = in->n};
+    vkv_span_attn sa = {.nq = in->n - in->q_pos0, .qpos0 = in->q_pos0, .t0 = 0, .t1 = in->n, .acc_stride = in->n};
     if ((st = vkv_span_ref(in, &sa, in->q_host, acc))) {
         free(acc);
         return st;
@@ -86,4 +92,5 @@ const vkv_press_ops vkv_press_observed = {
     .scratch_bytes = observed_scratch_bytes,
     .state_bytes = observed_state_bytes,
     .capture_gpu = observed_capture,
+    .decode_window = 1,
 };

@@ -52,6 +52,11 @@ typedef struct vkv_press_layer {
     uint32_t q_pos0, n_q;    /* positions q_pos0 .. q_pos0 + n_q - 1 (0 and n for the prefill) */
     const float *q_host;     /* [n_q, n_head, head_dim] f32 post-RoPE queries; for KVzip the repeated keys sit in
                                 k_host slots n .. q_pos0 + n_q - 1 */
+    /* A gathered layer during generation (vkv_press_ops.score_window): its
+     * slots are out of position order. */
+    uint32_t window_pos0;    /* the position of q_window's first row (its rows: consecutive positions) */
+    const int32_t *slot_pos; /* [n_kv_head, n] host: each slot's position (NULL: slot j is position j) */
+    const uint32_t *n_tok;   /* [n_kv_head] host: tokens each head holds in slots 0 .. n_tok - 1 (NULL: n) */
 } vkv_press_layer;
 
 /* Zero window / kernel / pyramid_beta mean the defaults (64, 5, 20); n_sink
@@ -125,6 +130,24 @@ typedef struct vkv_press_ops {
      * during generation scores a gathered cache with it, whose slots are
      * not in position order (press/decode.h). NULL = none. */
     void (*score_positions)(const vkv_press_params *p, const int32_t *pos, uint32_t n, float *scores);
+    /* Scorers with a capture that compression during generation runs on a
+     * gathered cache (press/decode.h): the last decode_window queries stand
+     * for every query of the prefill. The driver zeroes the state, calls
+     * capture_gpu once with those queries (in->q_window) at the slots
+     * n - decode_window .. n - 1, the gathered layer's latest tokens, then
+     * score_gpu (ObservedAttention: 1, the attention weights of the decoding
+     * step, which is what kvpress's DecodingPress hands it). 0 = none. */
+    uint32_t decode_window;
+    /* A scorer of a gathered layer during generation that reads the last
+     * min(decode_window, N) queries, the tokens since the previous
+     * compression as kvpress's DecodingPress buffers them (ExpectedAttention):
+     * in->q_window, in->window rows from position in->window_pos0, in->slot_pos
+     * and in->n_tok set, in->state (state_bytes) zeroed by the driver.
+     * Records, submits, waits and writes scores[n_kv_head, n]
+     * on the host (scratch: scratch_bytes). score_window_ref: the same in
+     * double from in->q_window_host and the host caches. NULL = none. */
+    vkv_status (*score_window)(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, float *scores);
+    vkv_status (*score_window_ref)(const vkv_press_params *p, const vkv_press_layer *in, float *scores);
 } vkv_press_ops;
 
 /* Whether the question is compressed with the context. The paper runs

@@ -4,7 +4,7 @@
 # with VECTOR never holds more than the budget's 2 M K+V rows in any (layer,
 # KV head) and compresses as often as the budget demands; a budget the text
 # never reaches changes nothing; eval-ppl scores a continuation under the
-# budget; scorers it cannot run (PyramidKV, SnapKV with an interval under
+# budget; scorers it cannot run (KVzip, SnapKV with an interval under
 # its window) and bad flags are refused.
 set -u
 vkv=$1 name=decode_budget
@@ -41,8 +41,8 @@ grep -qE "^keydiff +agnostic +0\.00 baseline/decode +[0-9.]+ +[0-9.]+ +[0-9.]+ +
 r() { "$vkv" run -m "$model" -p "Once upon" -n 4 --calib "$tmp/s.vkcal" "$@" 2>&1; }
 out=$(r --press snapkv --vector --compress-every 8 --max-kv-tokens 64); [ $? -ne 0 ] && grep -q "must be at least 64" <<<"$out" &&
   ok || bad "snapkv with an interval under its window: $out"
-out=$(r --press pyramidkv --vector --compress-every 8 --max-kv-tokens 64); [ $? -ne 0 ] && grep -q "a budget per layer" <<<"$out" &&
-  ok || bad "pyramidkv during generation: $out"
+out=$(r --press kvzip --vector --compress-every 8 --max-kv-tokens 64); [ $? -ne 0 ] &&
+  grep -q "state a compressed cache no longer holds" <<<"$out" && ok || bad "kvzip during generation: $out"
 out=$(r --press keydiff --vector --compress-every 8); [ $? -eq 2 ] && grep -q "go together" <<<"$out" && ok || bad "no budget: $out"
 out=$(r --press keydiff --vector --compress-every 8 --max-kv-tokens 8); [ $? -eq 2 ] && grep -q "larger than" <<<"$out" && ok ||
   bad "M <= N: $out"

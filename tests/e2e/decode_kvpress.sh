@@ -6,15 +6,12 @@
 # T + a keys in at most 2 T rows), for keydiff, knorm, streamingllm and tova,
 # and snapkv (an interval of at least its window of 64, and its compression
 # the prefill's on the same tokens); --decoding budget is the default rule;
-# the refusals. Short generations.
+# the refusals; every compression checked against its reference. Short
+# generations. ObservedAttention, ExpectedAttention and
+# PyramidKV: decode_attention.sh.
 set -u
 vkv=$1
-model=models/vkvector-shakespeare.gguf
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-prompt="ROMEO:
-But soft, what light through yonder window breaks? It is the east, and Juliet is the sun."
+. "$(dirname "$0")/decode_common.sh"
 run() { "$vkv" run -m "$model" -p "$prompt" --temp 0 --print-ids "$@"; }
 kvpress_line() { grep "^compression during generation (kvpress's rule" "$1"; }
 
@@ -25,7 +22,6 @@ n_prompt=$(run -n 1 2>&1 >/dev/null | sed -n 's/^prompt: *\([0-9]*\) tokens.*/\1
 
 # 9 decoding steps, fewer than the interval 16: nothing compressed, the whole
 # prompt kept (its rows above the target's), the plain run's tokens.
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ids=$(run -n 10 --press keydiff --decoding kvpress --compress-every 16 --target-kv-tokens 24 2>"$tmp/a")
 line=$(kvpress_line "$tmp/a")
 python3 - "$line" "$n_prompt" <<'PY' && ok || bad "short generation: $line"
@@ -124,8 +120,8 @@ out=$(r --press keydiff --compress-every 8 --max-kv-tokens 64 --target-kv-tokens
   grep -q "needs --decoding kvpress" <<<"$out" && ok || bad "--target-kv-tokens with the budget: $out"
 out=$(r --press snapkv --decoding kvpress --compress-every 16); [ $? -ne 0 ] && grep -q "must be at least 64" <<<"$out" &&
   ok || bad "snapkv with an interval under its window: $out"
-out=$(r --press pyramidkv --decoding kvpress); [ $? -ne 0 ] && grep -q "a budget per layer" <<<"$out" && ok ||
-  bad "pyramidkv during generation: $out"
+out=$(r --press kvzip --decoding kvpress); [ $? -ne 0 ] && grep -q "state a compressed cache no longer holds" <<<"$out" &&
+  ok || bad "kvzip during generation: $out"
 
 echo "decode_kvpress: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

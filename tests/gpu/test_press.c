@@ -16,7 +16,9 @@
  * Scorers with a capture (observed, expected, kvzip) get every query: the
  * capture runs over them in uneven pieces, as the prefill's chunks (KVzip:
  * the reconstruction pass's queries after the context, with the repeated
- * keys in the cache), before score_gpu. The global selection (KVzip) is
+ * keys in the cache), before score_gpu; as during generation, ObservedAttention
+ * gets only the last query (its decode_window), ExpectedAttention the last
+ * queries and a gathered layer. The global selection (KVzip) is
  * checked against its reference on scores with many ties.
  *
  * Skips (77) when there is no Vulkan device. */
@@ -52,6 +54,9 @@ typedef struct press_shape {
     uint32_t block; /* KeyDiff block (0 = whole sequence) */
     /* KVzip: the template prefix, the repeated span and the repeat queries after the context */
     uint32_t prefix, span0, span1, n_repeat;
+    /* A scorer with a capture as during generation (vkv_press_ops.decode_window):
+     * only the last `decode` queries are captured (0 = all of them). */
+    uint32_t decode;
 } press_shape;
 
 /* Inputs and the reference of one case. */
@@ -81,8 +86,11 @@ static int cmp_desc(const void *a, const void *b)
     return x > y ? -1 : x < y;
 }
 
-/* Whether selecting k of the row cannot flip under last-bit differences. */
-static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *tmp)
+/* Whether selecting k of the row cannot flip under last-bit differences:
+ * the k-th and (k+1)-th scores apart by 1e-5 of the row's range, or of the
+ * k-th score itself when `relative` (one query's weights divided by n - j
+ * span many orders of magnitude). */
+static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *tmp, bool relative)
 {
     if (k == 0 || k >= n) return true;
     float range = 0;
@@ -93,7 +101,7 @@ static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *t
     qsort(tmp, n, sizeof *tmp, cmp_desc);
     const float a = tmp[k - 1], b = tmp[k];
     if ((isinf(a) || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
-    return a - b > 1e-5f * range;
+    return a - b > 1e-5f * (relative ? fabsf(a) : range);
 }
 
 static void data_free(press_data *d)
@@ -111,7 +119,7 @@ static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape 
     const bool capture = ops->capture_gpu != NULL;
     const uint32_t window = capture ? 0 : s->n < 64 ? s->n : 64, hd = s->head_dim;
     memset(d, 0, sizeof *d);
-    d->n_q = !capture ? window : ops->repeat_pass ? s->n_repeat : s->n;
+    d->n_q = !capture ? window : ops->repeat_pass ? s->n_repeat : s->decode ? s->decode : s->n;
     d->n_keys = ops->repeat_pass ? s->n + s->n_repeat : s->n;
     assert_true(d->n_keys <= s->n_ctx);
     const size_t qn = (size_t)d->n_q * s->n_head * hd, kn = (size_t)d->n_keys * s->n_kv_head * hd;
@@ -153,13 +161,14 @@ static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape 
                                   .q_window_host = capture ? NULL : d->q, .n_rot = hd,
                                   .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = d->inv_freq,
                                   .prefix = s->prefix, .span0 = s->span0, .span1 = s->span1,
-                                  .q_pos0 = ops->repeat_pass ? s->n : 0, .n_q = d->n_q, .q_host = capture ? d->q : NULL};
+                                  .q_pos0 = ops->repeat_pass ? s->n : s->decode ? s->n - d->n_q : 0,
+                                  .n_q = d->n_q, .q_host = capture ? d->q : NULL};
         assert_int_equal(ops->score_ref(&d->pp, &d->in, d->ref), VKV_OK);
         clear = true;
         for (int c = 0; c < N_PC; c++) {
             d->k[c] = kept(ops, &d->pp, compressions[c], s->n);
             for (uint32_t h = 0; h < s->n_kv_head && clear; h++)
-                clear = boundary_is_clear(d->ref + (size_t)h * s->n, s->n, d->k[c], tmp);
+                clear = boundary_is_clear(d->ref + (size_t)h * s->n, s->n, d->k[c], tmp, s->decode > 0);
         }
     }
     free(src);
@@ -263,7 +272,7 @@ static void check_both_types(const char *name, const press_shape *s)
 }
 
 /* GQA 4:1, head_dim 64, a cache longer than the context. */
-static const press_shape gqa = {8, 2, 64, 300, 320, 0, 0, 0, 0, 0};
+static const press_shape gqa = {8, 2, 64, 300, 320, 0, 0, 0, 0, 0, 0};
 
 static void knorm_gpu_matches_reference(void **state) { (void)state; check_both_types("knorm", &gqa); }
 static void keydiff_gpu_matches_reference(void **state) { (void)state; check_both_types("keydiff", &gqa); }
@@ -271,7 +280,7 @@ static void keydiff_gpu_matches_reference(void **state) { (void)state; check_bot
 static void blockwise_keydiff_gpu_matches_reference(void **state)
 {
     (void)state;
-    const press_shape s = {8, 2, 64, 300, 320, 128, 0, 0, 0, 0}; /* blocks of 128, 128, 44 */
+    const press_shape s = {8, 2, 64, 300, 320, 128, 0, 0, 0, 0, 0}; /* blocks of 128, 128, 44 */
     check_both_types("keydiff", &s);
 }
 
@@ -283,7 +292,7 @@ static void tova_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("tova", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("tova", VKV_F16, &mha);
 }
 
@@ -291,15 +300,144 @@ static void observed_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("observed", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("observed", VKV_F16, &mha);
+}
+
+/* During generation: the query of the token just computed alone, kvpress's decoding step. */
+static void observed_decode_gpu_matches_reference(void **state)
+{
+    (void)state;
+    const vkv_press_ops *ops = vkv_press_find("observed");
+    press_shape s = gqa;
+    s.decode = ops->decode_window;
+    assert_int_equal(s.decode, 1);
+    check_both_types("observed", &s);
+}
+
+/* ExpectedAttention during generation (vkv_press_ops.score_window): the last
+ * w queries at positions 900 .. 999 and a gathered layer out of position
+ * order, as VECTOR's tiers leave it: KV head 0 holds its sink positions 0 .. 3
+ * at slots 150 .. 153, KV head 1 at slots 0 .. 3 and 20 slots fewer (the
+ * rest NaN). The device's scores, finished on the host, against
+ * score_window_ref: NMSE <= 1e-7, sinks +inf at the same slots, and the same
+ * top-k selections at p_c {0.25, 0.5, 0.9} of each head's tokens. */
+static void check_expected_window(vkv_dtype kv)
+{
+    const vkv_press_ops *ops = vkv_press_find("expected");
+    assert_non_null(ops);
+    assert_non_null(ops->score_window);
+    enum { H = 8, KVH = 2, HD = 64, N = 300, CTX = 320, W = 100, END = 1000 };
+    const uint32_t n_tok[KVH] = {N, N - 20};
+    int32_t pos[KVH * N];
+    for (uint32_t h = 0; h < KVH; h++) {
+        /* slots of head h: the non-sink earlier positions in order, the sinks at `at`, the window last */
+        const uint32_t at = h == 0 ? 150 : 0, nt = n_tok[h], early = nt - W - 4;
+        uint32_t e = 0;
+        for (uint32_t j = 0; j < nt; j++) {
+            int32_t *o = &pos[h * N + j];
+            if (j >= nt - W) *o = END - (int32_t)(nt - j);
+            else if (j >= at && j < at + 4) *o = (int32_t)(j - at);
+            else *o = 4 + (int32_t)(e++ * (END - W - 4) / early);
+        }
+        for (uint32_t j = nt; j < N; j++) pos[h * N + j] = -1;
+    }
+    const size_t qn = (size_t)W * H * HD, kn = (size_t)N * KVH * HD, sn = (size_t)KVH * N;
+    const uint64_t cache_bytes = vkv_kv_cache_bytes(kv, KVH, CTX, HD);
+    void *kc = malloc(cache_bytes), *vc = malloc(cache_bytes);
+    float *q = malloc(qn * 4), *src = malloc(kn * 4), *ref = malloc(sn * 4), *got = malloc(sn * 4), *tmp = malloc(N * 4);
+    float inv_freq[HD / 2];
+    uint32_t *m_got = malloc(sn * 4), *m_ref = malloc(sn * 4);
+    assert_true(kc && vc && q && src && ref && got && tmp && m_got && m_ref);
+    vkv_rope_params rp = {.mode = kv == VKV_F16 ? VKV_ROPE_NEOX : VKV_ROPE_INTERLEAVED, .head_dim = HD, .n_rot = HD,
+                          .freq_base = 10000.0f, .freq_scale = 1.0f};
+    vkv_rope_inv_freq(&rp, inv_freq);
+    vkv_press_params pp = vkv_press_params_default(0.5);
+    vkv_press_layer in = {.layer = 1, .n_layer = 4, .n = N, .n_head = H, .n_kv_head = KVH, .head_dim = HD,
+                          .n_ctx = CTX, .kv_type = kv, .window = W, .k_host = kc, .v_host = vc, .q_window_host = q,
+                          .n_rot = HD, .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = inv_freq,
+                          .window_pos0 = END - W, .slot_pos = pos, .n_tok = n_tok};
+    bool clear = false;
+    for (uint32_t attempt = 0; attempt < MAX_ATTEMPTS && !clear; attempt++) {
+        vkv_rng rng = vkv_rng_new(0x5eed1000u + 977u * attempt + kv);
+        for (int c = 0; c < 2; c++) {
+            for (size_t i = 0; i < kn; i++) src[i] = vkv_rng_uniform(&rng, -1.0f, 1.0f);
+            vkv_kv_cache_store(kv, c ? vc : kc, KVH, CTX, HD, 0, src, N);
+        }
+        for (uint32_t h = 0; h < KVH; h++) /* slots a head does not hold: NaN */
+            for (uint32_t j = n_tok[h]; j < CTX; j++)
+                for (uint32_t d = 0; d < HD; d++) {
+                    const size_t o = ((size_t)h * CTX + j) * HD + d;
+                    if (kv == VKV_F16) ((uint16_t *)kc)[o] = ((uint16_t *)vc)[o] = 0x7e00u;
+                    else ((float *)kc)[o] = ((float *)vc)[o] = NAN;
+                }
+        for (size_t i = 0; i < qn; i++) q[i] = vkv_rng_uniform(&rng, -4.0f, 4.0f) + 3.0f * sinf((float)(i % HD));
+        assert_int_equal(ops->score_window_ref(&pp, &in, ref), VKV_OK);
+        clear = true;
+        for (int c = 0; c < N_PC; c++)
+            for (uint32_t h = 0; h < KVH && clear; h++)
+                clear = boundary_is_clear(ref + (size_t)h * N, n_tok[h], vkv_kv_n_kept(compressions[c], n_tok[h]), tmp,
+                                          false);
+    }
+    if (!clear) fail_msg("expected window: no draw in %d without a near-tie at the selection boundary", MAX_ATTEMPTS);
+    vkv_buffer *kb = upload(kc, cache_bytes, "K cache"), *vb = upload(vc, cache_bytes, "V cache");
+    vkv_buffer *qb = upload(q, qn * 4, "queries"), *fb = upload(inv_freq, 2ull * HD, "RoPE frequencies");
+    vkv_buffer *scratch = upload(NULL, vkv_press_scratch_bytes(ops, &pp, &in), "press scratch");
+    vkv_buffer *stb = upload(NULL, ops->state_bytes(&pp, &in), "press state");
+    assert_int_equal(vkv_buffer_fill(gpu, stb, 0, vkv_buffer_size(stb), 0), VKV_OK);
+    in.k = vkv_view_of(kb);
+    in.v = vkv_view_of(vb);
+    in.q_window = vkv_view_of(qb);
+    in.inv_freq = vkv_view_of(fb);
+    in.scratch = vkv_view_of(scratch);
+    in.state = vkv_view_of(stb);
+    if (ops->score_window(gpu, &pp, &in, got)) fail_msg("expected window: %s", vkv_last_error());
+    double num = 0, den = 0;
+    for (uint32_t h = 0; h < KVH; h++)
+        for (uint32_t j = 0; j < n_tok[h]; j++) {
+            const size_t i = (size_t)h * N + j;
+            if (isinf(ref[i]) || isinf(got[i])) {
+                if (got[i] != ref[i]) fail_msg("expected window: score %zu is %g, reference %g", i, got[i], ref[i]);
+                assert_true(pos[i] < 4);
+                continue;
+            }
+            assert_false(isnan(got[i]));
+            num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+            den += (double)ref[i] * ref[i];
+        }
+    if (num > 1e-7 * den) fail_msg("expected window %s: NMSE %.3e > 1e-7", kv == VKV_F16 ? "f16" : "f32", num / den);
+    for (int c = 0; c < N_PC; c++)
+        for (uint32_t h = 0; h < KVH; h++) {
+            const uint32_t k = vkv_kv_n_kept(compressions[c], n_tok[h]);
+            assert_int_equal(vkv_ref_topk_select(got + (size_t)h * N, 1, n_tok[h], NULL, k, m_got), VKV_OK);
+            assert_int_equal(vkv_ref_topk_select(ref + (size_t)h * N, 1, n_tok[h], NULL, k, m_ref), VKV_OK);
+            assert_memory_equal(m_got, m_ref, 4ull * n_tok[h]);
+        }
+    vkv_buffer *bufs[] = {kb, vb, qb, fb, scratch, stb};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) vkv_buffer_destroy(gpu, bufs[i]);
+    free(kc);
+    free(vc);
+    free(q);
+    free(src);
+    free(ref);
+    free(got);
+    free(tmp);
+    free(m_got);
+    free(m_ref);
+}
+
+static void expected_decode_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_expected_window(VKV_F32);
+    check_expected_window(VKV_F16);
 }
 
 static void expected_gpu_matches_reference(void **state)
 {
     (void)state;
     check_both_types("expected", &gqa);
-    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0};
+    const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("expected", VKV_F32, &mha);
 }
 
@@ -307,9 +445,9 @@ static void kvzip_gpu_matches_reference(void **state)
 {
     (void)state;
     /* the first chunk (no sinks in the softmax: span0 = prefix < 4) and a later one */
-    const press_shape first = {8, 2, 64, 300, 360, 0, 3, 3, 300, 57};
+    const press_shape first = {8, 2, 64, 300, 360, 0, 3, 3, 300, 57, 0};
     check_both_types("kvzip", &first);
-    const press_shape later = {8, 2, 64, 300, 400, 0, 6, 100, 250, 90};
+    const press_shape later = {8, 2, 64, 300, 400, 0, 6, 100, 250, 90, 0};
     check_both_types("kvzip", &later);
 }
 
@@ -360,7 +498,7 @@ static void assert_refused_with(vkv_status st, const char *what, const char *why
 static void snapkv_gpu_rejects_a_context_shorter_than_its_window(void **state)
 {
     (void)state;
-    const press_shape s = {4, 2, 32, 40, 48, 0, 0, 0, 0, 0};
+    const press_shape s = {4, 2, 32, 40, 48, 0, 0, 0, 0, 0, 0};
     const vkv_press_ops *ops = vkv_press_find("snapkv");
     vkv_press_params pp = vkv_press_params_default(0.5f);
     vkv_buffer *kb = upload(NULL, vkv_kv_cache_bytes(VKV_F32, 2, 48, 32), "K cache");
@@ -404,7 +542,9 @@ int main(void)
         cmocka_unit_test(pyramidkv_gpu_matches_reference),
         cmocka_unit_test(tova_gpu_matches_reference),
         cmocka_unit_test(observed_gpu_matches_reference),
+        cmocka_unit_test(observed_decode_gpu_matches_reference),
         cmocka_unit_test(expected_gpu_matches_reference),
+        cmocka_unit_test(expected_decode_gpu_matches_reference),
         cmocka_unit_test(kvzip_gpu_matches_reference),
         cmocka_unit_test(global_selection_matches_reference),
         cmocka_unit_test(snapkv_gpu_rejects_a_context_shorter_than_its_window),

@@ -146,6 +146,22 @@ static void kvpress_target_exact(void **state)
     assert_int_equal(r + a, 3);
 }
 
+/* The ratio kvpress's rule hands a scorer: int(n (1 - ratio)) is the target, 0 at or under it. */
+static void kvpress_ratio_hits_target(void **state)
+{
+    (void)state;
+    assert_true(vkv_decode_kvpress_ratio(24, 24) == 0.0);
+    assert_true(vkv_decode_kvpress_ratio(10, 24) == 0.0);
+    for (uint32_t n = 25; n < 3000; n += 7)
+        for (uint32_t t = 1; t < n; t += 1 + t / 3) {
+            const double r = vkv_decode_kvpress_ratio(n, t);
+            assert_true(r > 0 && r < 1);
+            assert_int_equal((uint32_t)((double)n * (1.0 - r)), t);
+        }
+    /* 1 - 80 / 96 = 1/6 rounds below: 96 * (5/6) is 80 in double, kept as is */
+    assert_true(vkv_decode_kvpress_ratio(96, 80) == 1.0 - 80.0 / 96);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -157,6 +173,7 @@ int main(void)
         cmocka_unit_test(targets_of_both_rules),
         cmocka_unit_test(kvpress_compresses_only_above_target),
         cmocka_unit_test(kvpress_target_exact),
+        cmocka_unit_test(kvpress_ratio_hits_target),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
