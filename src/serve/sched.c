@@ -74,6 +74,7 @@ struct vkv_seq {
     int32_t next_id;            /* the token the next decoding step appends */
     uint32_t n_gen;
     vkv_gen_compression comp;
+    vkv_seq_event refusal;      /* why prepare refused it */
 };
 
 struct vkv_engine {
@@ -262,18 +263,39 @@ static void count_outcome(vkv_engine *e, outcome o)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* The last event of a request that ends in an error. */
+/* q's error event (the last of a request that ends in an error). */
+static void error_event(vkv_seq *q, vkv_seq_event *ev, int status, const char *type, const char *code,
+                        const char *param, const char *fmt, va_list ap)
+{
+    *ev = (vkv_seq_event){.kind = VKV_SEQ_ERROR, .http_status = status, .type = type, .code = code, .param = param};
+    vsnprintf(ev->message, sizeof ev->message, fmt, ap);
+    logf_(q->e, "request %llu ends with %d%s%s: %s", q->id, status, code ? " " : "", code ? code : "", ev->message);
+}
+
 static void push_error(vkv_seq *q, int status, const char *type, const char *code, const char *param,
                        const char *fmt, ...) VKV_PRINTF(6, 7);
 static void push_error(vkv_seq *q, int status, const char *type, const char *code, const char *param,
                        const char *fmt, ...)
 {
-    vkv_seq_event ev = {.kind = VKV_SEQ_ERROR, .http_status = status, .type = type, .code = code, .param = param};
+    vkv_seq_event ev;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ev.message, sizeof ev.message, fmt, ap);
+    error_event(q, &ev, status, type, code, param, fmt, ap);
     va_end(ap);
     push_event(q, &ev);
+}
+
+/* A waiting request's refusal, kept in q->refusal until it is off the
+ * waiting list (so the queue has its place back when the reader sees it). */
+static void refuse(vkv_seq *q, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...) VKV_PRINTF(6, 7);
+static void refuse(vkv_seq *q, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_event(q, &q->refusal, status, type, code, param, fmt, ap);
+    va_end(ap);
 }
 
 /* ---- submission ---- */
@@ -335,7 +357,6 @@ static bool request_compression(vkv_seq *q, char *msg, size_t size, const char *
     vkv_compression *c = &q->c;
     *c = (vkv_compression){.compression_ratio = PICK(compression, has_compression), .vector = PICK(vector, has_vector),
                            .p_a = PICK(pa, has_pa), .pool = VKV_POOL_DEFAULT, .map = VKV_MAP_HEAD,
-                           .query_aware = PICK(query_aware, has_query_aware),
                            .plain_prompt = q->req->kind != VKV_GEN_CHAT,
                            .compress_every = PICK(compress_every, has_compress_every),
                            .max_kv_tokens = PICK(max_kv_tokens, has_max_kv_tokens),
@@ -347,6 +368,9 @@ static bool request_compression(vkv_seq *q, char *msg, size_t size, const char *
         *param = "press";
         return false;
     }
+    /* query_aware: the request's as given; the server's default true forces it, false leaves the scorer's own */
+    c->query_aware = vkv_press_query_aware(c->press, r->has_query_aware ? (r->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_AGNOSTIC)
+                                                     : d->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_DEFAULT);
     int t = kv_type[0] ? vkv_dtype_from_name(kv_type) : (int)VKV_F16;
     if (t < 0 || !vkv_kv_type_ok((vkv_dtype)t)) {
         snprintf(msg, size, "kv_type '%s' is not a KV cache type (f16, f32, q8_0, q4_0)", kv_type);
@@ -433,30 +457,30 @@ static bool prepare(vkv_seq *q)
     const char *param = NULL;
     vkv_status st;
     if (!request_compression(q, msg, sizeof msg, &param)) {
-        push_error(q, 400, "invalid_request_error", NULL, param, "%s", msg);
+        refuse(q, 400, "invalid_request_error", NULL, param, "%s", msg);
         return false;
     }
     if ((st = request_prompt(q))) {
-        push_error(q, st == VKV_ERR_OOM ? 500 : 400, st == VKV_ERR_OOM ? "server_error" : "invalid_request_error",
+        refuse(q, st == VKV_ERR_OOM ? 500 : 400, st == VKV_ERR_OOM ? "server_error" : "invalid_request_error",
                    NULL, q->req->kind == VKV_GEN_CHAT ? "messages" : "prompt", "%s", vkv_last_error());
         return false;
     }
     if (!q->pr.n) {
-        push_error(q, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+        refuse(q, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
         return false;
     }
     if (q->pr.n > e->p.n_ctx) {
-        push_error(q, 400, "invalid_request_error", "context_length_exceeded",
+        refuse(q, 400, "invalid_request_error", "context_length_exceeded",
                    q->req->kind == VKV_GEN_CHAT ? "messages" : "prompt",
                    "this model's maximum context length is %u tokens; the prompt has %zu", e->p.n_ctx, q->pr.n);
         return false;
     }
     if ((st = plan_context(q))) {
-        push_error(q, 400, "invalid_request_error", NULL, "vkvector", "%s", vkv_last_error());
+        refuse(q, 400, "invalid_request_error", NULL, "vkvector", "%s", vkv_last_error());
         return false;
     }
     if (q->peak > e->budget) {
-        push_error(q, 400, "invalid_request_error", NULL, NULL,
+        refuse(q, 400, "invalid_request_error", NULL, NULL,
                    "the request's KV cache needs %.2f MiB at its peak (a %u-token context, %u slots a head); the "
                    "server's KV pool holds %.2f MiB: shorten the prompt or max_tokens, or compress during generation",
                    mib(q->peak), q->cp.n_ctx, q->cp.n_kv_slots ? q->cp.n_kv_slots : q->cp.n_ctx, mib(e->budget));
@@ -518,7 +542,6 @@ static void seq_retire(vkv_seq *q)
 static void seq_fail(vkv_seq *q, outcome o, int status, const char *type, const char *code, const char *msg)
 {
     vkv_engine *e = q->e;
-    logf_(e, "request %llu %s (%d): %s", q->id, OUTCOME_NAMES[o], status, msg);
     seq_drop_resources(q);
     count_outcome(e, o);
     push_error(q, status, type, code, NULL, "%s", msg);
@@ -743,11 +766,12 @@ static void admit(vkv_engine *e)
             e->n_waiting--;
             q->next = NULL;
             if (fits) e->n_active++;
-            else e->outcomes[OUT_INVALID]++;
+            else e->outcomes[q->refusal.http_status == 500 ? OUT_FAILED : OUT_INVALID]++;
         }
         pthread_mutex_unlock(&e->mu);
         if (!ok) {
             seq_drop_resources(q);
+            push_event(q, &q->refusal);
             q->state = SEQ_FINISHED;
             engine_release(q);
             continue;
@@ -782,8 +806,8 @@ static void prefill_one(vkv_engine *e)
         pthread_mutex_lock(&e->mu);
         uint64_t used = e->pool_used;
         pthread_mutex_unlock(&e->mu);
-        logf_(e, "request %llu compressed: KV %.2f -> %.2f MiB; pool %.2f of %.2f MiB", q->id, mib(before), mib(now),
-              mib(used), mib(e->budget));
+        logf_(e, "request %llu holds %.2f MiB of KV cache (was %.2f); pool %.2f of %.2f MiB", q->id, mib(now),
+              mib(before), mib(used), mib(e->budget));
     }
     if (!done) return;
     vkv_prefill pf;
@@ -912,6 +936,27 @@ static void *sched_main(void *arg)
 
 /* ---- the engine ---- */
 
+/* The server's defaults with every field given: the caller's where its has_*
+ * is set, else no compression on an f16 cache. */
+static vkv_press_request server_defaults(const vkv_press_request *d)
+{
+    vkv_press_request r = {.press = "none", .pa = -1, .kv_type = "f16"};
+#define TAKE(field, flag)        \
+    if (d->flag) r.field = d->field; \
+    r.flag = true
+    TAKE(compression, has_compression);
+    TAKE(vector, has_vector);
+    TAKE(pa, has_pa);
+    TAKE(compress_every, has_compress_every);
+    TAKE(max_kv_tokens, has_max_kv_tokens);
+    TAKE(query_aware, has_query_aware);
+#undef TAKE
+    if (d->has_press) memcpy(r.press, d->press, sizeof r.press);
+    if (d->has_kv_type) memcpy(r.kv_type, d->kv_type, sizeof r.kv_type);
+    r.has_press = r.has_kv_type = true;
+    return r;
+}
+
 vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_engine **out)
 {
     *out = NULL;
@@ -925,6 +970,7 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     if (!e->p.queue) e->p.queue = DEFAULT_QUEUE;
     if (!e->p.n_ctx) e->p.n_ctx = hp->n_ctx_train;
     if (!e->p.prefill_chunk) e->p.prefill_chunk = DEFAULT_PREFILL_CHUNK;
+    e->p.defaults = server_defaults(&p->defaults);
     /* One sequence at the full context: its KV cache, and every sequence's scratch. */
     vkv_ctx_params full = {.n_ctx = e->p.n_ctx, .n_batch = e->p.prefill_chunk, .k_type = VKV_F16, .v_type = VKV_F16};
     vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &full);
