@@ -2,7 +2,7 @@
  * runs every admitted sequence on the session's device and model, each
  * iteration admitting what fits the KV pool, evaluating one prefill chunk
  * and one decoding step of every decoding sequence (docs/ARCHITECTURE.md §1,
- * "Sequences and the scheduler"). */
+ * "The scheduler"). */
 #include "serve/engine.h"
 
 #include <math.h>
