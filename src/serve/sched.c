@@ -102,9 +102,12 @@ struct vkv_engine {
     /* The scheduler thread's. */
     vkv_seq **active;           /* [max_seqs], in admission order */
     vkv_seq **batch;            /* [max_seqs] a decoding step's sequences */
-    int32_t *batch_ids;         /* [max_seqs] */
-    float *batch_logits;        /* [max_seqs, n_vocab] */
-    vkv_status *batch_st;       /* [max_seqs] */
+    vkv_status *batch_st;       /* [max_seqs] each one's outcome */
+    uint32_t *batch_row;        /* [max_seqs] each one's row of the evaluation */
+    vkv_ctx **eval_ctx;         /* [max_seqs] the evaluation's contexts, */
+    int32_t *eval_ids;          /* [max_seqs] tokens, */
+    float *eval_logits;         /* [max_seqs, n_vocab] and logits; */
+    vkv_status *eval_st;        /* [max_seqs] what each evaluation returned */
 };
 
 static double now_s(void)
@@ -832,24 +835,28 @@ static void prefill_one(vkv_engine *e)
     take_token(q, q->logits);
 }
 
-/* One decoding step of the n sequences: each appends its pending token
- * (ids[i]) and gets its successor's logits, row i of logits [n, n_vocab];
- * st[i] is sequence i's outcome. Compression during generation stays per
- * sequence around the evaluation; the evaluation is n single-token
- * evaluations now and becomes one batched call over the contexts
- * (vkv_ctx_eval_batch, the same results bit for bit) when infer/ has it. */
+/* One decoding step of the n sequences: each appends its pending token and
+ * gets its successor's logits, row batch_row[i] of eval_logits; batch_st[i]
+ * is sequence i's outcome. Compression during generation stays per sequence
+ * around the evaluation. The evaluation is one single-token vkv_ctx_eval per
+ * context for now; its arrays are those of a batched call over the contexts
+ * (vkv_ctx_eval_batch(eval_ctx, eval_ids, m, eval_logits), the same results
+ * bit for bit), which replaces the loop when infer/ has it. */
 static void decode_step(vkv_engine *e, vkv_seq *const *seqs, uint32_t n)
 {
     const size_t nv = e->s->model->hp.n_vocab;
+    uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
-        e->batch_ids[i] = seqs[i]->next_id;
-        e->batch_st[i] = vkv_session_seq_step_before(seqs[i]->ss);
+        if ((e->batch_st[i] = vkv_session_seq_step_before(seqs[i]->ss))) continue;
+        e->eval_ctx[m] = seqs[i]->ss->ctx;
+        e->eval_ids[m] = seqs[i]->next_id;
+        e->batch_row[i] = m++;
     }
+    for (uint32_t j = 0; j < m; j++)
+        e->eval_st[j] = vkv_ctx_eval(e->eval_ctx[j], &e->eval_ids[j], 1, false, e->eval_logits + j * nv);
     for (uint32_t i = 0; i < n; i++)
-        if (!e->batch_st[i])
-            e->batch_st[i] = vkv_ctx_eval(seqs[i]->ss->ctx, &e->batch_ids[i], 1, false, e->batch_logits + i * nv);
-    for (uint32_t i = 0; i < n; i++)
-        if (!e->batch_st[i]) e->batch_st[i] = vkv_session_seq_step_after(seqs[i]->ss);
+        if (!e->batch_st[i] && !(e->batch_st[i] = e->eval_st[e->batch_row[i]]))
+            e->batch_st[i] = vkv_session_seq_step_after(seqs[i]->ss);
 }
 
 static void record_step_time(vkv_engine *e, double s)
@@ -882,7 +889,7 @@ static void decode_all(vkv_engine *e)
             continue;
         }
         if (q->ss->decode) pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx));
-        take_token(q, e->batch_logits + i * nv);
+        take_token(q, e->eval_logits + e->batch_row[i] * nv);
     }
 }
 
@@ -999,10 +1006,14 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     const uint32_t m = e->p.max_seqs;
     e->active = calloc(m, sizeof *e->active);
     e->batch = calloc(m, sizeof *e->batch);
-    e->batch_ids = calloc(m, sizeof *e->batch_ids);
     e->batch_st = calloc(m, sizeof *e->batch_st);
-    e->batch_logits = malloc(sizeof *e->batch_logits * m * hp->n_vocab);
-    if (!e->active || !e->batch || !e->batch_ids || !e->batch_st || !e->batch_logits) {
+    e->batch_row = calloc(m, sizeof *e->batch_row);
+    e->eval_ctx = calloc(m, sizeof *e->eval_ctx);
+    e->eval_ids = calloc(m, sizeof *e->eval_ids);
+    e->eval_logits = malloc(sizeof *e->eval_logits * m * hp->n_vocab);
+    e->eval_st = calloc(m, sizeof *e->eval_st);
+    if (!e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits ||
+        !e->eval_st) {
         vkv_engine_free(e);
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
@@ -1037,9 +1048,12 @@ void vkv_engine_free(vkv_engine *e)
     pthread_cond_destroy(&e->cv);
     free(e->active);
     free(e->batch);
-    free(e->batch_ids);
     free(e->batch_st);
-    free(e->batch_logits);
+    free(e->batch_row);
+    free(e->eval_ctx);
+    free(e->eval_ids);
+    free(e->eval_logits);
+    free(e->eval_st);
     free(e);
 }
 
