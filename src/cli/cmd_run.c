@@ -218,13 +218,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
         fprintf(stderr, "vkvector run: the prompt is %zu tokens, longer than the %u-token context (--ctx)\n", pr->n, cp.n_ctx);
         return 2;
     }
-    /* A budgeted cache allocates M slots per head; a compression after the
-     * prefill needs the whole compressed part (and its extra) in them first. */
-    if (o->po.compress_every && o->po.decoding == VKV_DECODING_BUDGET) {
-        uint64_t slots = (uint64_t)o->po.max_kv_tokens;
-        uint64_t first = c.compression_ratio > 0 ? vkv_prompt_compressed_part(pr, o->po.query_aware) + room : 0;
-        cp.n_kv_slots = (uint32_t)(first > slots ? first : slots);
-    }
+    cp.n_kv_slots = vkv_compression_kv_slots(&c, vkv_prompt_compressed_part(pr, o->po.query_aware), room);
     return (*st = vkv_session_reserve(s, &cp)) ? 1 : -1;
 }
 

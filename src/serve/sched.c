@@ -425,9 +425,8 @@ static vkv_status request_prompt(vkv_seq *q)
 /* The context a sequence gets, sized to its need as `vkvector run` sizes
  * one: the prompt and the tokens to generate (all the server's context
  * when max_tokens is 0), at least the prompt and what compression needs
- * past its compressed part; a budgeted cache (compression during
- * generation) holds max_kv_tokens slots per head, or the compressed part
- * and its extra when a prefill compression comes first. */
+ * past its compressed part; a budgeted cache's slots per head as
+ * vkv_compression_kv_slots gives them. */
 static vkv_status plan_context(vkv_seq *q)
 {
     vkv_engine *e = q->e;
@@ -443,10 +442,7 @@ static vkv_status plan_context(vkv_seq *q)
     if (want < n + room) want = n + room;
     q->cp = (vkv_ctx_params){.n_ctx = (uint32_t)want, .n_batch = e->p.prefill_chunk, .k_type = q->kv_type,
                              .v_type = q->kv_type, .compress = c->press != NULL};
-    if (c->compress_every) {
-        uint64_t slots = c->max_kv_tokens, head = c->compression_ratio > 0 ? first + room : 0;
-        q->cp.n_kv_slots = (uint32_t)(head > slots ? head : slots);
-    }
+    q->cp.n_kv_slots = vkv_compression_kv_slots(c, vkv_prompt_compressed_part(&q->pr, c->query_aware), room);
     q->peak = vkv_ctx_plan_memory(&e->s->model->hp, &q->cp).kv_bytes;
     return VKV_OK;
 }

@@ -340,6 +340,13 @@ const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c
     return vkv_kv_check_ratios(c->compression_ratio, c->p_a, c->vector, msg, size);
 }
 
+uint32_t vkv_compression_kv_slots(const vkv_compression *c, size_t n_first, uint32_t room)
+{
+    if (!c || !c->compress_every || c->decoding != VKV_DECODING_BUDGET) return 0;
+    uint64_t slots = c->max_kv_tokens, first = c->compression_ratio > 0 ? n_first + room : 0;
+    return (uint32_t)(first > slots ? first : slots);
+}
+
 void vkv_prefill_free(vkv_prefill *p)
 {
     if (!p) return;

@@ -115,6 +115,13 @@ typedef struct vkv_compression {
  * session's calibration. NULL when c holds, else the message (in msg). */
 const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c, char *msg, size_t size);
 
+/* Slots per KV head of the plain cache under c: a budgeted cache (the budget
+ * rule of compression during generation) allocates max_kv_tokens; a
+ * compression after the prefill needs the whole compressed part (n_first)
+ * and its extra (room, vkv_session_press_room) in them first. 0 (n_ctx's)
+ * otherwise. */
+uint32_t vkv_compression_kv_slots(const vkv_compression *c, size_t n_first, uint32_t room);
+
 /* Token ids of a prompt and where its context ends. */
 typedef struct vkv_prompt {
     int32_t *ids;              /* [n] malloc'ed */

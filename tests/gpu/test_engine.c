@@ -145,8 +145,7 @@ static vkv_status reference(vkv_session *s, tcase *c)
     if ((st = vkv_session_press_room(s, &comp, (uint32_t)first, &room))) goto out;
     if (c->compress_every) {
         cp.n_ctx = (uint32_t)(pr.n + c->max_tokens + room);
-        uint64_t head = comp.compression_ratio > 0 ? first + room : 0;
-        cp.n_kv_slots = (uint32_t)(head > c->max_kv_tokens ? head : c->max_kv_tokens);
+        cp.n_kv_slots = vkv_compression_kv_slots(&comp, first, room);
     } else {
         cp.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
         if (cp.n_ctx < pr.n + room) cp.n_ctx = (uint32_t)(pr.n + room);
