@@ -1,5 +1,7 @@
 /* The scheduler of vkvector serve (serve/engine.h) on the default model:
  *
+ *  - two sequences' prefills stepped in turns on one session give the logits
+ *    of vkv_session_prefill bit for bit;
  *  - twelve requests at once from three threads (plain text, token ids and
  *    chat prompts; no compression, keydiff at p_c 0.75 with and without
  *    VECTOR, compression during generation under a budget smaller than the
@@ -195,6 +197,76 @@ static vkv_status reference(vkv_session *s, tcase *c)
 out:
     if (c->kind != VKV_GEN_IDS) vkv_prompt_free(&pr);
     return st;
+}
+
+/* Two sequences' stepped prefills, their steps interleaved, give the
+ * logits of every position that the default sequence's vkv_session_prefill
+ * gives each alone, bit for bit (keydiff at 0.5 with a question, and a
+ * budget under the prompt's length). */
+static void stepped_prefills_match_the_prefill(vkv_session *s)
+{
+    const tcase *cs[2] = {&cases[1], &cases[3]};
+    const char *question = "Who speaks?";
+    const size_t nv = s->model->hp.n_vocab;
+    vkv_prompt pr[2] = {{0}};
+    vkv_compression comp[2];
+    vkv_session_seq *q[2] = {NULL, NULL};
+    float *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        const tcase *c = cs[k];
+        size_t lp = strlen(c->text), lq = k == 0 ? strlen(question) : 0;
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", c->text, k == 0 ? question : "");
+        comp[k] = case_compression(c);
+        if (k == 0) comp[k].compression_ratio = 0.5;
+        if (vkv_session_tokenize(s, text, lp + lq, lp, false, VKV_SPLIT_APART, &pr[k])) {
+            fail("stepped: tokenize: %s", vkv_last_error());
+            goto out;
+        }
+        uint32_t room = 0;
+        size_t first = vkv_prompt_compressed_part(&pr[k], comp[k].query_aware);
+        vkv_ctx_params cp = {.n_ctx = (uint32_t)pr[k].n + 8 + 64, .n_batch = 4, .k_type = VKV_F16, .v_type = VKV_F16,
+                             .compress = true};
+        if (vkv_session_press_room(s, &comp[k], (uint32_t)first, &room)) goto out;
+        cp.n_kv_slots = vkv_compression_kv_slots(&comp[k], first, room);
+        want[k] = malloc(sizeof(float) * nv * pr[k].n);
+        got[k] = malloc(sizeof(float) * nv * pr[k].n);
+        vkv_prefill pf;
+        if (vkv_session_reserve(s, &cp) ||
+            vkv_session_prefill(s, &comp[k], &pr[k], VKV_LOGITS_ALL, want[k], &pf) ||
+            vkv_session_seq_create(s, &cp, &q[k]) ||
+            vkv_session_seq_prefill_begin(q[k], &comp[k], &pr[k], VKV_LOGITS_ALL, got[k])) {
+            fail("stepped: %s", vkv_last_error());
+            goto out;
+        }
+        vkv_prefill_free(&pf);
+    }
+    bool done[2] = {false, false};
+    uint32_t steps = 0;
+    while (!done[0] || !done[1])
+        for (int k = 0; k < 2; k++) {
+            if (done[k]) continue;
+            steps++;
+            if (vkv_session_seq_prefill_next(q[k], &done[k])) {
+                fail("stepped: step: %s", vkv_last_error());
+                goto out;
+            }
+        }
+    for (int k = 0; k < 2; k++) {
+        vkv_prefill pf;
+        vkv_session_seq_prefill_end(q[k], &pf);
+        CHECK(!memcmp(want[k], got[k], sizeof(float) * nv * pr[k].n), "stepped %s: the logits differ", cs[k]->name);
+        CHECK(k != 0 || pf.compressed, "stepped: no compression");
+        vkv_prefill_free(&pf);
+    }
+    CHECK(steps > 8, "stepped: %u steps", steps);
+out:
+    for (int k = 0; k < 2; k++) {
+        vkv_session_seq_free(q[k]);
+        vkv_prompt_free(&pr[k]);
+        free(want[k]);
+        free(got[k]);
+    }
 }
 
 static char *dup(const char *s) { return s ? strdup(s) : NULL; }
@@ -488,6 +560,7 @@ int main(void)
         vkv_prompt_free(&b);
     } else fail("chat tokenization: %s", vkv_last_error());
     if (!failures) {
+        stepped_prefills_match_the_prefill(s);
         concurrent_requests_match_the_session(s);
         refusals(s);
     }
