@@ -143,7 +143,10 @@ void vkv_session_seq_free(vkv_session_seq *q)
 
 vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
 {
+    /* the compressors hold the context: they go first */
     vkv_session_seq_prefill_end(s->seq, NULL);
+    vkv_decode_press_free(s->seq->decode);
+    s->seq->decode = NULL;
     vkv_ctx_free(s->seq->ctx);
     s->seq->ctx = NULL;
     vkv_ctx_memory plan = vkv_ctx_plan_memory(&s->model->hp, cp);

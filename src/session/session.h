@@ -73,7 +73,8 @@ void vkv_session_close(vkv_session *s);
 vkv_status vkv_session_load_tokenizer(vkv_session *s);
 
 /* Creates the default sequence's inference context (replacing any earlier
- * one) after checking that the weights, its KV cache and its scratch fit the
+ * one, and the compressor of compression during generation made on it)
+ * after checking that the weights, its KV cache and its scratch fit the
  * device's heap: a context that does not fit is refused before anything is
  * allocated, with the number of tokens that would. */
 vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp);
