@@ -13,7 +13,8 @@
  *  - a cancelled sequence leaves, and the pool's bytes go back to zero;
  *  - a full queue answers 429, a prompt over the context 400
  *    (context_length_exceeded), a request whose KV peak is over the whole
- *    pool 400, and a drained engine 503.
+ *    pool 400, and a drained engine 503;
+ *  - chat messages to a model without a known template go as ChatML.
  *
  * Skips (77) when there is no Vulkan device. */
 #include <pthread.h>
@@ -533,6 +534,33 @@ static void refusals(vkv_session *s)
     vkv_engine_free(e);
 }
 
+/* A model without a chat template vkvector knows: chat messages go as
+ * ChatML, the text the chat case gives on the ChatML session. */
+static void chat_falls_back_to_chatml(void)
+{
+    vkv_session_params sp = {.model_path = MODEL, .device = -1, .cmd = "test"};
+    vkv_session *s;
+    if (vkv_session_open(&sp, &s)) {
+        fail("a session without a template: %s", vkv_last_error());
+        return;
+    }
+    CHECK(s->chat == VKV_CHAT_UNKNOWN, "the default model has a chat template: the fallback is not tested");
+    vkv_engine_params p = {.max_seqs = 1, .n_ctx = N_CTX, .prefill_chunk = CHUNK, .log = true};
+    vkv_engine *e;
+    if (vkv_engine_create(s, &p, &e)) fail("vkv_engine_create: %s", vkv_last_error());
+    else {
+        const tcase *c = &cases[4];
+        outcome o;
+        one(e, make_request(c), &o);
+        CHECK(o.last.kind == VKV_SEQ_DONE && o.len == c->ref_len && !memcmp(o.text, c->ref_text, c->ref_len),
+              "ChatML fallback: '%s', want '%s'", o.text, c->ref_text);
+        free(o.text);
+        vkv_engine_free(e);
+    }
+    CHECK(!vkv_instance_validation_errors(s->inst), "validation errors on the session without a template");
+    vkv_session_close(s);
+}
+
 int main(void)
 {
     vkv_session_params sp = {.model_path = MODEL, .device = -1, .load_calib = true, .chat = "chatml", .cmd = "test"};
@@ -563,6 +591,7 @@ int main(void)
         stepped_prefills_match_the_prefill(s);
         concurrent_requests_match_the_session(s);
         refusals(s);
+        chat_falls_back_to_chatml();
     }
     uint32_t verr = vkv_instance_validation_errors(s->inst);
     CHECK(!verr, "%u validation errors", verr);
