@@ -50,7 +50,11 @@ typedef enum vkv_gen_kind {
 #define VKV_GEN_MAX_STOP 4      /* OpenAI's limit on stop sequences */
 
 /* One request, parsed and checked for types and ranges by serve/openai.c.
- * The engine takes ownership at vkv_engine_submit (success or not). */
+ * The engine takes ownership of what it points to at vkv_engine_submit
+ * (success or not); the struct itself stays the caller's (it may live on the
+ * caller's stack), so the engine copies it before returning.
+ * vkv_gen_request_free frees what it points to and zeroes it; it and
+ * vkv_seq_event_clear are defined in serve/openai.c. */
 typedef struct vkv_gen_request {
     vkv_gen_kind kind;
     vkv_gen_message *messages;  /* [n_messages] VKV_GEN_CHAT */

@@ -55,7 +55,8 @@ struct vkv_seq {
     /* The scheduler's. */
     vkv_engine *e;
     unsigned long long id;
-    vkv_gen_request *req;
+    vkv_gen_request request;    /* the caller's, copied at submit: its pointers are the engine's */
+    vkv_gen_request *req;       /* &request; NULL once freed */
     vkv_seq *next;              /* the waiting list */
     seq_state state;
     vkv_prompt pr;
@@ -143,27 +144,6 @@ static void bufprintf(vkv_strbuf *b, const char *fmt, ...)
 }
 
 /* ---- requests and events ---- */
-
-void vkv_gen_request_free(vkv_gen_request *r)
-{
-    if (!r) return;
-    for (size_t i = 0; i < r->n_messages; i++) {
-        free(r->messages[i].role);
-        free(r->messages[i].content);
-    }
-    free(r->messages);
-    free(r->prompt);
-    free(r->prompt_ids);
-    for (size_t i = 0; i < r->n_stop && i < VKV_GEN_MAX_STOP; i++) free(r->stop[i]);
-    free(r);
-}
-
-void vkv_seq_event_clear(vkv_seq_event *ev)
-{
-    if (!ev) return;
-    free(ev->text);
-    memset(ev, 0, sizeof *ev);
-}
 
 static void seq_free(vkv_seq *q)
 {
@@ -311,7 +291,8 @@ static vkv_seq *seq_new(vkv_engine *e, vkv_gen_request *req)
     pthread_cond_init(&q->cv, NULL);
     atomic_init(&q->cancelled, false);
     q->e = e;
-    q->req = req;
+    q->request = *req;
+    q->req = &q->request;
     return q;
 }
 
@@ -341,8 +322,8 @@ void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
     else
         push_error(q, 429, "rate_limit_error", "queue_full", NULL,
                    "the server is busy: %u sequences run and %u wait; try again later", e->p.max_seqs, e->p.queue);
+    vkv_gen_request_free(q->req);
     q->req = NULL;
-    vkv_gen_request_free(req);
     engine_release(q);
 }
 

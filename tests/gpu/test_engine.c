@@ -272,9 +272,11 @@ out:
 
 static char *dup(const char *s) { return s ? strdup(s) : NULL; }
 
-static vkv_gen_request *make_request(const tcase *c)
+/* The case as the front would hand it over (the struct is the caller's,
+ * what it points to the engine's). */
+static vkv_gen_request make_request(const tcase *c)
 {
-    vkv_gen_request *r = calloc(1, sizeof *r);
+    vkv_gen_request req = {0}, *r = &req;
     r->kind = c->kind;
     r->max_tokens = c->max_tokens;
     r->sampling = case_sampling(c);
@@ -305,7 +307,7 @@ static vkv_gen_request *make_request(const tcase *c)
         p->has_kv_type = true;
         snprintf(p->kv_type, sizeof p->kv_type, "%s", c->kv_type);
     }
-    return r;
+    return req;
 }
 
 /* What a sequence sent, read to its last event. */
@@ -376,7 +378,10 @@ static void *run_worker(void *arg)
     const worker *w = arg;
     vkv_seq *seqs[N_CASES];
     size_t n = 0;
-    for (size_t i = w->first; i < N_CASES; i += w->step) vkv_engine_submit(w->e, make_request(&cases[i]), &seqs[n++]);
+    for (size_t i = w->first; i < N_CASES; i += w->step) {
+        vkv_gen_request r = make_request(&cases[i]);
+        vkv_engine_submit(w->e, &r, &seqs[n++]);
+    }
     n = 0;
     for (size_t i = w->first; i < N_CASES; i += w->step) {
         outcome o;
@@ -408,14 +413,14 @@ static double metric(vkv_engine *e, const char *name)
 }
 
 /* Submits one request and reads it through. */
-static void one(vkv_engine *e, vkv_gen_request *r, outcome *o)
+static void one(vkv_engine *e, vkv_gen_request r, outcome *o)
 {
     vkv_seq *q;
-    vkv_engine_submit(e, r, &q);
+    vkv_engine_submit(e, &r, &q);
     read_all(q, o);
 }
 
-static vkv_gen_request *text_request(const char *text, uint32_t max_tokens)
+static vkv_gen_request text_request(const char *text, uint32_t max_tokens)
 {
     tcase c = {.kind = VKV_GEN_TEXT, .text = text, .max_tokens = max_tokens};
     return make_request(&c);
@@ -449,9 +454,9 @@ static void concurrent_requests_match_the_session(vkv_session *s)
         memcpy(stop, plain->ref_text + 8, 4);
         stop[4] = 0;
         size_t at = (size_t)(strstr(plain->ref_text, stop) - plain->ref_text);
-        vkv_gen_request *r = make_request(plain);
-        r->stop[r->n_stop++] = strdup("\x01never");
-        r->stop[r->n_stop++] = strdup(stop);
+        vkv_gen_request r = make_request(plain);
+        r.stop[r.n_stop++] = strdup("\x01never");
+        r.stop[r.n_stop++] = strdup(stop);
         outcome o;
         one(e, r, &o);
         CHECK(o.last.kind == VKV_SEQ_DONE && !strcmp(o.last.finish_reason, "stop") && o.len == at &&
@@ -463,7 +468,8 @@ static void concurrent_requests_match_the_session(vkv_session *s)
 
     /* a cancel mid-generation: the sequence leaves and its bytes return */
     vkv_seq *q;
-    vkv_engine_submit(e, text_request("ROMEO: What light", 0), &q);
+    vkv_gen_request long_one = text_request("ROMEO: What light", 0);
+    vkv_engine_submit(e, &long_one, &q);
     vkv_seq_event ev;
     bool texted = false, ended = false;
     while (!texted && !ended && vkv_seq_next(q, 120000, &ev)) {
@@ -515,7 +521,10 @@ static void refusals(vkv_session *s)
           "a peak over the pool: %d %d %s", o.last.kind, o.last.http_status, o.last.message);
     free(o.text);
     vkv_seq *q[3];
-    for (int i = 0; i < 3; i++) vkv_engine_submit(e, text_request("ROMEO: What light", 4), &q[i]);
+    for (int i = 0; i < 3; i++) {
+        vkv_gen_request r = text_request("ROMEO: What light", 4);
+        vkv_engine_submit(e, &r, &q[i]);
+    }
     read_all(q[2], &o);
     CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 429 && o.n_events == 1, "a full queue: %d %d %s",
           o.last.kind, o.last.http_status, o.last.message);
