@@ -315,7 +315,7 @@ static int bench_model(int argc, char **argv)
     vkv_ctx_params cp = {.n_ctx = (uint32_t)(n_pp + n_tg + 1), .n_batch = n_pp ? (uint32_t)n_pp : 1,
                          .k_type = cli_k_dtype(&mo), .v_type = cli_v_dtype(&mo)};
     if ((st = vkv_session_reserve(s, &cp))) goto fail;
-    vkv_ctx *ctx = s->ctx;
+    vkv_ctx *ctx = s->seq->ctx;
     ids = malloc(sizeof *ids * (size_t)(n_pp + 1));
     logits = malloc(sizeof *logits * m->hp.n_vocab);
     if (!ids || !logits) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
@@ -556,7 +556,7 @@ static int bench_vector(int argc, char **argv)
         /* The warm-up run (r = -1) is timed into a scratch total. */
         const bool timed = r >= 0, prof = o.profile && timed;
         double warm = 0;
-        if ((st = timed_decode(s->gpu, s->ctx, &ids[n], n_decode, timed ? &t.dec_tiered : &warm,
+        if ((st = timed_decode(s->gpu, s->seq->ctx, &ids[n], n_decode, timed ? &t.dec_tiered : &warm,
                                prof ? t.prof[0] : NULL)) ||
             (st = vkv_ctx_reset(plain)) || (st = vkv_ctx_eval(plain, ids, kept, false, NULL)) ||
             (st = timed_decode(s->gpu, plain, &ids[n], n_decode, timed ? &t.dec_plain : &warm, prof ? t.prof[1] : NULL)))

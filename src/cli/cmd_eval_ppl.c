@@ -315,7 +315,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
         achieved.retained += f.retained;
         achieved.approximated += f.approximated;
         achieved.evicted += f.evicted;
-        if (s->decode) ms += vkv_decode_press_stats(s->decode).seconds * 1e3; /* the compressions during the continuation */
+        if (s->seq->decode) ms += vkv_decode_press_stats(s->seq->decode).seconds * 1e3; /* the compressions during the continuation */
         /* compression during generation resolves the default p_a per head at each compression: nan */
         used_pa = c.compress_every && vector ? (pa >= 0 ? pa : NAN) : pf.report.pa;
         vkv_prefill_free(&pf);

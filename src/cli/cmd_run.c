@@ -218,13 +218,7 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
         fprintf(stderr, "vkvector run: the prompt is %zu tokens, longer than the %u-token context (--ctx)\n", pr->n, cp.n_ctx);
         return 2;
     }
-    /* A budgeted cache allocates M slots per head; a compression after the
-     * prefill needs the whole compressed part (and its extra) in them first. */
-    if (o->po.compress_every && o->po.decoding == VKV_DECODING_BUDGET) {
-        uint64_t slots = (uint64_t)o->po.max_kv_tokens;
-        uint64_t first = c.compression_ratio > 0 ? vkv_prompt_compressed_part(pr, o->po.query_aware) + room : 0;
-        cp.n_kv_slots = (uint32_t)(first > slots ? first : slots);
-    }
+    cp.n_kv_slots = vkv_compression_kv_slots(&c, vkv_prompt_compressed_part(pr, o->po.query_aware), room);
     return (*st = vkv_session_reserve(s, &cp)) ? 1 : -1;
 }
 
@@ -243,9 +237,9 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
         print_compression(stderr, o->press->name, po->compression_ratio, po->vector, po->query_aware, &pf.report,
                           pf.memory, pf.compress_s);
         if (o->tier_dump) {
-            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, vkv_ctx_tier_k_type(s->ctx),
-                                     vkv_ctx_tier_v_type(s->ctx), po->compression_ratio, po->vector, po->query_aware,
-                                     pr->ids, s->tok, vkv_ctx_kv_memory(s->ctx)};
+            vkv_tier_dump_info di = {o->mo.model_path, o->press->name, s->model, vkv_ctx_tier_k_type(s->seq->ctx),
+                                     vkv_ctx_tier_v_type(s->seq->ctx), po->compression_ratio, po->vector, po->query_aware,
+                                     pr->ids, s->tok, vkv_ctx_kv_memory(s->seq->ctx)};
             st = vkv_tier_dump_write(o->tier_dump, &di, &pf.report);
         }
     }
@@ -307,10 +301,10 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
 {
     const vkv_hparams *hp = &s->model->hp;
     /* the plain cache's rows: the types asked for, or the f16 working cache of quantized tiers */
-    vkv_dtype k_type = vkv_ctx_k_type(s->ctx), v_type = vkv_ctx_v_type(s->ctx);
-    vkv_dtype tier_k = vkv_ctx_tier_k_type(s->ctx), tier_v = vkv_ctx_tier_v_type(s->ctx);
-    vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->ctx), .n_batch = (uint32_t)o->mo.n_batch, .k_type = tier_k,
-                         .v_type = tier_v, .compress = o->press != NULL, .n_kv_slots = vkv_ctx_kv_slots(s->ctx)};
+    vkv_dtype k_type = vkv_ctx_k_type(s->seq->ctx), v_type = vkv_ctx_v_type(s->seq->ctx);
+    vkv_dtype tier_k = vkv_ctx_tier_k_type(s->seq->ctx), tier_v = vkv_ctx_tier_v_type(s->seq->ctx);
+    vkv_ctx_params cp = {.n_ctx = vkv_ctx_n_ctx(s->seq->ctx), .n_batch = (uint32_t)o->mo.n_batch, .k_type = tier_k,
+                         .v_type = tier_v, .compress = o->press != NULL, .n_kv_slots = vkv_ctx_kv_slots(s->seq->ctx)};
     vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &cp);
     vkv_mem_stats ms = vkv_gpu_mem_stats(s->gpu);
     uint64_t wb = s->model->weight_bytes;
@@ -322,9 +316,9 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     if (n_gen > 1) fprintf(stderr, "generation: %lld tokens in %.3f s = %.1f tokens/s\n", (long long)n_gen, t_gen, (n_gen - 1) / t_gen);
     else fprintf(stderr, "generation: %lld tokens\n", (long long)n_gen);
     if (stop) fprintf(stderr, "stopped:    %s\n", stop);
-    if (s->decode && vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS) {
+    if (s->seq->decode && vkv_decode_rule_of(s->seq->decode) == VKV_DECODING_KVPRESS) {
         /* kvpress's rule: what each compression left, against its target */
-        vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
+        vkv_decode_stats ds = vkv_decode_press_stats(s->seq->decode);
         fprintf(stderr, "compression during generation (kvpress's rule, every %lld decoding steps): %u compressions in "
                         "%.3f s, %u checks with no head above the target; after a compression each (layer, KV head) "
                         "held %u to %u tokens and %u to %u K+V rows (target %lld tokens, %lld rows); the most K+V "
@@ -332,9 +326,9 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
                 (long long)o->po.compress_every, ds.compressions, ds.seconds, ds.skipped, ds.min_tokens_after,
                 ds.max_tokens_after, ds.min_rows_after, ds.max_rows_after, (long long)o->po.target_kv_tokens,
                 2 * (long long)o->po.target_kv_tokens, (unsigned long long)ds.max_rows);
-    } else if (s->decode) {
+    } else if (s->seq->decode) {
         /* The budget check of compression during generation: rows held against 2 M. */
-        vkv_decode_stats ds = vkv_decode_press_stats(s->decode);
+        vkv_decode_stats ds = vkv_decode_press_stats(s->seq->decode);
         /* rows held in the tiers' types (the f16 working cache before the first compression is M slots) */
         uint64_t row_bytes = (vkv_kv_row_bytes(tier_k, hp->head_dim) + vkv_kv_row_bytes(tier_v, hp->head_dim)) / 2;
         fprintf(stderr, "compression during generation: %u compressions in %.3f s; the most K+V rows any (layer, KV head) "
@@ -345,12 +339,12 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
                 ds.max_tokens_after, ds.min_rows_after, ds.max_rows_after,
                 (long long)(o->po.max_kv_tokens - o->po.compress_every));
     }
-    if (s->decode && o->press->n_kept) {
+    if (s->seq->decode && o->press->n_kept) {
         /* a budget per layer (PyramidKV): what each layer kept at the last compression */
         fprintf(stderr, "compression during generation, tokens per (layer, KV head) after the last compression:");
         for (uint32_t l = 0; l < hp->n_layer; l++) {
             uint32_t lo, hi;
-            vkv_decode_layer_tokens(s->decode, l, &lo, &hi);
+            vkv_decode_layer_tokens(s->seq->decode, l, &lo, &hi);
             if (lo == hi) fprintf(stderr, " %u", lo);
             else fprintf(stderr, " %u-%u", lo, hi);
         }
@@ -358,8 +352,8 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
     }
     fprintf(stderr, "KV cache:   %.2f MiB (K %s, V %s: %zu + %zu bytes a row; %u slots x %u layers x %u KV heads x "
                     "%u dims x K,V)\n",
-            vkv_ctx_kv_bytes(s->ctx) / 1048576.0, vkv_dtype_get(k_type)->name, vkv_dtype_get(v_type)->name,
-            vkv_kv_row_bytes(k_type, hp->head_dim), vkv_kv_row_bytes(v_type, hp->head_dim), vkv_ctx_kv_slots(s->ctx),
+            vkv_ctx_kv_bytes(s->seq->ctx) / 1048576.0, vkv_dtype_get(k_type)->name, vkv_dtype_get(v_type)->name,
+            vkv_kv_row_bytes(k_type, hp->head_dim), vkv_kv_row_bytes(v_type, hp->head_dim), vkv_ctx_kv_slots(s->seq->ctx),
             hp->n_layer, hp->n_head_kv, hp->head_dim);
     if (tier_k != k_type || tier_v != v_type)
         fprintf(stderr, "KV tiers:   K %s, V %s: %zu + %zu bytes a row, compacted from the f16 cache above\n",

@@ -20,6 +20,7 @@ static const subcommand subcommands[] = {
     {"longbench", cmd_longbench, "the LongBench harness: predictions and scores of a press / VECTOR setting"},
     {"longbench-report", cmd_longbench_report, "LongBench scores of result files as the paper's table (Markdown, CSV)"},
     {"niah", cmd_niah, "needle in a haystack: a length x depth grid, JSON and an HTML heatmap"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server: continuous batching, a compressed cache per request"},
     {"devices", cmd_devices, "list Vulkan devices and their probed capabilities"},
     {"conform", cmd_conform, "run every GPU op against its CPU reference on every device"},
     {"bench", cmd_bench, "benchmarks (bench ops: matrix-vector / matrix-matrix throughput)"},

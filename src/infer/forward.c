@@ -207,6 +207,7 @@ void vkv_ctx_free(vkv_ctx *c)
 vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c) { return c->gpu; }
 uint32_t vkv_ctx_n_past(const vkv_ctx *c) { return c->n_past; }
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c) { return c->p.n_ctx; }
+uint32_t vkv_ctx_n_batch(const vkv_ctx *c) { return c->p.n_batch; }
 uint32_t vkv_ctx_kv_slots(const vkv_ctx *c) { return c->p.n_kv_slots; }
 vkv_status vkv_ctx_reset(vkv_ctx *c)
 {

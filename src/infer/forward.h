@@ -114,6 +114,8 @@ vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c);
 /* Tokens in the cache. */
 uint32_t vkv_ctx_n_past(const vkv_ctx *c);
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c);
+/* Tokens per forward of vkv_ctx_eval's chunks (n_batch, at most n_ctx). */
+uint32_t vkv_ctx_n_batch(const vkv_ctx *c);
 /* Slots per KV head of the plain cache (the stride of vkv_ctx_k_cache's views). */
 uint32_t vkv_ctx_kv_slots(const vkv_ctx *c);
 /* Forgets the sequence (the cache is overwritten from position 0); compressed

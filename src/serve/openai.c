@@ -10,30 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- engine.h's data helpers: the front builds requests and reads events ---- */
-
-void vkv_gen_request_free(vkv_gen_request *r)
-{
-    if (!r) return;
-    for (size_t i = 0; i < r->n_messages; i++) {
-        free(r->messages[i].role);
-        free(r->messages[i].content);
-    }
-    free(r->messages);
-    free(r->prompt);
-    free(r->prompt_ids);
-    for (size_t i = 0; i < VKV_GEN_MAX_STOP; i++) free(r->stop[i]);
-    memset(r, 0, sizeof *r);
-}
-
-void vkv_seq_event_clear(vkv_seq_event *e)
-{
-    if (!e) return;
-    free(e->text);
-    e->text = NULL;
-    e->len = 0;
-}
-
 /* ---- errors ---- */
 
 static void error_vset(vkv_oai_error *err, int http_status, const char *type, const char *param, const char *code,

@@ -1,6 +1,8 @@
 /* The session (see session.h). */
 #include "session/session.h"
 
+#include "kvlayout/kv_counts.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,10 +55,12 @@ vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
 {
     *out = NULL;
     vkv_session *s = calloc(1, sizeof *s);
-    if (!s || !(s->kvzip = calloc(1, sizeof *s->kvzip))) {
+    if (!s || !(s->kvzip = calloc(1, sizeof *s->kvzip)) || !(s->seq = calloc(1, sizeof *s->seq))) {
+        if (s) free(s->kvzip);
         free(s);
         return oom();
     }
+    s->seq->s = s;
     const char *base = strrchr(p->model_path, '/');
     snprintf(s->model_name, sizeof s->model_name, "%s", base ? base + 1 : p->model_path);
     char *dot = strrchr(s->model_name, '.');
@@ -98,8 +102,7 @@ void vkv_session_close(vkv_session *s)
     if (s->kvzip->have_chat) vkv_kvzip_prompt_free(&s->kvzip->chat);
     if (s->kvzip->have_plain) vkv_kvzip_prompt_free(&s->kvzip->plain);
     free(s->kvzip);
-    vkv_decode_press_free(s->decode);
-    vkv_ctx_free(s->ctx);
+    vkv_session_seq_free(s->seq);
     vkv_calib_free(s->calib);
     vkv_tokenizer_free(s->tok);
     if (s->gpu) vkv_model_free(s->gpu, s->model);
@@ -108,10 +111,44 @@ void vkv_session_close(vkv_session *s)
     free(s);
 }
 
+/* The one place a sequence's context is made (docs/ARCHITECTURE.md §1, "Sequences"). */
+static vkv_status make_ctx(vkv_session *s, const vkv_ctx_params *cp, vkv_ctx **out)
+{
+    return vkv_ctx_create(s->gpu, s->model, cp, out);
+}
+
+vkv_status vkv_session_seq_create(vkv_session *s, const vkv_ctx_params *cp, vkv_session_seq **out)
+{
+    vkv_session_seq *q = calloc(1, sizeof *q);
+    *out = NULL;
+    if (!q) return oom();
+    q->s = s;
+    vkv_status st = make_ctx(s, cp, &q->ctx);
+    if (st) {
+        free(q);
+        return st;
+    }
+    *out = q;
+    return VKV_OK;
+}
+
+void vkv_session_seq_free(vkv_session_seq *q)
+{
+    if (!q) return;
+    vkv_session_seq_prefill_end(q, NULL);
+    vkv_decode_press_free(q->decode);
+    vkv_ctx_free(q->ctx);
+    free(q);
+}
+
 vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
 {
-    vkv_ctx_free(s->ctx);
-    s->ctx = NULL;
+    /* the compressors hold the context: they go first */
+    vkv_session_seq_prefill_end(s->seq, NULL);
+    vkv_decode_press_free(s->seq->decode);
+    s->seq->decode = NULL;
+    vkv_ctx_free(s->seq->ctx);
+    s->seq->ctx = NULL;
     vkv_ctx_memory plan = vkv_ctx_plan_memory(&s->model->hp, cp);
     uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
     uint64_t others = s->model->weight_bytes + plan.scratch_bytes, need = others + plan.kv_bytes;
@@ -124,7 +161,7 @@ vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
                          plan.kv_bytes / 1048576.0, plan.scratch_bytes / 1048576.0, need / 1048576.0,
                          heap / 1048576.0, (unsigned long long)(per_token ? room / per_token : 0));
     }
-    return vkv_ctx_create(s->gpu, s->model, cp, &s->ctx);
+    return make_ctx(s, cp, &s->seq->ctx);
 }
 
 void vkv_prompt_free(vkv_prompt *p)
@@ -180,14 +217,14 @@ size_t vkv_prompt_compressed_part(const vkv_prompt *p, bool query_aware)
  * tokens of the template's closing of the user turn (and its assistant
  * header) when the question part ends with them, else the whole prompt (a
  * plain prompt has no closing). */
-static vkv_status set_query_end(const vkv_session *s, bool chat, vkv_prompt *pr)
+static vkv_status set_query_end(const vkv_session *s, vkv_chat_template t, bool chat, vkv_prompt *pr)
 {
     pr->n_query_end = pr->n;
     if (!chat) return VKV_OK;
     vkv_chat_msg msg = {"user", USER_TURN_MARKER};
     char *rendered;
     size_t rendered_len;
-    vkv_status st = vkv_chat_apply(s->chat, &msg, 1, true, &rendered, &rendered_len);
+    vkv_status st = vkv_chat_apply(t, &msg, 1, true, &rendered, &rendered_len);
     if (st) return st;
     const char *marker = strstr(rendered, USER_TURN_MARKER);
     int32_t *closing = NULL;
@@ -226,7 +263,24 @@ vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t l
                         ? tokenize_apart(s->tok, text, len, split, chat, out)
                         : vkv_tokenize_split(s->tok, text, len, split, chat, &out->ids, &out->n, &out->n_context);
     free(wrapped);
-    if (!st) st = set_query_end(s, chat, out);
+    if (!st) st = set_query_end(s, s->chat, chat, out);
+    if (st) vkv_prompt_free(out);
+    return st;
+}
+
+vkv_status vkv_session_tokenize_chat(const vkv_session *s, vkv_chat_template t, const vkv_chat_msg *msgs,
+                                     size_t n_msgs, vkv_prompt *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s->tok) return vkv_error(VKV_ERR_ARG, "text prompts need the model's tokenizer");
+    if (t == VKV_CHAT_UNKNOWN) return vkv_error(VKV_ERR_ARG, "a chat needs a chat template");
+    char *text;
+    size_t len;
+    vkv_status st = vkv_chat_apply(t, msgs, n_msgs, true, &text, &len);
+    if (st) return st;
+    st = tokenize_apart(s->tok, text, len, len, true, out);
+    free(text);
+    if (!st) st = set_query_end(s, t, true, out);
     if (st) vkv_prompt_free(out);
     return st;
 }
@@ -276,6 +330,26 @@ vkv_status vkv_session_press_room(vkv_session *s, const vkv_compression *c, uint
     return st;
 }
 
+const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c, char *msg, size_t size)
+{
+    const bool budget = c->decoding == VKV_DECODING_BUDGET;
+    if (!c->press && (c->compress_every || c->compression_ratio > 0 || c->vector))
+        return "compression, VECTOR and compression during generation need a press";
+    if (budget && !c->compress_every != !c->max_kv_tokens) return "compress_every and max_kv_tokens go together";
+    if (budget && c->compress_every && c->max_kv_tokens <= c->compress_every)
+        return "max_kv_tokens must be larger than compress_every";
+    if (c->p_a >= 0 && !c->vector) return "p_a needs VECTOR";
+    if (c->vector && !s->calib) return "VECTOR needs the calibration: the session has none";
+    return vkv_kv_check_ratios(c->compression_ratio, c->p_a, c->vector, msg, size);
+}
+
+uint32_t vkv_compression_kv_slots(const vkv_compression *c, size_t n_first, uint32_t room)
+{
+    if (!c || !c->compress_every || c->decoding != VKV_DECODING_BUDGET) return 0;
+    uint64_t slots = c->max_kv_tokens, first = c->compression_ratio > 0 ? n_first + room : 0;
+    return (uint32_t)(first > slots ? first : slots);
+}
+
 void vkv_prefill_free(vkv_prefill *p)
 {
     if (!p) return;
@@ -283,67 +357,38 @@ void vkv_prefill_free(vkv_prefill *p)
     memset(p, 0, sizeof *p);
 }
 
+/* A prefill in progress (vkv_session_seq_prefill_begin .. _end). */
+struct vkv_seq_prefill_run {
+    const vkv_prompt *pr;
+    vkv_logits_want want;
+    float *logits;
+    bool press;                /* compression after the first part */
+    size_t n_first;            /* the part compression sees */
+    size_t pos;                /* ids [0, pos) are in the cache */
+    bool first_done;           /* the first part is in (and compressed): out.memory taken */
+    vkv_press_session *ps;
+    vkv_prefill out;
+};
+
 /* Evaluates ids [from, to) as one chunk, with the logits the caller wants. */
-static vkv_status eval_chunk(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
-                             vkv_logits_want want, float *logits)
+static vkv_status eval_chunk(vkv_session_seq *q, size_t from, size_t to)
 {
-    if (from >= to) return VKV_OK;
-    size_t nv = s->model->hp.n_vocab;
-    bool all = want == VKV_LOGITS_ALL || want == VKV_LOGITS_REST;
-    float *dst = want == VKV_LOGITS_ALL    ? logits + from * nv
-                 : want == VKV_LOGITS_REST ? (from < n_first ? NULL : logits + (from - n_first) * nv)
-                 : want == VKV_LOGITS_LAST ? logits
-                                           : NULL;
-    return vkv_ctx_eval(s->ctx, pr->ids + from, (uint32_t)(to - from), all && dst, dst);
-}
-
-/* eval_chunk under kvpress's decoding rule: the context is never compressed;
- * every later token is a decoding step, evaluated in chunks that end where
- * the step counter fires (as one token at a time would). */
-static vkv_status eval_decoding_steps(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
-                                      vkv_logits_want want, float *logits)
-{
-    if (to <= n_first) return eval_chunk(s, pr, from, to, n_first, want, logits);
-    while (from < to) {
-        uint32_t left = vkv_decode_steps_to_check(s->decode);
-        size_t take = to - from < left ? to - from : left;
-        vkv_decode_watch_queries(s->decode);
-        vkv_status st = eval_chunk(s, pr, from, from + take, n_first, want, logits);
-        if (st) return st;
-        vkv_decode_observe(s->decode);
-        if ((st = vkv_decode_count_steps(s->decode, (uint32_t)take))) return st;
-        from += take;
-    }
-    return VKV_OK;
-}
-
-/* eval_chunk under the budget of compression during generation: chunks no
- * larger than the room left, a compression whenever it is gone. */
-static vkv_status eval_budgeted(vkv_session *s, const vkv_prompt *pr, size_t from, size_t to, size_t n_first,
-                                vkv_logits_want want, float *logits)
-{
-    if (!s->decode) return eval_chunk(s, pr, from, to, n_first, want, logits);
-    if (vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS)
-        return eval_decoding_steps(s, pr, from, to, n_first, want, logits);
-    while (from < to) {
-        uint32_t room = vkv_decode_room(s->decode);
-        vkv_status st;
-        if (!room && ((st = vkv_decode_compress(s->decode)) || !(room = vkv_decode_room(s->decode))))
-            return st ? st : vkv_error(VKV_ERR_ARG, "compression during generation left no room for a token");
-        size_t take = to - from < room ? to - from : room;
-        vkv_decode_watch_queries(s->decode);
-        if ((st = eval_chunk(s, pr, from, from + take, n_first, want, logits))) return st;
-        vkv_decode_observe(s->decode);
-        from += take;
-    }
-    return VKV_OK;
+    const vkv_seq_prefill_run *r = q->run;
+    size_t nv = q->s->model->hp.n_vocab;
+    bool all = r->want == VKV_LOGITS_ALL || r->want == VKV_LOGITS_REST;
+    float *dst = r->want == VKV_LOGITS_ALL    ? r->logits + from * nv
+                 : r->want == VKV_LOGITS_REST ? (from < r->n_first ? NULL : r->logits + (from - r->n_first) * nv)
+                 : r->want == VKV_LOGITS_LAST ? (to == r->pr->n ? r->logits : NULL)
+                                              : NULL;
+    return vkv_ctx_eval(q->ctx, r->pr->ids + from, (uint32_t)(to - from), all && dst, dst);
 }
 
 /* The compressor of compression during generation for c (NULL when off). */
-static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
+static vkv_status make_decode_press(vkv_session_seq *q, const vkv_compression *c)
 {
-    vkv_decode_press_free(s->decode);
-    s->decode = NULL;
+    vkv_session *s = q->s;
+    vkv_decode_press_free(q->decode);
+    q->decode = NULL;
     if (!c || !c->compress_every) return VKV_OK;
     if (c->vector && !s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
     if (c->map == VKV_MAP_JOINT) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs per-head maps");
@@ -351,16 +396,16 @@ static vkv_status make_decode_press(vkv_session *s, const vkv_compression *c)
                             .vector = c->vector, .pa = c->p_a, .w = c->vector ? s->calib->w : NULL,
                             .rule = c->decoding, .every = c->compress_every, .max_tokens = c->max_kv_tokens,
                             .target_tokens = c->target_kv_tokens};
-    return vkv_decode_press_create(s->ctx, s->model, &dp, &s->decode);
+    return vkv_decode_press_create(q->ctx, s->model, &dp, &q->decode);
 }
 
 /* Compression reads an f16 or f32 plain cache of one type (the working
  * cache of a context reserved with .compress); quantized tiers are not
  * materialised. */
-static vkv_status check_cache_types(const vkv_session *s, const vkv_compression *c, bool press)
+static vkv_status check_cache_types(const vkv_ctx *ctx, const vkv_compression *c, bool press)
 {
-    vkv_dtype kt = vkv_ctx_k_type(s->ctx), vt = vkv_ctx_v_type(s->ctx);
-    vkv_dtype tk = vkv_ctx_tier_k_type(s->ctx), tv = vkv_ctx_tier_v_type(s->ctx);
+    vkv_dtype kt = vkv_ctx_k_type(ctx), vt = vkv_ctx_v_type(ctx);
+    vkv_dtype tk = vkv_ctx_tier_k_type(ctx), tv = vkv_ctx_tier_v_type(ctx);
     const char *kn = vkv_dtype_get(tk)->name, *vn = vkv_dtype_get(tv)->name;
     if (!c || (!press && !c->compress_every)) return VKV_OK;
     if (kt != vt || vkv_kv_type_quantized(kt))
@@ -373,70 +418,170 @@ static vkv_status check_cache_types(const vkv_session *s, const vkv_compression 
     return VKV_OK;
 }
 
-vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *pr, vkv_logits_want want,
-                               float *logits, vkv_prefill *out)
+vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *pr,
+                                         vkv_logits_want want, float *logits)
 {
-    memset(out, 0, sizeof *out);
-    if (!s->ctx) return vkv_error(VKV_ERR_ARG, "the session has no context yet (vkv_session_reserve)");
+    vkv_session *s = q->s;
+    vkv_session_seq_prefill_end(q, NULL);
+    if (!q->ctx) return vkv_error(VKV_ERR_ARG, "the session has no context yet (vkv_session_reserve)");
     if (!pr->n) return vkv_error(VKV_ERR_ARG, "the prompt is empty");
-    if (pr->n > vkv_ctx_n_ctx(s->ctx))
+    if (pr->n > vkv_ctx_n_ctx(q->ctx))
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
-                         vkv_ctx_n_ctx(s->ctx));
+                         vkv_ctx_n_ctx(q->ctx));
     bool press = c && c->press && (c->compression_ratio > 0 || !c->compress_every);
-    vkv_status st = check_cache_types(s, c, press);
+    vkv_status st = check_cache_types(q->ctx, c, press);
     if (st) return st;
-    size_t n_first = vkv_prompt_compressed_part(pr, press && c->query_aware);
-    out->n_first = (uint32_t)n_first;
-    vkv_press_session *ps = NULL;
-    if ((st = vkv_ctx_reset(s->ctx)) || (st = make_decode_press(s, c))) return st;
-    vkv_stopwatch sw;
+    vkv_seq_prefill_run *r = calloc(1, sizeof *r);
+    if (!r) return oom();
+    *r = (vkv_seq_prefill_run){.pr = pr, .want = want, .logits = logits, .press = press,
+                               .n_first = vkv_prompt_compressed_part(pr, press && c->query_aware)};
+    r->out.n_first = (uint32_t)r->n_first;
+    if ((st = vkv_ctx_reset(q->ctx)) || (st = make_decode_press(q, c))) goto fail;
     if (press) {
         vkv_vector_params vp;
-        if ((st = vector_params(s, c, pr->ids, &vp))) return st;
-        uint32_t extra = vkv_press_session_extra_tokens(&vp, (uint32_t)n_first);
-        if ((uint64_t)n_first + extra > vkv_ctx_kv_slots(s->ctx))
-            return vkv_error(VKV_ERR_ARG, "%s needs %zu + %u cache slots during compression; the cache has %u",
-                             c->press->name, n_first, extra, vkv_ctx_kv_slots(s->ctx));
-        if ((st = vkv_ctx_set_materialized(s->ctx, c->materialized)) ||
-            (st = vkv_press_session_create(s->ctx, s->model, &vp, (uint32_t)n_first, &ps)))
-            goto out;
-        sw = vkv_session_stopwatch(s);
-        if ((st = eval_chunk(s, pr, 0, n_first, n_first, want, logits))) goto out;
-        out->prefill_s = vkv_stopwatch_seconds(s, sw);
-        vkv_stopwatch swc = vkv_session_stopwatch(s);
-        if ((st = vkv_press_session_compress(ps, &out->report))) goto out;
-        out->compress_s = vkv_stopwatch_seconds(s, swc);
-        out->compressed = true;
-    } else {
-        sw = vkv_session_stopwatch(s);
-        if ((st = eval_budgeted(s, pr, 0, n_first, n_first, want, logits))) goto out;
+        if ((st = vector_params(s, c, pr->ids, &vp))) goto fail;
+        uint32_t extra = vkv_press_session_extra_tokens(&vp, (uint32_t)r->n_first);
+        if ((uint64_t)r->n_first + extra > vkv_ctx_kv_slots(q->ctx)) {
+            st = vkv_error(VKV_ERR_ARG, "%s needs %zu + %u cache slots during compression; the cache has %u",
+                           c->press->name, r->n_first, extra, vkv_ctx_kv_slots(q->ctx));
+            goto fail;
+        }
+        if ((st = vkv_ctx_set_materialized(q->ctx, c->materialized)) ||
+            (st = vkv_press_session_create(q->ctx, s->model, &vp, (uint32_t)r->n_first, &r->ps)))
+            goto fail;
     }
-    /* The rest of the prompt over the (compressed) cache. */
-    out->memory = vkv_ctx_kv_memory(s->ctx);
-    vkv_stopwatch swr = vkv_session_stopwatch(s);
-    if ((st = eval_budgeted(s, pr, n_first, pr->n, n_first, want, logits))) goto out;
-    out->prefill_s = press ? out->prefill_s + vkv_stopwatch_seconds(s, swr) : vkv_stopwatch_seconds(s, sw);
-out:
-    vkv_press_session_free(ps);
-    if (st) vkv_prefill_free(out);
+    q->run = r;
+    return VKV_OK;
+fail:
+    vkv_press_session_free(r->ps);
+    free(r);
     return st;
 }
 
-bool vkv_session_full(const vkv_session *s) { return vkv_ctx_n_past(s->ctx) >= vkv_ctx_n_ctx(s->ctx); }
-
-vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits)
+/* The tokens the next chunk at r->pos takes under compression during
+ * generation, at most `most`: up to the room the budget leaves (compressing
+ * when none is left), or up to where kvpress's step counter fires (every
+ * token after the context is a decoding step). *watched: the chunk runs
+ * under the decode press; *counted: its tokens count as decoding steps. */
+static vkv_status decode_chunk_limit(vkv_session_seq *q, size_t seg_to, size_t *most, bool *watched, bool *counted)
 {
-    if (vkv_session_full(s)) return vkv_error(VKV_ERR_ARG, "the %u-token context is full", vkv_ctx_n_ctx(s->ctx));
-    if (!s->decode) return vkv_ctx_eval(s->ctx, &id, 1, false, logits);
+    const vkv_seq_prefill_run *r = q->run;
+    *watched = *counted = false;
+    if (!q->decode || (r->press && r->pos < r->n_first)) return VKV_OK;
+    if (vkv_decode_rule_of(q->decode) == VKV_DECODING_KVPRESS) {
+        if (seg_to <= r->n_first) return VKV_OK;
+        uint32_t left = vkv_decode_steps_to_check(q->decode);
+        if (*most > left) *most = left;
+        *watched = *counted = true;
+        return VKV_OK;
+    }
+    uint32_t room = vkv_decode_room(q->decode);
     vkv_status st;
-    const bool kvpress = vkv_decode_rule_of(s->decode) == VKV_DECODING_KVPRESS;
-    if (!kvpress && !vkv_decode_room(s->decode) && (st = vkv_decode_compress(s->decode))) return st;
-    vkv_decode_watch_queries(s->decode);
-    if ((st = vkv_ctx_eval(s->ctx, &id, 1, false, logits))) return st;
-    vkv_decode_observe(s->decode);
-    /* kvpress's rule: the token just computed is in the cache the check compresses */
-    return kvpress ? vkv_decode_count_steps(s->decode, 1) : VKV_OK;
+    if (!room && ((st = vkv_decode_compress(q->decode)) || !(room = vkv_decode_room(q->decode))))
+        return st ? st : vkv_error(VKV_ERR_ARG, "compression during generation left no room for a token");
+    if (*most > room) *most = room;
+    *watched = true;
+    return VKV_OK;
 }
+
+vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
+{
+    vkv_seq_prefill_run *r = q->run;
+    vkv_session *s = q->s;
+    *done = false;
+    if (!r) return vkv_error(VKV_ERR_ARG, "no prefill in progress (vkv_session_seq_prefill_begin)");
+    vkv_status st;
+    if (r->pos == r->n_first && !r->first_done) {
+        /* the compressed part is in: compress it, a step of its own */
+        vkv_stopwatch sw = vkv_session_stopwatch(s);
+        if ((st = vkv_press_session_compress(r->ps, &r->out.report))) return st;
+        r->out.compress_s = vkv_stopwatch_seconds(s, sw);
+        r->out.compressed = true;
+        r->out.memory = vkv_ctx_kv_memory(q->ctx);
+        r->first_done = true;
+        *done = r->pos == r->pr->n;
+        return VKV_OK;
+    }
+    /* the next chunk: the first part, then the rest over the (compressed) cache */
+    size_t seg_to = r->pos < r->n_first ? r->n_first : r->pr->n, take = seg_to - r->pos;
+    if (take > vkv_ctx_n_batch(q->ctx)) take = vkv_ctx_n_batch(q->ctx);
+    bool watched, counted;
+    if ((st = decode_chunk_limit(q, seg_to, &take, &watched, &counted))) return st;
+    vkv_stopwatch sw = vkv_session_stopwatch(s);
+    if (watched) vkv_decode_watch_queries(q->decode);
+    if ((st = eval_chunk(q, r->pos, r->pos + take))) return st;
+    if (watched) vkv_decode_observe(q->decode);
+    if (counted && (st = vkv_decode_count_steps(q->decode, (uint32_t)take))) return st;
+    r->out.prefill_s += vkv_stopwatch_seconds(s, sw);
+    r->pos += take;
+    if (r->pos == r->n_first && !r->press) {
+        r->out.memory = vkv_ctx_kv_memory(q->ctx);
+        r->first_done = true;
+    }
+    *done = r->pos == r->pr->n && r->first_done;
+    return VKV_OK;
+}
+
+void vkv_session_seq_prefill_end(vkv_session_seq *q, vkv_prefill *out)
+{
+    vkv_seq_prefill_run *r = q->run;
+    if (!r) {
+        if (out) memset(out, 0, sizeof *out);
+        return;
+    }
+    vkv_press_session_free(r->ps);
+    if (out) *out = r->out;
+    else vkv_prefill_free(&r->out);
+    free(r);
+    q->run = NULL;
+}
+
+vkv_status vkv_session_seq_prefill(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *pr,
+                                   vkv_logits_want want, float *logits, vkv_prefill *out)
+{
+    memset(out, 0, sizeof *out);
+    vkv_status st = vkv_session_seq_prefill_begin(q, c, pr, want, logits);
+    for (bool done = false; !st && !done;) st = vkv_session_seq_prefill_next(q, &done);
+    vkv_session_seq_prefill_end(q, st ? NULL : out);
+    return st;
+}
+
+vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *pr, vkv_logits_want want,
+                               float *logits, vkv_prefill *out)
+{
+    return vkv_session_seq_prefill(s->seq, c, pr, want, logits, out);
+}
+
+bool vkv_session_seq_full(const vkv_session_seq *q) { return vkv_ctx_n_past(q->ctx) >= vkv_ctx_n_ctx(q->ctx); }
+bool vkv_session_full(const vkv_session *s) { return vkv_session_seq_full(s->seq); }
+
+vkv_status vkv_session_seq_step_before(vkv_session_seq *q)
+{
+    if (vkv_session_seq_full(q)) return vkv_error(VKV_ERR_ARG, "the %u-token context is full", vkv_ctx_n_ctx(q->ctx));
+    if (!q->decode) return VKV_OK;
+    vkv_status st;
+    const bool kvpress = vkv_decode_rule_of(q->decode) == VKV_DECODING_KVPRESS;
+    if (!kvpress && !vkv_decode_room(q->decode) && (st = vkv_decode_compress(q->decode))) return st;
+    vkv_decode_watch_queries(q->decode);
+    return VKV_OK;
+}
+
+vkv_status vkv_session_seq_step_after(vkv_session_seq *q)
+{
+    if (!q->decode) return VKV_OK;
+    vkv_decode_observe(q->decode);
+    /* kvpress's rule: the token just computed is in the cache the check compresses */
+    return vkv_decode_rule_of(q->decode) == VKV_DECODING_KVPRESS ? vkv_decode_count_steps(q->decode, 1) : VKV_OK;
+}
+
+vkv_status vkv_session_seq_step(vkv_session_seq *q, int32_t id, float *logits)
+{
+    vkv_status st = vkv_session_seq_step_before(q);
+    if (!st) st = vkv_ctx_eval(q->ctx, &id, 1, false, logits);
+    return st ? st : vkv_session_seq_step_after(q);
+}
+
+vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits) { return vkv_session_seq_step(s->seq, id, logits); }
 
 /* argmax; ties go to the lowest id (the sampler's greedy rule). */
 static int32_t argmax(const float *logits, int32_t n, const vkv_tokenizer *tok, int32_t stop_id, bool forbid_stop)
@@ -476,9 +621,9 @@ vkv_status vkv_session_generate(vkv_session *s, const vkv_compression *c, const 
 {
     memset(out, 0, sizeof *out);
     out->n_prompt = (uint32_t)pr->n;
-    if (s->ctx && (uint64_t)pr->n + 1 > vkv_ctx_n_ctx(s->ctx))
+    if (s->seq->ctx && (uint64_t)pr->n + 1 > vkv_ctx_n_ctx(s->seq->ctx))
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
-                         vkv_ctx_n_ctx(s->ctx));
+                         vkv_ctx_n_ctx(s->seq->ctx));
     const vkv_hparams *hp = &s->model->hp;
     float *logits = malloc(sizeof *logits * hp->n_vocab);
     int32_t *gen = malloc(sizeof *gen * (g->max_new + 1));

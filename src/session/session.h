@@ -1,6 +1,8 @@
-/* A session: the device, the model, its tokenizer, the calibration and one
- * inference context, opened once, and the one sequence every command runs on
- * them (docs/ARCHITECTURE.md §1):
+/* A session: the device, the model, its tokenizer and the calibration, opened
+ * once, and the sequences that run on them (docs/ARCHITECTURE.md §1). Every
+ * command runs one, the session's default sequence (vkv_session.seq, the
+ * vkv_session_* calls below); vkvector serve runs many side by side
+ * (vkv_session_seq_*), each with its own context and compression state:
  *
  *   split the prompt into context and question (vkv_session_tokenize),
  *   prefill the part that is compressed, compress it, evaluate the rest
@@ -37,21 +39,32 @@ typedef struct vkv_session_params {
 } vkv_session_params;
 
 typedef struct vkv_session_kvzip vkv_session_kvzip;
+typedef struct vkv_session vkv_session;
+typedef struct vkv_seq_prefill_run vkv_seq_prefill_run;
+
+/* One sequence: its inference context (KV cache and activations) and the
+ * state its prefill and decoding keep. Read-only for callers. */
+typedef struct vkv_session_seq {
+    vkv_session *s;           /* the session it runs on */
+    vkv_ctx *ctx;             /* NULL until reserved */
+    vkv_decode_press *decode; /* compression during generation of its last prefill (vkv_compression.compress_every) */
+    vkv_seq_prefill_run *run; /* the prefill in progress (vkv_session_seq_prefill_begin .. _end) */
+} vkv_session_seq;
 
 /* Read-only for callers; vkv_session_close frees everything. */
-typedef struct vkv_session {
+struct vkv_session {
     vkv_instance *inst;
     vkv_gpu *gpu;
     vkv_model *model;
     vkv_tokenizer *tok;       /* NULL with no_tokenizer */
     vkv_calib *calib;         /* NULL unless load_calib */
-    vkv_ctx *ctx;             /* NULL until vkv_session_reserve */
+    vkv_session_seq *seq;     /* the default sequence the vkv_session_* calls run; seq->ctx NULL until
+                               * vkv_session_reserve */
     vkv_chat_template chat;   /* VKV_CHAT_UNKNOWN: prompts go without a template */
     char model_name[256];     /* the model file's name without .gguf */
     double load_seconds;      /* reading and uploading the weights */
     vkv_session_kvzip *kvzip; /* KVzip's reconstruction prompts, made when first needed */
-    vkv_decode_press *decode; /* compression during generation of the last prefill (vkv_compression.compress_every) */
-} vkv_session;
+};
 
 vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out);
 void vkv_session_close(vkv_session *s);
@@ -59,11 +72,18 @@ void vkv_session_close(vkv_session *s);
  * checks other things first); a no-op when it is loaded. */
 vkv_status vkv_session_load_tokenizer(vkv_session *s);
 
-/* Creates the inference context (replacing any earlier one) after checking
- * that the weights, its KV cache and its scratch fit the device's heap: a
- * context that does not fit is refused before anything is allocated, with
- * the number of tokens that would. */
+/* Creates the default sequence's inference context (replacing any earlier
+ * one, and the compressor of compression during generation made on it)
+ * after checking that the weights, its KV cache and its scratch fit the
+ * device's heap: a context that does not fit is refused before anything is
+ * allocated, with the number of tokens that would. */
 vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp);
+
+/* Another sequence on the session, with a context of its own (cp); the
+ * caller accounts its memory (vkv_ctx_plan_memory). Free it before closing
+ * the session. */
+vkv_status vkv_session_seq_create(vkv_session *s, const vkv_ctx_params *cp, vkv_session_seq **out);
+void vkv_session_seq_free(vkv_session_seq *q);
 
 /* The compression one prefill applies. */
 typedef struct vkv_compression {
@@ -88,6 +108,20 @@ typedef struct vkv_compression {
     vkv_decoding_rule decoding;
     uint32_t target_kv_tokens;
 } vkv_compression;
+
+/* The rules every compression's settings keep, whoever gathered them (a
+ * server request, ...): compression during generation needs a press, the
+ * budget rule's compress_every and max_kv_tokens go together (M > N), p_c,
+ * p_a and VECTOR as vkv_kv_check_ratios takes them, VECTOR needs the
+ * session's calibration. NULL when c holds, else the message (in msg). */
+const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c, char *msg, size_t size);
+
+/* Slots per KV head of the plain cache under c: a budgeted cache (the budget
+ * rule of compression during generation) allocates max_kv_tokens; a
+ * compression after the prefill needs the whole compressed part (n_first)
+ * and its extra (room, vkv_session_press_room) in them first. 0 (n_ctx's)
+ * otherwise. */
+uint32_t vkv_compression_kv_slots(const vkv_compression *c, size_t n_first, uint32_t room);
 
 /* Token ids of a prompt and where its context ends. */
 typedef struct vkv_prompt {
@@ -125,6 +159,14 @@ typedef enum vkv_split_mode {
 vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t len, size_t split, bool chat,
                                 vkv_split_mode mode, vkv_prompt *out);
 
+/* A chat as a prompt: the messages rendered with template t (the session's
+ * own or another), the generation prompt after them, tokenized as
+ * vkv_session_tokenize tokenizes a chat prompt without a question (BOS,
+ * special tokens, all of it context; n_query_end before the closing of the
+ * last user turn when the prompt ends with it). */
+vkv_status vkv_session_tokenize_chat(const vkv_session *s, vkv_chat_template t, const vkv_chat_msg *msgs,
+                                     size_t n_msgs, vkv_prompt *out);
+
 /* Cache slots compression uses past the n_first tokens it compresses (KVzip's
  * reconstruction passes; 0 for the other scorers and without a press). */
 vkv_status vkv_session_press_room(vkv_session *s, const vkv_compression *c, uint32_t n_first, uint32_t *room);
@@ -147,17 +189,42 @@ typedef struct vkv_prefill {
 } vkv_prefill;
 void vkv_prefill_free(vkv_prefill *p);
 
-/* Resets the context and evaluates the prompt: the context (the whole prompt
- * when query-aware) as one chunk, compression when c has a press, then the
- * rest as a second chunk. Without a press the same two chunks are evaluated,
- * so p_c = 0 gives the uncompressed logits bit for bit. */
+/* Resets the default sequence's context and evaluates the prompt: the
+ * context (the whole prompt when query-aware) as one part, compression when c
+ * has a press, then the rest as a second part. Without a press the same two
+ * parts are evaluated, so p_c = 0 gives the uncompressed logits bit for bit.
+ * vkv_session_seq_prefill on the default sequence. */
 vkv_status vkv_session_prefill(vkv_session *s, const vkv_compression *c, const vkv_prompt *prompt,
                                vkv_logits_want want, float *logits, vkv_prefill *out);
+vkv_status vkv_session_seq_prefill(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *prompt,
+                                   vkv_logits_want want, float *logits, vkv_prefill *out);
+
+/* The same prefill in steps, so a scheduler can put other sequences' work
+ * between them (docs/ARCHITECTURE.md §1, "Sequences"). begin checks, resets
+ * the context and sets up the compression (c, prompt and logits are
+ * borrowed until _end); each _next evaluates one chunk of at most the
+ * context's n_batch tokens, or compresses once the compressed part is in,
+ * and sets *done after the prompt's last chunk; _end hands the result over
+ * (out may be NULL to drop it, after an error too). The chunks are the ones
+ * vkv_session_seq_prefill evaluates, so cache and logits are the same bit
+ * for bit. */
+vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *prompt,
+                                         vkv_logits_want want, float *logits);
+vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done);
+void vkv_session_seq_prefill_end(vkv_session_seq *q, vkv_prefill *out);
 
 /* Appends one generated token; logits: [n_vocab] of its successor. VKV_ERR_ARG
  * when the context is full (vkv_session_full says so beforehand). */
 vkv_status vkv_session_step(vkv_session *s, int32_t id, float *logits);
 bool vkv_session_full(const vkv_session *s);
+vkv_status vkv_session_seq_step(vkv_session_seq *q, int32_t id, float *logits);
+bool vkv_session_seq_full(const vkv_session_seq *q);
+/* vkv_session_seq_step in three parts, for evaluating many sequences' tokens
+ * in one call: _before (the full check, and compression during generation
+ * making room), then the token's evaluation on q->ctx (vkv_ctx_eval of the
+ * one token), then _after (compression's bookkeeping of the new token). */
+vkv_status vkv_session_seq_step_before(vkv_session_seq *q);
+vkv_status vkv_session_seq_step_after(vkv_session_seq *q);
 
 /* Wall-clock timing with the driver's pipeline building taken out (it would
  * otherwise count the first use of every kernel). */

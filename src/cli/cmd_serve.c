@@ -1,0 +1,147 @@
+/* vkvector serve: OpenAI's API over HTTP with continuous batching and a
+ * compressed cache per request (docs/SERVE.md). Only option handling lives
+ * here: the scheduler and the HTTP front are src/serve. The process waits
+ * for SIGINT or SIGTERM, then stops accepting, lets running streams end and
+ * exits 0. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "calib/calib.h"
+#include "serve/engine.h"
+#include "serve/http.h"
+
+typedef struct serve_opts {
+    cli_model_opts mo;
+    cli_press_opts po;
+    const char *host, *api_key;
+    int64_t port, kv_budget_mib, max_seqs, queue, max_body;
+    bool quiet;
+    const vkv_press_ops *press;
+} serve_opts;
+
+/* Returns -1 when the options are good, else the exit status (0 after --help). */
+static int parse_serve_options(int argc, char **argv, serve_opts *o)
+{
+    *o = (serve_opts){.host = "127.0.0.1", .port = 8080, .max_seqs = 16, .queue = 64, .max_body = 4 << 20};
+    cli_model_opts_init(&o->mo);
+    cli_press_opts_init(&o->po);
+    const cli_opt opts[] = {
+        CLI_MODEL_OPTIONS(o->mo),
+        {.type = CLI_SECTION, .names = "The server:"},
+        {.type = CLI_STR, .names = "--host", .metavar = "ADDR", .dest = &o->host,
+         .help = "address to listen on (default 127.0.0.1: this machine only)"},
+        {.type = CLI_I64, .names = "--port", .metavar = "N", .dest = &o->port, .min = 0, .max = 65535,
+         .help = "port (default 8080; 0: a free one, printed at start)"},
+        {.type = CLI_I64, .names = "--kv-budget", .metavar = "MIB", .dest = &o->kv_budget_mib, .min = 1, .max = 1 << 30,
+         .help = "the KV pool every sequence's cache lives in, MiB (default: what the device\n"
+                 "heap has left after the weights and scratch, less a margin)"},
+        {.type = CLI_I64, .names = "--max-seqs", .metavar = "N", .dest = &o->max_seqs, .min = 1, .max = 16,
+         .help = "sequences decoded together, one token each per step (default 16)"},
+        {.type = CLI_I64, .names = "--queue", .metavar = "N", .dest = &o->queue, .min = 1, .max = 1 << 20,
+         .help = "requests waiting for a place beyond those; more get 429 (default 64)"},
+        {.type = CLI_STR, .names = "--api-key", .metavar = "KEY", .dest = &o->api_key,
+         .help = "require 'Authorization: Bearer KEY' on /v1/ (default: VKVECTOR_API_KEY, else none)"},
+        {.type = CLI_I64, .names = "--max-body", .metavar = "BYTES", .dest = &o->max_body, .min = 1024, .max = 1 << 30,
+         .help = "larger request bodies are refused with 413 (default 4 MiB)"},
+        {.type = CLI_FLAG, .names = "--quiet", .dest = &o->quiet, .help = "no line per request and pool change on stderr"},
+        {.type = CLI_SECTION,
+         .names = "KV-cache compression, every request's default (a request's \"vkvector\" object overrides it):"},
+        CLI_PRESS_OPTIONS(o->po),
+    };
+    int rc = cli_parse("serve", "vkvector serve [-m MODEL.gguf] [--host ADDR] [--port N] [options]", opts, CLI_N(opts),
+                       argc, argv);
+    return rc == CLI_OK ? -1 : rc == CLI_HELP ? 0 : 2;
+}
+
+/* The rules between options; -1 when they hold, else 2 (printed). */
+static int check_serve_options(serve_opts *o)
+{
+    if (!cli_press_opts_check("serve", &o->po, &o->press)) return 2;
+    const char *m = cli_decoding_check(&o->po);
+    if (m) return cli_usage_error("serve", "%s", m);
+    /* What a request's "vkvector" object cannot say either: one rule, one
+     * pool scope and one cache type per request (docs/SERVE.md). */
+    if (o->po.decoding != 0) return cli_usage_error("serve", "--decoding kvpress is not served; serve compresses during generation by the budget rule");
+    if (o->po.vector_pool >= 0) return cli_usage_error("serve", "--vector-pool is not served: each scorer's own scope is used");
+    if (o->po.vector_map != 0) return cli_usage_error("serve", "--vector-map joint is not served: per-head maps are used");
+    if (o->po.materialized) return cli_usage_error("serve", "--materialized is not served: attention takes the fused path");
+    if (o->mo.k_type >= 0 || o->mo.v_type >= 0)
+        return cli_usage_error("serve", "--k-type / --v-type are not served: give --kv-type (one type for K and V)");
+    if (o->po.n_pas > 1) return cli_usage_error("serve", "--pa takes one value here");
+    if (!o->api_key || !*o->api_key) o->api_key = getenv("VKVECTOR_API_KEY");
+    return -1;
+}
+
+/* The server's flags as every request's default compression. */
+static vkv_press_request default_press(const serve_opts *o)
+{
+    vkv_press_request r = {.has_press = true, .has_compression = true, .has_vector = true, .has_pa = true,
+                           .has_kv_type = true, .has_compress_every = true, .has_max_kv_tokens = true,
+                           .has_query_aware = true};
+    snprintf(r.press, sizeof r.press, "%s", o->press ? o->po.press : "none");
+    r.compression = o->po.compression_ratio > 0 ? o->po.compression_ratio : 0;
+    r.vector = o->po.vector;
+    r.pa = o->po.pa;
+    snprintf(r.kv_type, sizeof r.kv_type, "%s", vkv_dtype_get(cli_kv_dtype(o->mo.kv_type))->name);
+    r.compress_every = (uint32_t)o->po.compress_every;
+    r.max_kv_tokens = (uint32_t)o->po.max_kv_tokens;
+    r.query_aware = o->po.query_aware;
+    return r;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    serve_opts o;
+    int rc = parse_serve_options(argc, argv, &o);
+    if (rc >= 0 || (rc = check_serve_options(&o)) >= 0) return rc;
+
+    /* The signals are waited for here, on this thread: block them before any
+     * other thread (the scheduler's, the HTTP front's) is started. */
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client gone mid-write is an error return, not the end of the process */
+
+    /* The calibration is loaded whenever it is there, so a request may ask
+     * for VECTOR though the server's default is off. */
+    char calib_path[1100];
+    vkv_calib_default_path(o.mo.model_path, calib_path, sizeof calib_path);
+    bool calib = o.po.vector || o.po.calib || access(calib_path, R_OK) == 0;
+    vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device, .load_calib = calib,
+                             .calib_path = o.po.calib, .chat = "auto", .cmd = "serve"};
+    vkv_session *s = NULL;
+    vkv_engine *e = NULL;
+    vkv_http_server *http = NULL;
+    vkv_status st = vkv_session_open(&sp, &s);
+    if (st) goto out;
+    vkv_engine_params ep = {.max_seqs = (uint32_t)o.max_seqs, .queue = (uint32_t)o.queue,
+                            .kv_budget = (uint64_t)o.kv_budget_mib << 20, .n_ctx = (uint32_t)o.mo.n_ctx,
+                            .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet};
+    if ((st = vkv_engine_create(s, &ep, &e))) goto out;
+    vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
+                          .log = !o.quiet};
+    if ((st = vkv_http_start(&hp, e, &http))) goto out;
+    bool v6 = strchr(o.host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
+    fprintf(stderr, "vkvector serve: listening on http://%s%s%s:%u (model %s, up to %lld sequences at once)\n",
+            v6 ? "[" : "", o.host, v6 ? "]" : "", vkv_http_port(http), vkv_engine_model_id(e), (long long)o.max_seqs);
+    fflush(stderr);
+    int sig = 0;
+    while (sigwait(&stop_signals, &sig) != 0) {}
+    fprintf(stderr, "vkvector serve: %s: no new requests; finishing the running ones\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+out:
+    vkv_http_stop(http);   /* running streams end first: the engine still runs them */
+    vkv_engine_free(e);
+    vkv_session_close(s);
+    if (st) return cli_fail("serve", st);
+    fprintf(stderr, "vkvector serve: stopped\n");
+    return 0;
+}

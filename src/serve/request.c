@@ -1,0 +1,27 @@
+/* Freeing what a request and an event point to (serve/engine.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/engine.h"
+
+void vkv_gen_request_free(vkv_gen_request *r)
+{
+    if (!r) return;
+    for (size_t i = 0; i < r->n_messages; i++) {
+        free(r->messages[i].role);
+        free(r->messages[i].content);
+    }
+    free(r->messages);
+    free(r->prompt);
+    free(r->prompt_ids);
+    for (size_t i = 0; i < VKV_GEN_MAX_STOP; i++) free(r->stop[i]);
+    memset(r, 0, sizeof *r);
+}
+
+void vkv_seq_event_clear(vkv_seq_event *e)
+{
+    if (!e) return;
+    free(e->text);
+    e->text = NULL;
+    e->len = 0;
+}

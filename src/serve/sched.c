@@ -1,0 +1,1089 @@
+/* vkvector serve's scheduler (serve/engine.h): one thread owns the GPU and
+ * runs every admitted sequence on the session's device and model, each
+ * iteration admitting what fits the KV pool, evaluating one prefill chunk
+ * and one decoding step of every decoding sequence (docs/ARCHITECTURE.md §1,
+ * "The scheduler"). */
+#include "serve/engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kvlayout/kv_layout.h"
+#include "press/press.h"
+
+#define DEFAULT_MAX_SEQS 16
+#define DEFAULT_QUEUE 64
+#define DEFAULT_PREFILL_CHUNK 512
+/* The default pool leaves this share of the device heap free (driver
+ * allocations, press sessions' scoring buffers at compression). */
+#define POOL_MARGIN_DIV 16
+
+/* Upper bounds (seconds) of the step-time histogram's buckets. */
+static const double STEP_BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+#define N_STEP_BUCKETS (sizeof STEP_BUCKETS / sizeof STEP_BUCKETS[0])
+
+typedef enum seq_state {
+    SEQ_WAITING,                /* queued, not yet tokenized */
+    SEQ_READY,                  /* queued, tokenized, its peak known */
+    SEQ_PREFILL,
+    SEQ_DECODE,
+    SEQ_FINISHED,
+} seq_state;
+
+/* Outcomes counted by vkvector_requests_total. */
+typedef enum outcome {
+    OUT_STOP, OUT_LENGTH, OUT_CANCELLED, OUT_INVALID, OUT_QUEUE_FULL, OUT_UNAVAILABLE, OUT_FAILED, N_OUTCOMES
+} outcome;
+static const char *const OUTCOME_NAMES[N_OUTCOMES] = {"stop",       "length",      "cancelled", "invalid",
+                                                      "queue_full", "unavailable", "failed"};
+
+struct vkv_seq {
+    /* Shared with the reader, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    vkv_seq_event *ev;          /* a ring of pending events */
+    size_t ev_head, ev_n, ev_cap;
+    bool reader_done, engine_done; /* freed when both are */
+    atomic_bool cancelled;
+
+    /* The scheduler's. */
+    vkv_engine *e;
+    unsigned long long id;
+    vkv_gen_request request;    /* the caller's, copied at submit: its pointers are the engine's */
+    vkv_gen_request *req;       /* &request; NULL once freed */
+    vkv_seq *next;              /* the waiting list */
+    seq_state state;
+    vkv_prompt pr;
+    vkv_compression c;
+    vkv_dtype kv_type;
+    vkv_ctx_params cp;
+    uint64_t peak;              /* predicted peak KV bytes */
+    uint64_t held;              /* KV bytes counted in the pool now */
+    vkv_session_seq *ss;
+    vkv_sampler *smp;
+    vkv_detok detok;
+    bool detok_on;
+    vkv_strbuf text;            /* generated text so far */
+    size_t emitted;             /* bytes of it sent */
+    float *logits;              /* [n_vocab] the prefill's */
+    int32_t next_id;            /* the token the next decoding step appends */
+    uint32_t n_gen;
+    vkv_gen_compression comp;
+    vkv_seq_event refusal;      /* why prepare refused it */
+};
+
+struct vkv_engine {
+    vkv_session *s;
+    vkv_engine_params p;        /* defaults applied */
+    uint64_t budget;
+    vkv_chat_template chat;     /* the session's, or ChatML */
+    pthread_t thread;
+    bool thread_started;
+    /* The activation buffers every sequence's context borrows
+     * (vkv_ctx_params.scratch_from): one forward runs at a time, on the
+     * scheduler's thread. Its own KV cache is a chunk's. */
+    vkv_ctx *scratch_owner;
+
+    /* Under mu: the waiting list, the stop flag, what metrics read. */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    vkv_seq *wait_head, *wait_tail;
+    uint32_t n_waiting, n_active;
+    uint32_t n_active_peak;     /* the most sequences active at once since the start */
+    bool stopping;
+    unsigned long long next_id;
+    uint64_t pool_used;
+    uint64_t outcomes[N_OUTCOMES];
+    uint64_t prompt_tokens, gen_tokens, prefill_compressions, decode_compressions;
+    uint64_t step_hist[N_STEP_BUCKETS + 1];
+    double step_sum;
+    uint64_t step_count;
+
+    /* The scheduler thread's. */
+    vkv_seq **active;           /* [max_seqs], in admission order */
+    vkv_seq **batch;            /* [max_seqs] a decoding step's sequences */
+    vkv_status *batch_st;       /* [max_seqs] each one's outcome */
+    uint32_t *batch_row;        /* [max_seqs] each one's row of the evaluation */
+    vkv_ctx **eval_ctx;         /* [max_seqs] the evaluation's contexts, */
+    int32_t *eval_ids;          /* [max_seqs] tokens, */
+    float *eval_logits;         /* [max_seqs, n_vocab] and logits; */
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static double mib(uint64_t b) { return b / 1048576.0; }
+
+static void logf_(const vkv_engine *e, const char *fmt, ...) VKV_PRINTF(2, 3);
+static void logf_(const vkv_engine *e, const char *fmt, ...)
+{
+    if (!e->p.log) return;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "vkvector serve: %s\n", line);
+}
+
+static void bufprintf(vkv_strbuf *b, const char *fmt, ...) VKV_PRINTF(2, 3);
+static void bufprintf(vkv_strbuf *b, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0) vkv_strbuf_put(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* ---- requests and events ---- */
+
+static void seq_free(vkv_seq *q)
+{
+    while (q->ev_n) {
+        vkv_seq_event_clear(&q->ev[q->ev_head]);
+        q->ev_head = (q->ev_head + 1) % q->ev_cap;
+        q->ev_n--;
+    }
+    free(q->ev);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+}
+
+/* Queues an event for the reader (taking ev's text). false when out of memory. */
+static bool push_event(vkv_seq *q, vkv_seq_event *ev)
+{
+    pthread_mutex_lock(&q->mu);
+    bool ok = true;
+    if (q->ev_n == q->ev_cap) {
+        size_t cap = q->ev_cap ? 2 * q->ev_cap : 8;
+        vkv_seq_event *g = malloc(cap * sizeof *g);
+        if (!g) ok = false;
+        else {
+            for (size_t i = 0; i < q->ev_n; i++) g[i] = q->ev[(q->ev_head + i) % q->ev_cap];
+            free(q->ev);
+            q->ev = g;
+            q->ev_cap = cap;
+            q->ev_head = 0;
+        }
+    }
+    if (ok) q->ev[(q->ev_head + q->ev_n++) % q->ev_cap] = *ev;
+    else vkv_seq_event_clear(ev);
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    return ok;
+}
+
+/* The scheduler is done with q (its last event queued). */
+static void engine_release(vkv_seq *q)
+{
+    pthread_mutex_lock(&q->mu);
+    q->engine_done = true;
+    bool gone = q->reader_done;
+    pthread_mutex_unlock(&q->mu);
+    if (gone) seq_free(q);
+}
+
+bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
+{
+    memset(ev, 0, sizeof *ev);
+    pthread_mutex_lock(&q->mu);
+    struct timespec until;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+    }
+    while (!q->ev_n) {
+        if (timeout_ms < 0) pthread_cond_wait(&q->cv, &q->mu);
+        else if (pthread_cond_timedwait(&q->cv, &q->mu, &until)) break;
+    }
+    bool got = q->ev_n > 0;
+    if (got) {
+        *ev = q->ev[q->ev_head];
+        q->ev_head = (q->ev_head + 1) % q->ev_cap;
+        q->ev_n--;
+    }
+    pthread_mutex_unlock(&q->mu);
+    return got;
+}
+
+void vkv_seq_cancel(vkv_seq *q)
+{
+    atomic_store(&q->cancelled, true);
+    /* wake the scheduler if it sleeps with only this one queued */
+    pthread_mutex_lock(&q->e->mu);
+    pthread_cond_broadcast(&q->e->cv);
+    pthread_mutex_unlock(&q->e->mu);
+}
+
+void vkv_seq_release(vkv_seq *q)
+{
+    if (!q) return;
+    pthread_mutex_lock(&q->mu);
+    q->reader_done = true;
+    bool gone = q->engine_done;
+    pthread_mutex_unlock(&q->mu);
+    if (gone) seq_free(q);
+}
+
+static void count_outcome(vkv_engine *e, outcome o)
+{
+    pthread_mutex_lock(&e->mu);
+    e->outcomes[o]++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* q's error event (the last of a request that ends in an error). */
+static void error_event(vkv_seq *q, vkv_seq_event *ev, int status, const char *type, const char *code,
+                        const char *param, const char *fmt, va_list ap)
+{
+    *ev = (vkv_seq_event){.kind = VKV_SEQ_ERROR, .http_status = status, .type = type, .code = code, .param = param};
+    vsnprintf(ev->message, sizeof ev->message, fmt, ap);
+    logf_(q->e, "request %llu ends with %d%s%s: %s", q->id, status, code ? " " : "", code ? code : "", ev->message);
+}
+
+static void push_error(vkv_seq *q, int status, const char *type, const char *code, const char *param,
+                       const char *fmt, ...) VKV_PRINTF(6, 7);
+static void push_error(vkv_seq *q, int status, const char *type, const char *code, const char *param,
+                       const char *fmt, ...)
+{
+    vkv_seq_event ev;
+    va_list ap;
+    va_start(ap, fmt);
+    error_event(q, &ev, status, type, code, param, fmt, ap);
+    va_end(ap);
+    push_event(q, &ev);
+}
+
+/* A waiting request's refusal, kept in q->refusal until it is off the
+ * waiting list (so the queue has its place back when the reader sees it). */
+static void refuse(vkv_seq *q, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...) VKV_PRINTF(6, 7);
+static void refuse(vkv_seq *q, int status, const char *type, const char *code, const char *param,
+                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    error_event(q, &q->refusal, status, type, code, param, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- submission ---- */
+
+static vkv_seq *seq_new(vkv_engine *e, vkv_gen_request *req)
+{
+    vkv_seq *q = calloc(1, sizeof *q);
+    if (!q) return NULL;
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    atomic_init(&q->cancelled, false);
+    q->e = e;
+    q->request = *req;
+    q->req = &q->request;
+    return q;
+}
+
+void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
+{
+    vkv_seq *q = seq_new(e, req);
+    *out = q;
+    if (!q) {
+        /* no sequence to say it on: the front sees NULL */
+        vkv_gen_request_free(req);
+        return;
+    }
+    pthread_mutex_lock(&e->mu);
+    q->id = ++e->next_id;
+    const bool stopping = e->stopping;
+    const bool full = e->n_waiting + e->n_active >= e->p.max_seqs + e->p.queue;
+    if (!stopping && !full) {
+        if (e->wait_tail) e->wait_tail->next = q;
+        else e->wait_head = q;
+        e->wait_tail = q;
+        e->n_waiting++;
+        pthread_cond_broadcast(&e->cv);
+    } else e->outcomes[stopping ? OUT_UNAVAILABLE : OUT_QUEUE_FULL]++;
+    pthread_mutex_unlock(&e->mu);
+    if (!stopping && !full) return;
+    if (stopping) push_error(q, 503, "server_error", NULL, NULL, "the server is shutting down");
+    else
+        push_error(q, 429, "rate_limit_error", "queue_full", NULL,
+                   "the server is busy: %u sequences run and %u wait; try again later", e->p.max_seqs, e->p.queue);
+    vkv_gen_request_free(q->req);
+    q->req = NULL;
+    engine_release(q);
+}
+
+/* ---- a sequence's preparation (scheduler thread) ---- */
+
+/* The request's compression over the server's defaults: the compression
+ * and the cache type its context uses. 400's message and param on error. */
+static bool request_compression(vkv_seq *q, char *msg, size_t size, const char **param)
+{
+    const vkv_engine *e = q->e;
+    const vkv_press_request *r = &q->req->press, *d = &e->p.defaults;
+#define PICK(field, flag) (r->flag ? r->field : d->field)
+    const char *press = PICK(press, has_press);
+    const char *kv_type = PICK(kv_type, has_kv_type);
+    vkv_compression *c = &q->c;
+    *c = (vkv_compression){.compression_ratio = PICK(compression, has_compression), .vector = PICK(vector, has_vector),
+                           .p_a = PICK(pa, has_pa), .pool = VKV_POOL_DEFAULT, .map = VKV_MAP_HEAD,
+                           .plain_prompt = q->req->kind != VKV_GEN_CHAT,
+                           .compress_every = PICK(compress_every, has_compress_every),
+                           .max_kv_tokens = PICK(max_kv_tokens, has_max_kv_tokens),
+                           .decoding = VKV_DECODING_BUDGET};
+#undef PICK
+    if (c->p_a < 0) c->p_a = -1;
+    if (press[0] && strcmp(press, "none") && !(c->press = vkv_press_find(press))) {
+        snprintf(msg, size, "%s", vkv_last_error());
+        *param = "press";
+        return false;
+    }
+    /* query_aware: the request's as given; the server's default true forces it, false leaves the scorer's own */
+    c->query_aware = vkv_press_query_aware(c->press, r->has_query_aware ? (r->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_AGNOSTIC)
+                                                     : d->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_DEFAULT);
+    int t = kv_type[0] ? vkv_dtype_from_name(kv_type) : (int)VKV_F16;
+    if (t < 0 || !vkv_kv_type_ok((vkv_dtype)t)) {
+        snprintf(msg, size, "kv_type '%s' is not a KV cache type (f16, f32, q8_0, q4_0)", kv_type);
+        *param = "kv_type";
+        return false;
+    }
+    q->kv_type = (vkv_dtype)t;
+    const char *why = vkv_compression_check(e->s, c, msg, size);
+    if (why) {
+        if (why != msg) snprintf(msg, size, "%s", why);
+        *param = "vkvector";
+        return false;
+    }
+    return true;
+}
+
+/* The request's prompt as tokens. */
+static vkv_status request_prompt(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    const vkv_gen_request *r = q->req;
+    switch (r->kind) {
+    case VKV_GEN_CHAT: {
+        vkv_chat_msg *msgs = calloc(r->n_messages ? r->n_messages : 1, sizeof *msgs);
+        if (!msgs) return vkv_error(VKV_ERR_OOM, "out of host memory");
+        for (size_t i = 0; i < r->n_messages; i++) msgs[i] = (vkv_chat_msg){r->messages[i].role, r->messages[i].content};
+        vkv_status st = vkv_session_tokenize_chat(e->s, e->chat, msgs, r->n_messages, &q->pr);
+        free(msgs);
+        return st;
+    }
+    case VKV_GEN_TEXT: {
+        const char *t = r->prompt ? r->prompt : "";
+        return vkv_session_tokenize(e->s, t, strlen(t), strlen(t), false, VKV_SPLIT_APART, &q->pr);
+    }
+    case VKV_GEN_IDS:
+        if (!(q->pr.ids = malloc((r->n_prompt_ids ? r->n_prompt_ids : 1) * sizeof *q->pr.ids)))
+            return vkv_error(VKV_ERR_OOM, "out of host memory");
+        memcpy(q->pr.ids, r->prompt_ids, r->n_prompt_ids * sizeof *q->pr.ids);
+        q->pr.n = q->pr.n_context = r->n_prompt_ids;
+        for (size_t i = 0; i < q->pr.n; i++)
+            if (q->pr.ids[i] < 0 || (uint32_t)q->pr.ids[i] >= e->s->model->hp.n_vocab)
+                return vkv_error(VKV_ERR_ARG, "token id %d is outside the vocabulary (0..%u)", q->pr.ids[i],
+                                 e->s->model->hp.n_vocab - 1);
+        return VKV_OK;
+    }
+    return vkv_error(VKV_ERR_ARG, "unknown request kind");
+}
+
+/* The context a sequence gets, sized to its need as `vkvector run` sizes
+ * one: the prompt and the tokens to generate (all the server's context
+ * when max_tokens is 0), at least the prompt and what compression needs
+ * past its compressed part; a budgeted cache's slots per head as
+ * vkv_compression_kv_slots gives them. */
+static vkv_status plan_context(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    const vkv_compression *c = &q->c;
+    const size_t n = q->pr.n;
+    const bool press = c->press && (c->compression_ratio > 0 || !c->compress_every);
+    const size_t first = vkv_prompt_compressed_part(&q->pr, press && c->query_aware);
+    uint32_t room = 0;
+    vkv_status st = vkv_session_press_room(e->s, c, (uint32_t)first, &room);
+    if (st) return st;
+    uint64_t want = q->req->max_tokens ? n + q->req->max_tokens : e->p.n_ctx;
+    if (want > e->p.n_ctx) want = e->p.n_ctx;
+    if (want < n + room) want = n + room;
+    q->cp = (vkv_ctx_params){.n_ctx = (uint32_t)want, .n_batch = e->p.prefill_chunk, .k_type = q->kv_type,
+                             .v_type = q->kv_type, .compress = c->press != NULL};
+    q->cp.n_kv_slots = vkv_compression_kv_slots(c, vkv_prompt_compressed_part(&q->pr, c->query_aware), room);
+    q->peak = vkv_ctx_plan_memory(&e->s->model->hp, &q->cp).kv_bytes;
+    return VKV_OK;
+}
+
+/* Tokenizes a waiting request and predicts its peak; false (its 400 sent)
+ * when it can never run. */
+static bool prepare(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    char msg[400] = "";
+    const char *param = NULL;
+    vkv_status st;
+    if (!request_compression(q, msg, sizeof msg, &param)) {
+        refuse(q, 400, "invalid_request_error", NULL, param, "%s", msg);
+        return false;
+    }
+    if ((st = request_prompt(q))) {
+        refuse(q, st == VKV_ERR_OOM ? 500 : 400, st == VKV_ERR_OOM ? "server_error" : "invalid_request_error",
+                   NULL, q->req->kind == VKV_GEN_CHAT ? "messages" : "prompt", "%s", vkv_last_error());
+        return false;
+    }
+    if (!q->pr.n) {
+        refuse(q, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+        return false;
+    }
+    if (q->pr.n > e->p.n_ctx) {
+        refuse(q, 400, "invalid_request_error", "context_length_exceeded",
+                   q->req->kind == VKV_GEN_CHAT ? "messages" : "prompt",
+                   "this model's maximum context length is %u tokens; the prompt has %zu", e->p.n_ctx, q->pr.n);
+        return false;
+    }
+    if ((st = plan_context(q))) {
+        refuse(q, 400, "invalid_request_error", NULL, "vkvector", "%s", vkv_last_error());
+        return false;
+    }
+    if (q->peak > e->budget) {
+        refuse(q, 400, "invalid_request_error", NULL, NULL,
+                   "the request's KV cache needs %.2f MiB at its peak (a %u-token context, %u slots a head); the "
+                   "server's KV pool holds %.2f MiB: shorten the prompt or max_tokens, or compress during generation",
+                   mib(q->peak), q->cp.n_ctx, q->cp.n_kv_slots ? q->cp.n_kv_slots : q->cp.n_ctx, mib(e->budget));
+        return false;
+    }
+    q->state = SEQ_READY;
+    return true;
+}
+
+/* ---- a sequence's end ---- */
+
+/* Frees what the sequence holds on the scheduler's side and returns its
+ * bytes to the pool. */
+static void seq_drop_resources(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    if (q->ss) {
+        vkv_session_seq_free(q->ss);
+        q->ss = NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    e->pool_used -= q->held;
+    pthread_mutex_unlock(&e->mu);
+    q->held = 0;
+    vkv_sampler_free(q->smp);
+    q->smp = NULL;
+    if (q->detok_on) vkv_detok_free(&q->detok);
+    q->detok_on = false;
+    free(q->logits);
+    q->logits = NULL;
+    free(q->text.p);
+    memset(&q->text, 0, sizeof q->text);
+    vkv_prompt_free(&q->pr);
+    vkv_gen_request_free(q->req);
+    q->req = NULL;
+}
+
+/* Removes q from the active list (if there) and lets it go. */
+static void seq_retire(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    uint32_t k = 0;
+    bool was_active = false;
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i]; i++) {
+        if (e->active[i] == q) was_active = true;
+        else e->active[k++] = e->active[i];
+    }
+    for (uint32_t i = k; i < e->p.max_seqs; i++) e->active[i] = NULL;
+    if (was_active) {
+        pthread_mutex_lock(&e->mu);
+        e->n_active--;
+        pthread_mutex_unlock(&e->mu);
+    }
+    q->state = SEQ_FINISHED;
+    engine_release(q);
+}
+
+/* Ends q with an error event (its resources freed first). */
+static void seq_fail(vkv_seq *q, outcome o, int status, const char *type, const char *code, const char *msg)
+{
+    vkv_engine *e = q->e;
+    seq_drop_resources(q);
+    count_outcome(e, o);
+    push_error(q, status, type, code, NULL, "%s", msg);
+    seq_retire(q);
+}
+
+static void seq_fail_status(vkv_seq *q, vkv_status st)
+{
+    const bool client = st == VKV_ERR_ARG || st == VKV_ERR_UNSUPPORTED;
+    char msg[400];
+    snprintf(msg, sizeof msg, "%s", vkv_last_error());
+    seq_fail(q, client ? OUT_INVALID : OUT_FAILED, client ? 400 : 500,
+             client ? "invalid_request_error" : "server_error", NULL, msg);
+}
+
+/* Sends text[emitted, upto). */
+static void emit_text(vkv_seq *q, size_t upto)
+{
+    if (upto <= q->emitted) return;
+    size_t n = upto - q->emitted;
+    vkv_seq_event ev = {.kind = VKV_SEQ_TEXT, .text = malloc(n + 1), .len = n};
+    if (!ev.text) return;
+    memcpy(ev.text, q->text.p + q->emitted, n);
+    ev.text[n] = 0;
+    q->emitted = upto;
+    push_event(q, &ev);
+}
+
+/* Ends a sequence that ran: the rest of its text (unless a stop sequence
+ * cut it at `cut`), then DONE. */
+static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
+{
+    vkv_engine *e = q->e;
+    if (!stopped_at_match) {
+        if (q->detok_on) {
+            const char *rest;
+            size_t len;
+            vkv_detok_flush(&q->detok, &rest, &len);
+            vkv_strbuf_put(&q->text, rest, len);
+        }
+        emit_text(q, q->text.n);
+    }
+    if (q->ss && q->ss->decode) q->comp.decode_compressions = vkv_decode_press_stats(q->ss->decode).compressions;
+    vkv_seq_event ev = {.kind = VKV_SEQ_DONE, .finish_reason = reason, .prompt_tokens = (uint32_t)q->pr.n,
+                        .completion_tokens = q->n_gen, .compression = q->comp};
+    logf_(e, "request %llu done (%s): %u prompt + %u generated tokens, %u compressions during generation", q->id,
+          reason, ev.prompt_tokens, q->n_gen, q->comp.decode_compressions);
+    pthread_mutex_lock(&e->mu);
+    e->decode_compressions += q->comp.decode_compressions;
+    pthread_mutex_unlock(&e->mu);
+    seq_drop_resources(q);
+    count_outcome(e, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
+    push_event(q, &ev);
+    seq_retire(q);
+}
+
+/* ---- stop sequences ---- */
+
+/* Where the first stop sequence found in text[from, n) starts (n: none). */
+static size_t stop_match(const vkv_gen_request *r, const char *t, size_t n, size_t from)
+{
+    size_t best = n;
+    for (size_t i = 0; i < r->n_stop; i++) {
+        size_t len = strlen(r->stop[i]);
+        if (!len) continue;
+        size_t start = from >= len - 1 ? from - (len - 1) : 0;
+        const char *hit = start < n ? memmem(t + start, n - start, r->stop[i], len) : NULL;
+        if (hit && (size_t)(hit - t) < best) best = (size_t)(hit - t);
+    }
+    return best;
+}
+
+/* Bytes at the end of text[0, n) that could still become a stop sequence. */
+static size_t stop_hold(const vkv_gen_request *r, const char *t, size_t n)
+{
+    size_t hold = 0;
+    for (size_t i = 0; i < r->n_stop; i++) {
+        size_t len = strlen(r->stop[i]);
+        for (size_t k = len ? len - 1 : 0; k > hold; k--)
+            if (k <= n && !memcmp(t + n - k, r->stop[i], k)) {
+                hold = k;
+                break;
+            }
+    }
+    return hold;
+}
+
+/* Samples the next token from logits and acts on it: the end of the
+ * sequence, or its text and the token the next step appends. */
+static void take_token(vkv_seq *q, const float *logits)
+{
+    vkv_engine *e = q->e;
+    const vkv_tokenizer *tok = e->s->tok;
+    int32_t id = vkv_sampler_sample(q->smp, logits);
+    vkv_sampler_accept(q->smp, id);
+    q->n_gen++;
+    pthread_mutex_lock(&e->mu);
+    e->gen_tokens++;
+    pthread_mutex_unlock(&e->mu);
+    if (tok && vkv_tokenizer_is_eog(tok, id)) {
+        seq_finish(q, "stop", false);
+        return;
+    }
+    if (q->detok_on) {
+        const char *piece;
+        size_t len, before = q->text.n;
+        vkv_status st = vkv_detok_push(&q->detok, id, &piece, &len);
+        if (st) {
+            seq_fail_status(q, st);
+            return;
+        }
+        vkv_strbuf_put(&q->text, piece, len);
+        if (q->text.oom) {
+            seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
+            return;
+        }
+        size_t at = stop_match(q->req, q->text.p, q->text.n, before);
+        if (at < q->text.n) {
+            emit_text(q, at);
+            seq_finish(q, "stop", true);
+            return;
+        }
+        emit_text(q, q->text.n - stop_hold(q->req, q->text.p, q->text.n));
+    }
+    if ((q->req->max_tokens && q->n_gen >= q->req->max_tokens) || vkv_session_seq_full(q->ss)) {
+        seq_finish(q, "length", false);
+        return;
+    }
+    q->next_id = id;
+    q->state = SEQ_DECODE;
+}
+
+/* ---- admission ---- */
+
+/* The pool's count of q's bytes becomes `bytes`. */
+static void pool_set(vkv_seq *q, uint64_t bytes)
+{
+    vkv_engine *e = q->e;
+    pthread_mutex_lock(&e->mu);
+    e->pool_used = e->pool_used - q->held + bytes;
+    pthread_mutex_unlock(&e->mu);
+    q->held = bytes;
+}
+
+/* Starts a ready sequence: its context, sampler and prefill. */
+static void start(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    const uint32_t nv = e->s->model->hp.n_vocab;
+    vkv_status st;
+    pool_set(q, q->peak);
+    if (!(q->logits = malloc(sizeof *q->logits * nv))) {
+        seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
+        return;
+    }
+    q->cp.scratch_from = e->scratch_owner;
+    if ((st = vkv_session_seq_create(e->s, &q->cp, &q->ss)) ||
+        (st = vkv_sampler_create(&q->req->sampling, (int32_t)nv, &q->smp)) ||
+        (st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits))) {
+        seq_fail_status(q, st);
+        return;
+    }
+    pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx) > q->peak ? vkv_ctx_kv_bytes(q->ss->ctx) : q->peak);
+    for (size_t i = 0; i < q->pr.n; i++) vkv_sampler_accept(q->smp, q->pr.ids[i]);
+    if (e->s->tok) {
+        vkv_detok_init(&q->detok, e->s->tok, false);
+        q->detok_on = true;
+    }
+    q->comp.press = q->c.press ? q->c.press->name : "none";
+    q->comp.compression = q->c.compression_ratio;
+    q->comp.vector = q->c.vector;
+    q->state = SEQ_PREFILL;
+    pthread_mutex_lock(&e->mu);
+    e->prompt_tokens += q->pr.n;
+    uint64_t used = e->pool_used;
+    pthread_mutex_unlock(&e->mu);
+    logf_(e, "request %llu admitted: %zu prompt tokens, a %u-token context, press %s, peak KV %.2f MiB; pool %.2f of "
+             "%.2f MiB", q->id, q->pr.n, q->cp.n_ctx, q->comp.press, mib(q->peak), mib(used), mib(e->budget));
+}
+
+/* Takes cancelled requests off the waiting list. */
+static void reap_waiting(vkv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    vkv_seq *gone = NULL, **link = &e->wait_head;
+    e->wait_tail = NULL;
+    while (*link) {
+        vkv_seq *q = *link;
+        if (atomic_load(&q->cancelled)) {
+            *link = q->next;
+            q->next = gone;
+            gone = q;
+            e->n_waiting--;
+        } else {
+            e->wait_tail = q;
+            link = &q->next;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    while (gone) {
+        vkv_seq *q = gone;
+        gone = q->next;
+        seq_fail(q, OUT_CANCELLED, 400, "invalid_request_error", "cancelled", "the request was cancelled");
+    }
+}
+
+/* Admits waiting requests in order while the head fits: a free place and
+ * its predicted peak within the pool. */
+static void admit(vkv_engine *e)
+{
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        vkv_seq *q = e->wait_head;
+        const bool room = e->n_active < e->p.max_seqs;
+        pthread_mutex_unlock(&e->mu);
+        if (!q || !room) return;
+        bool ok = q->state == SEQ_READY || prepare(q);
+        pthread_mutex_lock(&e->mu);
+        const bool fits = ok && e->pool_used + q->peak <= e->budget;
+        if (!ok || fits) {
+            e->wait_head = q->next;
+            if (!e->wait_head) e->wait_tail = NULL;
+            e->n_waiting--;
+            q->next = NULL;
+            if (fits && ++e->n_active > e->n_active_peak) e->n_active_peak = e->n_active;
+            else e->outcomes[q->refusal.http_status == 500 ? OUT_FAILED : OUT_INVALID]++;
+        }
+        pthread_mutex_unlock(&e->mu);
+        if (!ok) {
+            seq_drop_resources(q);
+            push_event(q, &q->refusal);
+            q->state = SEQ_FINISHED;
+            engine_release(q);
+            continue;
+        }
+        if (!fits) return;
+        uint32_t k = 0;
+        while (e->active[k]) k++;
+        e->active[k] = q;
+        start(q);
+    }
+}
+
+/* ---- the work of one iteration ---- */
+
+/* One chunk (or the compression) of the oldest prefilling sequence. */
+static void prefill_one(vkv_engine *e)
+{
+    vkv_seq *q = NULL;
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i] && !q; i++)
+        if (e->active[i]->state == SEQ_PREFILL) q = e->active[i];
+    if (!q) return;
+    bool done;
+    vkv_status st = vkv_session_seq_prefill_next(q->ss, &done);
+    if (st) {
+        logf_(e, "request %llu: prefill failed: %s", q->id, vkv_last_error());
+        seq_fail_status(q, st);
+        return;
+    }
+    uint64_t before = q->held, now = vkv_ctx_kv_bytes(q->ss->ctx);
+    if (now < before) {
+        pool_set(q, now);
+        pthread_mutex_lock(&e->mu);
+        uint64_t used = e->pool_used;
+        pthread_mutex_unlock(&e->mu);
+        logf_(e, "request %llu holds %.2f MiB of KV cache (was %.2f); pool %.2f of %.2f MiB", q->id, mib(now),
+              mib(before), mib(used), mib(e->budget));
+    }
+    if (!done) return;
+    vkv_prefill pf;
+    vkv_session_seq_prefill_end(q->ss, &pf);
+    if (pf.compressed) {
+        const vkv_vector_report *r = &pf.report;
+        for (size_t i = 0; i < (size_t)r->n_layer * r->n_kv_head; i++) {
+            q->comp.n_retained += r->n_ret[i];
+            q->comp.n_approximated += r->n_apx[i];
+            q->comp.n_evicted += r->n_evict[i];
+        }
+        q->comp.n_compressed = pf.n_first;
+        q->comp.kv_bytes_before = pf.memory.uncompressed_context;
+        q->comp.kv_bytes_after = pf.memory.k_retained + pf.memory.v_retained + pf.memory.k_approximated;
+        pthread_mutex_lock(&e->mu);
+        e->prefill_compressions++;
+        pthread_mutex_unlock(&e->mu);
+    }
+    vkv_prefill_free(&pf);
+    vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n};
+    push_event(q, &ev);
+    take_token(q, q->logits);
+}
+
+/* One decoding step of the n sequences: each appends its pending token and
+ * gets its successor's logits, row batch_row[i] of eval_logits; batch_st[i]
+ * is sequence i's outcome. Compression during generation stays per sequence
+ * around the evaluation, which is one batched forward over the contexts
+ * (vkv_ctx_eval_batch: every weight read once for all rows, each row bit for
+ * bit the single-token decode's, so outputs do not depend on batching). */
+static void decode_step(vkv_engine *e, vkv_seq *const *seqs, uint32_t n)
+{
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if ((e->batch_st[i] = vkv_session_seq_step_before(seqs[i]->ss))) continue;
+        e->eval_ctx[m] = seqs[i]->ss->ctx;
+        e->eval_ids[m] = seqs[i]->next_id;
+        e->batch_row[i] = m++;
+    }
+    /* One forward for every row: a failure fails them all. */
+    const vkv_status st = m ? vkv_ctx_eval_batch(e->eval_ctx, e->eval_ids, m, e->eval_logits) : VKV_OK;
+    for (uint32_t i = 0; i < n; i++)
+        if (!e->batch_st[i] && !(e->batch_st[i] = st))
+            e->batch_st[i] = vkv_session_seq_step_after(seqs[i]->ss);
+}
+
+static void record_step_time(vkv_engine *e, double s)
+{
+    size_t b = 0;
+    while (b < N_STEP_BUCKETS && s > STEP_BUCKETS[b]) b++;
+    pthread_mutex_lock(&e->mu);
+    e->step_hist[b]++;
+    e->step_sum += s;
+    e->step_count++;
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* A decoding step for every decoding sequence, then each one's next token. */
+static void decode_all(vkv_engine *e)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i]; i++)
+        if (e->active[i]->state == SEQ_DECODE) e->batch[n++] = e->active[i];
+    if (!n) return;
+    double t0 = now_s();
+    decode_step(e, e->batch, n);
+    record_step_time(e, now_s() - t0);
+    const size_t nv = e->s->model->hp.n_vocab;
+    for (uint32_t i = 0; i < n; i++) {
+        vkv_seq *q = e->batch[i];
+        if (e->batch_st[i]) {
+            logf_(e, "request %llu: decoding step failed: %s", q->id, vkv_last_error());
+            seq_fail_status(q, e->batch_st[i]);
+            continue;
+        }
+        if (q->ss->decode) pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx));
+        take_token(q, e->eval_logits + e->batch_row[i] * nv);
+    }
+}
+
+/* Cancelled active sequences leave now; their memory returns to the pool. */
+static void reap_active(vkv_engine *e)
+{
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i];) {
+        vkv_seq *q = e->active[i];
+        if (!atomic_load(&q->cancelled)) {
+            i++;
+            continue;
+        }
+        seq_fail(q, OUT_CANCELLED, 400, "invalid_request_error", "cancelled", "the request was cancelled");
+    }
+}
+
+static void *sched_main(void *arg)
+{
+    vkv_engine *e = arg;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping && !e->wait_head && !e->n_active) pthread_cond_wait(&e->cv, &e->mu);
+        vkv_seq *refused = NULL;
+        if (e->stopping) {
+            /* drain: what has not started is refused */
+            refused = e->wait_head;
+            e->outcomes[OUT_UNAVAILABLE] += e->n_waiting;
+            e->wait_head = e->wait_tail = NULL;
+            e->n_waiting = 0;
+        }
+        const bool exit_now = e->stopping && !e->n_active;
+        pthread_mutex_unlock(&e->mu);
+        while (refused) {
+            vkv_seq *q = refused;
+            refused = q->next;
+            seq_drop_resources(q);
+            push_error(q, 503, "server_error", NULL, NULL, "the server is shutting down");
+            q->state = SEQ_FINISHED;
+            engine_release(q);
+        }
+        if (exit_now) break;
+        reap_waiting(e);
+        reap_active(e);
+        admit(e);
+        prefill_one(e);
+        decode_all(e);
+    }
+    logf_(e, "scheduler stopped");
+    return NULL;
+}
+
+/* ---- the engine ---- */
+
+/* The server's defaults with every field given: the caller's where its has_*
+ * is set, else no compression on an f16 cache. */
+static vkv_press_request server_defaults(const vkv_press_request *d)
+{
+    vkv_press_request r = {.press = "none", .pa = -1, .kv_type = "f16"};
+#define TAKE(field, flag)        \
+    if (d->flag) r.field = d->field; \
+    r.flag = true
+    TAKE(compression, has_compression);
+    TAKE(vector, has_vector);
+    TAKE(pa, has_pa);
+    TAKE(compress_every, has_compress_every);
+    TAKE(max_kv_tokens, has_max_kv_tokens);
+    TAKE(query_aware, has_query_aware);
+#undef TAKE
+    if (d->has_press) memcpy(r.press, d->press, sizeof r.press);
+    if (d->has_kv_type) memcpy(r.kv_type, d->kv_type, sizeof r.kv_type);
+    r.has_press = r.has_kv_type = true;
+    return r;
+}
+
+vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_engine **out)
+{
+    *out = NULL;
+    if (!s->tok) return vkv_error(VKV_ERR_ARG, "vkvector serve needs the model's tokenizer");
+    vkv_engine *e = calloc(1, sizeof *e);
+    if (!e) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    e->s = s;
+    e->p = *p;
+    const vkv_hparams *hp = &s->model->hp;
+    if (!e->p.max_seqs) e->p.max_seqs = DEFAULT_MAX_SEQS;
+    if (!e->p.queue) e->p.queue = DEFAULT_QUEUE;
+    if (!e->p.n_ctx) e->p.n_ctx = hp->n_ctx_train;
+    if (!e->p.prefill_chunk) e->p.prefill_chunk = DEFAULT_PREFILL_CHUNK;
+    e->p.defaults = server_defaults(&p->defaults);
+    if (e->p.max_seqs > VKV_BATCH_MAX || e->p.max_seqs > e->p.prefill_chunk) {
+        vkv_status st = vkv_error(VKV_ERR_ARG, "up to %u sequences at once, and no more than the prefill chunk (%u tokens), "
+                                  "not %u", VKV_BATCH_MAX, e->p.prefill_chunk, e->p.max_seqs);
+        free(e);
+        return st;
+    }
+    /* The activation buffers every sequence borrows, once, beside a
+     * chunk-sized KV cache of their owner's own. */
+    vkv_ctx_params owner = {.n_ctx = e->p.prefill_chunk, .n_batch = e->p.prefill_chunk, .k_type = VKV_F16,
+                            .v_type = VKV_F16};
+    vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &owner);
+    const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
+    const uint64_t scratch = plan.scratch_bytes + plan.kv_bytes, others = s->model->weight_bytes + scratch;
+    const uint64_t margin = heap / POOL_MARGIN_DIV;
+    e->budget = e->p.kv_budget ? e->p.kv_budget : heap > others + margin ? heap - others - margin : 0;
+    /* the smallest sequence: a one-token prompt and one new token */
+    vkv_ctx_params one = {.n_ctx = 2, .n_batch = 2, .k_type = VKV_F16, .v_type = VKV_F16};
+    const uint64_t smallest = vkv_ctx_plan_memory(hp, &one).kv_bytes;
+    if (e->budget < smallest) {
+        vkv_status st = vkv_error(VKV_ERR_OOM, "the KV pool (%.2f MiB) cannot hold one sequence (%.4f MiB): device "
+                                  "'%s' has a %.2f MiB heap, the weights take %.2f MiB and the sequences' scratch %.2f MiB",
+                                  mib(e->budget), mib(smallest), vkv_gpu_caps(s->gpu)->name, mib(heap),
+                                  mib(s->model->weight_bytes), mib(scratch));
+        free(e);
+        return st;
+    }
+    vkv_status st = vkv_ctx_create(s->gpu, s->model, &owner, &e->scratch_owner);
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->chat = s->chat;
+    if (e->chat == VKV_CHAT_UNKNOWN) {
+        e->chat = VKV_CHAT_CHATML;
+        logf_(e, "the model has no chat template vkvector knows; chat messages are rendered as ChatML");
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    const uint32_t m = e->p.max_seqs;
+    e->active = calloc(m, sizeof *e->active);
+    e->batch = calloc(m, sizeof *e->batch);
+    e->batch_st = calloc(m, sizeof *e->batch_st);
+    e->batch_row = calloc(m, sizeof *e->batch_row);
+    e->eval_ctx = calloc(m, sizeof *e->eval_ctx);
+    e->eval_ids = calloc(m, sizeof *e->eval_ids);
+    e->eval_logits = malloc(sizeof *e->eval_logits * m * hp->n_vocab);
+    if (!e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits) {
+        vkv_engine_free(e);
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    if (pthread_create(&e->thread, NULL, sched_main, e)) {
+        vkv_engine_free(e);
+        return vkv_error(VKV_ERR_OOM, "cannot start the scheduler thread");
+    }
+    e->thread_started = true;
+    logf_(e, "%s: up to %u sequences, %u queued, %u-token contexts, prefill chunks of %u; KV pool %.2f MiB",
+          s->model_name, m, e->p.queue, e->p.n_ctx, e->p.prefill_chunk, mib(e->budget));
+    *out = e;
+    return VKV_OK;
+}
+
+void vkv_engine_drain(vkv_engine *e)
+{
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_broadcast(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    if (e->thread_started) {
+        pthread_join(e->thread, NULL);
+        e->thread_started = false;
+    }
+}
+
+void vkv_engine_free(vkv_engine *e)
+{
+    if (!e) return;
+    vkv_engine_drain(e);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e->active);
+    free(e->batch);
+    free(e->batch_st);
+    free(e->batch_row);
+    free(e->eval_ctx);
+    free(e->eval_ids);
+    free(e->eval_logits);
+    vkv_ctx_free(e->scratch_owner); /* after the thread: every borrower is gone */
+    free(e);
+}
+
+const char *vkv_engine_model_id(const vkv_engine *e) { return e->s->model_name; }
+
+/* One unlabelled metric with its HELP and TYPE lines. */
+static void metric(vkv_strbuf *out, const char *name, const char *type, const char *help, uint64_t value)
+{
+    bufprintf(out, "# HELP vkvector_%s %s\n# TYPE vkvector_%s %s\nvkvector_%s %llu\n", name, help, name, type, name,
+              (unsigned long long)value);
+}
+
+void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
+{
+    pthread_mutex_lock(&e->mu);
+    bufprintf(out, "# HELP vkvector_requests_total Requests by outcome.\n# TYPE vkvector_requests_total counter\n");
+    for (int o = 0; o < N_OUTCOMES; o++)
+        bufprintf(out, "vkvector_requests_total{outcome=\"%s\"} %llu\n", OUTCOME_NAMES[o],
+                  (unsigned long long)e->outcomes[o]);
+    metric(out, "prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", e->prompt_tokens);
+    metric(out, "generation_tokens_total", "counter", "Tokens generated.", e->gen_tokens);
+    metric(out, "sequences_active", "gauge", "Sequences prefilling or decoding.", e->n_active);
+    metric(out, "sequences_active_peak", "gauge", "The most sequences active at once since the start.", e->n_active_peak);
+    metric(out, "sequences_queued", "gauge", "Requests waiting for admission.", e->n_waiting);
+    metric(out, "kv_pool_bytes_in_use", "gauge", "Device bytes the sequences' KV caches hold.", e->pool_used);
+    metric(out, "kv_pool_budget_bytes", "gauge", "The KV pool's size.", e->budget);
+    bufprintf(out, "# HELP vkvector_compressions_total KV-cache compressions, after a prefill or during generation.\n"
+                   "# TYPE vkvector_compressions_total counter\n"
+                   "vkvector_compressions_total{when=\"prefill\"} %llu\nvkvector_compressions_total{when=\"decode\"} %llu\n",
+              (unsigned long long)e->prefill_compressions, (unsigned long long)e->decode_compressions);
+    bufprintf(out, "# HELP vkvector_decode_step_seconds Time of one decoding step of all decoding sequences.\n"
+                   "# TYPE vkvector_decode_step_seconds histogram\n");
+    uint64_t cum = 0;
+    for (size_t b = 0; b < N_STEP_BUCKETS; b++) {
+        cum += e->step_hist[b];
+        bufprintf(out, "vkvector_decode_step_seconds_bucket{le=\"%g\"} %llu\n", STEP_BUCKETS[b], (unsigned long long)cum);
+    }
+    bufprintf(out, "vkvector_decode_step_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)e->step_count);
+    bufprintf(out, "vkvector_decode_step_seconds_sum %.6f\nvkvector_decode_step_seconds_count %llu\n", e->step_sum,
+              (unsigned long long)e->step_count);
+    pthread_mutex_unlock(&e->mu);
+}

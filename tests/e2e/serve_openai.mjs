@@ -1,0 +1,271 @@
+// `vkvector serve` on the default model, driven by OpenAI's official Node
+// client (the npm package `openai`), on lavapipe:
+//   - 12 concurrent streamed completions at temperature 0 (some compressed,
+//     some with VECTOR) give token for token what `vkvector run` gives alone;
+//   - chat completions render the chat template (the ChatML fallback of a
+//     model without one), streamed and not, with usage and the extension object;
+//   - the error objects the client surfaces (400, 401, 404, 429 with
+//     Retry-After, prompt over the context);
+//   - a client that aborts mid-stream frees its sequence;
+//   - SIGTERM ends running streams cleanly and the server exits 0;
+//   - a bounded load test (tools/serve_load.mjs) completes without errors.
+//
+//   node serve_openai.mjs VKVECTOR MODEL REPO_ROOT
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import assert from 'node:assert/strict';
+import OpenAI from 'openai';
+
+const [vkv, model, repo] = process.argv.slice(2);
+const execFileP = promisify(execFile);
+let failures = 0, checks = 0;
+function check(cond, what, detail = '') {
+  checks++;
+  if (cond) return;
+  failures++;
+  console.error(`serve_openai: FAIL: ${what}${detail ? `: ${detail}` : ''}`);
+}
+
+// Starts a server; resolves with {proc, url, exited} once it listens.
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(vkv, ['serve', '-m', model, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+    const onData = (d) => {
+      log += d;
+      const m = log.match(/listening on (http:\/\/[^\s]+)/);
+      if (m) { proc.stderr.off('data', onData); resolve({ proc, url: m[1], exited, log: () => log }); }
+    };
+    proc.stderr.on('data', onData);
+    proc.stdout.on('data', () => {});
+    proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}) before listening:\n${log}`)));
+  });
+}
+
+async function stopServer(s) {
+  s.proc.kill('SIGTERM');
+  const { code, signal } = await s.exited;
+  return { code, signal };
+}
+
+// The text `vkvector run` generates for a prompt, greedy, n tokens.
+async function runCli(prompt, n, extra = []) {
+  const { stdout, stderr } = await execFileP(vkv, ['run', '-m', model, '-p', prompt, '-n', String(n), '--temp', '0', ...extra],
+                                             { maxBuffer: 1 << 24 });
+  assert.ok(stdout.startsWith(prompt), 'run echoes the prompt first');
+  const m = stderr.match(/prompt:\s+(\d+) tokens/);
+  return { text: stdout.slice(prompt.length).replace(/\n$/, ''), promptTokens: m ? Number(m[1]) : null, stderr };
+}
+
+async function metric(url, name) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const m = text.match(new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+
+async function collectStream(stream) {
+  let text = '', finish = null, usage = null, ext = null;
+  for await (const chunk of stream) {
+    if (chunk.usage) usage = chunk.usage;
+    if (chunk.vkvector) ext = chunk.vkvector;
+    for (const c of chunk.choices) {
+      text += c.text ?? c.delta?.content ?? '';
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  return { text, finish, usage, ext };
+}
+
+const PROMPTS = [
+  'ROMEO:\nBut soft, what light',
+  'JULIET:\nO Romeo, Romeo! wherefore art thou',
+  'KING HENRY:\nOnce more unto the breach, dear friends, once more;',
+  'First Citizen:\nBefore we proceed any further, hear me speak.',
+  'MENENIUS:\nThere was a time when all the body\'s members rebell\'d against the belly',
+  'HAMLET:\nTo be, or not to be',
+  'PROSPERO:\nOur revels now are ended.',
+  'LADY MACBETH:\nOut, damned spot! out, I say!',
+  'GLOUCESTER:\nNow is the winter of our discontent made glorious summer by this sun of York;',
+  'BRUTUS:\nThere is a tide in the affairs of men',
+  'PORTIA:\nThe quality of mercy is not strain\'d,',
+  'Second Citizen:\nWould you proceed especially against Caius Marcius?',
+];
+// Which requests are compressed, and how (the extension object and run's flags).
+function pressOf(i) {
+  if (i % 4 === 1) return { ext: { press: 'keydiff', compression: 0.75 }, flags: ['--press', 'keydiff', '--compression', '0.75'] };
+  if (i % 4 === 3) return { ext: { press: 'keydiff', compression: 0.75, vector: true },
+                            flags: ['--press', 'keydiff', '--compression', '0.75', '--vector'] };
+  return { ext: null, flags: [] };
+}
+
+async function main() {
+  const N_NEW = 16;
+  // What the CLI generates for each prompt alone (two at a time: two cores).
+  const cli = [];
+  for (let i = 0; i < PROMPTS.length; i += 2)
+    cli.push(...await Promise.all([i, i + 1].map((j) => runCli(PROMPTS[j], N_NEW, pressOf(j).flags))));
+
+  const s = await startServer(['--max-seqs', '16', '--ctx', '512']);
+  const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  try {
+    const models = await client.models.list();
+    const id = models.data[0]?.id;
+    check(id === 'vkvector-shakespeare', 'GET /v1/models lists the model', id);
+
+    // Concurrency: every request streamed at once, each compared with run.
+    const streams = await Promise.all(PROMPTS.map(async (p, i) => {
+      const body = { model: id, prompt: p, max_tokens: N_NEW, temperature: 0, stream: true,
+                     stream_options: { include_usage: true } };
+      if (pressOf(i).ext) body.vkvector = pressOf(i).ext;
+      return collectStream(await client.completions.create(body));
+    }));
+    streams.forEach((r, i) => {
+      check(r.text === cli[i].text, `request ${i} (${JSON.stringify(pressOf(i).ext)}) beside 11 others equals run`,
+            `server ${JSON.stringify(r.text)} vs run ${JSON.stringify(cli[i].text)}`);
+      check(r.finish === 'length', `request ${i} finish_reason length`, r.finish);
+      check(r.usage && r.usage.completion_tokens === N_NEW, `request ${i} usage.completion_tokens`, JSON.stringify(r.usage));
+      check(r.usage && r.usage.prompt_tokens === cli[i].promptTokens, `request ${i} usage.prompt_tokens equals run's`,
+            `${r.usage?.prompt_tokens} vs ${cli[i].promptTokens}`);
+      check(r.usage && r.usage.total_tokens === r.usage.prompt_tokens + r.usage.completion_tokens, `request ${i} total_tokens`);
+    });
+
+    // Non-streamed completion with the extension object.
+    const c = await client.completions.create({ model: id, prompt: PROMPTS[3], max_tokens: N_NEW, temperature: 0,
+                                                vkvector: { press: 'keydiff', compression: 0.75, vector: true } });
+    check(c.object === 'text_completion' && c.id.startsWith('cmpl-'), 'completion object and id', `${c.object} ${c.id}`);
+    check(c.choices[0].text === cli[3].text, 'non-streamed compressed completion equals run',
+          `${JSON.stringify(c.choices[0].text)} vs ${JSON.stringify(cli[3].text)}`);
+    const x = c.vkvector;
+    check(x && x.press === 'keydiff' && x.vector === true, 'the extension object names the press', JSON.stringify(x));
+    if (x) {
+      const total = x.n_retained + x.n_approximated + x.n_evicted;
+      check(total > 0 && x.n_approximated > 0 && x.n_evicted > 0, 'tokens retained + approximated + evicted', JSON.stringify(x));
+      // VECTOR at p_c 0.75 and its default p_a 0.125: evicted p_c - p_a, approximated 2 p_a
+      // (docs/ARCHITECTURE.md §2), and about a quarter of the bytes.
+      check(Math.abs(x.n_evicted / total - 0.625) < 0.05, 'about 62.5% evicted', JSON.stringify(x));
+      check(Math.abs(x.n_approximated / total - 0.25) < 0.05, 'about 25% approximated', JSON.stringify(x));
+      check(Math.abs(x.kv_bytes_after / x.kv_bytes_before - 0.25) < 0.05, 'about a quarter of the KV bytes', JSON.stringify(x));
+    }
+
+    // Chat: the template's rendering, streamed and not, equals the same text as a completion prompt.
+    const messages = [{ role: 'system', content: 'Speak as a Roman.' }, { role: 'user', content: 'Who comes here?' }];
+    const chat = await client.chat.completions.create({ model: id, messages, max_tokens: 12, temperature: 0 });
+    check(chat.object === 'chat.completion' && chat.id.startsWith('chatcmpl-'), 'chat.completion object', chat.object);
+    check(chat.choices[0].message.role === 'assistant', 'assistant message');
+    check(['length', 'stop'].includes(chat.choices[0].finish_reason), 'chat finish_reason', chat.choices[0].finish_reason);
+    const chatml = '<|im_start|>system\nSpeak as a Roman.<|im_end|>\n<|im_start|>user\nWho comes here?<|im_end|>\n' +
+                   '<|im_start|>assistant\n';
+    const same = await client.completions.create({ model: id, prompt: chatml, max_tokens: 12, temperature: 0 });
+    check(chat.choices[0].message.content === same.choices[0].text, 'chat renders ChatML (the fallback template)',
+          `${JSON.stringify(chat.choices[0].message.content)} vs ${JSON.stringify(same.choices[0].text)}`);
+    check(chat.usage.prompt_tokens === same.usage.prompt_tokens, 'chat usage.prompt_tokens', JSON.stringify(chat.usage));
+    const chatStream = await collectStream(await client.chat.completions.create(
+      { model: id, messages, max_tokens: 12, temperature: 0, stream: true, stream_options: { include_usage: true } }));
+    check(chatStream.text === chat.choices[0].message.content, 'streamed chat equals the non-streamed one');
+    check(chatStream.usage && chatStream.usage.completion_tokens === chat.usage.completion_tokens, 'streamed chat usage');
+
+    // A stop sequence: generation ends before it, finish_reason stop.
+    const full = cli[0].text, cut = full.indexOf(' ', 3);
+    if (cut > 0) {
+      const stopAt = full.slice(cut, cut + 3);
+      const st = await client.completions.create({ model: id, prompt: PROMPTS[0], max_tokens: N_NEW, temperature: 0,
+                                                   stop: [stopAt] });
+      check(st.choices[0].text === full.slice(0, full.indexOf(stopAt)) && st.choices[0].finish_reason === 'stop',
+            'a stop sequence ends the text before it', `${JSON.stringify(st.choices[0].text)} ${st.choices[0].finish_reason}`);
+    }
+
+    // The errors the client surfaces.
+    const expectError = async (what, status, fn, test = () => true) => {
+      try {
+        await fn();
+        check(false, `${what}: no error`);
+      } catch (e) {
+        check(e instanceof OpenAI.APIError && e.status === status && test(e), `${what}: HTTP ${status}`,
+              `${e.status} ${e.message} param=${e.param} code=${e.code}`);
+      }
+    };
+    await expectError('temperature out of range', 400,
+                      () => client.completions.create({ model: id, prompt: 'a', temperature: 7 }), (e) => e.param === 'temperature');
+    await expectError('n = 2', 400, () => client.completions.create({ model: id, prompt: 'a', n: 2 }), (e) => e.param === 'n');
+    await expectError('an unknown model', 404, () => client.completions.create({ model: 'gpt-4o', prompt: 'a' }));
+    await expectError('a prompt over the context', 400,
+                      () => client.completions.create({ model: id, prompt: 'the king '.repeat(600), max_tokens: 4 }),
+                      (e) => e.code === 'context_length_exceeded');
+    await expectError('an unknown press', 400,
+                      () => client.completions.create({ model: id, prompt: 'a', vkvector: { press: 'nope', compression: 0.5 } }));
+    const bad = await fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                                         body: '{"model": "x", "prompt": ' });
+    const badBody = await bad.json().catch(() => null);
+    check(bad.status === 400 && badBody?.error?.type === 'invalid_request_error', 'malformed JSON: 400 error object',
+          `${bad.status} ${JSON.stringify(badBody)}`);
+
+    // A client that aborts mid-stream: its sequence leaves, the pool shrinks back.
+    const before = await metric(s.url, 'vkvector_kv_pool_bytes_in_use');
+    const ctl = new AbortController();
+    const stream = await client.completions.create({ model: id, prompt: PROMPTS[5], max_tokens: 400, temperature: 0, stream: true },
+                                                   { signal: ctl.signal });
+    let got = 0;
+    try {
+      for await (const chunk of stream) { if (chunk.choices[0]?.text && ++got === 3) ctl.abort(); }
+    } catch { /* the abort */ }
+    let active = NaN, used = NaN;
+    for (let t = 0; t < 50; t++) {
+      await new Promise((r) => setTimeout(r, 100));
+      active = await metric(s.url, 'vkvector_sequences_active');
+      used = await metric(s.url, 'vkvector_kv_pool_bytes_in_use');
+      if (active === 0 && used === before) break;
+    }
+    check(active === 0 && used === before, 'an aborted stream frees its sequence and its KV bytes', `active ${active}, used ${used} vs ${before}`);
+
+    // The bounded load test.
+    const load = await execFileP('node', [`${repo}/tools/serve_load.mjs`, '--url', s.url, '--requests', '16', '--concurrency', '8',
+                                          '--max-tokens', '8'], { maxBuffer: 1 << 20 }).catch((e) => e);
+    console.log(load.stdout);
+    check(!load.code, 'tools/serve_load.mjs: every response complete, nothing errored', load.stderr);
+  } finally {
+    const { code } = await stopServer(s);
+    check(code === 0, 'SIGTERM with nothing running: exit 0', String(code));
+  }
+
+  // An API key, one sequence, a queue of one: 401 and 429.
+  const k = await startServer(['--api-key', 'sesame', '--max-seqs', '1', '--queue', '1', '--ctx', '512']);
+  try {
+    const noKey = new OpenAI({ baseURL: `${k.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
+    await noKey.models.list().then(() => check(false, 'a wrong key: no error'),
+                                   (e) => check(e.status === 401, 'a wrong key: 401', `${e.status}`));
+    const kc = new OpenAI({ baseURL: `${k.url}/v1`, apiKey: 'sesame', maxRetries: 0 });
+    const long = () => kc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[2], max_tokens: 64, temperature: 0 });
+    const first = long();
+    await new Promise((r) => setTimeout(r, 300));
+    const second = long();
+    await new Promise((r) => setTimeout(r, 300));
+    const raw = await fetch(`${k.url}/v1/completions`, { method: 'POST',
+                                                        headers: { 'Content-Type': 'application/json', Authorization: 'Bearer sesame' },
+                                                        body: JSON.stringify({ model: 'vkvector-shakespeare', prompt: 'x', max_tokens: 4 }) });
+    check(raw.status === 429 && raw.headers.get('retry-after') !== null, 'a full queue: 429 with Retry-After',
+          `${raw.status} ${raw.headers.get('retry-after')}`);
+    await Promise.all([first, second]);
+
+    // SIGTERM while a stream runs: the stream ends cleanly, exit 0.
+    const stream = await kc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[4], max_tokens: 200,
+                                                temperature: 0, stream: true });
+    let n = 0, finished = null, threw = null;
+    try {
+      for await (const chunk of stream) {
+        if (++n === 2) k.proc.kill('SIGTERM');
+        if (chunk.choices[0]?.finish_reason) finished = chunk.choices[0].finish_reason;
+      }
+    } catch (e) { threw = e; }
+    check(!threw && finished !== null, 'SIGTERM mid-stream: the stream ends with a finish_reason', String(threw || finished));
+  } finally {
+    if (k.proc.exitCode === null) k.proc.kill('SIGTERM');
+    const { code } = await k.exited;
+    check(code === 0, 'SIGTERM mid-stream: exit 0', `${code}\n${k.log().slice(-2000)}`);
+  }
+
+  console.log(`serve_openai: ${checks - failures}/${checks} checks passed`);
+  process.exit(failures ? 1 : 0);
+}
+
+main().catch((e) => { console.error(`serve_openai: FAIL: ${e.stack || e}`); process.exit(1); });

@@ -1,0 +1,615 @@
+/* The scheduler of vkvector serve (serve/engine.h) on the default model:
+ *
+ *  - two sequences' prefills stepped in turns on one session give the logits
+ *    of vkv_session_prefill bit for bit;
+ *  - twelve requests at once from three threads (plain text, token ids and
+ *    chat prompts; no compression, keydiff at p_c 0.75 with and without
+ *    VECTOR, compression during generation under a budget smaller than the
+ *    prompt, a q8_0 cache, a sampled request) each give the text the
+ *    single-sequence session path (the calls `vkvector run` makes, with the
+ *    same prefill chunk) gives for it alone, with its finish reason and
+ *    token counts; prefill chunks of 8 tokens interleave with decoding;
+ *  - a stop sequence cuts the text before its first match ("stop");
+ *  - a cancelled sequence leaves, and the pool's bytes go back to zero;
+ *  - a full queue answers 429, a prompt over the context 400
+ *    (context_length_exceeded), a request whose KV peak is over the whole
+ *    pool 400, and a drained engine 503;
+ *  - chat messages to a model without a known template go as ChatML.
+ *
+ * Skips (77) when there is no Vulkan device. */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "press/press.h"
+#include "serve/engine.h"
+#include "session/session.h"
+
+#define MODEL "models/vkvector-shakespeare.gguf"
+#define CHUNK 8          /* prefill chunk of the engine and the references */
+#define N_CTX 256        /* the engine's context */
+
+static int failures;
+
+static void fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "FAIL: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    failures++;
+}
+
+#define CHECK(cond, ...)                  \
+    do {                                  \
+        if (!(cond)) fail(__VA_ARGS__);   \
+    } while (0)
+
+/* One request of the concurrent set. */
+typedef struct tcase {
+    const char *name;
+    vkv_gen_kind kind;
+    const char *text;            /* TEXT, or the user message of CHAT */
+    const char *system;          /* CHAT: a system message first, or NULL */
+    uint32_t max_tokens;
+    const char *press;           /* NULL: none */
+    double compression;
+    bool vector;
+    uint32_t compress_every, max_kv_tokens;
+    const char *kv_type;         /* NULL: f16 */
+    float temperature;
+    uint64_t seed;
+    /* the reference */
+    char *ref_text;
+    size_t ref_len;
+    uint32_t ref_prompt, ref_gen;
+    bool ref_eog;
+    int32_t *ids;                /* IDS: the prompt (TEXT's tokens of text) */
+    size_t n_ids;
+} tcase;
+
+static tcase cases[] = {
+    {.name = "plain", .kind = VKV_GEN_TEXT, .text = "ROMEO: What light", .max_tokens = 24},
+    {.name = "keydiff", .kind = VKV_GEN_TEXT,
+     .text = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak.", .max_tokens = 24,
+     .press = "keydiff", .compression = 0.75},
+    {.name = "keydiff-vector", .kind = VKV_GEN_TEXT,
+     .text = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak.", .max_tokens = 24,
+     .press = "keydiff", .compression = 0.75, .vector = true},
+    {.name = "budget", .kind = VKV_GEN_TEXT, .text = "MENENIUS: What work's, my countrymen, in hand? where go you",
+     .max_tokens = 32, .press = "keydiff", .compress_every = 8, .max_kv_tokens = 16},
+    {.name = "chat", .kind = VKV_GEN_CHAT, .text = "Who is Romeo?", .max_tokens = 16},
+    {.name = "chat-system-keydiff", .kind = VKV_GEN_CHAT, .system = "You speak as the players do.",
+     .text = "Say something of the king.", .max_tokens = 16, .press = "keydiff", .compression = 0.75},
+    {.name = "chat-vector", .kind = VKV_GEN_CHAT, .text = "Tell me of Rome and its citizens.", .max_tokens = 16,
+     .press = "keydiff", .compression = 0.75, .vector = true},
+    {.name = "q8_0", .kind = VKV_GEN_TEXT, .text = "KING HENRY: Once more unto the breach", .max_tokens = 20,
+     .kv_type = "q8_0"},
+    {.name = "ids", .kind = VKV_GEN_IDS, .text = "JULIET: O Romeo, Romeo!", .max_tokens = 16},
+    {.name = "sampled", .kind = VKV_GEN_TEXT, .text = "ROMEO: What light", .max_tokens = 24, .temperature = 0.8f,
+     .seed = 7},
+    {.name = "keydiff-short", .kind = VKV_GEN_TEXT, .text = "GLOUCESTER: Now is the winter of our discontent",
+     .max_tokens = 12, .press = "keydiff", .compression = 0.75},
+    {.name = "plain-2", .kind = VKV_GEN_TEXT, .text = "HAMLET: To be, or not to be", .max_tokens = 20},
+};
+#define N_CASES (sizeof cases / sizeof cases[0])
+
+static vkv_sampler_params case_sampling(const tcase *c)
+{
+    vkv_sampler_params sp = vkv_sampler_defaults();
+    sp.temperature = c->temperature;
+    if (c->seed) sp.seed = c->seed;
+    return sp;
+}
+
+/* The compression `vkvector run` builds for the case's flags. */
+static vkv_compression case_compression(const tcase *c)
+{
+    const vkv_press_ops *press = c->press ? vkv_press_find(c->press) : NULL;
+    return (vkv_compression){.press = press, .compression_ratio = c->compression, .vector = c->vector, .p_a = -1,
+                             .query_aware = vkv_press_query_aware(press, VKV_QUERY_DEFAULT),
+                             .plain_prompt = c->kind != VKV_GEN_CHAT, .compress_every = c->compress_every,
+                             .max_kv_tokens = c->max_kv_tokens, .decoding = VKV_DECODING_BUDGET};
+}
+
+static vkv_status case_prompt(const vkv_session *s, const tcase *c, vkv_prompt *pr)
+{
+    size_t len = strlen(c->text);
+    if (c->kind != VKV_GEN_CHAT) return vkv_session_tokenize(s, c->text, len, len, false, VKV_SPLIT_APART, pr);
+    if (!c->system) return vkv_session_tokenize(s, c->text, len, len, true, VKV_SPLIT_APART, pr);
+    vkv_chat_msg msgs[2] = {{"system", c->system}, {"user", c->text}};
+    return vkv_session_tokenize_chat(s, s->chat, msgs, 2, pr);
+}
+
+/* The case alone on the session's default sequence, as `vkvector run -n
+ * max_tokens --batch CHUNK` runs it: run's context, prefill, sampler and
+ * streaming detokenizer. */
+static vkv_status reference(vkv_session *s, tcase *c)
+{
+    vkv_prompt pr;
+    vkv_status st = case_prompt(s, c, &pr);
+    if (st) return st;
+    if (c->kind == VKV_GEN_IDS) {
+        c->ids = pr.ids;
+        c->n_ids = pr.n;
+        pr.n_context = pr.n;
+        pr.n_query_end = 0;
+    }
+    const vkv_hparams *hp = &s->model->hp;
+    vkv_compression comp = case_compression(c);
+    const int kt = c->kv_type ? vkv_dtype_from_name(c->kv_type) : (int)VKV_F16;
+    vkv_ctx_params cp = {.n_batch = CHUNK, .k_type = (vkv_dtype)kt, .v_type = (vkv_dtype)kt, .compress = comp.press != NULL};
+    uint32_t room = 0;
+    size_t first = vkv_prompt_compressed_part(&pr, comp.query_aware);
+    if ((st = vkv_session_press_room(s, &comp, (uint32_t)first, &room))) goto out;
+    if (c->compress_every) {
+        cp.n_ctx = (uint32_t)(pr.n + c->max_tokens + room);
+        cp.n_kv_slots = vkv_compression_kv_slots(&comp, first, room);
+    } else {
+        cp.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+        if (cp.n_ctx < pr.n + room) cp.n_ctx = (uint32_t)(pr.n + room);
+    }
+    float *logits = malloc(sizeof *logits * hp->n_vocab);
+    vkv_prefill pf;
+    vkv_sampler *smp = NULL;
+    vkv_detok dt;
+    vkv_detok_init(&dt, s->tok, false);
+    vkv_strbuf text = {0};
+    const vkv_sampler_params sp = case_sampling(c);
+    if (!logits) st = vkv_error(VKV_ERR_OOM, "out of host memory");
+    if (!st && !(st = vkv_session_reserve(s, &cp)) &&
+        !(st = vkv_session_prefill(s, &comp, &pr, VKV_LOGITS_LAST, logits, &pf))) {
+        vkv_prefill_free(&pf);
+        st = vkv_sampler_create(&sp, (int32_t)hp->n_vocab, &smp);
+    }
+    for (size_t i = 0; !st && i < pr.n; i++) vkv_sampler_accept(smp, pr.ids[i]);
+    c->ref_prompt = (uint32_t)pr.n;
+    while (!st && c->ref_gen < c->max_tokens) {
+        int32_t id = vkv_sampler_sample(smp, logits);
+        vkv_sampler_accept(smp, id);
+        c->ref_gen++;
+        if (vkv_tokenizer_is_eog(s->tok, id)) {
+            c->ref_eog = true;
+            break;
+        }
+        const char *piece;
+        size_t len;
+        if ((st = vkv_detok_push(&dt, id, &piece, &len))) break;
+        vkv_strbuf_put(&text, piece, len);
+        if (c->ref_gen == c->max_tokens || vkv_session_full(s)) break;
+        st = vkv_session_step(s, id, logits);
+    }
+    if (!st) {
+        const char *rest;
+        size_t len;
+        vkv_detok_flush(&dt, &rest, &len);
+        vkv_strbuf_put(&text, rest, len);
+        vkv_strbuf_put(&text, "", 0);
+        c->ref_text = text.p ? text.p : calloc(1, 1);
+        c->ref_len = text.n;
+    } else free(text.p);
+    vkv_detok_free(&dt);
+    vkv_sampler_free(smp);
+    free(logits);
+out:
+    if (c->kind != VKV_GEN_IDS) vkv_prompt_free(&pr);
+    return st;
+}
+
+/* Two sequences' stepped prefills, their steps interleaved, give the
+ * logits of every position that the default sequence's vkv_session_prefill
+ * gives each alone, bit for bit (keydiff at 0.5 with a question, and a
+ * budget under the prompt's length). */
+static void stepped_prefills_match_the_prefill(vkv_session *s)
+{
+    const tcase *cs[2] = {&cases[1], &cases[3]};
+    const char *question = "Who speaks?";
+    const size_t nv = s->model->hp.n_vocab;
+    vkv_prompt pr[2] = {{0}};
+    vkv_compression comp[2];
+    vkv_session_seq *q[2] = {NULL, NULL};
+    float *want[2] = {NULL, NULL}, *got[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) {
+        const tcase *c = cs[k];
+        size_t lp = strlen(c->text), lq = k == 0 ? strlen(question) : 0;
+        char text[512];
+        snprintf(text, sizeof text, "%s%s", c->text, k == 0 ? question : "");
+        comp[k] = case_compression(c);
+        if (k == 0) comp[k].compression_ratio = 0.5;
+        if (vkv_session_tokenize(s, text, lp + lq, lp, false, VKV_SPLIT_APART, &pr[k])) {
+            fail("stepped: tokenize: %s", vkv_last_error());
+            goto out;
+        }
+        uint32_t room = 0;
+        size_t first = vkv_prompt_compressed_part(&pr[k], comp[k].query_aware);
+        vkv_ctx_params cp = {.n_ctx = (uint32_t)pr[k].n + 8 + 64, .n_batch = 4, .k_type = VKV_F16, .v_type = VKV_F16,
+                             .compress = true};
+        if (vkv_session_press_room(s, &comp[k], (uint32_t)first, &room)) goto out;
+        cp.n_kv_slots = vkv_compression_kv_slots(&comp[k], first, room);
+        want[k] = malloc(sizeof(float) * nv * pr[k].n);
+        got[k] = malloc(sizeof(float) * nv * pr[k].n);
+        vkv_prefill pf;
+        if (vkv_session_reserve(s, &cp) ||
+            vkv_session_prefill(s, &comp[k], &pr[k], VKV_LOGITS_ALL, want[k], &pf) ||
+            vkv_session_seq_create(s, &cp, &q[k]) ||
+            vkv_session_seq_prefill_begin(q[k], &comp[k], &pr[k], VKV_LOGITS_ALL, got[k])) {
+            fail("stepped: %s", vkv_last_error());
+            goto out;
+        }
+        vkv_prefill_free(&pf);
+    }
+    bool done[2] = {false, false};
+    uint32_t steps = 0;
+    while (!done[0] || !done[1])
+        for (int k = 0; k < 2; k++) {
+            if (done[k]) continue;
+            steps++;
+            if (vkv_session_seq_prefill_next(q[k], &done[k])) {
+                fail("stepped: step: %s", vkv_last_error());
+                goto out;
+            }
+        }
+    for (int k = 0; k < 2; k++) {
+        vkv_prefill pf;
+        vkv_session_seq_prefill_end(q[k], &pf);
+        CHECK(!memcmp(want[k], got[k], sizeof(float) * nv * pr[k].n), "stepped %s: the logits differ", cs[k]->name);
+        CHECK(k != 0 || pf.compressed, "stepped: no compression");
+        vkv_prefill_free(&pf);
+    }
+    CHECK(steps > 8, "stepped: %u steps", steps);
+out:
+    for (int k = 0; k < 2; k++) {
+        vkv_session_seq_free(q[k]);
+        vkv_prompt_free(&pr[k]);
+        free(want[k]);
+        free(got[k]);
+    }
+}
+
+static char *dup(const char *s) { return s ? strdup(s) : NULL; }
+
+/* The case as the front would hand it over (the struct is the caller's,
+ * what it points to the engine's). */
+static vkv_gen_request make_request(const tcase *c)
+{
+    vkv_gen_request req = {0}, *r = &req;
+    r->kind = c->kind;
+    r->max_tokens = c->max_tokens;
+    r->sampling = case_sampling(c);
+    if (c->kind == VKV_GEN_TEXT) r->prompt = dup(c->text);
+    if (c->kind == VKV_GEN_IDS) {
+        r->prompt_ids = malloc(c->n_ids * sizeof *r->prompt_ids);
+        memcpy(r->prompt_ids, c->ids, c->n_ids * sizeof *r->prompt_ids);
+        r->n_prompt_ids = c->n_ids;
+    }
+    if (c->kind == VKV_GEN_CHAT) {
+        r->messages = calloc(2, sizeof *r->messages);
+        if (c->system) r->messages[r->n_messages++] = (vkv_gen_message){dup("system"), dup(c->system)};
+        r->messages[r->n_messages++] = (vkv_gen_message){dup("user"), dup(c->text)};
+    }
+    vkv_press_request *p = &r->press;
+    if (c->press) {
+        p->has_press = p->has_compression = true;
+        snprintf(p->press, sizeof p->press, "%s", c->press);
+        p->compression = c->compression;
+    }
+    if (c->vector) p->has_vector = p->vector = true;
+    if (c->compress_every) {
+        p->has_compress_every = p->has_max_kv_tokens = true;
+        p->compress_every = c->compress_every;
+        p->max_kv_tokens = c->max_kv_tokens;
+    }
+    if (c->kv_type) {
+        p->has_kv_type = true;
+        snprintf(p->kv_type, sizeof p->kv_type, "%s", c->kv_type);
+    }
+    return req;
+}
+
+/* What a sequence sent, read to its last event. */
+typedef struct outcome {
+    bool started_first;
+    char *text;
+    size_t len;
+    vkv_seq_event last;
+    uint32_t n_events;
+} outcome;
+
+static void read_all(vkv_seq *q, outcome *o)
+{
+    memset(o, 0, sizeof *o);
+    vkv_strbuf b = {0};
+    for (;;) {
+        vkv_seq_event ev;
+        if (!vkv_seq_next(q, 120000, &ev)) {
+            fail("no event in 120 s");
+            break;
+        }
+        if (!o->n_events++) o->started_first = ev.kind == VKV_SEQ_STARTED;
+        if (ev.kind == VKV_SEQ_TEXT) vkv_strbuf_put(&b, ev.text, ev.len);
+        if (ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR) {
+            o->last = ev;
+            break;
+        }
+        vkv_seq_event_clear(&ev);
+    }
+    vkv_strbuf_put(&b, "", 0);
+    o->text = b.p;
+    o->len = b.n;
+    vkv_seq_release(q);
+}
+
+static void check_case(const tcase *c, const outcome *o)
+{
+    CHECK(o->started_first, "%s: the first event is not STARTED", c->name);
+    CHECK(o->last.kind == VKV_SEQ_DONE, "%s: ended with %d (%s)", c->name, o->last.kind, o->last.message);
+    if (o->last.kind != VKV_SEQ_DONE) return;
+    CHECK(o->len == c->ref_len && !memcmp(o->text, c->ref_text, c->ref_len), "%s: text\n  '%s'\nwant\n  '%s'", c->name,
+          o->text, c->ref_text);
+    const char *want = c->ref_eog ? "stop" : "length";
+    CHECK(!strcmp(o->last.finish_reason, want), "%s: finish_reason %s, want %s", c->name, o->last.finish_reason, want);
+    CHECK(o->last.prompt_tokens == c->ref_prompt && o->last.completion_tokens == c->ref_gen,
+          "%s: %u prompt + %u completion tokens, want %u + %u", c->name, o->last.prompt_tokens,
+          o->last.completion_tokens, c->ref_prompt, c->ref_gen);
+    const vkv_gen_compression *g = &o->last.compression;
+    if (c->press && c->compression > 0) {
+        CHECK(!strcmp(g->press, c->press) && g->n_compressed > 0 && g->n_evicted > 0 &&
+                  g->kv_bytes_after < g->kv_bytes_before && (g->n_approximated > 0) == c->vector,
+              "%s: compression report %s %u tokens, %llu/%llu/%llu, %llu -> %llu bytes", c->name, g->press,
+              g->n_compressed, (unsigned long long)g->n_retained, (unsigned long long)g->n_approximated,
+              (unsigned long long)g->n_evicted, (unsigned long long)g->kv_bytes_before,
+              (unsigned long long)g->kv_bytes_after);
+    } else CHECK(!g->n_compressed, "%s: compressed %u tokens without a prefill compression", c->name, g->n_compressed);
+    if (c->compress_every)
+        CHECK(g->decode_compressions > 0, "%s: no compression during generation", c->name);
+}
+
+typedef struct worker {
+    vkv_engine *e;
+    size_t first, step;
+} worker;
+
+static void *run_worker(void *arg)
+{
+    const worker *w = arg;
+    vkv_seq *seqs[N_CASES];
+    size_t n = 0;
+    for (size_t i = w->first; i < N_CASES; i += w->step) {
+        vkv_gen_request r = make_request(&cases[i]);
+        vkv_engine_submit(w->e, &r, &seqs[n++]);
+    }
+    n = 0;
+    for (size_t i = w->first; i < N_CASES; i += w->step) {
+        outcome o;
+        read_all(seqs[n++], &o);
+        check_case(&cases[i], &o);
+        free(o.text);
+    }
+    return NULL;
+}
+
+/* A metric's value in the Prometheus text (-1 when absent). */
+static double metric(vkv_engine *e, const char *name)
+{
+    vkv_strbuf b = {0};
+    vkv_engine_metrics(e, &b);
+    vkv_strbuf_put(&b, "", 0);
+    double v = -1;
+    size_t len = strlen(name);
+    for (const char *p = b.p; p && *p;) {
+        if (!strncmp(p, name, len) && p[len] == ' ') {
+            v = strtod(p + len + 1, NULL);
+            break;
+        }
+        const char *nl = strchr(p, '\n');
+        p = nl ? nl + 1 : NULL;
+    }
+    free(b.p);
+    return v;
+}
+
+/* Submits one request and reads it through. */
+static void one(vkv_engine *e, vkv_gen_request r, outcome *o)
+{
+    vkv_seq *q;
+    vkv_engine_submit(e, &r, &q);
+    read_all(q, o);
+}
+
+static vkv_gen_request text_request(const char *text, uint32_t max_tokens)
+{
+    tcase c = {.kind = VKV_GEN_TEXT, .text = text, .max_tokens = max_tokens};
+    return make_request(&c);
+}
+
+static void concurrent_requests_match_the_session(vkv_session *s)
+{
+    vkv_engine_params p = {.max_seqs = 4, .queue = 32, .n_ctx = N_CTX, .prefill_chunk = CHUNK, .log = true};
+    vkv_engine *e;
+    if (vkv_engine_create(s, &p, &e)) {
+        fail("vkv_engine_create: %s", vkv_last_error());
+        return;
+    }
+    CHECK(!strcmp(vkv_engine_model_id(e), "vkvector-shakespeare"), "model id %s", vkv_engine_model_id(e));
+    pthread_t th[3];
+    worker w[3];
+    for (size_t i = 0; i < 3; i++) {
+        w[i] = (worker){e, i, 3};
+        pthread_create(&th[i], NULL, run_worker, &w[i]);
+    }
+    for (size_t i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    CHECK(metric(e, "vkvector_kv_pool_bytes_in_use") == 0, "pool bytes in use after all finished: %g",
+          metric(e, "vkvector_kv_pool_bytes_in_use"));
+    CHECK(metric(e, "vkvector_generation_tokens_total") > 0 && metric(e, "vkvector_decode_step_seconds_count") > 0,
+          "metrics count no tokens or steps");
+
+    /* a stop sequence: the text before its first match */
+    const tcase *plain = &cases[0];
+    if (plain->ref_len > 12) {
+        char stop[5];
+        memcpy(stop, plain->ref_text + 8, 4);
+        stop[4] = 0;
+        size_t at = (size_t)(strstr(plain->ref_text, stop) - plain->ref_text);
+        vkv_gen_request r = make_request(plain);
+        r.stop[r.n_stop++] = strdup("\x01never");
+        r.stop[r.n_stop++] = strdup(stop);
+        outcome o;
+        one(e, r, &o);
+        CHECK(o.last.kind == VKV_SEQ_DONE && !strcmp(o.last.finish_reason, "stop") && o.len == at &&
+                  !memcmp(o.text, plain->ref_text, at),
+              "stop '%s': '%s' (%s), want '%.*s'", stop, o.text, o.last.finish_reason ? o.last.finish_reason : "-",
+              (int)at, plain->ref_text);
+        free(o.text);
+    } else fail("the plain reference is too short for the stop test: '%s'", plain->ref_text);
+
+    /* a cancel mid-generation: the sequence leaves and its bytes return */
+    vkv_seq *q;
+    vkv_gen_request long_one = text_request("ROMEO: What light", 0);
+    vkv_engine_submit(e, &long_one, &q);
+    vkv_seq_event ev;
+    bool texted = false, ended = false;
+    while (!texted && !ended && vkv_seq_next(q, 120000, &ev)) {
+        texted = ev.kind == VKV_SEQ_TEXT;
+        ended = ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR;
+        vkv_seq_event_clear(&ev);
+    }
+    if (!texted) {
+        fail("the long request sent no text");
+        vkv_seq_release(q);
+        vkv_engine_free(e);
+        return;
+    }
+    CHECK(metric(e, "vkvector_kv_pool_bytes_in_use") > 0, "a running sequence holds no pool bytes");
+    vkv_seq_cancel(q);
+    outcome o;
+    read_all(q, &o);
+    CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.code && !strcmp(o.last.code, "cancelled"),
+          "cancel: last event %d %s", o.last.kind, o.last.message);
+    free(o.text);
+    CHECK(metric(e, "vkvector_kv_pool_bytes_in_use") == 0, "pool bytes after the cancel: %g",
+          metric(e, "vkvector_kv_pool_bytes_in_use"));
+    CHECK(metric(e, "vkvector_requests_total{outcome=\"cancelled\"}") == 1, "cancelled count %g",
+          metric(e, "vkvector_requests_total{outcome=\"cancelled\"}"));
+    vkv_engine_free(e);
+}
+
+static void refusals(vkv_session *s)
+{
+    /* one place, one waiting, a pool of 40 tokens, 64-token contexts */
+    vkv_ctx_params small = {.n_ctx = 40, .k_type = VKV_F16, .v_type = VKV_F16};
+    vkv_engine_params p = {.max_seqs = 1, .queue = 1, .n_ctx = 64, .prefill_chunk = CHUNK,
+                           .kv_budget = vkv_ctx_plan_memory(&s->model->hp, &small).kv_bytes, .log = true};
+    vkv_engine *e;
+    if (vkv_engine_create(s, &p, &e)) {
+        fail("vkv_engine_create: %s", vkv_last_error());
+        return;
+    }
+    outcome o;
+    char longp[2048] = "";
+    for (int i = 0; i < 12; i++) strcat(longp, "First Citizen: Before we proceed any further. ");
+    one(e, text_request(longp, 4), &o);
+    CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 400 && o.last.code &&
+              !strcmp(o.last.code, "context_length_exceeded"),
+          "a prompt over the context: %d %d %s", o.last.kind, o.last.http_status, o.last.message);
+    free(o.text);
+    one(e, text_request("ROMEO: What light", 50), &o);
+    CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 400 && strstr(o.last.message, "MiB"),
+          "a peak over the pool: %d %d %s", o.last.kind, o.last.http_status, o.last.message);
+    free(o.text);
+    vkv_seq *q[3];
+    for (int i = 0; i < 3; i++) {
+        vkv_gen_request r = text_request("ROMEO: What light", 4);
+        vkv_engine_submit(e, &r, &q[i]);
+    }
+    read_all(q[2], &o);
+    CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 429 && o.n_events == 1, "a full queue: %d %d %s",
+          o.last.kind, o.last.http_status, o.last.message);
+    free(o.text);
+    for (int i = 0; i < 2; i++) {
+        read_all(q[i], &o);
+        CHECK(o.last.kind == VKV_SEQ_DONE && !strcmp(o.last.finish_reason, "length") && o.last.completion_tokens == 4,
+              "a queued request: %d %s", o.last.kind, o.last.message);
+        free(o.text);
+    }
+    vkv_engine_drain(e);
+    one(e, text_request("ROMEO: What light", 4), &o);
+    CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 503, "after drain: %d %d", o.last.kind,
+          o.last.http_status);
+    free(o.text);
+    vkv_engine_free(e);
+}
+
+/* A model without a chat template vkvector knows: chat messages go as
+ * ChatML, the text the chat case gives on the ChatML session. */
+static void chat_falls_back_to_chatml(void)
+{
+    vkv_session_params sp = {.model_path = MODEL, .device = -1, .cmd = "test"};
+    vkv_session *s;
+    if (vkv_session_open(&sp, &s)) {
+        fail("a session without a template: %s", vkv_last_error());
+        return;
+    }
+    CHECK(s->chat == VKV_CHAT_UNKNOWN, "the default model has a chat template: the fallback is not tested");
+    vkv_engine_params p = {.max_seqs = 1, .n_ctx = N_CTX, .prefill_chunk = CHUNK, .log = true};
+    vkv_engine *e;
+    if (vkv_engine_create(s, &p, &e)) fail("vkv_engine_create: %s", vkv_last_error());
+    else {
+        const tcase *c = &cases[4];
+        outcome o;
+        one(e, make_request(c), &o);
+        CHECK(o.last.kind == VKV_SEQ_DONE && o.len == c->ref_len && !memcmp(o.text, c->ref_text, c->ref_len),
+              "ChatML fallback: '%s', want '%s'", o.text, c->ref_text);
+        free(o.text);
+        vkv_engine_free(e);
+    }
+    CHECK(!vkv_instance_validation_errors(s->inst), "validation errors on the session without a template");
+    vkv_session_close(s);
+}
+
+int main(void)
+{
+    vkv_session_params sp = {.model_path = MODEL, .device = -1, .load_calib = true, .chat = "chatml", .cmd = "test"};
+    vkv_session *s;
+    vkv_status st = vkv_session_open(&sp, &s);
+    if (st == VKV_ERR_NO_DEVICE) {
+        fprintf(stderr, "test_engine: skipped: %s\n", vkv_last_error());
+        return 77;
+    }
+    if (st) {
+        fprintf(stderr, "test_engine: %s\n", vkv_last_error());
+        return 1;
+    }
+    for (size_t i = 0; i < N_CASES; i++)
+        if ((st = reference(s, &cases[i]))) fail("%s: the reference: %s", cases[i].name, vkv_last_error());
+    /* a one-message chat is the chat prompt run --chat makes */
+    vkv_prompt a, b;
+    vkv_chat_msg msg = {"user", (char *)cases[4].text};
+    if (!vkv_session_tokenize_chat(s, s->chat, &msg, 1, &a) &&
+        !vkv_session_tokenize(s, msg.content, strlen(msg.content), strlen(msg.content), true, VKV_SPLIT_APART, &b)) {
+        CHECK(a.n == b.n && !memcmp(a.ids, b.ids, a.n * sizeof *a.ids) && a.n_context == b.n_context &&
+                  a.n_query_end == b.n_query_end,
+              "a one-message chat tokenizes apart from run --chat's prompt");
+        vkv_prompt_free(&a);
+        vkv_prompt_free(&b);
+    } else fail("chat tokenization: %s", vkv_last_error());
+    if (!failures) {
+        stepped_prefills_match_the_prefill(s);
+        concurrent_requests_match_the_session(s);
+        refusals(s);
+        chat_falls_back_to_chatml();
+    }
+    uint32_t verr = vkv_instance_validation_errors(s->inst);
+    CHECK(!verr, "%u validation errors", verr);
+    for (size_t i = 0; i < N_CASES; i++) {
+        free(cases[i].ref_text);
+        free(cases[i].ids);
+    }
+    vkv_session_close(s);
+    if (failures) fprintf(stderr, "test_engine: %d failures\n", failures);
+    else fprintf(stderr, "test_engine: all passed\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,162 @@
+#!/usr/bin/env node
+// `vkvector serve`'s benchmark (docs/SERVE.md, "Measuring"): it starts the
+// server itself, on loopback, and prints
+//
+//   1. aggregate generated tokens/s at concurrency 1, 4 and 16
+//      (tools/serve_load.mjs: streamed completions, temperature 0), and the
+//      ratio of 16 to 1;
+//   2. the sequences admitted at once under one fixed --kv-budget, for no
+//      compression, KeyDiff at 0.75, KeyDiff at 0.75 + VECTOR, and the same
+//      with q8_0 tiers: 16 long prompts are sent together and the peak of
+//      vkvector_sequences_active_peak is read from /metrics.
+//
+//   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens N]
+//        [--max-tokens N] [--skip-throughput] [--skip-admission]
+//
+// Figures only: nothing here is a pass/fail test, and figures from another
+// day or another machine are not comparable (README, "Measuring speed").
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const repo = path.resolve(here, '..');
+const execFileP = promisify(execFile);
+
+function parseArgs(argv) {
+  const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
+              kvBudgetMiB: 0, promptTokens: 1500, maxTokens: 8, throughput: true, admission: true };
+  for (let i = 2; i < argv.length; i++) {
+    const a = argv[i], v = () => argv[++i];
+    if (a === '--vkvector') o.vkv = v();
+    else if (a === '-m') o.model = v();
+    else if (a === '--kv-budget') o.kvBudgetMiB = Number(v());
+    else if (a === '--prompt-tokens') o.promptTokens = Number(v());
+    else if (a === '--max-tokens') o.maxTokens = Number(v());
+    else if (a === '--skip-throughput') o.throughput = false;
+    else if (a === '--skip-admission') o.admission = false;
+    else { console.error(`serve_bench: unknown option '${a}'`); process.exit(2); }
+  }
+  return o;
+}
+
+function startServer(o, args) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(o.vkv, ['serve', '-m', o.model, '--port', '0', '--quiet', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    const exited = new Promise((r) => proc.on('exit', (code) => r(code)));
+    proc.stderr.on('data', (d) => {
+      log += d;
+      const m = log.match(/listening on (http:\/\/[^\s]+)/);
+      if (m) resolve({ proc, url: m[1], exited, log: () => log });
+    });
+    proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}):\n${log}`)));
+  });
+}
+
+async function stopServer(s) {
+  s.proc.kill('SIGTERM');
+  return s.exited;
+}
+
+async function metrics(url) {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const get = (name) => {
+    const m = text.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'));
+    return m ? Number(m[1]) : NaN;
+  };
+  return { peak: get('vkvector_sequences_active_peak'), budget: get('vkvector_kv_pool_budget_bytes'),
+           used: get('vkvector_kv_pool_bytes_in_use') };
+}
+
+async function throughput(o) {
+  const s = await startServer(o, ['--max-seqs', '16']);
+  const rows = [];
+  try {
+    for (const c of [1, 4, 16]) {
+      const n = c === 1 ? 4 : 2 * c;
+      const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
+                                                  '--concurrency', String(c), '--max-tokens', '32', '--json']);
+      rows.push(JSON.parse(stdout));
+    }
+  } finally {
+    await stopServer(s);
+  }
+  console.log('\n## Aggregate throughput (streamed completions, 32 tokens each, temperature 0)\n');
+  console.log('| concurrency | requests | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
+  console.log('| --- | --- | --- | --- | --- | --- |');
+  for (const r of rows)
+    console.log(`| ${r.concurrency} | ${r.requests} | ${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
+                `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
+  console.log(`\nconcurrency 16 / concurrency 1: ${(rows[2].generated_tokens_per_s / rows[0].generated_tokens_per_s).toFixed(2)}x`);
+}
+
+// A prompt of about n tokens of the model's own text (lines of a play).
+function longPrompt(n, i) {
+  const line = `CITIZEN ${i}:\nWe are accounted poor citizens, the patricians good. What authority surfeits on would relieve us.\n`;
+  return line.repeat(Math.ceil(n / 25)).slice(0, n * 4);
+}
+
+async function admitted(o, label, args, ext) {
+  const budgetMiB = o.kvBudgetMiB;
+  const s = await startServer(o, ['--max-seqs', '16', '--queue', '64', '--kv-budget', String(budgetMiB), ...args]);
+  try {
+    const reqs = Array.from({ length: 16 }, (_, i) => {
+      const body = { prompt: longPrompt(o.promptTokens, i), max_tokens: o.maxTokens, temperature: 0 };
+      if (ext) body.vkvector = ext;
+      return fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                                                 body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+    });
+    const res = await Promise.all(reqs);
+    const m = await metrics(s.url);
+    const bad = res.filter((r) => r.status !== 200);
+    const x = res.find((r) => r.status === 200)?.body;
+    return { label, peak: m.peak, budget: m.budget, errors: bad.length, firstError: bad[0]?.body?.error?.message,
+             promptTokens: x?.usage?.prompt_tokens, after: x?.vkvector?.kv_bytes_after, before: x?.vkvector?.kv_bytes_before };
+  } finally {
+    await stopServer(s);
+  }
+}
+
+async function admission(o) {
+  if (!o.kvBudgetMiB) {
+    // Room for about 4.5 uncompressed sequences of the prompt, from one
+    // uncompressed request's KV bytes.
+    const s = await startServer(o, ['--max-seqs', '1']);
+    let before;
+    try {
+      const r = await fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ prompt: longPrompt(o.promptTokens, 0), max_tokens: o.maxTokens, temperature: 0 }) });
+      before = (await r.json()).vkvector.kv_bytes_before;
+    } finally {
+      await stopServer(s);
+    }
+    o.kvBudgetMiB = Math.max(1, Math.round((4.5 * before * (o.promptTokens + o.maxTokens)) / o.promptTokens / 1048576));
+  }
+  const configs = [
+    ['no compression', [], null],
+    ['KeyDiff 0.75', [], { press: 'keydiff', compression: 0.75 }],
+    ['KeyDiff 0.75 + VECTOR', [], { press: 'keydiff', compression: 0.75, vector: true }],
+    ['KeyDiff 0.75 + VECTOR, q8_0 tiers', [], { press: 'keydiff', compression: 0.75, vector: true, kv_type: 'q8_0' }],
+  ];
+  const rows = [];
+  for (const [label, args, ext] of configs) rows.push(await admitted(o, label, args, ext));
+  console.log(`\n## Sequences admitted at once under --kv-budget ${o.kvBudgetMiB} MiB ` +
+              `(16 requests of about ${rows[0].promptTokens} prompt tokens, ${o.maxTokens} new)\n`);
+  console.log('| compression | peak sequences at once | vs no compression | KV bytes of one request after / before | errors |');
+  console.log('| --- | --- | --- | --- | --- |');
+  for (const r of rows)
+    console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ` +
+                `${r.after ?? 'n/a'} / ${r.before ?? 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
+}
+
+async function main() {
+  const o = parseArgs(process.argv);
+  const { stdout } = await execFileP(o.vkv, ['devices']);
+  console.log(`# vkvector serve benchmark: ${path.basename(o.model)}\n\n${stdout.split('\n')[0]}`);
+  if (o.throughput) await throughput(o);
+  if (o.admission) await admission(o);
+}
+
+main().catch((e) => { console.error(`serve_bench: ${e.stack || e}`); process.exit(1); });
