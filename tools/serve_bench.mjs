@@ -26,7 +26,7 @@ const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 1500, maxTokens: 8, throughput: true, admission: true };
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 8, throughput: true, admission: true };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => argv[++i];
     if (a === '--vkvector') o.vkv = v();
@@ -95,7 +95,7 @@ async function throughput(o) {
 // A prompt of about n tokens of the model's own text (lines of a play).
 function longPrompt(n, i) {
   const line = `CITIZEN ${i}:\nWe are accounted poor citizens, the patricians good. What authority surfeits on would relieve us.\n`;
-  return line.repeat(Math.ceil(n / 25)).slice(0, n * 4);
+  return line.repeat(Math.ceil(n / 40)).slice(0, n * 2); // about 2 bytes a token for this vocabulary
 }
 
 async function admitted(o, label, args, ext) {
@@ -121,18 +121,22 @@ async function admitted(o, label, args, ext) {
 
 async function admission(o) {
   if (!o.kvBudgetMiB) {
-    // Room for about 4.5 uncompressed sequences of the prompt, from one
-    // uncompressed request's KV bytes.
+    // Room for about 4.5 uncompressed sequences of the prompt: a compressed
+    // request reports its context's uncompressed KV bytes.
     const s = await startServer(o, ['--max-seqs', '1']);
-    let before;
+    let x;
     try {
       const r = await fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ prompt: longPrompt(o.promptTokens, 0), max_tokens: o.maxTokens, temperature: 0 }) });
-      before = (await r.json()).vkvector.kv_bytes_before;
+        body: JSON.stringify({ prompt: longPrompt(o.promptTokens, 0), max_tokens: o.maxTokens, temperature: 0,
+                               vkvector: { press: 'keydiff', compression: 0.75 } }) });
+      const body = await r.json();
+      if (!body.vkvector) throw new Error(`the sizing request failed: ${JSON.stringify(body).slice(0, 300)}`);
+      x = body.vkvector;
     } finally {
       await stopServer(s);
     }
-    o.kvBudgetMiB = Math.max(1, Math.round((4.5 * before * (o.promptTokens + o.maxTokens)) / o.promptTokens / 1048576));
+    const perToken = x.kv_bytes_before / x.n_compressed;
+    o.kvBudgetMiB = Math.max(1, Math.round((4.5 * perToken * (x.n_compressed + o.maxTokens)) / 1048576 * 10) / 10);
   }
   const configs = [
     ['no compression', [], null],
@@ -144,11 +148,13 @@ async function admission(o) {
   for (const [label, args, ext] of configs) rows.push(await admitted(o, label, args, ext));
   console.log(`\n## Sequences admitted at once under --kv-budget ${o.kvBudgetMiB} MiB ` +
               `(16 requests of about ${rows[0].promptTokens} prompt tokens, ${o.maxTokens} new)\n`);
-  console.log('| compression | peak sequences at once | vs no compression | KV bytes of one request after / before | errors |');
+  console.log('| compression | peak sequences at once | vs no compression | compressed part\'s KV bytes after / before | errors |');
   console.log('| --- | --- | --- | --- | --- |');
   for (const r of rows)
     console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ` +
                 `${r.after ?? 'n/a'} / ${r.before ?? 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
+  console.log('\nA sequence is counted while it is prefilled or decoded: the peak reaches what the pool could hold only ' +
+              'when sequences outlive the prefills of the ones admitted after them (prompts are prefilled one at a time).');
 }
 
 async function main() {

@@ -21,7 +21,8 @@ typedef struct serve_opts {
     cli_model_opts mo;
     cli_press_opts po;
     const char *host, *api_key;
-    int64_t port, kv_budget_mib, max_seqs, queue, max_body;
+    int64_t port, max_seqs, queue, max_body;
+    double kv_budget_mib;
     bool quiet;
     const vkv_press_ops *press;
 } serve_opts;
@@ -39,7 +40,8 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
          .help = "address to listen on (default 127.0.0.1: this machine only)"},
         {.type = CLI_I64, .names = "--port", .metavar = "N", .dest = &o->port, .min = 0, .max = 65535,
          .help = "port (default 8080; 0: a free one, printed at start)"},
-        {.type = CLI_I64, .names = "--kv-budget", .metavar = "MIB", .dest = &o->kv_budget_mib, .min = 1, .max = 1 << 30,
+        {.type = CLI_F64, .names = "--kv-budget", .metavar = "MIB", .dest = &o->kv_budget_mib, .min = 0, .max = 1 << 30,
+         .flags = CLI_MIN_EXCLUSIVE,
          .help = "the KV pool every sequence's cache lives in, MiB (default: what the device\n"
                  "heap has left after the weights and scratch, less a margin)"},
         {.type = CLI_I64, .names = "--max-seqs", .metavar = "N", .dest = &o->max_seqs, .min = 1, .max = 16,
@@ -124,7 +126,7 @@ int cmd_serve(int argc, char **argv)
     vkv_status st = vkv_session_open(&sp, &s);
     if (st) goto out;
     vkv_engine_params ep = {.max_seqs = (uint32_t)o.max_seqs, .queue = (uint32_t)o.queue,
-                            .kv_budget = (uint64_t)o.kv_budget_mib << 20, .n_ctx = (uint32_t)o.mo.n_ctx,
+                            .kv_budget = (uint64_t)(o.kv_budget_mib * 1048576.0), .n_ctx = (uint32_t)o.mo.n_ctx,
                             .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet};
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,

@@ -732,8 +732,21 @@ static void reap_waiting(vkv_engine *e)
     }
 }
 
-/* Admits waiting requests in order while the head fits: a free place and
- * its predicted peak within the pool. */
+/* Whether an active sequence is still prefilling. */
+static bool any_prefilling(const vkv_engine *e)
+{
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i]; i++)
+        if (e->active[i]->state == SEQ_PREFILL) return true;
+    return false;
+}
+
+/* Admits waiting requests in order while the head fits: a free place, no
+ * other sequence prefilling, and its predicted peak within the pool. Prompts
+ * are prefilled one at a time anyway (one chunk per iteration), so admitting
+ * the next one only when the last is prefilled costs no time, and the pool
+ * then holds one prompt's uncompressed peak at most, beside compressed caches
+ * (docs/SERVE.md, "The KV pool"). A request that can never run is refused
+ * at once, prefill or not. */
 static void admit(vkv_engine *e)
 {
     for (;;) {
@@ -743,6 +756,7 @@ static void admit(vkv_engine *e)
         pthread_mutex_unlock(&e->mu);
         if (!q || !room) return;
         bool ok = q->state == SEQ_READY || prepare(q);
+        if (ok && any_prefilling(e)) return;
         pthread_mutex_lock(&e->mu);
         const bool fits = ok && e->pool_used + q->peak <= e->budget;
         if (!ok || fits) {
