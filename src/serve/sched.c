@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -89,6 +90,11 @@ struct vkv_engine {
      * (vkv_ctx_params.scratch_from): one forward runs at a time, on the
      * scheduler's thread. Its own KV cache is a chunk's. */
     vkv_ctx *scratch_owner;
+    /* Fault injection for the tests (docs/SERVE.md, "Faults"):
+     * VKVECTOR_SERVE_FAULT=decode:N[,M...] fails the Nth (Mth, ...)
+     * decoding step, as a lost device would. decode_steps counts the steps. */
+    uint64_t fault_steps[8], decode_steps;
+    uint32_t n_fault_steps;
 
     /* Under mu: the waiting list, the stop flag, what metrics read. */
     pthread_mutex_t mu;
@@ -831,6 +837,33 @@ static void prefill_one(vkv_engine *e)
     take_token(q, q->logits);
 }
 
+/* Whether VKVECTOR_SERVE_FAULT fails decoding step `step`. */
+static bool injected_fault(const vkv_engine *e, uint64_t step)
+{
+    for (uint32_t i = 0; i < e->n_fault_steps; i++)
+        if (e->fault_steps[i] == step) return true;
+    return false;
+}
+
+/* VKVECTOR_SERVE_FAULT's steps: "decode:N[,M...]", each >= 1, at most 8. */
+static vkv_status parse_faults(vkv_engine *e, const char *spec)
+{
+    const char *p = spec + 7;
+    if (strncmp(spec, "decode:", 7)) goto bad;
+    for (;;) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long n = strtoull(p, &end, 10);
+        if (end == p || !n || errno || e->n_fault_steps == 8 || *p == '-') goto bad;
+        e->fault_steps[e->n_fault_steps++] = n;
+        if (!*end) return VKV_OK;
+        if (*end != ',') goto bad;
+        p = end + 1;
+    }
+bad:
+    return vkv_error(VKV_ERR_ARG, "VKVECTOR_SERVE_FAULT is 'decode:N[,M...]' (up to 8 steps, each >= 1), not '%s'", spec);
+}
+
 /* One decoding step of the n sequences: each appends its pending token and
  * gets its successor's logits, row batch_row[i] of eval_logits; batch_st[i]
  * is sequence i's outcome. Compression during generation stays per sequence
@@ -847,7 +880,12 @@ static void decode_step(vkv_engine *e, vkv_seq *const *seqs, uint32_t n)
         e->batch_row[i] = m++;
     }
     /* One forward for every row: a failure fails them all. */
-    const vkv_status st = m ? vkv_ctx_eval_batch(e->eval_ctx, e->eval_ids, m, e->eval_logits) : VKV_OK;
+    const vkv_status st =
+        injected_fault(e, ++e->decode_steps)
+            ? vkv_error(VKV_ERR_DEVICE_LOST, "decoding step %llu failed: a fault injected by VKVECTOR_SERVE_FAULT",
+                        (unsigned long long)e->decode_steps)
+        : m ? vkv_ctx_eval_batch(e->eval_ctx, e->eval_ids, m, e->eval_logits)
+            : VKV_OK;
     for (uint32_t i = 0; i < n; i++)
         if (!e->batch_st[i] && !(e->batch_st[i] = st))
             e->batch_st[i] = vkv_session_seq_step_after(seqs[i]->ss);
@@ -1000,6 +1038,12 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     }
     vkv_status st = vkv_ctx_create(s->gpu, s->model, &owner, &e->scratch_owner);
     if (st) {
+        free(e);
+        return st;
+    }
+    const char *fault = getenv("VKVECTOR_SERVE_FAULT");
+    if (fault && *fault && (st = parse_faults(e, fault))) {
+        vkv_ctx_free(e->scratch_owner);
         free(e);
         return st;
     }

@@ -27,9 +27,10 @@ function check(cond, what, detail = '') {
 }
 
 // Starts a server; resolves with {proc, url, exited} once it listens.
-function startServer(args) {
+function startServer(args, env = {}) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(vkv, ['serve', '-m', model, '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(vkv, ['serve', '-m', model, '--port', '0', ...args],
+                       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let log = '';
     const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
     const onData = (d) => {
@@ -262,6 +263,33 @@ async function main() {
     if (k.proc.exitCode === null) k.proc.kill('SIGTERM');
     const { code } = await k.exited;
     check(code === 0, 'SIGTERM mid-stream: exit 0', `${code}\n${k.log().slice(-2000)}`);
+  }
+
+  // A device fault (injected: decoding steps 3 and 40 fail as a lost device
+  // would): the request it hits fails with a 500 error object, streamed or
+  // not; the server goes on serving; /metrics counts the failures.
+  const f = await startServer(['--max-seqs', '4', '--ctx', '512'], { VKVECTOR_SERVE_FAULT: 'decode:3,40' });
+  try {
+    const fc = new OpenAI({ baseURL: `${f.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    let got = 0, err = null;
+    try {
+      const st = await fc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[6], max_tokens: 16,
+                                               temperature: 0, stream: true });
+      for await (const chunk of st) if (chunk.choices[0]?.text) got++;
+    } catch (e) { err = e; }
+    check(err instanceof OpenAI.APIError && got >= 1 && /VKVECTOR_SERVE_FAULT/.test(err.message),
+          'a device fault mid-stream: the stream ends with the error', `${got} chunks, ${err?.status} ${err?.message}`);
+    const ok = await fc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[6], max_tokens: 16, temperature: 0 });
+    check(ok.choices[0].finish_reason === 'length', 'the server serves on after a fault', JSON.stringify(ok.choices[0]));
+    await fc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[7], max_tokens: 40, temperature: 0 }).then(
+      () => check(false, 'a device fault in a request not streamed: no error'),
+      (e) => check(e instanceof OpenAI.InternalServerError && e.type === 'server_error',
+                   'a device fault in a request not streamed: 500, server_error', `${e.status} ${e.type} ${e.message}`));
+    const failed = await metric(f.url, 'vkvector_requests_total\\{outcome="failed"\\}');
+    check(failed === 2, 'metrics count both failures', String(failed));
+  } finally {
+    const { code } = await stopServer(f);
+    check(code === 0, 'after device faults, SIGTERM: exit 0', String(code));
   }
 
   console.log(`serve_openai: ${checks - failures}/${checks} checks passed`);
