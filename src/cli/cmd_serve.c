@@ -50,8 +50,8 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
          .help = "requests waiting for a place beyond those; more get 429 (default 64)"},
         {.type = CLI_STR, .names = "--api-key", .metavar = "KEY", .dest = &o->api_key,
          .help = "require 'Authorization: Bearer KEY' on /v1/ (default: VKVECTOR_API_KEY, else none)"},
-        {.type = CLI_I64, .names = "--max-body", .metavar = "BYTES", .dest = &o->max_body, .min = 1024, .max = 1 << 30,
-         .help = "larger request bodies are refused with 413 (default 4 MiB)"},
+        {.type = CLI_I64, .names = "--max-body", .metavar = "BYTES", .dest = &o->max_body, .min = 1024, .max = 64 << 20,
+         .help = "larger request bodies are refused with 413 (default 4 MiB, at most 64 MiB)"},
         {.type = CLI_FLAG, .names = "--quiet", .dest = &o->quiet, .help = "no line per request and pool change on stderr"},
         {.type = CLI_SECTION,
          .names = "KV-cache compression, every request's default (a request's \"vkvector\" object overrides it):"},
@@ -139,6 +139,7 @@ int cmd_serve(int argc, char **argv)
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0) {}
     fprintf(stderr, "vkvector serve: %s: no new requests; finishing the running ones\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    vkv_engine_stop_admitting(e); /* queued requests get 503 now; the running ones go on */
 out:
     vkv_http_stop(http);   /* running streams end first: the engine still runs them */
     vkv_engine_free(e);

@@ -146,6 +146,10 @@ void vkv_seq_release(vkv_seq *q);
 void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out);
 /* The model's id as /v1/models lists it (the GGUF file's name without .gguf). */
 const char *vkv_engine_model_id(const vkv_engine *e);
+/* Stops admitting at once, without waiting: waiting requests and new submits
+ * get 503; running sequences go on to their end (serve's first step of a
+ * shutdown, before the HTTP front stops). */
+void vkv_engine_stop_admitting(vkv_engine *e);
 /* Stops admitting; running sequences finish; returns when the scheduler thread has exited. */
 void vkv_engine_drain(vkv_engine *e);
 

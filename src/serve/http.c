@@ -356,6 +356,10 @@ static enum MHD_Result generate(req *r)
                              .include_usage = q.include_usage};
 
     vkv_engine_submit(s->e, &q.gen, &r->seq);
+    if (!r->seq) { /* the engine had no memory for the sequence */
+        vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of host memory queueing the request");
+        return send_error(r, &err, NULL);
+    }
     vkv_seq_event ev = {0};
     if (!next_event(r, &ev)) return MHD_NO; /* the client left: on_completed cancels */
     if (ev.kind == VKV_SEQ_ERROR) {

@@ -51,6 +51,7 @@ struct vkv_seq {
     vkv_seq_event *ev;          /* a ring of pending events */
     size_t ev_head, ev_n, ev_cap;
     bool reader_done, engine_done; /* freed when both are */
+    bool final_read;            /* the reader has had a DONE or ERROR */
     atomic_bool cancelled;
 
     /* The scheduler's. */
@@ -216,7 +217,7 @@ bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
             until.tv_nsec -= 1000000000L;
         }
     }
-    while (!q->ev_n) {
+    while (!q->ev_n && !(q->engine_done && !q->final_read)) {
         if (timeout_ms < 0) pthread_cond_wait(&q->cv, &q->mu);
         else if (pthread_cond_timedwait(&q->cv, &q->mu, &until)) break;
     }
@@ -225,6 +226,13 @@ bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
         *ev = q->ev[q->ev_head];
         q->ev_head = (q->ev_head + 1) % q->ev_cap;
         q->ev_n--;
+        q->final_read |= ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR;
+    } else if (q->engine_done && !q->final_read) {
+        /* The engine is done but its last event was lost (out of host
+         * memory in push_event): the reader gets an error, never a wait. */
+        *ev = (vkv_seq_event){.kind = VKV_SEQ_ERROR, .http_status = 500, .type = "server_error"};
+        snprintf(ev->message, sizeof ev->message, "the request's last event was lost: out of host memory");
+        q->final_read = got = true;
     }
     pthread_mutex_unlock(&q->mu);
     return got;
@@ -770,8 +778,8 @@ static void admit(vkv_engine *e)
             if (!e->wait_head) e->wait_tail = NULL;
             e->n_waiting--;
             q->next = NULL;
-            if (fits && ++e->n_active > e->n_active_peak) e->n_active_peak = e->n_active;
-            else e->outcomes[q->refusal.http_status == 500 ? OUT_FAILED : OUT_INVALID]++;
+            if (!fits) e->outcomes[q->refusal.http_status == 500 ? OUT_FAILED : OUT_INVALID]++;
+            else if (++e->n_active > e->n_active_peak) e->n_active_peak = e->n_active;
         }
         pthread_mutex_unlock(&e->mu);
         if (!ok) {
@@ -1077,12 +1085,17 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     return VKV_OK;
 }
 
-void vkv_engine_drain(vkv_engine *e)
+void vkv_engine_stop_admitting(vkv_engine *e)
 {
     pthread_mutex_lock(&e->mu);
     e->stopping = true;
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
+}
+
+void vkv_engine_drain(vkv_engine *e)
+{
+    vkv_engine_stop_admitting(e);
     if (e->thread_started) {
         pthread_join(e->thread, NULL);
         e->thread_started = false;

@@ -287,6 +287,10 @@ async function main() {
                    'a device fault in a request not streamed: 500, server_error', `${e.status} ${e.type} ${e.message}`));
     const failed = await metric(f.url, 'vkvector_requests_total\\{outcome="failed"\\}');
     check(failed === 2, 'metrics count both failures', String(failed));
+    const length = await metric(f.url, 'vkvector_requests_total\\{outcome="length"\\}');
+    const invalid = await metric(f.url, 'vkvector_requests_total\\{outcome="invalid"\\}');
+    check(length === 1 && invalid === 0, 'metrics count the one request that ran to its length, none invalid',
+          `length ${length}, invalid ${invalid}`);
   } finally {
     const { code } = await stopServer(f);
     check(code === 0, 'after device faults, SIGTERM: exit 0', String(code));
