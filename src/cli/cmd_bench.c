@@ -366,6 +366,132 @@ out:
     return rc;
 }
 
+/* The serve scheduler's decoding step (vkv_ctx_eval_batch) at several batch
+ * sizes: n contexts of one model share one set of activation buffers, each
+ * holds a prompt of --context tokens, and every step appends one token to
+ * each. Wall time per step, tokens per second over all sequences and the
+ * ratio to the single sequence; with --profile the GPU time per kernel of a
+ * step (docs/SERVE.md, "Measuring"). */
+static const char *const BATCH_USAGE =
+    "vkvector bench batch [-m MODEL] [--seqs 1,4,16] [--context 32] [--steps 32] [--reps 3] [--profile]\n"
+    "\n"
+    "The batched decoding step of vkvector serve: wall time per step, tokens/s over all\n"
+    "sequences and the ratio to one sequence (best of the runs after one warm-up).";
+
+/* Parses "1,4,16" into at most VKV_BATCH_MAX sizes, each 1..VKV_BATCH_MAX. */
+static bool parse_batch_sizes(const char *s, uint32_t *sizes, uint32_t *n)
+{
+    *n = 0;
+    while (*s) {
+        char *end = NULL;
+        long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > VKV_BATCH_MAX || *n == VKV_BATCH_MAX) return false;
+        sizes[(*n)++] = (uint32_t)v;
+        if (!*end) return true;
+        if (*end != ',') return false;
+        s = end + 1;
+    }
+    return false;
+}
+
+static int bench_batch(int argc, char **argv)
+{
+    const char *seqs_arg = "1,4,16";
+    int64_t n_prompt = 32, n_steps = 32, reps = 3;
+    bool profile = false;
+    cli_model_opts mo;
+    cli_model_opts_init(&mo);
+    const cli_opt opts[] = {
+        CLI_MODEL_PATH_OPTION(mo.model_path),
+        {.type = CLI_STR, .names = "--seqs", .metavar = "LIST", .dest = &seqs_arg,
+         .help = "batch sizes, comma-separated, each 1..16 (default 1,4,16)"},
+        {.type = CLI_I64, .names = "--context", .metavar = "N", .dest = &n_prompt, .min = 1, .max = 1 << 16,
+         .help = "tokens in each sequence's cache before the timed steps (default 32)"},
+        {.type = CLI_I64, .names = "--steps", .metavar = "N", .dest = &n_steps, .min = 1, .max = 1 << 16,
+         .help = "timed steps per run (default 32)"},
+        BENCH_REPS_OPTION(reps, "3"),
+        {.type = CLI_FLAG, .names = "--profile", .dest = &profile,
+         .help = "GPU time per kernel of a step (timestamps around every dispatch: wall times then differ)"},
+        CLI_DEVICE_OPTION(mo.device),
+    };
+    int parsed = cli_parse("bench", BATCH_USAGE, opts, CLI_N(opts), argc, argv);
+    if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    uint32_t sizes[VKV_BATCH_MAX], n_sizes = 0;
+    if (!parse_batch_sizes(seqs_arg, sizes, &n_sizes))
+        return cli_usage_error("bench", "--seqs takes batch sizes 1..%u separated by commas, not '%s'", VKV_BATCH_MAX,
+                               seqs_arg);
+    vkv_session *s = NULL;
+    vkv_ctx *ctx[VKV_BATCH_MAX] = {0};
+    int32_t *ids = NULL;
+    vkv_status st;
+    int rc = 1;
+    vkv_session_params sp = {.model_path = mo.model_path, .device = mo.device, .no_tokenizer = true, .cmd = "bench"};
+    if ((st = vkv_session_open(&sp, &s))) goto fail;
+    const vkv_model *m = s->model;
+    vkv_gpu *gpu = s->gpu;
+    const uint32_t n_ctx = (uint32_t)(n_prompt + (reps + 1) * n_steps);
+    ids = malloc(sizeof *ids * n_ctx);
+    if (!ids) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
+    vkv_rng rng = vkv_rng_new(1);
+    for (uint32_t i = 0; i < n_ctx; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
+    for (uint32_t i = 0; i < VKV_BATCH_MAX; i++) {
+        vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = i ? 0 : VKV_BATCH_MAX, .scratch_from = i ? ctx[0] : NULL};
+        if (!i && cp.n_batch < n_prompt) cp.n_batch = (uint32_t)n_prompt;
+        if ((st = vkv_ctx_create(gpu, m, &cp, &ctx[i]))) goto fail;
+    }
+    printf("# the batched decoding step: %s on %s, %lld-token caches, %lld steps a run\n\n", mo.model_path,
+           vkv_gpu_caps(gpu)->name, (long long)n_prompt, (long long)n_steps);
+    printf("| sequences | ms a step | tokens/s | vs 1 sequence |%s\n| ---: | ---: | ---: | ---: |%s\n",
+           profile ? " GPU ms a step |" : "", profile ? " ---: |" : "");
+    double tps_one = 0;
+    for (uint32_t z = 0; z < n_sizes; z++) {
+        const uint32_t n = sizes[z];
+        double best = 1e30, gpu_ns = 0;
+        for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up (pipelines) */
+            for (uint32_t i = 0; i < n; i++) {
+                if ((st = vkv_ctx_reset(ctx[i])) || (st = vkv_ctx_eval(ctx[i], ids, (uint32_t)n_prompt, false, NULL)))
+                    goto fail;
+            }
+            vkv_gpu_set_profiling(gpu, profile && r == reps - 1);
+            vkv_gpu_reset_profile(gpu);
+            double t0 = now_s();
+            for (int64_t k = 0; k < n_steps; k++) {
+                int32_t step_ids[VKV_BATCH_MAX];
+                for (uint32_t i = 0; i < n; i++) step_ids[i] = ids[(n_prompt + k + i) % n_ctx];
+                if ((st = vkv_ctx_eval_batch(ctx, step_ids, n, NULL))) goto fail;
+            }
+            double t = (now_s() - t0) / n_steps;
+            if (r >= 0 && t < best) best = t;
+            if (profile && r == reps - 1)
+                for (int k = 0; k < VKV_KERNEL_COUNT; k++) gpu_ns += vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
+        }
+        vkv_gpu_set_profiling(gpu, false);
+        const double tps = n / best;
+        if (n == 1) tps_one = tps;
+        printf("| %u | %.2f | %.1f | ", n, 1e3 * best, tps);
+        if (tps_one > 0) printf("%.2fx |", tps / tps_one);
+        else printf("- |");
+        if (profile) printf(" %.2f |", 1e-6 * gpu_ns / n_steps);
+        printf("\n");
+        if (profile) {
+            for (int k = 0; k < VKV_KERNEL_COUNT; k++) {
+                double ns = vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
+                if (ns > 0) printf("|   %s | %.3f ms | | |\n", vkv_kernel_name((vkv_kernel)k), 1e-6 * ns / n_steps);
+            }
+        }
+        fflush(stdout);
+    }
+    rc = 0;
+    goto out;
+fail:
+    rc = cli_fail("bench", st);
+out:
+    for (uint32_t i = VKV_BATCH_MAX; i-- > 0;) vkv_ctx_free(ctx[i]);
+    free(ids);
+    vkv_session_close(s);
+    return rc;
+}
+
 /* --profile: GPU time per kernel of the two decodes (timestamps around every
  * dispatch, so the wall-clock figures of a profiled run are not comparable). */
 /* n_decode single-token steps of ids on ctx; adds their wall time to
@@ -594,6 +720,7 @@ int cmd_bench(int argc, char **argv)
         {"-m", bench_model, 0, MODEL_USAGE, "llama-bench-style pp / tg tokens per second"},
         {"--model", bench_model, 0, NULL, NULL},
         {"vector", bench_vector, 1, VECTOR_USAGE, "compression cost vs prefill; tiered vs plain decode"},
+        {"batch", bench_batch, 1, BATCH_USAGE, "vkvector serve's batched decoding step at several batch sizes"},
     };
     const char *which = argc >= 2 ? argv[1] : "";
     for (size_t i = 0; i < CLI_N(benchmarks); i++) {
@@ -601,7 +728,7 @@ int cmd_bench(int argc, char **argv)
         if (!strcmp(which, benchmarks[i].name)) return benchmarks[i].fn(argc - skip, argv + skip);
     }
     if (strcmp(which, "--help") && strcmp(which, "-h"))
-        return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, vector, -m MODEL)", which);
+        return cli_usage_error("bench", "unknown benchmark '%s' (available: ops, vector, batch, -m MODEL)", which);
     /* Each benchmark's synopsis: its usage up to the blank line. */
     for (size_t i = 0, shown = 0; i < CLI_N(benchmarks); i++) {
         const char *u = benchmarks[i].usage, *end = u ? strstr(u, "\n\n") : NULL;
@@ -609,7 +736,7 @@ int cmd_bench(int argc, char **argv)
         int synopsis_len = (int)(end ? (size_t)(end - u) : strlen(u));
         printf("%s%.*s\n           %s\n", shown++ ? "       " : "usage: ", synopsis_len, u, benchmarks[i].summary);
     }
-    printf("\n'vkvector bench ops --help', 'bench -m MODEL --help' and 'bench vector --help' describe their\n"
-           "options.\n");
+    printf("\n'vkvector bench ops --help', 'bench -m MODEL --help', 'bench vector --help' and 'bench batch --help'\n"
+           "describe their options.\n");
     return 0;
 }
