@@ -117,6 +117,22 @@ vkv_status vkv_out_check(const char *option, const char *path)
     return st;
 }
 
+vkv_status vkv_append_check(const char *option, const char *path)
+{
+    struct stat sb;
+    if (!path || !*path || stat(path, &sb) != 0 || S_ISDIR(sb.st_mode) || S_ISFIFO(sb.st_mode))
+        return vkv_out_check(option, path);
+    /* opened for appending, nothing truncated or written */
+    int fd = open(path, O_WRONLY | O_APPEND | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        char ob[64];
+        return vkv_error(VKV_ERR_IO, "%scannot append to '%s': %s", named(option, ob, sizeof ob), path,
+                         strerror(errno));
+    }
+    close(fd);
+    return VKV_OK;
+}
+
 static void out_free(vkv_out *o)
 {
     free(o->path);

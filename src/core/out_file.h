@@ -33,6 +33,10 @@ typedef struct vkv_out {
  * the check holds for root too); nothing is left behind. */
 vkv_status vkv_out_check(const char *option, const char *path);
 
+/* The same for a results file appended to (vkv_append_open): an existing
+ * file need only be writable itself; a new one, creatable. */
+vkv_status vkv_append_check(const char *option, const char *path);
+
 /* Starts writing path: o->f is open for writing ("wb"). VKV_ERR_IO naming
  * path when the file cannot be created. */
 vkv_status vkv_out_open(vkv_out *o, const char *path);
