@@ -276,7 +276,7 @@ static vkv_status generate(vkv_session *s, const run_opts *o, const vkv_prompt *
         }
         /* standard output failed (a full disk, a closed pipe): generating on
          * is pointless; src/cli/main.c reports it at exit */
-        if (fflush(stdout) != 0 || ferror(stdout)) { *stop = "standard output failed"; break; }
+        if (!vkv_stdout_ok()) { *stop = "standard output failed"; break; }
         if (s->tok && vkv_tokenizer_is_eog(s->tok, id)) { *stop = "end of generation token"; break; }
         if (*n_gen == o->n_predict) break;
         if (vkv_session_full(s)) { *stop = "context full"; break; }

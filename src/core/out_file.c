@@ -133,12 +133,67 @@ vkv_status vkv_append_check(const char *option, const char *path)
     return VKV_OK;
 }
 
+/* The stream under vkv_out.f: stdio's buffer over write(2), which keeps the
+ * first failed write's errno (stdio keeps only its error flag, and errno is
+ * long gone when the commit looks) and counts the bytes written (ftell). */
+struct vkv_out_sink {
+    int fd;
+    int err;
+    off64_t pos;
+};
+
+static ssize_t sink_write(void *cookie, const char *buf, size_t n)
+{
+    struct vkv_out_sink *k = cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(k->fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (!k->err) k->err = w < 0 ? errno : EIO;
+            break;
+        }
+        done += (size_t)w;
+    }
+    k->pos += (off64_t)done;
+    return done == n ? (ssize_t)n : -1;
+}
+
+/* ftell only: the stream cannot seek */
+static int sink_seek(void *cookie, off64_t *pos, int whence)
+{
+    struct vkv_out_sink *k = cookie;
+    if (whence != SEEK_CUR || *pos != 0) {
+        errno = ESPIPE;
+        return -1;
+    }
+    *pos = k->pos;
+    return 0;
+}
+
+/* the descriptor is closed by the commit, which checks it */
+static int sink_close(void *cookie)
+{
+    (void)cookie;
+    return 0;
+}
+
 static void out_free(vkv_out *o)
 {
     free(o->path);
     free(o->dest);
     free(o->tmp);
+    free(o->sink);
     *o = (vkv_out){0};
+}
+
+static vkv_status open_failed(vkv_out *o, int fd, int e)
+{
+    if (fd >= 0) close(fd);
+    if (o->tmp) unlink(o->tmp);
+    vkv_status st = vkv_error(VKV_ERR_IO, "cannot write '%s': %s", o->path, strerror(e));
+    out_free(o);
+    return st;
 }
 
 vkv_status vkv_out_open(vkv_out *o, const char *path)
@@ -148,34 +203,25 @@ vkv_status vkv_out_open(vkv_out *o, const char *path)
     struct stat sb;
     bool exists = stat(path, &sb) == 0;
     if (exists && S_ISDIR(sb.st_mode)) return vkv_error(VKV_ERR_IO, "cannot write '%s': it is a directory", path);
-    o->path = strdup(path);
-    if (!o->path) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    if (!(o->path = strdup(path)) || !(o->sink = calloc(1, sizeof *o->sink))) {
+        out_free(o);
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    int fd;
     if (in_place(path, &sb, exists)) {
-        if (!(o->f = fopen(path, "wb"))) {
-            int e = errno;
-            out_free(o);
-            return vkv_error(VKV_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-        }
-        return VKV_OK;
+        fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+        if (fd < 0) return open_failed(o, -1, errno);
+    } else {
+        /* a symbolic link stays one: the file it points to is replaced */
+        o->dest = exists ? realpath(path, NULL) : NULL;
+        if (!o->dest && !(o->dest = strdup(path))) return open_failed(o, -1, ENOMEM);
+        if ((fd = create_beside(o->dest, &o->tmp)) < 0) return open_failed(o, -1, errno);
+        /* a file written over keeps its permissions */
+        if (exists) (void)fchmod(fd, sb.st_mode & 07777);
     }
-    /* a symbolic link stays one: the file it points to is replaced */
-    o->dest = exists ? realpath(path, NULL) : strdup(path);
-    if (!o->dest) o->dest = strdup(path);
-    int fd = o->dest ? create_beside(o->dest, &o->tmp) : -1;
-    if (fd < 0) {
-        int e = o->dest ? errno : ENOMEM;
-        out_free(o);
-        return vkv_error(VKV_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
-    /* a file written over keeps its permissions */
-    if (exists) (void)fchmod(fd, sb.st_mode & 07777);
-    if (!(o->f = fdopen(fd, "wb"))) {
-        int e = errno;
-        close(fd);
-        unlink(o->tmp);
-        out_free(o);
-        return vkv_error(VKV_ERR_IO, "cannot write '%s': %s", path, strerror(e));
-    }
+    o->sink->fd = fd;
+    cookie_io_functions_t io = {.write = sink_write, .seek = sink_seek, .close = sink_close};
+    if (!(o->f = fopencookie(o->sink, "wb", io))) return open_failed(o, fd, errno);
     return VKV_OK;
 }
 
@@ -194,14 +240,13 @@ static void sync_dir(const char *dest)
 vkv_status vkv_out_commit(vkv_out *o)
 {
     if (!o->f) return vkv_error(VKV_ERR_ARG, "vkv_out_commit: no file open");
-    /* a write that failed earlier leaves its bytes in the buffer: the flush
-     * tries them again and tells the reason */
-    int e = 0;
-    bool failed = ferror(o->f);
-    if (fflush(o->f) != 0) e = errno, failed = true;
-    if (!failed && o->tmp && fsync(fileno(o->f)) != 0) e = errno, failed = true;
-    if (fclose(o->f) != 0 && !failed) e = errno, failed = true;
+    struct vkv_out_sink *k = o->sink;
+    bool failed = fflush(o->f) != 0 || ferror(o->f);
+    failed |= fclose(o->f) != 0;
     o->f = NULL;
+    int e = k->err;
+    if (!failed && o->tmp && fsync(k->fd) != 0) e = errno, failed = true;
+    if (close(k->fd) != 0 && !failed) e = errno, failed = true;
     if (!failed && o->tmp && rename(o->tmp, o->dest) != 0) e = errno, failed = true;
     if (failed) {
         if (o->tmp) unlink(o->tmp);
@@ -218,6 +263,7 @@ void vkv_out_drop(vkv_out *o)
 {
     if (!o->f) return;
     fclose(o->f);
+    close(o->sink->fd);
     if (o->tmp) unlink(o->tmp);
     out_free(o);
 }
@@ -252,11 +298,23 @@ vkv_status vkv_append(FILE *f, const char *path, const void *data, size_t n)
     return VKV_OK;
 }
 
+/* the reason standard output failed, when vkv_stdout_ok saw it fail */
+static int stdout_errno;
+
+bool vkv_stdout_ok(void)
+{
+    if (fflush(stdout) != 0) {
+        if (!stdout_errno) stdout_errno = errno;
+        return false;
+    }
+    return !ferror(stdout);
+}
+
 vkv_status vkv_close_stdout(void)
 {
-    int e = 0;
+    int e = stdout_errno;
     bool failed = ferror(stdout);
-    if (fflush(stdout) != 0) e = errno, failed = true;
+    if (fflush(stdout) != 0) e = e ? e : errno, failed = true;
     if (fclose(stdout) != 0 && !failed) e = errno, failed = true;
     if (failed) return vkv_error(VKV_ERR_IO, "error writing standard output: %s", strerror(e ? e : EIO));
     return VKV_OK;

@@ -24,6 +24,7 @@ typedef struct vkv_out {
     char *path; /* the target as given: what messages name */
     char *dest; /* what the temporary file is renamed to (symbolic links resolved) */
     char *tmp;  /* the temporary file; NULL when the target is written in place */
+    struct vkv_out_sink *sink; /* under f: the descriptor and the first write error's errno */
 } vkv_out;
 
 /* VKV_OK when path can be written; else VKV_ERR_IO (VKV_ERR_ARG for an empty
@@ -59,6 +60,10 @@ vkv_status vkv_out_write_file(const char *path, const void *data, size_t n);
  * VKV_ERR_IO naming path. */
 vkv_status vkv_append_open(const char *path, FILE **f);
 vkv_status vkv_append(FILE *f, const char *path, const void *data, size_t n);
+
+/* Flushes standard output: false when any write to it failed so far (the
+ * reason is kept for vkv_close_stdout). For loops that stream to it. */
+bool vkv_stdout_ok(void);
 
 /* Standard output at the end of the program: flushed and closed, every
  * earlier write checked. VKV_ERR_IO ("error writing standard output: ...")
