@@ -1237,11 +1237,11 @@ vkv_status vkv_gguf_writer_to_file(vkv_gguf_writer *w, const char *path)
     if (!gguf_writer_layout(w, &total)) return vkv_error(VKV_ERR_ARG, "gguf: file size overflows");
     vkv_out out;
     vkv_status st = vkv_out_open(&out, path);
-    if (st) return vkv_error_context(st, "gguf: ");
+    if (st) return vkv_error_context(st, "gguf");
     gguf_sink k = { .file = out.f };
     gguf_writer_emit(w, &k);
     /* a failed write sets the stream's error too: the commit reports it, and
      * leaves no half file (docs/ARCHITECTURE.md §6) */
-    if ((st = vkv_out_commit(&out))) return vkv_error_context(st, "gguf: ");
+    if ((st = vkv_out_commit(&out))) return vkv_error_context(st, "gguf");
     return VKV_OK;
 }

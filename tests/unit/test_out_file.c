@@ -109,6 +109,13 @@ static void failed_write_names_the_file_and_leaves_nothing(void **state)
     /* a short write: only the flush at the commit fails */
     assert_int_equal(vkv_out_write_file("/dev/full", "x", 1), VKV_ERR_IO);
     assert_non_null(strstr(vkv_last_error(), "No space left on device"));
+    /* a target written in place is never removed on failure, nor dropped:
+     * as root, removing /dev/full would delete the device */
+    assert_int_equal(vkv_out_open(&o, "/dev/full"), VKV_OK);
+    vkv_out_drop(&o);
+    struct stat sb;
+    assert_int_equal(stat("/dev/full", &sb), 0);
+    assert_true(S_ISCHR(sb.st_mode));
     /* a rename that fails (the target became a directory): no temporary file stays */
     char p[256];
     snprintf(p, sizeof p, "%s/target", dir);
