@@ -22,7 +22,8 @@ static void per_layer_table(const char *path, const vkv_calib *c, bool md)
     printf(md ? "\n### %s (%s): %s R²\n\n| layer | OLS mean | OLS min | OLS max | joint | Moore–Penrose |\n"
                 "| ---: | ---: | ---: | ---: | ---: | ---: |\n"
               : "\n%s (%s): %s R²\n%5s %9s %9s %9s %9s %14s\n",
-           vkv_printable(c->model_name, name, sizeof name), vkv_printable(path, file, sizeof file), what, "layer", "OLS mean", "OLS min", "OLS max", "joint", "Moore-Penrose");
+           vkv_printable(c->model_name, name, sizeof name), vkv_printable(path, file, sizeof file), what, "layer",
+           "OLS mean", "OLS min", "OLS max", "joint", "Moore-Penrose");
     for (uint32_t l = 0; l < L; l++) {
         double lo = INFINITY, hi = -INFINITY;
         for (uint32_t h = 0; h < H; h++) {

@@ -14,7 +14,8 @@ model=models/vkvector-shakespeare.gguf
 [ -f "$tiny" ] || { echo "write_errors: $tiny not found (set VKVECTOR_SHARED)"; exit 1; }
 hay=$shared/data/paul_graham_essays
 prompts=$shared/longbench
-[ -d "$hay" ] && [ -f "$prompts/dataset2prompt.json" ] || { echo "write_errors: $hay or $prompts not found (set VKVECTOR_SHARED)"; exit 1; }
+[ -d "$hay" ] && [ -f "$prompts/dataset2prompt.json" ] ||
+  { echo "write_errors: $hay or $prompts not found (set VKVECTOR_SHARED)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'chmod -R u+w "$tmp"; rm -rf "$tmp"' EXIT
 fails=0 passes=0
@@ -57,11 +58,16 @@ full="cannot (write|append to) '/dev/full': No space left on device"
 expect 1 "$full" -- "$vkv" viz "$tmp/d.json" -o /dev/full
 expect 1 "$full" -- "$vkv" run -m "$tiny" -p "$context" -n 0 --press keydiff --compression 0.5 --tier-dump /dev/full
 expect 1 "$full" -- "$vkv" run -m "$tiny" -p "$context" -n 0 --dump-logits /dev/full
-niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --protocol vkvector --lengths 208 --depths 50 "$@"; }
-[ "$model" = "$tiny" ] && niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --protocol vkvector --lengths 400 --depths 50 "$@"; }
+# one cell; stories260K spells text in byte tokens and needs a longer prompt (as in niah.sh)
+len=208
+[ "$model" = "$tiny" ] && len=400
+niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --protocol vkvector --lengths $len --depths 50 "$@"; }
 expect 1 "$full" -- niah --out /dev/full
 expect 1 "$full" -- niah --out "$tmp/g.json" --html /dev/full
-calib() { "$vkv" calib -m "$tiny" --corpus "$shared/data/tinyshakespeare.txt" --byte-tokens --tokens 1024 --seq-len 128 --ridge auto "$@"; }
+calib() {
+  "$vkv" calib -m "$tiny" --corpus "$shared/data/tinyshakespeare.txt" --byte-tokens --tokens 1024 --seq-len 128 \
+    --ridge auto "$@"
+}
 expect 1 "$full" -- calib -o "$tmp/s.vkcal" --json /dev/full
 expect 1 "$full" -- calib -o /dev/full --json "$tmp/s.json"
 mkdir -p "$tmp/data"
@@ -89,7 +95,8 @@ stdout_full "$vkv" run -m "$tiny" -p "$context" -n 8
 mkdir "$tmp/dir"
 refused "--out: cannot write '$tmp/dir': it is a directory" -- niah --out "$tmp/dir"
 refused "--html: cannot write '$tmp/dir'" -- niah --out "$tmp/g.json" --html "$tmp/dir"
-refused "--dump-logits: cannot write '$tmp/dir': it is a directory" -- "$vkv" run -m "$tiny" -p "$context" -n 4 --dump-logits "$tmp/dir"
+refused "--dump-logits: cannot write '$tmp/dir': it is a directory" -- "$vkv" run -m "$tiny" -p "$context" -n 4 \
+  --dump-logits "$tmp/dir"
 refused "--tier-dump: cannot write '$tmp/none/d.json': its directory" -- "$vkv" run -m "$tiny" -p "$context" -n 0 \
   --press keydiff --compression 0.5 --tier-dump "$tmp/none/d.json"
 refused "-o: cannot write '$tmp/dir'" -- calib -o "$tmp/dir"
@@ -123,9 +130,24 @@ d["press"] = "knorm\x1b[2J"
 json.dump(d, open(sys.argv[2], "w"))
 PY
 "$vkv" viz --term --color never "$tmp/evil.json" > "$tmp/evil.txt" 2>&1 || bad "viz --term on the evil dump: exit $?"
-if LC_ALL=C grep -q $'\x1b' "$tmp/evil.txt"; then bad "viz --term wrote a raw ESC: $(od -c "$tmp/evil.txt" | head -5)"; else ok; fi
-grep -qF 'evil\x1b]0;pwned\x07\x1b[31mred' "$tmp/evil.txt" && ok || bad "model name not shown escaped: $(head -2 "$tmp/evil.txt")"
+# no_esc WHAT FILE: FILE holds no raw ESC byte.
+no_esc() {
+  if LC_ALL=C grep -q $'\x1b' "$2"; then bad "$1 wrote a raw ESC: $(od -c "$2" | head -5)"; else ok; fi
+}
+no_esc "viz --term" "$tmp/evil.txt"
+grep -qF 'evil\x1b]0;pwned\x07\x1b[31mred' "$tmp/evil.txt" && ok ||
+  bad "model name not shown escaped: $(head -2 "$tmp/evil.txt")"
 grep -qF 'press knorm\x1b[2J' "$tmp/evil.txt" && ok || bad "press not shown escaped: $(sed -n 2p "$tmp/evil.txt")"
+# longbench-report's table: the model name of a results file, escaped
+python3 - "$tmp/lb.jsonl" "$tmp/evil.jsonl" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+r["model"] = "evil\x1b[2Jmodel"
+open(sys.argv[2], "w").write(json.dumps(r) + "\n")
+PY
+"$vkv" longbench-report "$tmp/lb.jsonl" "$tmp/evil.jsonl" > "$tmp/evil.md" 2>&1 || bad "longbench-report on the evil file: exit $?"
+no_esc "longbench-report" "$tmp/evil.md"
+grep -qF 'evil\x1b[2Jmodel' "$tmp/evil.md" && ok || bad "longbench-report: model name not shown escaped: $(cat "$tmp/evil.md")"
 
 echo "write_errors: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
