@@ -90,6 +90,7 @@ stdout_full "$vkv" calib-report models/vkvector-shakespeare.vkcal
 longbench --out "$tmp/lb.jsonl" > /dev/null 2>&1 || bad "longbench run: exit $?"
 stdout_full "$vkv" longbench-report "$tmp/lb.jsonl"
 stdout_full "$vkv" run -m "$tiny" -p "$context" -n 8
+stdout_full "$vkv" tokenize -m "$model" --text "$context"
 
 # ---- refused before the work: a directory, a missing directory ----
 mkdir "$tmp/dir"
