@@ -11,6 +11,7 @@
 
 #include "calib/calib_internal.h"
 #include "core/json_write.h"
+#include "core/out_file.h"
 
 static double now_s(void)
 {
@@ -441,8 +442,10 @@ static void json_arr(vkv_json_writer *w, const double *x, size_t n)
 
 vkv_status vkv_calib_write_json(const vkv_calib *c, const char *path, double tokens_per_s)
 {
-    FILE *f = fopen(path, "w");
-    if (!f) return vkv_error(VKV_ERR_IO, "cannot write '%s'", path);
+    vkv_out out;
+    vkv_status st = vkv_out_open(&out, path);
+    if (st) return st;
+    FILE *f = out.f;
     uint32_t L = c->id.n_layer, H = c->id.n_head_kv;
     vkv_json_writer w;
     vkv_json_init(&w, f, true);
@@ -507,6 +510,6 @@ vkv_status vkv_calib_write_json(const vkv_calib *c, const char *path, double tok
     vkv_json_end_array(&w);
     vkv_json_end_object(&w);
     fputc('\n', f);
-    if (ferror(f) | (fclose(f) != 0)) return vkv_error(VKV_ERR_IO, "error writing '%s'", path);
-    return VKV_OK;
+    /* every write above is checked by the commit (ferror) */
+    return vkv_out_commit(&out);
 }

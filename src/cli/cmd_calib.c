@@ -13,6 +13,7 @@
 #include "calib/calib.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "core/out_file.h"
 #include "session/session.h"
 
 static const char *const USAGE =
@@ -233,6 +234,11 @@ static int run_calibration(const calib_args *a)
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
         goto fail;
     }
+    /* both outputs can be written: checked before the model is loaded
+     * (docs/ARCHITECTURE.md §6) */
+    if ((st = vkv_out_check(a->out_arg ? "-o" : NULL, out_path)) ||
+        (st = vkv_out_check(a->json_arg ? "--json" : NULL, json_path)))
+        goto fail;
     /* The vocabulary is loaded after the checks (--byte-tokens needs none). */
     vkv_session_params sp = {.model_path = model_path, .device = a->mo.device, .no_tokenizer = true, .cmd = "calib"};
     if ((st = vkv_session_open(&sp, &s))) goto fail;

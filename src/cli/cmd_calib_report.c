@@ -10,15 +10,20 @@
 #include "calib/calib.h"
 #include "cli/cli.h"
 #include "cli/options.h"
+#include "core/out_file.h"
 
 static void per_layer_table(const char *path, const vkv_calib *c, bool md)
 {
     const uint32_t L = c->id.n_layer, H = c->id.n_head_kv;
     const char *what = c->corpus.n_seq_heldout ? "held-out" : "in-sample (no held-out sequences)";
+    /* names from the file and the command line, printed with their control
+     * characters escaped (docs/ARCHITECTURE.md §6) */
+    char name[1024], file[4096];
     printf(md ? "\n### %s (%s): %s R²\n\n| layer | OLS mean | OLS min | OLS max | joint | Moore–Penrose |\n"
                 "| ---: | ---: | ---: | ---: | ---: | ---: |\n"
               : "\n%s (%s): %s R²\n%5s %9s %9s %9s %9s %14s\n",
-           c->model_name, path, what, "layer", "OLS mean", "OLS min", "OLS max", "joint", "Moore-Penrose");
+           vkv_printable(c->model_name, name, sizeof name), vkv_printable(path, file, sizeof file), what, "layer",
+           "OLS mean", "OLS min", "OLS max", "joint", "Moore-Penrose");
     for (uint32_t l = 0; l < L; l++) {
         double lo = INFINITY, hi = -INFINITY;
         for (uint32_t h = 0; h < H; h++) {
@@ -72,7 +77,9 @@ int cmd_calib_report(int argc, char **argv)
                   : "\n%-32s %6s %8s %9s %9s %14s\n", "model", "layers", "KV heads", "OLS R²", "joint R²", "Moore-Penrose R²");
         for (size_t i = 0; i < list.n; i++) {
             const vkv_calib *c = cals[i];
-            printf(md ? "| %s | %u | %u | %.4f | %.4f | %.3f |\n" : "%-32s %6u %8u %9.4f %9.4f %14.3f\n", c->model_name,
+            char name[1024];
+            printf(md ? "| %s | %u | %u | %.4f | %.4f | %.3f |\n" : "%-32s %6u %8u %9.4f %9.4f %14.3f\n",
+                   vkv_printable(c->model_name, name, sizeof name),
                    c->id.n_layer, c->id.n_head_kv, vkv_calib_mean(c, c->r2), layer_mean_of(c->r2_joint, c->id.n_layer),
                    vkv_calib_mean(c, c->r2_mp));
         }

@@ -9,6 +9,7 @@
 #include "cli/options.h"
 #include "conform/conform.h"
 #include "core/json_write.h"
+#include "core/out_file.h"
 
 static void write_json_device(vkv_json_writer *w, const vkv_caps *caps, uint32_t index, const conform_result *results,
                               size_t n_results, const char *error, uint32_t validation_errors)
@@ -87,8 +88,10 @@ int cmd_conform(int argc, char **argv)
                            opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     const bool big = !no_big;
+    vkv_status st;
+    if (json_path && (st = vkv_out_check("--json", json_path))) return cli_fail("conform", st);
     vkv_instance *inst;
-    vkv_status st = vkv_instance_create(vkv_validation_requested(), vkv_validation_requested(), &inst);
+    st = vkv_instance_create(vkv_validation_requested(), vkv_validation_requested(), &inst);
     if (st) return cli_fail("conform", st);
     uint32_t n_dev = vkv_instance_n_devices(inst);
     if (device >= (int)n_dev) {
@@ -96,14 +99,15 @@ int cmd_conform(int argc, char **argv)
         fprintf(stderr, "vkvector conform: device %d does not exist (%u device(s); see 'vkvector devices')\n", device, n_dev);
         return 1;
     }
+    vkv_out out = {0};
     FILE *jf = NULL;
     vkv_json_writer jw;
     if (json_path) {
-        if (!(jf = fopen(json_path, "w"))) {
+        if ((st = vkv_out_open(&out, json_path))) {
             vkv_instance_destroy(inst);
-            fprintf(stderr, "vkvector conform: cannot write '%s'\n", json_path);
-            return 1;
+            return cli_fail("conform", st);
         }
+        jf = out.f;
         vkv_json_init(&jw, jf, true);
         vkv_json_begin_object(&jw);
         vkv_json_key(&jw, "validation_layers"); vkv_json_bool(&jw, vkv_instance_validation_enabled(inst));
@@ -149,7 +153,10 @@ int cmd_conform(int argc, char **argv)
     if (jf) {
         vkv_json_end_array(&jw);
         vkv_json_end_object(&jw);
-        fclose(jf);
+        if ((st = vkv_out_commit(&out))) {
+            fprintf(stderr, "vkvector conform: %s\n", vkv_last_error());
+            any_error = true;
+        }
     }
     vkv_instance_destroy(inst);
     printf("\nconform: %zu passed, %zu failed, %zu skipped\n", total_pass, total_fail + (any_error ? 1 : 0), total_skip);

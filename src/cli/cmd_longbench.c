@@ -19,6 +19,7 @@
 #include "cli/strset.h"
 #include "core/json.h"
 #include "core/json_write.h"
+#include "core/out_file.h"
 #include "session/session.h"
 #include "eval/metrics.h"
 #include "eval/kvpress_prompt.h"
@@ -116,7 +117,8 @@ static int scan_results(const char *path, const eval_opts *o, const eval_env *e,
     *needs_newline = false;
     *n_done = 0;
     struct stat sb;
-    if (stat(path, &sb) != 0) return 0;
+    /* nothing to resume from a device (/dev/null) or a pipe */
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
     if (sb.st_size > 0) {
         FILE *f = fopen(path, "rb");
         if (!f) {
@@ -463,10 +465,10 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
     fputc('\n', mf);
     fclose(mf);
     /* One line, flushed and synced: a crash loses at most the sample in flight. */
-    bool ok = fwrite(buf, 1, blen, run->out) == blen && fflush(run->out) == 0 && fsync(fileno(run->out)) == 0;
+    vkv_status wst = vkv_append(run->out, run->out_path, buf, blen);
     free(buf);
-    if (!ok) {
-        fprintf(stderr, "vkvector longbench: error writing '%s': %s\n", run->out_path, strerror(errno));
+    if (wst) {
+        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
         vkv_gen_result_free(&g);
         return 1;
     }
@@ -613,16 +615,16 @@ static int open_results(lb_run *run, size_t *n_done)
     bool needs_newline;
     int rc = scan_results(run->out_path, run->o, run->e, run->protocol, &run->done, run->acc, &needs_newline, n_done);
     if (rc) return rc;
-    if (!(run->out = fopen(run->out_path, "ab"))) {
-        fprintf(stderr, "vkvector longbench: cannot write '%s': %s\n", run->out_path, strerror(errno));
+    if (vkv_append_open(run->out_path, &run->out)) {
+        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
         return 1;
     }
     if (needs_newline) {
         /* The last line was cut by a crash: end it, so it stays one bad line. */
         fprintf(stderr, "vkvector longbench: %s ends inside a line (an interrupted write); it is kept and skipped\n",
                 run->out_path);
-        if (fputc('\n', run->out) == EOF || fflush(run->out) || fsync(fileno(run->out))) {
-            fprintf(stderr, "vkvector longbench: error writing '%s': %s\n", run->out_path, strerror(errno));
+        if (vkv_append(run->out, run->out_path, "\n", 1)) {
+            fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
             return 1;
         }
     }
@@ -778,6 +780,13 @@ int cmd_longbench(int argc, char **argv)
     char path[2048];
     vkv_status st = VKV_OK;
     rc = 1;
+    /* every results file can be appended to: checked before the model is
+     * loaded (docs/ARCHITECTURE.md §6) */
+    for (int k = 0; k < (l.common.po.n_pas > 1 ? l.common.po.n_pas : 1) && !st; k++) {
+        if (l.common.po.n_pas > 1) per_pa_path(l.out_path, l.common.po.pas[k], path, sizeof path);
+        st = vkv_append_check("--out", l.common.po.n_pas > 1 ? path : l.out_path);
+    }
+    if (st) goto out;
     snprintf(path, sizeof path, "%s/dataset2prompt.json", l.prompts_dir);
     if ((st = vkv_json_parse_file(path, &prompts))) goto out;
     snprintf(path, sizeof path, "%s/dataset2maxlen.json", l.prompts_dir);

@@ -14,6 +14,7 @@
 #include "cli/options.h"
 #include "cli/strset.h"
 #include "core/json.h"
+#include "core/out_file.h"
 #include "eval/lb_jsonl.h"
 #include "eval/lb_report.h"
 #include "eval/metrics.h"
@@ -166,8 +167,10 @@ static void plan_layout(const vkv_lb_rows *rs, layout *lo)
                                       rs->r[i].n[t], lo->max_n[t]);
         if (!k) continue;
         method_label(&rs->r[i], lo->show_pa, m, sizeof m);
+        char model[1024], pm[1024];
         fprintf(stderr, "vkvector longbench-report: %s, %s, p_c %g has fewer samples than other rows: %s\n",
-                rs->r[i].model, m, rs->r[i].compression_ratio, list);
+                vkv_printable(rs->r[i].model, model, sizeof model), vkv_printable(m, pm, sizeof pm),
+                rs->r[i].compression_ratio, list);
         lo->incomplete = true;
     }
 }
@@ -212,8 +215,12 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
 {
     bool all;
     double avg = row_avg(lo, r, &all);
+    /* model and press names come from the result files: printed with their
+     * control characters escaped (docs/ARCHITECTURE.md §6) */
+    char model[1024], press[256];
+    vkv_printable(r->model, model, sizeof model);
     if (csv) {
-        printf("%s,%s,%s,", r->model, r->press ? r->press : "", r->vector ? "true" : "false");
+        printf("%s,%s,%s,", model, vkv_printable(r->press, press, sizeof press), r->vector ? "true" : "false");
         if (!isnan(r->pa)) printf("%.6g", r->pa);
         printf(",%s,%g", r->query_aware ? "true" : "false", r->compression_ratio);
         for (int t = 0; t < VKV_LB_N_TASKS; t++)
@@ -224,11 +231,11 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
         printf(",%.2f\n", avg);
         return;
     }
-    char m[256];
+    char m[256], pm[1024];
     method_label(r, lo->show_pa, m, sizeof m);
     printf("|");
-    if (lo->many_models) printf(" %s |", r->model);
-    printf(" %s |", m);
+    if (lo->many_models) printf(" %s |", model);
+    printf(" %s |", vkv_printable(m, pm, sizeof pm));
     if (lo->mixed_protocol) printf(" %s |", r->kvpress ? "kvpress" : "longbench");
     if (lo->mixed_mode) printf(" %s |", r->press ? (r->query_aware ? "query-aware" : "query-agnostic") : "");
     if (r->press) printf(" %g |", r->compression_ratio);
@@ -271,7 +278,9 @@ static void print_pa_table(const vkv_lb_rows *rs, const layout *lo)
             first = !(rs->r[j].press && !strcmp(rs->r[j].press, r->press) && !strcmp(rs->r[j].model, r->model) &&
                       rs->r[j].compression_ratio == r->compression_ratio && rs->r[j].query_aware == r->query_aware);
         if (!first) continue;
-        printf("| %s | %s | %s | %g |", r->model, r->press, r->query_aware ? "query-aware" : "query-agnostic",
+        char model[1024], press[256];
+        printf("| %s | %s | %s | %g |", vkv_printable(r->model, model, sizeof model),
+               vkv_printable(r->press, press, sizeof press), r->query_aware ? "query-aware" : "query-agnostic",
                r->compression_ratio);
         double cells[65];
         for (size_t k = 0; k <= n_pa; k++) cells[k] = NAN;

@@ -19,6 +19,7 @@
 #include "cli/cli.h"
 #include "cli/eval_cli.h"
 #include "core/json_write.h"
+#include "core/out_file.h"
 #include "session/session.h"
 #include "eval/metrics.h"
 #include "eval/niah.h"
@@ -97,13 +98,12 @@ static double grid_mean(const niah *g, size_t *n_ran)
 
 static bool write_json(const niah *g)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", g->out_path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        fprintf(stderr, "vkvector niah: cannot write '%s': %s\n", tmp, strerror(errno));
+    vkv_out out;
+    if (vkv_out_open(&out, g->out_path)) {
+        fprintf(stderr, "vkvector niah: %s\n", vkv_last_error());
         return false;
     }
+    FILE *f = out.f;
     vkv_json_writer w;
     vkv_json_init(&w, f, true);
     vkv_json_begin_object(&w);
@@ -175,10 +175,9 @@ static bool write_json(const niah *g)
     vkv_json_num(&w, grid_mean(g, &n_ran));
     vkv_json_end_object(&w);
     fputc('\n', f);
-    bool ok = !ferror(f) && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    ok = fclose(f) == 0 && ok;
-    if (!ok || rename(tmp, g->out_path) != 0) {
-        fprintf(stderr, "vkvector niah: error writing '%s': %s\n", g->out_path, strerror(errno));
+    /* every write above is checked by the commit (ferror) */
+    if (vkv_out_commit(&out)) {
+        fprintf(stderr, "vkvector niah: %s\n", vkv_last_error());
         return false;
     }
     return true;
@@ -206,18 +205,19 @@ static bool write_html(const niah *g)
                           .compression_ratio = g->o->po.compression_ratio, .query_aware = g->o->po.query_aware,
                           .vector = g->o->po.vector, .pa = eval_effective_pa(g->o), .needle = g->needle,
                           .question = g->question, .haystack = g->haystack_dir, .runs = g->runs};
-    FILE *f = fopen(g->html_path, "wb");
-    if (!f) {
-        fprintf(stderr, "vkvector niah: cannot write '%s': %s\n", g->html_path, strerror(errno));
+    vkv_out out;
+    if (vkv_out_open(&out, g->html_path)) {
+        fprintf(stderr, "vkvector niah: %s\n", vkv_last_error());
         free(cells);
         return false;
     }
-    viz_write_niah_heatmap(f, &h);
+    viz_write_niah_heatmap(out.f, &h);
     free(cells);
-    bool ok = !ferror(f);
-    ok = fclose(f) == 0 && ok;
-    if (!ok) fprintf(stderr, "vkvector niah: error writing '%s'\n", g->html_path);
-    return ok;
+    if (vkv_out_commit(&out)) {
+        fprintf(stderr, "vkvector niah: %s\n", vkv_last_error());
+        return false;
+    }
+    return true;
 }
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
@@ -299,6 +299,10 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
     if (!*g->needle || !*g->question) return cli_usage_error("niah", "the needle and the question must not be empty");
     if (!eval_opts_check("niah", o)) return 2;
     o->po.paper_split_pool = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2 */
+    /* both outputs can be written: checked before the grid runs (docs/ARCHITECTURE.md §6) */
+    vkv_status st;
+    if ((st = vkv_out_check("--out", g->out_path)) || (g->html_path && (st = vkv_out_check("--html", g->html_path))))
+        return cli_fail("niah", st);
     return -1;
 }
 

@@ -11,6 +11,7 @@
 #include "cli/load_report.h"
 #include "cli/options.h"
 #include "viz/tier_dump.h"
+#include "core/out_file.h"
 #include "infer/sampler.h"
 #include "session/session.h"
 
@@ -245,11 +246,7 @@ static vkv_status prefill(vkv_session *s, const run_opts *o, const vkv_prompt *p
     }
     vkv_prefill_free(&pf);
     if (st || !o->dump_path) return st;
-    FILE *f = fopen(o->dump_path, "wb");
-    size_t n = pr->n * nv;
-    bool ok = f && fwrite(logits, sizeof *logits, n, f) == n;
-    if (f && fclose(f) != 0) ok = false;
-    if (!ok) return vkv_error(VKV_ERR_IO, "cannot write '%s'", o->dump_path);
+    if ((st = vkv_out_write_file(o->dump_path, logits, sizeof *logits * pr->n * nv))) return st;
     memmove(logits, logits + (pr->n - 1) * nv, sizeof *logits * nv);
     return VKV_OK;
 }
@@ -277,7 +274,9 @@ static vkv_status generate(vkv_session *s, const run_opts *o, const vkv_prompt *
             if ((st = vkv_detok_push(&detok, id, &piece, &len))) break;
             fwrite(piece, 1, len, stdout);
         }
-        fflush(stdout);
+        /* standard output failed (a full disk, a closed pipe): generating on
+         * is pointless; src/cli/main.c reports it at exit */
+        if (!vkv_stdout_ok()) { *stop = "standard output failed"; break; }
         if (s->tok && vkv_tokenizer_is_eog(s->tok, id)) { *stop = "end of generation token"; break; }
         if (*n_gen == o->n_predict) break;
         if (vkv_session_full(s)) { *stop = "context full"; break; }
@@ -366,11 +365,22 @@ static void print_summary(const vkv_session *s, const run_opts *o, size_t n_prom
             ms.device_peak_used / 1048576.0, ms.device_bytes_allocated / 1048576.0);
 }
 
+/* The output files can be written: checked before the model is loaded
+ * (docs/ARCHITECTURE.md §6). -1 when they can, else 1 (printed). */
+static int check_run_outputs(const run_opts *o)
+{
+    vkv_status st;
+    if ((o->dump_path && (st = vkv_out_check("--dump-logits", o->dump_path))) ||
+        (o->tier_dump && (st = vkv_out_check("--tier-dump", o->tier_dump))))
+        return cli_fail("run", st);
+    return -1;
+}
+
 int cmd_run(int argc, char **argv)
 {
     run_opts o;
     int rc = parse_run_options(argc, argv, &o);
-    if (rc >= 0 || (rc = check_run_options(&o)) >= 0) return rc;
+    if (rc >= 0 || (rc = check_run_options(&o)) >= 0 || (rc = check_run_outputs(&o)) >= 0) return rc;
     /* The tokenizer is needed for text in and text out; --ids with
      * --print-ids works on files without a usable vocabulary. */
     vkv_session_params sp = {.model_path = o.mo.model_path, .device = o.mo.device,

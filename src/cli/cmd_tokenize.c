@@ -161,9 +161,9 @@ int cmd_tokenize(int argc, char **argv)
     } else if ((st = read_text(file, &buf, &len))) {
         goto done;
     }
+    /* standard output is checked at exit (src/cli/main.c) */
     if (chat.render) {
-        if (fwrite(buf, 1, len, stdout) != len || fflush(stdout))
-            st = vkv_error(VKV_ERR_IO, "cannot write the text: %s", strerror(errno));
+        fwrite(buf, 1, len, stdout);
         goto done;
     }
     if (bos && vkv_tokenizer_bos(tok) == VKV_TOKEN_NULL) {
@@ -174,7 +174,6 @@ int cmd_tokenize(int argc, char **argv)
     if (bos) printf("%d%s", vkv_tokenizer_bos(tok), n ? " " : "");
     for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
     printf("\n");
-    if (fflush(stdout)) st = vkv_error(VKV_ERR_IO, "cannot write the ids: %s", strerror(errno));
 done:
     if (st) rc = cli_fail(CMD, st);
     free(ids);

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "viz/viz.h"
+#include "core/out_file.h"
 
 int cmd_viz(int argc, char **argv)
 {
@@ -46,8 +47,10 @@ int cmd_viz(int argc, char **argv)
     if (!out_path && !term) return cli_usage_error(cmd, "nothing to do: give -o REPORT.html and/or --term");
     if (per_head && !term) return cli_usage_error(cmd, "--heads goes with --term");
 
+    vkv_status st;
+    if (out_path && (st = vkv_out_check("-o", out_path))) return cli_fail(cmd, st);
     viz_dump *d;
-    vkv_status st = viz_dump_load(dump_path, &d);
+    st = viz_dump_load(dump_path, &d);
     if (st) return cli_fail(cmd, st);
     if (out_path) {
         const char *base = strrchr(dump_path, '/');
@@ -67,11 +70,8 @@ int cmd_viz(int argc, char **argv)
         const char *nc = getenv("NO_COLOR");
         bool color = !strcmp(color_when, "always") ||
                      (!strcmp(color_when, "auto") && isatty(STDOUT_FILENO) && !(nc && *nc));
+        /* standard output is checked at exit (src/cli/main.c) */
         viz_print_term(stdout, d, color, per_head);
-        if (fflush(stdout)) {
-            viz_dump_free(d);
-            return cli_fail(cmd, vkv_error(VKV_ERR_IO, "error writing to stdout"));
-        }
     }
     viz_dump_free(d);
     return 0;

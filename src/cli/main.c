@@ -1,8 +1,10 @@
 /* vkvector: command-line entry point. Dispatches to one subcommand. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
+#include "core/out_file.h"
 
 typedef struct subcommand {
     const char *name;
@@ -35,7 +37,19 @@ static void print_usage(FILE *f)
     fprintf(f, "\n'vkvector <command> --help' describes a command's options.\n");
 }
 
-int main(int argc, char **argv)
+/* Standard output redirected to a file or a pipe is checked at exit: a full
+ * disk or a closed pipe fails the command (docs/ARCHITECTURE.md §6). */
+static int finish(int rc)
+{
+    if (isatty(STDOUT_FILENO)) return rc;
+    if (vkv_close_stdout()) {
+        fprintf(stderr, "vkvector: %s\n", vkv_last_error());
+        return rc ? rc : 1;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         print_usage(stderr);
@@ -50,4 +64,9 @@ int main(int argc, char **argv)
     fprintf(stderr, "vkvector: unknown command '%s'\n\n", argv[1]);
     print_usage(stderr);
     return 2;
+}
+
+int main(int argc, char **argv)
+{
+    return finish(dispatch(argc, argv));
 }

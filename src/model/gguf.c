@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/out_file.h"
 
 /* Values are read and written with memcpy in host order. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -1234,17 +1235,13 @@ vkv_status vkv_gguf_writer_to_file(vkv_gguf_writer *w, const char *path)
     if (!w || !path) return vkv_error(VKV_ERR_ARG, "gguf: writer_to_file: NULL argument");
     uint64_t total;
     if (!gguf_writer_layout(w, &total)) return vkv_error(VKV_ERR_ARG, "gguf: file size overflows");
-    gguf_sink k = { .file = fopen(path, "wb") };
-    if (!k.file) return vkv_error(VKV_ERR_IO, "gguf: cannot create '%s': %s", path, strerror(errno));
+    vkv_out out;
+    vkv_status st = vkv_out_open(&out, path);
+    if (st) return vkv_error_context(st, "gguf");
+    gguf_sink k = { .file = out.f };
     gguf_writer_emit(w, &k);
-    int e = errno;
-    if (fclose(k.file) != 0 && !k.failed) {
-        k.failed = true;
-        e = errno;
-    }
-    if (k.failed) {
-        remove(path);
-        return vkv_error(VKV_ERR_IO, "gguf: cannot write '%s': %s", path, strerror(e));
-    }
+    /* a failed write sets the stream's error too: the commit reports it, and
+     * leaves no half file (docs/ARCHITECTURE.md §6) */
+    if ((st = vkv_out_commit(&out))) return vkv_error_context(st, "gguf");
     return VKV_OK;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/json_write.h"
+#include "core/out_file.h"
 #include "core/utf8.h"
 #include "kvlayout/kv_layout.h"
 #include "ref/ref_vector.h"
@@ -57,8 +58,10 @@ void vkv_json_tier_fractions(vkv_json_writer *w, const char *key, vkv_tier_fract
 vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, const vkv_vector_report *r)
 {
     if (!r->tiers || !r->scores) return vkv_error(VKV_ERR_ARG, "the tier dump needs the compression details");
-    FILE *f = fopen(path, "w");
-    if (!f) return vkv_error(VKV_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    vkv_out out;
+    vkv_status st = vkv_out_open(&out, path);
+    if (st) return st;
+    FILE *f = out.f;
     const vkv_hparams *hp = &in->model->hp;
     /* bytes in the tiers' types: keys of K's, values of V's */
     const uint64_t kb = vkv_kv_row_bytes(in->k_type, hp->head_dim), vb = vkv_kv_row_bytes(in->v_type, hp->head_dim);
@@ -165,11 +168,14 @@ vkv_status vkv_tier_dump_write(const char *path, const vkv_tier_dump_info *in, c
         vkv_json_end_array(&w);
         vkv_json_end_object(&w);
     }
+    if (!tiers) {
+        vkv_out_drop(&out);
+        return vkv_error(VKV_ERR_OOM, "out of host memory writing '%s'", path);
+    }
     free(tiers);
     vkv_json_end_array(&w);
     vkv_json_end_object(&w);
     fputc('\n', f);
-    bool bad = ferror(f);
-    if (fclose(f) || bad) return vkv_error(VKV_ERR_IO, "error writing '%s'", path);
-    return VKV_OK;
+    /* every write above is checked by the commit (ferror) */
+    return vkv_out_commit(&out);
 }

@@ -17,6 +17,7 @@
 #include "viz/viz.h"
 #include "core/fp16.h"
 #include "core/json_write.h"
+#include "core/out_file.h"
 
 typedef struct b64_out {
     FILE *f;
@@ -306,12 +307,14 @@ vkv_status viz_write_html(const viz_dump *d, const char *path, const viz_html_op
                 rs[i] = scale_u8(hd->residuals, d->n_context, true);
             }
         }
-    FILE *f = fopen(path, "wb");
-    if (!f) {
+    vkv_out out;
+    vkv_status st = vkv_out_open(&out, path);
+    if (st) {
         free(ss);
         free(rs);
-        return vkv_error(VKV_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+        return st;
     }
+    FILE *f = out.f;
     fwrite(vkv_viz_html_head, 1, vkv_viz_html_head_len, f);
     bool ok = put_json_block(f, "vkv-meta", d, o, ss, rs) && put_json_block(f, "vkv-tokens", d, o, ss, rs);
     fputs("<script type=\"application/octet-stream\" id=\"vkv-tiers\">", f);
@@ -328,8 +331,12 @@ vkv_status viz_write_html(const viz_dump *d, const char *path, const viz_html_op
     free(ss);
     free(rs);
     long pos = ftell(f);
-    bool bad = ferror(f) || !ok;
-    if (fclose(f) || bad) return vkv_error(VKV_ERR_IO, "error writing '%s'", path);
+    /* every write above is checked here: the commit fails on any (ferror) */
+    if (!ok) {
+        vkv_out_drop(&out);
+        return vkv_error(VKV_ERR_IO, "error writing '%s'", path);
+    }
+    if ((st = vkv_out_commit(&out))) return st;
     if (size) *size = pos > 0 ? (uint64_t)pos : 0;
     return VKV_OK;
 }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "viz/viz.h"
+#include "core/out_file.h"
 
 #define BAR_WIDTH 32
 
@@ -56,9 +57,14 @@ void viz_print_term(FILE *f, const viz_dump *d, bool color, bool per_head)
 {
     const char *bold = color ? "\x1b[1m" : "", *reset = color ? "\x1b[0m" : "";
     char b1[32], b2[32], b3[32], b4[32], b5[32];
+    /* the dump's strings are shown with their control characters escaped:
+     * a dump is untrusted input, and this goes to a terminal */
+    char model[1024], arch[128], kv_type[128], press[256];
     fprintf(f, "%stier dump%s  %s (%s): %u layers x %u KV heads x head_dim %u, KV cache %s\n", bold, reset,
-            d->model, d->arch, d->n_layer, d->n_kv_head, d->head_dim, d->kv_type);
-    fprintf(f, "press %s, p_c %.3g, p_a %.3g, VECTOR %s, %s, %u context tokens\n", d->press, d->compression_ratio,
+            vkv_printable(d->model, model, sizeof model), vkv_printable(d->arch, arch, sizeof arch), d->n_layer,
+            d->n_kv_head, d->head_dim, vkv_printable(d->kv_type, kv_type, sizeof kv_type));
+    fprintf(f, "press %s, p_c %.3g, p_a %.3g, VECTOR %s, %s, %u context tokens\n",
+            vkv_printable(d->press, press, sizeof press), d->compression_ratio,
             d->approx_ratio, d->vector ? "on" : "off", d->query_aware ? "query-aware" : "query-agnostic",
             d->n_context);
     if (color)

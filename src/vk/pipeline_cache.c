@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "vk/vk_internal.h"
+#include "core/out_file.h"
 
 const vkv_spirv *vkv_spirv_table(size_t *count); /* generated: shaders_spirv.c */
 
@@ -221,7 +222,7 @@ static void write_warning(const char *path, const char *what, int err)
  * path, so a reader never sees half a file. Failures only warn. */
 static void write_atomically(const char *path, const cache_file_header *h, const void *data)
 {
-    char dir[4096], tmp[4200];
+    char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
     if (slash && slash != dir) {
@@ -231,23 +232,15 @@ static void write_atomically(const char *path, const cache_file_header *h, const
             return;
         }
     }
-    snprintf(tmp, sizeof tmp, "%s.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        write_warning(path, "creating a file beside it", errno);
+    /* the program's one output path (docs/ARCHITECTURE.md §6) */
+    vkv_out out;
+    if (vkv_out_open(&out, path)) {
+        fprintf(stderr, "vkvector: warning: the pipeline cache: %s\n", vkv_last_error());
         return;
     }
-    FILE *f = fdopen(fd, "wb");
-    bool ok = f && fwrite(h, sizeof *h, 1, f) == 1 && fwrite(data, 1, h->data_size, f) == h->data_size &&
-              fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int err = errno;
-    if (f ? fclose(f) != 0 : close(fd) != 0) ok = false;
-    if (!ok) write_warning(path, "writing", err);
-    else if (rename(tmp, path) != 0) {
-        write_warning(path, "renaming the new file over it", errno);
-        ok = false;
-    }
-    if (!ok) unlink(tmp);
+    fwrite(h, sizeof *h, 1, out.f);
+    fwrite(data, 1, h->data_size, out.f);
+    if (vkv_out_commit(&out)) fprintf(stderr, "vkvector: warning: the pipeline cache: %s\n", vkv_last_error());
 }
 
 void vkv_pipeline_cache_close(vkv_gpu *gpu)

@@ -26,12 +26,8 @@ expect() {
   fi
 }
 
-context=$(head -c 300 "$shared/data/tinyshakespeare.txt")
-"$vkv" run -m "$model" -p "$context" --question "Who?" -n 0 --press keydiff --compression 0.5 \
-  --tier-dump "$tmp/d.json" > "$tmp/run.log" 2>&1
-rc=$?
-[ $rc -eq 77 ] && { echo "viz_cli: SKIP: no Vulkan device to make a tier dump"; exit 77; }
-[ $rc -eq 0 ] || { echo "FAIL: tier dump: $(tail -3 "$tmp/run.log")"; exit 1; }
+. "$(dirname "$0")/tier_dump_common.sh"
+make_tier_dump viz_cli "$model" "$tmp/d.json"
 "$vkv" calib -m "$model" --corpus "$shared/data/tinyshakespeare.txt" --byte-tokens --tokens 2048 --seq-len 256 \
   --ridge auto -o "$tmp/s.vkcal" > "$tmp/calib.log" 2>&1 || { echo "FAIL: calibration: $(tail -3 "$tmp/calib.log")"; exit 1; }
 "$vkv" run -m "$model" -p "$context" --question "Who?" -n 0 --press snapkv --compression 0.75 --query-aware \
