@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Refusals before the work: option combinations that cannot work are refused
+# when the options are parsed (or the prompt's length is known), naming the
+# options; a hint that names a figure is one that works; damaged inputs
+# (a GGUF with a zero count, LongBench rows of the wrong types, a .vkcal with
+# a flipped byte) are refused with a message naming what is wrong. Seconds,
+# on the default model and stories260K.
+set -u
+vkv=$1
+shared=${VKVECTOR_SHARED:-../shared}
+model=models/vkvector-shakespeare.gguf
+stories=$shared/models/stories260K-f32.gguf
+[ -f "$stories" ] || { echo "refusals: $stories not found (set VKVECTOR_SHARED)"; exit 1; }
+. "$(dirname "$0")/expect.sh"
+
+# ---- a GGUF whose block_count is 0: the key named, not a head-count rule ----
+python3 - "$stories" "$tmp/blocks-0.gguf" <<'PY'
+import struct, sys
+data = bytearray(open(sys.argv[1], 'rb').read())
+key = b'llama.block_count'
+o = data.index(struct.pack('<Q', len(key)) + key) + 8 + len(key)
+assert struct.unpack_from('<I', data, o)[0] == 4  # uint32
+struct.pack_into('<I', data, o + 4, 0)
+open(sys.argv[2], 'wb').write(bytes(data))
+PY
+expect 1 "'llama.block_count' is 0: it must be at least 1" -- "$vkv" run -m "$tmp/blocks-0.gguf" --ids 1 -n 1
+
+# ---- LongBench rows of the wrong types, invalid UTF-8, an over-long line ----
+mkdir -p "$tmp/lb"
+python3 - "$tmp/lb" <<'PY'
+import json, sys
+d = sys.argv[1]
+good = {"input": "Who?", "context": "First Citizen: hear me speak.", "answers": ["Citizen"], "all_classes": None,
+        "length": 5, "dataset": "hotpotqa", "_id": "g0"}
+rows = [json.dumps(good).encode()]
+rows.append(json.dumps(dict(good, answers=[1, 2], _id="b1")).encode())       # line 2
+rows.append(json.dumps(dict(good, length="x", _id="b2")).encode())           # line 3
+rows.append(json.dumps({k: v for k, v in good.items() if k != "_id"}).encode())  # line 4
+rows.append(json.dumps(dict(good, _id="b4")).encode().replace(b"hear", b"h\xffar"))  # line 5
+open(f"{d}/hotpotqa.jsonl", "wb").write(b"\n".join(rows) + b"\n")
+# trec: an over-long line (past the 64 MiB cap) first, then a good row
+with open(f"{d}/trec.jsonl", "wb") as f:
+    f.write(b'{"context": "' + b"a" * (64 << 20) + b'"}\n')
+    f.write(json.dumps(dict(good, dataset="trec", all_classes=["City"], _id="t0")).encode() + b"\n")
+PY
+lb() { "$vkv" longbench -m "$model" --data "$tmp/lb" --prompts "$shared/longbench" --max-new-tokens 1 --quiet "$@"; }
+out=$(lb --out "$tmp/lb1.jsonl" --tasks hotpotqa 2>&1); rc=$?
+for pat in 'hotpotqa.jsonl:2: malformed sample skipped: "answers" is not an array of strings' \
+           'hotpotqa.jsonl:3: malformed sample skipped: "length"' \
+           'hotpotqa.jsonl:4: malformed sample skipped: no string member "_id"' \
+           'hotpotqa.jsonl:5: malformed sample skipped: invalid UTF-8 at byte' \
+           '4 malformed sample lines skipped'; do
+  if [ $rc -eq 0 ] && grep -qF -- "$pat" <<<"$out"; then ok; else bad "longbench bad rows: want '$pat', exit $rc: $out"; fi
+done
+n=$(wc -l < "$tmp/lb1.jsonl" 2>/dev/null || echo 0)
+[ "$n" -eq 1 ] && ok || bad "longbench bad rows: $n result lines, want 1"
+expect 1 'hotpotqa.jsonl:2: malformed sample: "answers" is not an array of strings' -- lb --out "$tmp/lb2.jsonl" --tasks hotpotqa --strict
+expect 0 'trec.jsonl:1: malformed sample skipped: line longer than 64 MiB' -- lb --out "$tmp/lb3.jsonl" --tasks trec
+n=$(wc -l < "$tmp/lb3.jsonl" 2>/dev/null || echo 0)
+[ "$n" -eq 1 ] && ok || bad "longbench over-long line: $n result lines, want 1 (the row after it)"
+expect 1 'trec.jsonl:1: malformed sample: line longer than 64 MiB' -- lb --out "$tmp/lb4.jsonl" --tasks trec --strict
+
+echo "refusals: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
