@@ -381,6 +381,14 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         free(nl);
         gp.min_one = true;
     }
+    char why[400];
+    if (vkv_compression_check_first(e->s, &comp, vkv_prompt_compressed_part(&p.tokens, comp.query_aware),
+                                    "--max-kv-tokens", "--compression", why, sizeof why)) {
+        /* the options cannot work for this sample: refused before its prefill */
+        fprintf(stderr, "vkvector longbench: %s: %s\n", where, why);
+        vkv_prompt_free(&p.tokens);
+        return 2;
+    }
     vkv_gen_result g;
     st = vkv_session_generate(e->s, &comp, &p.tokens, &gp, &g);
     vkv_prompt_free(&p.tokens);

@@ -343,6 +343,54 @@ const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c
     return vkv_kv_check_ratios(c->compression_ratio, c->p_a, c->vector, msg, size);
 }
 
+/* The most tokens a compression at ratio pc leaves one (layer, KV head) of n. */
+static uint32_t head_tokens(const vkv_session *s, const vkv_compression *c, double pc, uint32_t n)
+{
+    const vkv_hparams *hp = &s->model->hp;
+    const vkv_press_ops *press = c->press;
+    const vkv_press_params pp = vkv_press_params_default(pc);
+    uint32_t most = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        uint32_t kept = press->n_kept ? press->n_kept(&pp, l, hp->n_layer, n) : vkv_kv_n_kept(pc, n);
+        if (kept > n) kept = n;
+        if (c->vector) {
+            /* the pool's budget a over its rows, all of it in one head at most */
+            const double pa = c->p_a >= 0 ? c->p_a : vkv_kv_default_pa(pc);
+            const uint32_t rows = vkv_pool_rows(vkv_press_pool_scope(press, c->pool), hp->n_layer, hp->n_head_kv);
+            const uint64_t pool_n = (uint64_t)n * rows, pool_kept = (uint64_t)kept * rows;
+            const uint32_t a = pool_n > UINT32_MAX ? n : vkv_kv_tier_counts((uint32_t)pool_n, (uint32_t)pool_kept, pa, true).a;
+            kept += a < n - kept ? a : n - kept;
+        }
+        if (kept > most) most = kept;
+    }
+    return most;
+}
+
+uint32_t vkv_compression_head_tokens(const vkv_session *s, const vkv_compression *c, uint32_t n_first)
+{
+    if (!c || !c->press || c->press->global_selection || !(c->compression_ratio > 0)) return 0;
+    return head_tokens(s, c, c->compression_ratio, n_first);
+}
+
+const char *vkv_compression_check_first(const vkv_session *s, const vkv_compression *c, size_t n_first,
+                                        const char *m_name, const char *pc_name, char *msg, size_t size)
+{
+    if (!c || !c->compress_every || c->decoding != VKV_DECODING_BUDGET || n_first > UINT32_MAX) return NULL;
+    const uint32_t n = (uint32_t)n_first, kept = vkv_compression_head_tokens(s, c, n);
+    const uint64_t room = 2ull * c->max_kv_tokens;
+    if (kept <= room) return NULL;
+    /* the least p_c in steps of 0.01 that keeps few enough, if any */
+    double pc_ok = -1;
+    for (int k = (int)ceil(c->compression_ratio * 100 + 1e-9); k <= 99 && pc_ok < 0; k++)
+        if (head_tokens(s, c, k / 100.0, n) <= room && (!c->vector || c->p_a < 0 || c->p_a <= 1 - k / 100.0)) pc_ok = k / 100.0;
+    int len = snprintf(msg, size, "%s %g keeps up to %u tokens of a (layer, KV head) of the %u-token context, more "
+                                  "than the %llu (2 x %s %u) compression during generation gathers: %s must be at least %u",
+                       pc_name, c->compression_ratio, kept, n, (unsigned long long)room, m_name, c->max_kv_tokens,
+                       m_name, (kept + 1) / 2);
+    if (pc_ok > 0 && len > 0 && (size_t)len < size) snprintf(msg + len, size - (size_t)len, ", or %s at least %g", pc_name, pc_ok);
+    return msg;
+}
+
 uint32_t vkv_compression_kv_slots(const vkv_compression *c, size_t n_first, uint32_t room)
 {
     if (!c || !c->compress_every || c->decoding != VKV_DECODING_BUDGET) return 0;
@@ -429,6 +477,10 @@ vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compressi
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
                          vkv_ctx_n_ctx(q->ctx));
     bool press = c && c->press && (c->compression_ratio > 0 || !c->compress_every);
+    char why[400];
+    if (press && vkv_compression_check_first(s, c, vkv_prompt_compressed_part(pr, c->query_aware), "max_kv_tokens",
+                                             "compression", why, sizeof why))
+        return vkv_error(VKV_ERR_ARG, "%s", why);
     vkv_status st = check_cache_types(q->ctx, c, press);
     if (st) return st;
     vkv_seq_prefill_run *r = calloc(1, sizeof *r);

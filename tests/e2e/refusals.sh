@@ -60,5 +60,23 @@ n=$(wc -l < "$tmp/lb3.jsonl" 2>/dev/null || echo 0)
 [ "$n" -eq 1 ] && ok || bad "longbench over-long line: $n result lines, want 1 (the row after it)"
 expect 1 'trec.jsonl:1: malformed sample: line longer than 64 MiB' -- lb --out "$tmp/lb4.jsonl" --tasks trec --strict
 
+# ---- option combinations refused before the work, naming the options ----
+prompt="Once upon a time there was a little girl"
+# --tier-dump with compression during generation alone: there are no tiers after the prefill to write
+expect 2 "--tier-dump .*--compress-every without --compression" -- \
+  "$vkv" run -m "$stories" -p "$prompt" -n 4 --press keydiff --compress-every 4 --max-kv-tokens 12 --tier-dump "$tmp/t.json"
+[ -e "$tmp/t.json" ] && bad "--tier-dump refused but wrote a file" || ok
+# the one-shot compression keeps 30 of the 60 tokens a head, more than the 2 M = 10 the gather takes
+out=$("$vkv" run -m "$stories" -p "$prompt" -n 4 --press knorm --compression 0.5 --compress-every 2 --max-kv-tokens 5 2>&1); rc=$?
+if [ $rc -eq 2 ] && grep -qE -- "--compression 0.5 keeps up to 30 tokens.*--max-kv-tokens must be at least 15, or --compression at least 0.82" <<<"$out" &&
+   ! grep -q "^--- compression" <<<"$out"; then ok; else bad "compression over the gather: exit $rc: $out"; fi
+# the values the message names work
+expect 0 "compression during generation" -- \
+  "$vkv" run -m "$stories" -p "$prompt" -n 4 --press knorm --compression 0.5 --compress-every 2 --max-kv-tokens 15
+expect 0 "compression during generation" -- \
+  "$vkv" run -m "$stories" -p "$prompt" -n 4 --press knorm --compression 0.82 --compress-every 2 --max-kv-tokens 5
+expect 2 "hotpotqa #0 \\(g0\\): --compression 0.5 keeps up to [0-9]+ tokens.*--max-kv-tokens must be at least" -- \
+  lb --out "$tmp/lb5.jsonl" --tasks hotpotqa --press knorm --compression 0.5 --compress-every 2 --max-kv-tokens 3
+
 echo "refusals: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
