@@ -141,6 +141,42 @@ void vkv_session_seq_free(vkv_session_seq *q)
     free(q);
 }
 
+/* The most bytes one buffer the context binds whole may take on s's device:
+ * its storage range (maxStorageBufferRange, rounded down to 16 as the ops
+ * bind it) and its largest allocation (maxMemoryAllocationSize). */
+static uint64_t buffer_limit(const vkv_session *s)
+{
+    const vkv_caps *caps = vkv_gpu_caps(s->gpu);
+    uint64_t limit = caps->max_storage_buffer_range & ~(uint64_t)15;
+    if (caps->max_memory_allocation && caps->max_memory_allocation < limit) limit = caps->max_memory_allocation;
+    return limit;
+}
+
+/* Whether a context of cp fits s's device: every byte in its heap beside
+ * the weights, its largest buffer within buffer_limit. */
+static bool ctx_fits(const vkv_session *s, const vkv_ctx_params *cp, uint64_t heap, vkv_ctx_memory *plan)
+{
+    *plan = vkv_ctx_plan_memory(&s->model->hp, cp);
+    return s->model->weight_bytes + plan->scratch_bytes + plan->kv_bytes <= heap &&
+           plan->largest_kv_buffer <= buffer_limit(s);
+}
+
+/* The longest context like cp that fits (ctx_fits), below cp's; 0 when none does. */
+static uint32_t longest_fitting_ctx(const vkv_session *s, const vkv_ctx_params *cp, uint64_t heap)
+{
+    vkv_ctx_params t = *cp;
+    vkv_ctx_memory plan;
+    uint32_t lo = 0, hi = vkv_ctx_plan_memory(&s->model->hp, cp).n_ctx; /* lo fits (or is 0), hi does not */
+    while (hi - lo > 1) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        t.n_ctx = mid;
+        t.n_kv_slots = cp->n_kv_slots && cp->n_kv_slots < mid ? cp->n_kv_slots : 0;
+        if (ctx_fits(s, &t, heap, &plan)) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
 {
     /* the compressors hold the context: they go first */
@@ -149,19 +185,26 @@ vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
     s->seq->decode = NULL;
     vkv_ctx_free(s->seq->ctx);
     s->seq->ctx = NULL;
-    vkv_ctx_memory plan = vkv_ctx_plan_memory(&s->model->hp, cp);
-    uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
-    uint64_t others = s->model->weight_bytes + plan.scratch_bytes, need = others + plan.kv_bytes;
-    if (need > heap) {
-        uint64_t per_token = plan.kv_bytes / plan.n_ctx, room = heap > others ? heap - others : 0;
+    vkv_ctx_memory plan;
+    const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
+    if (ctx_fits(s, cp, heap, &plan)) return make_ctx(s, cp, &s->seq->ctx);
+    /* the hint comes from the same limits: a context of that length fits both */
+    const uint32_t fit = longest_fitting_ctx(s, cp, heap);
+    char hint[96];
+    if (fit) snprintf(hint, sizeof hint, "lower --ctx (at most %u tokens fit)", fit);
+    else snprintf(hint, sizeof hint, "no context fits beside the weights");
+    const uint64_t need = s->model->weight_bytes + plan.scratch_bytes + plan.kv_bytes;
+    if (need > heap)
         return vkv_error(VKV_ERR_OOM, "a %u-token context does not fit device '%s': weights %.2f MiB + KV cache %.2f "
-                                      "MiB + scratch %.2f MiB = %.2f MiB, over its %.2f MiB memory heap; lower --ctx "
-                                      "(about %llu tokens fit)",
+                                      "MiB + scratch %.2f MiB = %.2f MiB, over its %.2f MiB memory heap; %s",
                          plan.n_ctx, vkv_gpu_caps(s->gpu)->name, s->model->weight_bytes / 1048576.0,
                          plan.kv_bytes / 1048576.0, plan.scratch_bytes / 1048576.0, need / 1048576.0,
-                         heap / 1048576.0, (unsigned long long)(per_token ? room / per_token : 0));
-    }
-    return make_ctx(s, cp, &s->seq->ctx);
+                         heap / 1048576.0, hint);
+    return vkv_error(VKV_ERR_UNSUPPORTED, "a %u-token context does not fit device '%s': one layer's K or V cache would be "
+                                  "%llu bytes, over the %llu bytes one buffer may take there (its storage buffer "
+                                  "range and largest allocation); %s",
+                     plan.n_ctx, vkv_gpu_caps(s->gpu)->name, (unsigned long long)plan.largest_kv_buffer,
+                     (unsigned long long)buffer_limit(s), hint);
 }
 
 void vkv_prompt_free(vkv_prompt *p)

@@ -60,6 +60,31 @@ n=$(wc -l < "$tmp/lb3.jsonl" 2>/dev/null || echo 0)
 [ "$n" -eq 1 ] && ok || bad "longbench over-long line: $n result lines, want 1 (the row after it)"
 expect 1 'trec.jsonl:1: malformed sample: line longer than 64 MiB' -- lb --out "$tmp/lb4.jsonl" --tasks trec --strict
 
+# ---- a context too long for the device: the hinted length is one that works ----
+# The default model's K cache grows 192 bytes a token per layer: the storage
+# buffer range (128 MiB on lavapipe) binds before the heap does.
+out=$("$vkv" run -m "$model" --ctx 1000000 -n 1 --ids 1 2>&1); rc=$?
+hint=$(grep -oE "at most [0-9]+ tokens fit" <<<"$out" | grep -oE "[0-9]+" | head -1)
+if [ $rc -eq 1 ] && [ -n "$hint" ]; then
+  ok
+  out=$("$vkv" run -m "$model" --ctx "$hint" -n 1 --ids 1 --print-ids 2>&1); rc=$?
+  [ $rc -eq 0 ] && ok || bad "--ctx $hint (the hint): exit $rc: $out"
+  # and it is the longest: one more token does not fit, with the same hint
+  expect 1 "at most $hint tokens fit" -- "$vkv" run -m "$model" --ctx $((hint + 1)) -n 1 --ids 1
+  # one layer's K cache at the hint is within the device's storage buffer range
+  python3 - "$vkv" "$hint" "$out" <<'PY' && ok || bad "the hint $hint is over the device's storage buffer range"
+import json, re, subprocess, sys
+dev = json.loads(subprocess.run([sys.argv[1], "devices", "--json"], capture_output=True, text=True).stdout)[0]
+m = re.search(r"(\d+) \+ (\d+) bytes a row; \d+ slots x \d+ layers x (\d+) KV heads", sys.argv[3])
+row, heads = max(int(m.group(1)), int(m.group(2))), int(m.group(3))
+sys.exit(0 if int(sys.argv[2]) * row * heads <= dev["max_storage_buffer_range"] else 1)
+PY
+else
+  bad "--ctx 1000000: want exit 1 and a hint, got exit $rc: $out"
+fi
+expect 1 "lower --ctx \\(at most ${hint:-0} tokens fit\\)" -- \
+  "$vkv" longbench -m "$model" --data "$tmp/lb" --prompts "$shared/longbench" --ctx 1000000 --out "$tmp/lb6.jsonl" --tasks hotpotqa
+
 # ---- option combinations refused before the work, naming the options ----
 prompt="Once upon a time there was a little girl"
 # --tier-dump with compression during generation alone: there are no tiers after the prefill to write
