@@ -182,6 +182,9 @@ static int check_eppl_options(eppl_opts *o)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
     if (o->po.aware_flag && o->po.agnostic_flag)
         return cli_usage_error("eval-ppl", "--query-aware and --query-agnostic exclude each other");
+    if (o->vector_only && o->both)
+        return cli_usage_error("eval-ppl", "--vector (VECTOR only) and --both (the eviction baseline and VECTOR) "
+                                           "exclude each other: give one");
     const char *decoding_why = cli_decoding_check(&o->po);
     if (decoding_why) return cli_usage_error("eval-ppl", "%s", decoding_why);
     const bool budget = o->po.decoding == VKV_DECODING_BUDGET;

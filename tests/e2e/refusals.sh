@@ -103,5 +103,11 @@ expect 0 "compression during generation" -- \
 expect 2 "hotpotqa #0 \\(g0\\): --compression 0.5 keeps up to [0-9]+ tokens.*--max-kv-tokens must be at least" -- \
   lb --out "$tmp/lb5.jsonl" --tasks hotpotqa --press knorm --compression 0.5 --compress-every 2 --max-kv-tokens 3
 
+# eval-ppl: --vector is VECTOR only, --both the baseline and VECTOR; together they were VECTOR only
+printf 'Once upon a time there was a little girl who liked to play.\n' > "$tmp/text.txt"
+expect 2 "--vector \\(VECTOR only\\) and --both .* exclude each other" -- \
+  "$vkv" eval-ppl -m "$stories" --text "$tmp/text.txt" --context 16 --continuation 8 --press knorm --compression 0.5 \
+  --vector --both
+
 echo "refusals: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
