@@ -109,5 +109,37 @@ expect 2 "--vector \\(VECTOR only\\) and --both .* exclude each other" -- \
   "$vkv" eval-ppl -m "$stories" --text "$tmp/text.txt" --context 16 --continuation 8 --press knorm --compression 0.5 \
   --vector --both
 
+# ---- a .vkcal with a flipped byte: refused naming the file; a version 1 file still read ----
+expect 0 "wrote $tmp/s.vkcal" -- "$vkv" calib -m "$stories" --corpus "$shared/data/tinyshakespeare.txt" --byte-tokens \
+  --tokens 1024 --seq-len 128 --ridge auto -o "$tmp/s.vkcal"
+python3 - "$tmp" <<'PY'
+import struct, sys
+d = sys.argv[1]
+good = open(f"{d}/s.vkcal", "rb").read()
+def flip(name, at):
+    b = bytearray(good)
+    b[at] ^= 0x01
+    open(f"{d}/{name}.vkcal", "wb").write(bytes(b))
+key = b"vkvector.calib.blk.2.r2_joint"
+flip("key", good.index(key) + len(key) - 1)  # an optional key's name: it was dropped silently
+flip("value", good.index(key) + len(key) + 4 + 3)  # its value's high byte (a NaN, once)
+flip("map", len(good) - 5)  # the last map's data
+# version 1 (no checksum): a NaN joint R^2 with joint maps and held-out tokens is refused by value
+v1 = bytearray(open("models/vkvector-shakespeare.vkcal", "rb").read())
+o = v1.index(key) + len(key)
+assert struct.unpack_from("<I", v1, o)[0] == 6  # f32
+struct.pack_into("<f", v1, o + 4, float("nan"))
+open(f"{d}/v1-nan.vkcal", "wb").write(bytes(v1))
+PY
+vec=(run -p "Once upon a time" -n 2 --press knorm --compression 0.5 --vector)
+expect 0 "VECTOR" -- "$vkv" "${vec[@]}" -m "$stories" --calib "$tmp/s.vkcal"
+for f in key value map; do
+  expect 1 "'$tmp/$f.vkcal' is damaged: its bytes do not match its checksum" -- "$vkv" "${vec[@]}" -m "$stories" --calib "$tmp/$f.vkcal"
+done
+# the default model's shipped calibration is version 1, without a checksum
+expect 0 "VECTOR" -- "$vkv" "${vec[@]}" -m "$model"
+expect 1 "'$tmp/v1-nan.vkcal' is damaged: vkvector.calib.blk.2.r2_joint is nan, where a finite value is required" -- \
+  "$vkv" "${vec[@]}" -m "$model" --calib "$tmp/v1-nan.vkcal"
+
 echo "refusals: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
