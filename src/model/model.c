@@ -116,7 +116,15 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
      * 2^31 + 1 heads cannot wrap to a small width that passes. kv widths
      * are at most this (kv heads divide heads). */
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
-    if (hp->head_dim && (st = check_count(a, "attention.key_length", hp->head_dim, MAX_WIDTH))) return st;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.key_length", a);
+    if (!hp->head_dim && vkv_gguf_find_key(g, key) < 0)
+        return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.embedding_length' (%u) is less than "
+                                         "'%s.attention.head_count' (%u): the heads have no width",
+                         a, hp->n_embd, a, hp->n_head);
+    if ((st = check_count(a, "attention.key_length", hp->head_dim, MAX_WIDTH)) ||
+        (st = check_count(a, "attention.value_length", hp->head_dim_v, MAX_WIDTH)))
+        return st;
     if (q_dim > MAX_WIDTH)
         return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.attention.head_count' (%u) x '%s.attention.key_length' "
                                          "(%u) is a query width of %llu, more than the limit of %u",
@@ -137,7 +145,6 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         (st = check_positive(a, "rope.scaling.factor", scale_linear)))
         return st;
     hp->rope_freq_scale = 1.0f;
-    char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     vkv_gguf_str stype = {0};
     if (vkv_gguf_find_key(g, key) >= 0 && (st = vkv_gguf_get_str(g, key, &stype))) return st;
