@@ -14,16 +14,27 @@ stories=$shared/models/stories260K-f32.gguf
 . "$(dirname "$0")/expect.sh"
 
 # ---- a GGUF whose block_count is 0: the key named, not a head-count rule ----
-python3 - "$stories" "$tmp/blocks-0.gguf" <<'PY'
+python3 - "$stories" "$tmp" <<'PY'
 import struct, sys
-data = bytearray(open(sys.argv[1], 'rb').read())
-key = b'llama.block_count'
-o = data.index(struct.pack('<Q', len(key)) + key) + 8 + len(key)
-assert struct.unpack_from('<I', data, o)[0] == 4  # uint32
-struct.pack_into('<I', data, o + 4, 0)
-open(sys.argv[2], 'wb').write(bytes(data))
+data = open(sys.argv[1], 'rb').read()
+def edit(key, value, name):
+    d = bytearray(data)
+    k = key.encode()
+    o = d.index(struct.pack('<Q', len(k)) + k) + 8 + len(k)
+    assert struct.unpack_from('<I', d, o)[0] == 4  # uint32
+    struct.pack_into('<I', d, o + 4, value)
+    open(f"{sys.argv[2]}/{name}.gguf", 'wb').write(bytes(d))
+edit('llama.block_count', 0, 'blocks-0')
+edit('llama.attention.head_count_kv', 0, 'kv-heads-0')
+edit('llama.attention.head_count_kv', 3, 'kv-heads-3')
+edit('llama.embedding_length', 4, 'embd-4')
 PY
 expect 1 "'llama.block_count' is 0: it must be at least 1" -- "$vkv" run -m "$tmp/blocks-0.gguf" --ids 1 -n 1
+expect 1 "'llama.attention.head_count_kv' is 0: it must be at least 1" -- "$vkv" run -m "$tmp/kv-heads-0.gguf" --ids 1 -n 1
+expect 1 "'llama.attention.head_count' \\(8\\) is not a multiple of 'llama.attention.head_count_kv' \\(3\\)" -- \
+  "$vkv" run -m "$tmp/kv-heads-3.gguf" --ids 1 -n 1
+expect 1 "'llama.embedding_length' \\(4\\) is less than 'llama.attention.head_count' \\(8\\)" -- \
+  "$vkv" run -m "$tmp/embd-4.gguf" --ids 1 -n 1
 
 # ---- LongBench rows of the wrong types, invalid UTF-8, an over-long line ----
 mkdir -p "$tmp/lb"
@@ -140,6 +151,11 @@ done
 expect 0 "VECTOR" -- "$vkv" "${vec[@]}" -m "$model"
 expect 1 "'$tmp/v1-nan.vkcal' is damaged: vkvector.calib.blk.2.r2_joint is nan, where a finite value is required" -- \
   "$vkv" "${vec[@]}" -m "$model" --calib "$tmp/v1-nan.vkcal"
+
+# eval-ppl's grid against the gather, before its reference pass
+expect 2 "eval-ppl: --press knorm: --compression 0.5 keeps up to 20 tokens .*--max-kv-tokens must be at least 10" -- \
+  "$vkv" eval-ppl -m "$stories" --text "$tmp/text.txt" --context 40 --continuation 8 --windows 1 --press knorm \
+  --compression 0.5 --compress-every 2 --max-kv-tokens 5
 
 echo "refusals: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
