@@ -152,6 +152,9 @@ expect 0 "VECTOR" -- "$vkv" "${vec[@]}" -m "$model"
 expect 1 "'$tmp/v1-nan.vkcal' is damaged: vkvector.calib.blk.2.r2_joint is nan, where a finite value is required" -- \
   "$vkv" "${vec[@]}" -m "$model" --calib "$tmp/v1-nan.vkcal"
 
+expect 1 "length 208, depth 0: --compression 0.5 keeps up to [0-9]+ tokens.*--max-kv-tokens must be at least" -- \
+  "$vkv" niah -m "$model" --haystack "$shared/data/paul_graham_essays" -n 2 --quiet --protocol vkvector \
+  --lengths 208:208:1 --depths 0:100:1 --out "$tmp/n.json" --press knorm --compression 0.5 --compress-every 2 --max-kv-tokens 3
 # eval-ppl's grid against the gather, before its reference pass
 expect 2 "eval-ppl: --press knorm: --compression 0.5 keeps up to 20 tokens .*--max-kv-tokens must be at least 10" -- \
   "$vkv" eval-ppl -m "$stories" --text "$tmp/text.txt" --context 40 --continuation 8 --windows 1 --press knorm \
