@@ -39,6 +39,14 @@
  *            vkvector.calib.blk.N.{r2, r2_train, r2_mp, rel_err} (f32 arrays
  *              over the KV heads), vkvector.calib.blk.N.{r2_joint, ridge_joint} (f32)
  *            vkvector.calib.{r2_mean, r2_joint_mean, r2_mp_mean} (f32)
+ *            vkvector.calib.checksum (u64, version 2 on; the last key): the
+ *              64-bit FNV-1a of every byte of the file, this value's own 8
+ *              taken as zero; a file whose bytes do not match is refused.
+ *              Version 1 files (no checksum) are still read.
+ *   A value that must be finite (ridge, heldout_frac, and with joint maps
+ *   each layer's ridge_joint, and its r2_joint when there were held-out
+ *   tokens) is refused when it is not; NaN elsewhere means "not measured";
+ *   infinities are refused everywhere.
  * kv_hash is the 64-bit FNV-1a of the raw bytes of blk.0.attn_k.weight,
  * blk.0.attn_v.weight, blk.1.attn_k.weight, ... in that order. */
 #ifndef VKV_CALIB_H
@@ -52,7 +60,7 @@
 #include "infer/forward.h"
 #include "tok/tokenizer.h"
 
-#define VKV_CALIB_VERSION 1u
+#define VKV_CALIB_VERSION 2u
 
 /* ---- the gram op (shaders/gram.comp; reference vkv_ref_gram) ---- */
 

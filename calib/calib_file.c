@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "calib/calib_internal.h"
+#include "calib/ols.h"
 #include "core/fp16.h"
 
 #define KEY "vkvector.calib."
@@ -39,6 +40,46 @@ static double mean_n(const double *x, size_t n)
     double s = 0;
     for (size_t i = 0; i < n; i++) s += x[i];
     return s / n;
+}
+
+/* FNV-1a 64 over a file's bytes, the 8 at off (the checksum's own value)
+ * taken as zero (calib.h). */
+static uint64_t file_checksum(const uint8_t *d, size_t n, size_t off)
+{
+    static const uint8_t zero[8];
+    uint64_t h = vkv_fnv1a(VKV_FNV1A_INIT, d, off);
+    h = vkv_fnv1a(h, zero, 8);
+    return vkv_fnv1a(h, d + off + 8, n - off - 8);
+}
+
+/* Where the checksum's value sits in g (-1 without a u64 checksum key). */
+static int64_t checksum_offset(const vkv_gguf *g)
+{
+    int64_t i = vkv_gguf_find_key(g, KEY "checksum");
+    size_t n;
+    vkv_gguf_bytes(g, &n);
+    int64_t off = i < 0 || vkv_gguf_kv_type(g, i) != VKV_GGUF_UINT64 ? -1 : vkv_gguf_kv_value_offset(g, i);
+    return off >= 0 && (uint64_t)off + 8 <= n ? off : -1;
+}
+
+/* The last metadata key: the checksum of the file w writes, computed over
+ * its bytes with the key's value 0, then set in place (same bytes else). */
+static vkv_status set_checksum(vkv_gguf_writer *w, const char *path)
+{
+    void *data = NULL;
+    size_t size = 0;
+    vkv_gguf *g = NULL;
+    vkv_status st = vkv_gguf_set_u64(w, KEY "checksum", 0);
+    if (!st) st = vkv_gguf_writer_to_memory(w, &data, &size);
+    if (!st) st = vkv_gguf_open_memory(data, size, &g);
+    if (!st) {
+        int64_t off = checksum_offset(g);
+        st = off < 0 ? vkv_error(VKV_ERR_ARG, "'%s': the checksum key is not in the written bytes", path)
+                     : vkv_gguf_set_u64(w, KEY "checksum", file_checksum(data, size, (size_t)off));
+    }
+    vkv_gguf_close(g);
+    free(data);
+    return st;
 }
 
 vkv_status vkv_calib_write(const vkv_calib *c, const char *path, bool f16)
@@ -101,6 +142,7 @@ vkv_status vkv_calib_write(const vkv_calib *c, const char *path, bool f16)
         snprintf(key, sizeof key, "calib.blk.%u.w_joint", l);
         TRY(add_map(w, key, c->w_joint + (size_t)l * joint_layer, ne_joint, f16, half));
     }
+    if (c->version >= 2) TRY(set_checksum(w, path));
     TRY(vkv_gguf_writer_to_file(w, path));
 #undef TRY
 out:
@@ -162,6 +204,37 @@ static vkv_status read_map(const vkv_gguf *g, const char *path, const char *name
     return VKV_OK;
 }
 
+/* NaN marks a figure not measured (no held-out tokens, a head whose values
+ * are all zero); an infinity is never written. Where a finite value is
+ * required, anything else is a damaged file: the ridge and held-out share,
+ * each layer's joint ridge when the joint maps are there, and their held-out
+ * R^2 when there were held-out tokens. */
+static vkv_status check_finite(const vkv_calib *c, const char *path)
+{
+    const uint32_t L = c->id.n_layer, H = c->id.n_head_kv;
+    if (!isfinite(c->ridge) || !isfinite(c->heldout_frac))
+        return vkv_error(VKV_ERR_FORMAT, "'%s' is damaged: its ridge (%g) and held-out share (%g) must be finite", path,
+                         c->ridge, c->heldout_frac);
+    const struct {
+        const char *name;
+        const double *x;
+        size_t n;
+    } arrays[] = {{"r2", c->r2, (size_t)L * H},           {"r2_train", c->r2_train, (size_t)L * H},
+                  {"r2_mp", c->r2_mp, (size_t)L * H},     {"rel_err", c->rel_err, (size_t)L * H},
+                  {"r2_joint", c->r2_joint, L},           {"ridge_joint", c->ridge_joint, L}};
+    for (size_t a = 0; a < sizeof arrays / sizeof *arrays; a++)
+        for (size_t i = 0; i < arrays[a].n; i++) {
+            const double x = arrays[a].x[i];
+            const uint32_t l = (uint32_t)(arrays[a].n == L ? i : i / H);
+            const bool required = c->w_joint && (!strcmp(arrays[a].name, "ridge_joint") ||
+                                                 (!strcmp(arrays[a].name, "r2_joint") && c->corpus.n_tokens_heldout));
+            if (isinf(x) || (required && isnan(x)))
+                return vkv_error(VKV_ERR_FORMAT, "'%s' is damaged: " KEY "blk.%u.%s is %g, where a finite value is "
+                                                 "required", path, l, arrays[a].name, x);
+        }
+    return VKV_OK;
+}
+
 vkv_status vkv_calib_read(const char *path, vkv_calib **out)
 {
     *out = NULL;
@@ -181,6 +254,24 @@ vkv_status vkv_calib_read(const char *path, vkv_calib **out)
         st = vkv_error(VKV_ERR_UNSUPPORTED, "'%s' has calibration format version %u; this build reads up to %u", path,
                        version, VKV_CALIB_VERSION);
         goto error;
+    }
+    if (version >= 2) {
+        /* every byte checked before any is believed (version 1 files have no checksum) */
+        size_t n;
+        const uint8_t *bytes = vkv_gguf_bytes(g, &n);
+        int64_t off = checksum_offset(g);
+        uint64_t want = 0;
+        if (off < 0) {
+            st = vkv_error(VKV_ERR_FORMAT, "'%s' is damaged: a version %u calibration file has a u64 " KEY "checksum "
+                                           "key, and this one has none", path, version);
+            goto error;
+        }
+        memcpy(&want, bytes + off, 8);
+        if (file_checksum(bytes, n, (size_t)off) != want) {
+            st = vkv_error(VKV_ERR_FORMAT, "'%s' is damaged: its bytes do not match its checksum (a byte of its "
+                                           "metadata or maps has changed); run 'vkvector calib' again", path);
+            goto error;
+        }
     }
     if ((st = vkv_gguf_get_str(g, KEY "model.architecture", &arch)) ||
         (st = vkv_gguf_get_u32(g, KEY "model.n_layer", &id.n_layer)) ||
@@ -261,6 +352,7 @@ vkv_status vkv_calib_read(const char *path, vkv_calib **out)
             if ((st = read_map(g, path, key, ne, c->w_joint + (size_t)l * joint_layer))) goto error;
         }
     }
+    if ((st = check_finite(c, path))) goto error;
     vkv_gguf_close(g);
     *out = c;
     return VKV_OK;

@@ -182,6 +182,9 @@ static int check_eppl_options(eppl_opts *o)
         return cli_usage_error("eval-ppl", "--text, --context, --continuation, --press and --compression are required");
     if (o->po.aware_flag && o->po.agnostic_flag)
         return cli_usage_error("eval-ppl", "--query-aware and --query-agnostic exclude each other");
+    if (o->vector_only && o->both)
+        return cli_usage_error("eval-ppl", "--vector (VECTOR only) and --both (the eviction baseline and VECTOR) "
+                                           "exclude each other: give one");
     const char *decoding_why = cli_decoding_check(&o->po);
     if (decoding_why) return cli_usage_error("eval-ppl", "%s", decoding_why);
     const bool budget = o->po.decoding == VKV_DECODING_BUDGET;
@@ -454,6 +457,35 @@ static vkv_status run_grid(vkv_session *s, const eppl_opts *o, eppl_data *d)
     return st;
 }
 
+/* Every cell of the grid against the gather of compression during
+ * generation (vkv_compression_check_first), before the reference pass: -1
+ * when all can run, else 2 (printed). */
+static int check_grid_gather(vkv_session *s, const eppl_opts *o, const eppl_data *d)
+{
+    const bool baseline = !o->vector_only, vector = o->vector_only || o->both;
+    for (int pi = 0; pi < o->n_presses; pi++)
+        for (int ri = 0; ri < o->n_compression_ratios; ri++)
+            for (int v = baseline ? 0 : 1; v <= (vector ? 1 : 0); v++)
+                for (int k = 0; k < (v && o->n_pools ? o->n_pools : 1); k++)
+                    for (int a = 0; a < (v ? o->n_pas : 1); a++) {
+                        vkv_compression c;
+                        cli_press_compression(&o->po, o->presses[pi], true, &c);
+                        c.compression_ratio = o->compression_ratios[ri];
+                        c.vector = v;
+                        c.p_a = v ? o->pas[a] : -1;
+                        c.pool = v && o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT;
+                        const bool aware = vkv_press_query_aware(
+                            o->presses[pi], (vkv_query_mode)cli_query_mode(o->po.aware_flag, o->po.agnostic_flag));
+                        char why[400];
+                        if (vkv_compression_check_first(s, &c, aware ? d->c0 + 1 : d->c0, "--max-kv-tokens",
+                                                        "--compression", why, sizeof why)) {
+                            fprintf(stderr, "vkvector eval-ppl: --press %s: %s\n", o->presses[pi]->name, why);
+                            return 2;
+                        }
+                    }
+    return -1;
+}
+
 int cmd_eval_ppl(int argc, char **argv)
 {
     eppl_opts o;
@@ -464,8 +496,13 @@ int cmd_eval_ppl(int argc, char **argv)
     vkv_session *s = NULL;
     eppl_data d = {0};
     vkv_status st;
-    if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d)) || (st = reserve_windows(s, &o, &d, true)))
-        goto out;
+    if ((st = vkv_session_open(&sp, &s)) || (st = tokenize_text(s, &o, &d))) goto out;
+    if ((rc = check_grid_gather(s, &o, &d)) >= 0) {
+        eppl_data_free(&d);
+        vkv_session_close(s);
+        return rc;
+    }
+    if ((st = reserve_windows(s, &o, &d, true))) goto out;
     printf(o.markdown ? "| press | query | p_c | method | p_a | ppl | ppl uncompressed | KL | compress ms | KV KiB | ret/apx/evi %% |\n"
                         "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
                       : "%-13s %-8s %5s %-19s %6s %10s %12s %10s %11s %9s %s\n",

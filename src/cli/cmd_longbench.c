@@ -193,41 +193,30 @@ typedef struct lb_sample {
     const vkv_json *classes_json, *length;
 } lb_sample;
 
-static bool parse_sample(const vkv_json *r, lb_sample *s, const char **why)
-{
-    memset(s, 0, sizeof *s);
-    const vkv_json *in = vkv_json_get(r, "input");
-    if (!(s->context = json_get_str(r, "context"))) { *why = "no string member \"context\""; return false; }
-    if (in && in->type != VKV_JSON_STRING && in->type != VKV_JSON_NULL) { *why = "\"input\" is not a string"; return false; }
-    s->input = in && in->type == VKV_JSON_STRING ? in->string : "";
-    const vkv_json *ans = vkv_json_get(r, "answers");
-    if (!ans || ans->type != VKV_JSON_ARRAY || !json_string_list(ans, &s->answers, &s->n_answers)) {
-        *why = "\"answers\" is not an array of strings";
-        return false;
-    }
-    s->classes_json = vkv_json_get(r, "all_classes");
-    if (!json_string_list(s->classes_json, &s->classes, &s->n_classes)) {
-        string_list_free(s->answers);
-        *why = "\"all_classes\" is neither null nor an array of strings";
-        return false;
-    }
-    const vkv_json *id = vkv_json_get(r, "_id");
-    if (id && id->type != VKV_JSON_STRING) {
-        string_list_free(s->answers);
-        string_list_free(s->classes);
-        *why = "\"_id\" is not a string";
-        return false;
-    }
-    s->id = id ? id->string : NULL;
-    s->dataset = json_get_str(r, "dataset");
-    s->length = vkv_json_get(r, "length");
-    return true;
-}
-
 static void sample_free(lb_sample *s)
 {
     string_list_free(s->answers);
     string_list_free(s->classes);
+}
+
+static bool parse_sample(const vkv_json *r, lb_sample *s, const char **why)
+{
+    memset(s, 0, sizeof *s);
+    if ((*why = lb_sample_check(r))) return false;
+    s->context = json_get_str(r, "context");
+    s->input = json_get_str(r, "input");
+    if (!s->input) s->input = "";
+    s->classes_json = vkv_json_get(r, "all_classes");
+    if (!json_string_list(vkv_json_get(r, "answers"), &s->answers, &s->n_answers) ||
+        !json_string_list(s->classes_json, &s->classes, &s->n_classes)) {
+        sample_free(s);
+        *why = "out of host memory";
+        return false;
+    }
+    s->id = json_get_str(r, "_id");
+    s->dataset = json_get_str(r, "dataset");
+    s->length = vkv_json_get(r, "length");
+    return true;
 }
 
 static void write_string_list(vkv_json_writer *w, char **l, size_t n)
@@ -393,6 +382,14 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         if (!vkv_tokenize(e->s->tok, "\n", 1, false, false, &nl, &nn) && nn) gp.stop_id = nl[nn - 1];
         free(nl);
         gp.min_one = true;
+    }
+    char why[400];
+    if (vkv_compression_check_first(e->s, &comp, vkv_prompt_compressed_part(&p.tokens, comp.query_aware),
+                                    "--max-kv-tokens", "--compression", why, sizeof why)) {
+        /* the options cannot work for this sample: refused before its prefill */
+        fprintf(stderr, "vkvector longbench: %s: %s\n", where, why);
+        vkv_prompt_free(&p.tokens);
+        return 2;
     }
     vkv_gen_result g;
     st = vkv_session_generate(e->s, &comp, &p.tokens, &gp, &g);
@@ -641,17 +638,12 @@ static int run_line(lb_run *run, const lb_opts *l, const char *task_name, const 
     lb_sample s;
     const char *why = NULL;
     if (read_st || !parse_sample(vkv_json_root(doc), &s, &why)) {
-        fprintf(stderr, "vkvector longbench: %s:%zu: malformed sample %s (%s)\n", path, line_no,
-                l->strict ? "" : "skipped", read_st ? vkv_last_error() : why);
+        fprintf(stderr, "vkvector longbench: %s:%zu: malformed sample%s: %s\n", path, line_no,
+                l->strict ? "" : " skipped", read_st ? vkv_last_error() : why);
         run->n_bad++;
         return l->strict ? 1 : 0;
     }
-    char idbuf[64];
-    const char *id = s.id;
-    if (!id) {
-        snprintf(idbuf, sizeof idbuf, "#%zu", idx);
-        id = idbuf;
-    }
+    const char *id = s.id; /* lb_sample_check: always there */
     size_t kl = strlen(task_name) + strlen(id) + 2;
     char *key = malloc(kl);
     if (!key) {

@@ -95,8 +95,8 @@ static bool score_line(report *rep, const char *path, size_t line_no, const vkv_
             fprintf(stderr, "vkvector longbench-report: %s:%zu: unknown task '%s' (not one of the 16 English "
                             "LongBench tasks): its lines are skipped\n", path, line_no, res.dataset);
     } else if (why) {
-        fprintf(stderr, "vkvector longbench-report: %s:%zu: malformed line %s (%s)\n", path, line_no,
-                rep->strict ? "" : "skipped", why);
+        fprintf(stderr, "vkvector longbench-report: %s:%zu: malformed line%s: %s\n", path, line_no,
+                rep->strict ? "" : " skipped", why);
         rep->n_bad++;
         ok = !rep->strict;
     } else {

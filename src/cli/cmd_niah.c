@@ -423,6 +423,13 @@ static vkv_status run_cell(niah *g, const vkv_niah_run *h, cell *c, size_t r)
     vkv_status st = cell_prompt(g, h, c, &pr, &needle_depth);
     if (st) return st;
     size_t pn = pr.n;
+    char why[400];
+    if (vkv_compression_check_first(g->e->s, &g->comp, vkv_prompt_compressed_part(&pr, g->comp.query_aware),
+                                    "--max-kv-tokens", "--compression", why, sizeof why)) {
+        /* the options cannot work for this cell: refused before its prefill, and the grid stops */
+        vkv_prompt_free(&pr);
+        return vkv_error(VKV_ERR_ARG, "length %g, depth %g: %s", c->length, c->depth, why);
+    }
     vkv_gen_result res;
     if (pn + g->n_predict + 1 > g->e->n_ctx) st = vkv_error(VKV_ERR_ARG, "the prompt is %zu tokens: no room for the answer", pn);
     else st = vkv_session_generate(g->e->s, &g->comp, &pr, &g->gen, &res);

@@ -145,6 +145,10 @@ static int check_run_options(run_opts *o)
     if (o->prompt && o->ids_arg) return cli_usage_error("run", "give either -p or --ids, not both");
     if (o->tier_dump && !o->po.press) return cli_usage_error("run", "--tier-dump needs --press NAME");
     if (!cli_press_opts_check("run", &o->po, &o->press)) return 2;
+    if (o->tier_dump && o->po.compress_every && !(o->po.compression_ratio > 0))
+        return cli_usage_error("run", "--tier-dump writes the tiers the compression after the prefill leaves, and "
+                                      "--compress-every without --compression P (P > 0) compresses only during "
+                                      "generation: give --compression P, or drop --tier-dump");
     if (o->question && o->ids_arg) return cli_usage_error("run", "--question needs a text prompt (-p), not --ids");
     if (o->chat && o->ids_arg) return cli_usage_error("run", "--chat needs a text prompt (-p), not --ids");
     if (!o->prompt && !o->ids_arg) o->prompt = "";
@@ -217,6 +221,12 @@ static int reserve_context(vkv_session *s, const run_opts *o, const vkv_prompt *
     }
     if (pr->n > cp.n_ctx) {
         fprintf(stderr, "vkvector run: the prompt is %zu tokens, longer than the %u-token context (--ctx)\n", pr->n, cp.n_ctx);
+        return 2;
+    }
+    char why[400];
+    if (vkv_compression_check_first(s, &c, vkv_prompt_compressed_part(pr, o->po.query_aware), "--max-kv-tokens",
+                                    "--compression", why, sizeof why)) {
+        fprintf(stderr, "vkvector run: %s\n", why);
         return 2;
     }
     cp.n_kv_slots = vkv_compression_kv_slots(&c, vkv_prompt_compressed_part(pr, o->po.query_aware), room);

@@ -1,10 +1,36 @@
 #include "eval/lb_jsonl.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/file.h"
+#include "core/utf8.h"
+
+/* Reads past the next newline (or to the end of the file). */
+static vkv_status skip_line(FILE *f)
+{
+    int c;
+    while ((c = getc(f)) != EOF && c != '\n') {}
+    return ferror(f) ? vkv_error(VKV_ERR_IO, "read error: %s", strerror(errno)) : VKV_OK;
+}
+
+/* The offset of the first byte of s[0, n) that does not start valid UTF-8, or n. */
+static size_t utf8_invalid_at(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k = vkv_utf8_valid_len(s + i, n - i);
+        if (!k) return i;
+        i += k;
+    }
+    return n;
+}
 
 bool jsonl_open(jsonl_reader *r, const char *path)
 {
@@ -19,7 +45,20 @@ bool jsonl_next(jsonl_reader *r, vkv_json_doc **doc, vkv_status *st)
     *doc = NULL;
     for (;;) {
         size_t len;
-        if ((r->error = vkv_read_line(r->f, VKV_MAX_LINE_BYTES, &r->line, &r->cap, &len))) {
+        vkv_status rs = vkv_read_line(r->f, VKV_MAX_LINE_BYTES, &r->line, &r->cap, &len);
+        if (rs == VKV_ERR_FORMAT) {
+            /* an over-long line: a malformed line like any other, its rest skipped unread */
+            char why[160];
+            snprintf(why, sizeof why, "%s", vkv_last_error());
+            r->line_no++;
+            if ((r->error = skip_line(r->f))) {
+                vkv_error_context(r->error, "%s:%zu", r->path, r->line_no);
+                return false;
+            }
+            *st = vkv_error(VKV_ERR_FORMAT, "%s", why);
+            return true;
+        }
+        if ((r->error = rs)) {
             vkv_error_context(r->error, "%s:%zu", r->path, r->line_no + 1);
             return false;
         }
@@ -29,6 +68,11 @@ bool jsonl_next(jsonl_reader *r, vkv_json_doc **doc, vkv_status *st)
         size_t i = 0;
         while (i < len && (r->line[i] == ' ' || r->line[i] == '\t')) i++;
         if (i == len) continue;
+        size_t bad = utf8_invalid_at((const unsigned char *)r->line, len);
+        if (bad < len) {
+            *st = vkv_error(VKV_ERR_FORMAT, "invalid UTF-8 at byte %zu of the line", bad + 1);
+            return true;
+        }
         *st = vkv_json_parse(r->line, len, doc);
         if (!*st && vkv_json_root(*doc)->type != VKV_JSON_OBJECT) {
             vkv_json_free(*doc);
@@ -88,4 +132,31 @@ const char *json_get_str(const vkv_json *obj, const char *key)
 {
     const vkv_json *v = vkv_json_get(obj, key);
     return v && v->type == VKV_JSON_STRING ? v->string : NULL;
+}
+
+/* Every member of an array of strings is a string; NULL, or the reason. */
+static const char *strings_only(const vkv_json *v, const char *what, bool null_ok)
+{
+    if (null_ok && (!v || v->type == VKV_JSON_NULL)) return NULL;
+    if (!v || v->type != VKV_JSON_ARRAY) return what;
+    for (size_t i = 0; i < v->n_items; i++)
+        if (v->items[i]->type != VKV_JSON_STRING) return what;
+    return NULL;
+}
+
+const char *lb_sample_check(const vkv_json *row)
+{
+    const vkv_json *v;
+    if (!json_get_str(row, "context")) return "no string member \"context\"";
+    if ((v = vkv_json_get(row, "input")) && v->type != VKV_JSON_STRING && v->type != VKV_JSON_NULL)
+        return "\"input\" is neither a string nor null";
+    const char *why = strings_only(vkv_json_get(row, "answers"), "\"answers\" is not an array of strings", false);
+    if (!why) why = strings_only(vkv_json_get(row, "all_classes"), "\"all_classes\" is neither null nor an array of strings", true);
+    if (why) return why;
+    if (!json_get_str(row, "_id")) return "no string member \"_id\"";
+    if ((v = vkv_json_get(row, "dataset")) && v->type != VKV_JSON_STRING) return "\"dataset\" is not a string";
+    if ((v = vkv_json_get(row, "length")) && v->type != VKV_JSON_NULL &&
+        !(v->type == VKV_JSON_NUMBER && v->number >= 0 && v->number == floor(v->number)))
+        return "\"length\" is neither a whole number of at least 0 nor null";
+    return NULL;
 }

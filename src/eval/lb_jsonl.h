@@ -24,11 +24,10 @@ typedef struct jsonl_reader {
 bool jsonl_open(jsonl_reader *r, const char *path);
 /* The next non-blank line, parsed into *doc (a JSON object): returns true
  * with *st = VKV_OK, or with *st = VKV_ERR_FORMAT and *doc NULL for a
- * malformed line (vkv_last_error() says why; r->line_no is its number).
- * False at the end of the file, or with r->error set (and the message in
- * vkv_last_error()) when the file cannot be read on: a read error, or a line
- * longer than VKV_MAX_LINE_BYTES, which is refused rather than read into
- * memory. */
+ * malformed line (vkv_last_error() says why; r->line_no is its number): not
+ * JSON, not an object, invalid UTF-8, or longer than VKV_MAX_LINE_BYTES (its
+ * rest is skipped unread). False at the end of the file, or with r->error
+ * set (and the message in vkv_last_error()) on a read error. */
 bool jsonl_next(jsonl_reader *r, vkv_json_doc **doc, vkv_status *st);
 void jsonl_close(jsonl_reader *r);
 
@@ -37,6 +36,13 @@ void jsonl_close(jsonl_reader *r);
  * missing member or null gives an empty list; anything else is false. */
 bool json_string_list(const vkv_json *v, char ***out, size_t *n);
 void string_list_free(char **l);
+
+/* The members of a LongBench sample (LongBench's data lines)
+ * have their types: "context" and "_id" strings, "input" a string or null,
+ * "answers" an array of strings, "all_classes" null or an array of strings,
+ * "dataset" a string and "length" a whole number or null when present. A
+ * row that breaks one is malformed: NULL when it holds, else the reason. */
+const char *lb_sample_check(const vkv_json *row);
 
 /* A string member, or NULL when absent / not a string. */
 const char *json_get_str(const vkv_json *obj, const char *key);

@@ -147,6 +147,7 @@ vkv_ctx_memory vkv_ctx_plan_memory(const vkv_hparams *hp, const vkv_ctx_params *
     vkv_dtype pk, pv;
     vkv_kv_plain_types(c.p.k_type, c.p.v_type, c.p.compress, &pk, &pv);
     m.kv_bytes = vkv_kv_plan_cache_bytes(hp, c.p.n_kv_slots, pk, pv);
+    m.largest_kv_buffer = vkv_kv_plan_largest_buffer(hp, c.p.n_kv_slots, pk, pv);
     m.scratch_bytes = vkv_kv_plan_scratch_bytes(hp, c.p.n_kv_slots);
     if (c.p.scratch_from) return m; /* borrowed: the owner counts them */
     ctx_buffer b[CTX_N_BUFFERS];

@@ -47,6 +47,7 @@ typedef struct vkv_ctx_memory {
     uint64_t kv_bytes;      /* device: K and V caches of every layer */
     uint64_t scratch_bytes; /* device: activations, logits, attention scratch */
     uint64_t host_bytes;    /* host-visible: token ids, positions, logits readback */
+    uint64_t largest_kv_buffer; /* device: one layer's K or V cache, bound whole */
 } vkv_ctx_memory;
 vkv_ctx_memory vkv_ctx_plan_memory(const vkv_hparams *hp, const vkv_ctx_params *p);
 void vkv_ctx_free(vkv_ctx *c);

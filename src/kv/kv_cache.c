@@ -70,6 +70,13 @@ uint64_t vkv_kv_plan_cache_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtyp
 
 uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx) { return padded(scratch_bytes(hp, n_ctx)); }
 
+uint64_t vkv_kv_plan_largest_buffer(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype k_type, vkv_dtype v_type)
+{
+    uint64_t k = vkv_kv_cache_bytes(k_type, hp->n_head_kv, n_ctx, hp->head_dim);
+    uint64_t v = vkv_kv_cache_bytes(v_type, hp->n_head_kv, n_ctx, hp->head_dim);
+    return k > v ? k : v;
+}
+
 /* The plain caches of one layer. */
 static vkv_status make_plain(vkv_kv_cache *kv, uint32_t l)
 {

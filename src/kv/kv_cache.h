@@ -33,6 +33,9 @@ void vkv_kv_free(vkv_kv_cache *kv);
  * the plain attention's scratch. */
 uint64_t vkv_kv_plan_cache_bytes(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype k_type, vkv_dtype v_type);
 uint64_t vkv_kv_plan_scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx);
+/* The largest buffer of those caches: one layer's K or V cache, bound whole
+ * (it must fit the device's storage range and allocation size). */
+uint64_t vkv_kv_plan_largest_buffer(const vkv_hparams *hp, uint32_t n_ctx, vkv_dtype k_type, vkv_dtype v_type);
 
 /* Views of a plain layer's caches: [n_kv_head, n_slots, head_dim] of the KV type. */
 vkv_view vkv_kv_k_cache(const vkv_kv_cache *kv, uint32_t layer);

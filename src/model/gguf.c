@@ -689,6 +689,17 @@ vkv_gguf_str vkv_gguf_key_name(const vkv_gguf *g, int64_t i)
     return i >= 0 && (uint64_t)i < g->n_kv ? g->kv[i].key : none;
 }
 
+int64_t vkv_gguf_kv_value_offset(const vkv_gguf *g, int64_t i)
+{
+    return i >= 0 && (uint64_t)i < g->n_kv ? (int64_t)g->kv[i].value_off : -1;
+}
+
+const uint8_t *vkv_gguf_bytes(const vkv_gguf *g, size_t *size)
+{
+    *size = g->size;
+    return g->base;
+}
+
 vkv_gguf_type vkv_gguf_kv_type(const vkv_gguf *g, int64_t i)
 {
     return i >= 0 && (uint64_t)i < g->n_kv ? (vkv_gguf_type)g->kv[i].type : (vkv_gguf_type)-1;

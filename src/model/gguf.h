@@ -63,6 +63,11 @@ int64_t vkv_gguf_n_kv(const vkv_gguf *g);
 int64_t vkv_gguf_find_key(const vkv_gguf *g, const char *key);
 vkv_gguf_str vkv_gguf_key_name(const vkv_gguf *g, int64_t i);
 vkv_gguf_type vkv_gguf_kv_type(const vkv_gguf *g, int64_t i);
+/* The file offset of entry i's value (a scalar's bytes, a string's length
+ * field, an array's first element), -1 when i is out of range; and the file's bytes
+ * (what a checksum over the file reads). */
+int64_t vkv_gguf_kv_value_offset(const vkv_gguf *g, int64_t i);
+const uint8_t *vkv_gguf_bytes(const vkv_gguf *g, size_t *size);
 
 /* Typed getters: VKV_OK, or VKV_ERR_FORMAT if the key is missing or has an
  * incompatible type (the message names the key). Integer getters accept any

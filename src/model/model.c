@@ -46,7 +46,7 @@ static vkv_status check_count(const char *arch, const char *suffix, uint64_t v, 
 {
     if (v >= 1 && v <= max) return VKV_OK;
     return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.%s' is %llu: %s %llu", arch, suffix, (unsigned long long)v,
-                     v ? "more than the limit of" : "must be at least", (unsigned long long)(v ? max : 1));
+                     v ? "more than the limit of" : "it must be at least", (unsigned long long)(v ? max : 1));
 }
 
 /* A float hyper-parameter: NaN, an infinity or a value <= 0 (each one here
@@ -83,6 +83,7 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
     if ((st = get_u32_arch(g, a, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
     if ((st = check_count(a, "context_length", hp->n_ctx_train, MAX_CTX)) ||
         (st = check_count(a, "embedding_length", hp->n_embd, MAX_WIDTH)) ||
+        (st = check_count(a, "block_count", hp->n_layer, UINT32_MAX)) ||
         (st = check_count(a, "feed_forward_length", hp->n_ff, MAX_WIDTH)) ||
         (st = check_count(a, "attention.head_count", hp->n_head, MAX_HEADS)) ||
         (st = check_count(a, "attention.head_count_kv", hp->n_head_kv, MAX_HEADS)))
@@ -100,10 +101,11 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
     if (hp->n_layer && !vkv_gguf_find_tensor(g, last_block))
         return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.block_count' is %u, but the file has no tensor '%s' "
                                          "(the last block's)", a, hp->n_layer, last_block);
-    if (!hp->n_embd || !hp->n_layer || !hp->n_ff || !hp->n_head || !hp->n_head_kv || hp->n_head % hp->n_head_kv)
-        return vkv_error(VKV_ERR_FORMAT, "inconsistent hyper-parameters: embedding %u, layers %u, ff %u, heads %u, "
-                                         "kv heads %u (heads must be a multiple of kv heads)",
-                         hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv);
+    /* every count is at least 1 here (check_count) */
+    if (hp->n_head % hp->n_head_kv)
+        return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.attention.head_count' (%u) is not a multiple of "
+                                         "'%s.attention.head_count_kv' (%u)",
+                         a, hp->n_head, a, hp->n_head_kv);
     hp->head_dim = hp->n_embd / hp->n_head;
     if ((st = get_u32_arch(g, a, "attention.key_length", &hp->head_dim, false))) return st;
     hp->head_dim_v = hp->head_dim;
@@ -114,7 +116,15 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
      * 2^31 + 1 heads cannot wrap to a small width that passes. kv widths
      * are at most this (kv heads divide heads). */
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim;
-    if (hp->head_dim && (st = check_count(a, "attention.key_length", hp->head_dim, MAX_WIDTH))) return st;
+    char key[128];
+    snprintf(key, sizeof key, "%s.attention.key_length", a);
+    if (!hp->head_dim && vkv_gguf_find_key(g, key) < 0)
+        return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.embedding_length' (%u) is less than "
+                                         "'%s.attention.head_count' (%u): the heads have no width",
+                         a, hp->n_embd, a, hp->n_head);
+    if ((st = check_count(a, "attention.key_length", hp->head_dim, MAX_WIDTH)) ||
+        (st = check_count(a, "attention.value_length", hp->head_dim_v, MAX_WIDTH)))
+        return st;
     if (q_dim > MAX_WIDTH)
         return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.attention.head_count' (%u) x '%s.attention.key_length' "
                                          "(%u) is a query width of %llu, more than the limit of %u",
@@ -135,7 +145,6 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         (st = check_positive(a, "rope.scaling.factor", scale_linear)))
         return st;
     hp->rope_freq_scale = 1.0f;
-    char key[128];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     vkv_gguf_str stype = {0};
     if (vkv_gguf_find_key(g, key) >= 0 && (st = vkv_gguf_get_str(g, key, &stype))) return st;

@@ -473,6 +473,12 @@ static bool prepare(vkv_seq *q)
                    "this model's maximum context length is %u tokens; the prompt has %zu", e->p.n_ctx, q->pr.n);
         return false;
     }
+    const bool press = q->c.press && (q->c.compression_ratio > 0 || !q->c.compress_every);
+    if (vkv_compression_check_first(e->s, &q->c, vkv_prompt_compressed_part(&q->pr, press && q->c.query_aware),
+                                    "vkvector.max_kv_tokens", "vkvector.compression", msg, sizeof msg)) {
+        refuse(q, 400, "invalid_request_error", NULL, "vkvector.max_kv_tokens", "%s", msg);
+        return false;
+    }
     if ((st = plan_context(q))) {
         refuse(q, 400, "invalid_request_error", NULL, "vkvector", "%s", vkv_last_error());
         return false;

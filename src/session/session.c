@@ -141,6 +141,42 @@ void vkv_session_seq_free(vkv_session_seq *q)
     free(q);
 }
 
+/* The most bytes one buffer the context binds whole may take on s's device:
+ * its storage range (maxStorageBufferRange, rounded down to 16 as the ops
+ * bind it) and its largest allocation (maxMemoryAllocationSize). */
+static uint64_t buffer_limit(const vkv_session *s)
+{
+    const vkv_caps *caps = vkv_gpu_caps(s->gpu);
+    uint64_t limit = caps->max_storage_buffer_range & ~(uint64_t)15;
+    if (caps->max_memory_allocation && caps->max_memory_allocation < limit) limit = caps->max_memory_allocation;
+    return limit;
+}
+
+/* Whether a context of cp fits s's device: every byte in its heap beside
+ * the weights, its largest buffer within buffer_limit. */
+static bool ctx_fits(const vkv_session *s, const vkv_ctx_params *cp, uint64_t heap, vkv_ctx_memory *plan)
+{
+    *plan = vkv_ctx_plan_memory(&s->model->hp, cp);
+    return s->model->weight_bytes + plan->scratch_bytes + plan->kv_bytes <= heap &&
+           plan->largest_kv_buffer <= buffer_limit(s);
+}
+
+/* The longest context like cp that fits (ctx_fits), below cp's; 0 when none does. */
+static uint32_t longest_fitting_ctx(const vkv_session *s, const vkv_ctx_params *cp, uint64_t heap)
+{
+    vkv_ctx_params t = *cp;
+    vkv_ctx_memory plan;
+    uint32_t lo = 0, hi = vkv_ctx_plan_memory(&s->model->hp, cp).n_ctx; /* lo fits (or is 0), hi does not */
+    while (hi - lo > 1) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        t.n_ctx = mid;
+        t.n_kv_slots = cp->n_kv_slots && cp->n_kv_slots < mid ? cp->n_kv_slots : 0;
+        if (ctx_fits(s, &t, heap, &plan)) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
 vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
 {
     /* the compressors hold the context: they go first */
@@ -149,19 +185,26 @@ vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
     s->seq->decode = NULL;
     vkv_ctx_free(s->seq->ctx);
     s->seq->ctx = NULL;
-    vkv_ctx_memory plan = vkv_ctx_plan_memory(&s->model->hp, cp);
-    uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
-    uint64_t others = s->model->weight_bytes + plan.scratch_bytes, need = others + plan.kv_bytes;
-    if (need > heap) {
-        uint64_t per_token = plan.kv_bytes / plan.n_ctx, room = heap > others ? heap - others : 0;
+    vkv_ctx_memory plan;
+    const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
+    if (ctx_fits(s, cp, heap, &plan)) return make_ctx(s, cp, &s->seq->ctx);
+    /* the hint comes from the same limits: a context of that length fits both */
+    const uint32_t fit = longest_fitting_ctx(s, cp, heap);
+    char hint[96];
+    if (fit) snprintf(hint, sizeof hint, "lower --ctx (at most %u tokens fit)", fit);
+    else snprintf(hint, sizeof hint, "no context fits beside the weights");
+    const uint64_t need = s->model->weight_bytes + plan.scratch_bytes + plan.kv_bytes;
+    if (need > heap)
         return vkv_error(VKV_ERR_OOM, "a %u-token context does not fit device '%s': weights %.2f MiB + KV cache %.2f "
-                                      "MiB + scratch %.2f MiB = %.2f MiB, over its %.2f MiB memory heap; lower --ctx "
-                                      "(about %llu tokens fit)",
+                                      "MiB + scratch %.2f MiB = %.2f MiB, over its %.2f MiB memory heap; %s",
                          plan.n_ctx, vkv_gpu_caps(s->gpu)->name, s->model->weight_bytes / 1048576.0,
                          plan.kv_bytes / 1048576.0, plan.scratch_bytes / 1048576.0, need / 1048576.0,
-                         heap / 1048576.0, (unsigned long long)(per_token ? room / per_token : 0));
-    }
-    return make_ctx(s, cp, &s->seq->ctx);
+                         heap / 1048576.0, hint);
+    return vkv_error(VKV_ERR_UNSUPPORTED, "a %u-token context does not fit device '%s': one layer's K or V cache would be "
+                                  "%llu bytes, over the %llu bytes one buffer may take there (its storage buffer "
+                                  "range and largest allocation); %s",
+                     plan.n_ctx, vkv_gpu_caps(s->gpu)->name, (unsigned long long)plan.largest_kv_buffer,
+                     (unsigned long long)buffer_limit(s), hint);
 }
 
 void vkv_prompt_free(vkv_prompt *p)
@@ -343,6 +386,54 @@ const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c
     return vkv_kv_check_ratios(c->compression_ratio, c->p_a, c->vector, msg, size);
 }
 
+/* The most tokens a compression at ratio pc leaves one (layer, KV head) of n. */
+static uint32_t head_tokens(const vkv_session *s, const vkv_compression *c, double pc, uint32_t n)
+{
+    const vkv_hparams *hp = &s->model->hp;
+    const vkv_press_ops *press = c->press;
+    const vkv_press_params pp = vkv_press_params_default(pc);
+    uint32_t most = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        uint32_t kept = press->n_kept ? press->n_kept(&pp, l, hp->n_layer, n) : vkv_kv_n_kept(pc, n);
+        if (kept > n) kept = n;
+        if (c->vector) {
+            /* the pool's budget a over its rows, all of it in one head at most */
+            const double pa = c->p_a >= 0 ? c->p_a : vkv_kv_default_pa(pc);
+            const uint32_t rows = vkv_pool_rows(vkv_press_pool_scope(press, c->pool), hp->n_layer, hp->n_head_kv);
+            const uint64_t pool_n = (uint64_t)n * rows, pool_kept = (uint64_t)kept * rows;
+            const uint32_t a = pool_n > UINT32_MAX ? n : vkv_kv_tier_counts((uint32_t)pool_n, (uint32_t)pool_kept, pa, true).a;
+            kept += a < n - kept ? a : n - kept;
+        }
+        if (kept > most) most = kept;
+    }
+    return most;
+}
+
+uint32_t vkv_compression_head_tokens(const vkv_session *s, const vkv_compression *c, uint32_t n_first)
+{
+    if (!c || !c->press || c->press->global_selection || !(c->compression_ratio > 0)) return 0;
+    return head_tokens(s, c, c->compression_ratio, n_first);
+}
+
+const char *vkv_compression_check_first(const vkv_session *s, const vkv_compression *c, size_t n_first,
+                                        const char *m_name, const char *pc_name, char *msg, size_t size)
+{
+    if (!c || !c->compress_every || c->decoding != VKV_DECODING_BUDGET || n_first > UINT32_MAX) return NULL;
+    const uint32_t n = (uint32_t)n_first, kept = vkv_compression_head_tokens(s, c, n);
+    const uint64_t room = 2ull * c->max_kv_tokens;
+    if (kept <= room) return NULL;
+    /* the least p_c in steps of 0.01 that keeps few enough, if any */
+    double pc_ok = -1;
+    for (int k = (int)ceil(c->compression_ratio * 100 + 1e-9); k <= 99 && pc_ok < 0; k++)
+        if (head_tokens(s, c, k / 100.0, n) <= room && (!c->vector || c->p_a < 0 || c->p_a <= 1 - k / 100.0)) pc_ok = k / 100.0;
+    int len = snprintf(msg, size, "%s %g keeps up to %u tokens of a (layer, KV head) of the %u-token context, more "
+                                  "than the %llu (2 x %s %u) compression during generation gathers: %s must be at least %u",
+                       pc_name, c->compression_ratio, kept, n, (unsigned long long)room, m_name, c->max_kv_tokens,
+                       m_name, (kept + 1) / 2);
+    if (pc_ok > 0 && len > 0 && (size_t)len < size) snprintf(msg + len, size - (size_t)len, ", or %s at least %g", pc_name, pc_ok);
+    return msg;
+}
+
 uint32_t vkv_compression_kv_slots(const vkv_compression *c, size_t n_first, uint32_t room)
 {
     if (!c || !c->compress_every || c->decoding != VKV_DECODING_BUDGET) return 0;
@@ -429,6 +520,10 @@ vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compressi
         return vkv_error(VKV_ERR_ARG, "the prompt (%zu tokens) does not fit the %u-token context", pr->n,
                          vkv_ctx_n_ctx(q->ctx));
     bool press = c && c->press && (c->compression_ratio > 0 || !c->compress_every);
+    char why[400];
+    if (press && vkv_compression_check_first(s, c, vkv_prompt_compressed_part(pr, c->query_aware), "max_kv_tokens",
+                                             "compression", why, sizeof why))
+        return vkv_error(VKV_ERR_ARG, "%s", why);
     vkv_status st = check_cache_types(q->ctx, c, press);
     if (st) return st;
     vkv_seq_prefill_run *r = calloc(1, sizeof *r);

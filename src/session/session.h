@@ -116,6 +116,20 @@ typedef struct vkv_compression {
  * session's calibration. NULL when c holds, else the message (in msg). */
 const char *vkv_compression_check(const vkv_session *s, const vkv_compression *c, char *msg, size_t size);
 
+/* Compression during generation under the budget rule gathers at most
+ * 2 max_kv_tokens tokens of a (layer, KV head); a compression after the
+ * prefill first leaves each of them the tokens it keeps of the n_first it
+ * compresses (vkv_compression_head_tokens). NULL when they fit, else msg:
+ * the problem with the values that work, naming the settings as the caller
+ * calls them (m_name: max_kv_tokens, pc_name: compression_ratio). */
+const char *vkv_compression_check_first(const vkv_session *s, const vkv_compression *c, size_t n_first,
+                                        const char *m_name, const char *pc_name, char *msg, size_t size);
+/* The most tokens the compression c of n_first context tokens leaves any
+ * (layer, KV head): the scorer's count (per layer for PyramidKV), with VECTOR
+ * its pool's extension, at most all of a pool's budget in one head. 0 for a
+ * global selection (KVzip: any head may keep any share) or no compression. */
+uint32_t vkv_compression_head_tokens(const vkv_session *s, const vkv_compression *c, uint32_t n_first);
+
 /* Slots per KV head of the plain cache under c: a budgeted cache (the budget
  * rule of compression during generation) allocates max_kv_tokens; a
  * compression after the prefill needs the whole compressed part (n_first)

@@ -13,22 +13,8 @@ model=models/vkvector-shakespeare.gguf
 [ -f "$model" ] || model=$shared/models/stories260K-f32.gguf
 prompts=$shared/longbench
 [ -f "$prompts/dataset2prompt.json" ] || { echo "longbench: $prompts/dataset2prompt.json not found (set VKVECTOR_SHARED)"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/expect.sh"
 py() { python3 - "$@"; }
-
-# expect STATUS PATTERN -- COMMAND...: exit status and a stderr/stdout line matching PATTERN.
-expect() {
-  local want=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    bad "$* -> exit $rc (want $want), output: $(head -c 800 <<<"$out")"
-  else ok; fi
-}
 
 # ---- fixtures: short contexts that fit the model's context ----
 mkdir -p "$tmp/data"

@@ -14,20 +14,7 @@ l1=208 l2=320 ctx=224
 [ -f "$model" ] || { model=$shared/models/stories260K-f32.gguf; l1=400 l2=480 ctx=460; }
 hay=$shared/data/paul_graham_essays
 [ -d "$hay" ] || { echo "niah: $hay not found (set VKVECTOR_SHARED)"; exit 1; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-expect() {
-  local want=$1 pattern=$2; shift 3
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    bad "$* -> exit $rc (want $want), output: $(head -c 800 <<<"$out")"
-  else ok; fi
-}
+. "$(dirname "$0")/expect.sh"
 niah() { "$vkv" niah -m "$model" --haystack "$hay" -n 6 --quiet --protocol vkvector "$@"; }
 
 expect 0 "usage: vkvector niah" -- "$vkv" niah --help

@@ -105,7 +105,7 @@ heap=$("$vkv" devices --json 2>/dev/null | python3 -c 'import json, sys
 print(max(h["size"] for d in json.load(sys.stdin) if d["default"] for h in d["heaps"]))')
 if [ -n "$heap" ] && [ "$heap" -lt $((72 << 30)) ]; then
   "$vkv" run -p "ROMEO:" -n 4 --ctx 16777216 --kv-type f32 >/dev/null 2>"$tmp/err"; rc=$?
-  if [ $rc -eq 1 ] && grep -qE "16777216-token context does not fit device .*: weights [0-9.]+ MiB \+ KV cache [0-9.]+ MiB \+ scratch [0-9.]+ MiB = [0-9.]+ MiB, over its [0-9.]+ MiB memory heap; lower --ctx \(about [0-9]+ tokens fit\)" "$tmp/err"; then ok
+  if [ $rc -eq 1 ] && grep -qE "16777216-token context does not fit device .*: weights [0-9.]+ MiB \+ KV cache [0-9.]+ MiB \+ scratch [0-9.]+ MiB = [0-9.]+ MiB, over its [0-9.]+ MiB memory heap; lower --ctx \(at most [0-9]+ tokens fit\)" "$tmp/err"; then ok
   else bad "--ctx 16777216 -> exit $rc, stderr: $(cat "$tmp/err")"; fi
 else
   echo "pipeline_cache: note: the device heap (${heap:-unknown} bytes) holds the largest context; its refusal is not tested"

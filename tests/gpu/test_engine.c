@@ -13,7 +13,7 @@
  *  - a cancelled sequence leaves, and the pool's bytes go back to zero;
  *  - a full queue answers 429, a prompt over the context 400
  *    (context_length_exceeded), a request whose KV peak is over the whole
- *    pool 400, and a drained engine 503;
+ *    pool 400, a compression the gather cannot take 400, and a drained engine 503;
  *  - chat messages to a model without a known template go as ChatML.
  *
  * Skips (77) when there is no Vulkan device. */
@@ -519,6 +519,15 @@ static void refusals(vkv_session *s)
     one(e, text_request("ROMEO: What light", 50), &o);
     CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 400 && strstr(o.last.message, "MiB"),
           "a peak over the pool: %d %d %s", o.last.kind, o.last.http_status, o.last.message);
+    free(o.text);
+    /* a one-shot compression that keeps more than 2 max_kv_tokens a head: 400 naming the field, before any prefill */
+    tcase over = {.kind = VKV_GEN_TEXT, .text = "ROMEO: But soft, what light through yonder window breaks?",
+                  .max_tokens = 4, .press = "knorm", .compression = 0.25, .compress_every = 2, .max_kv_tokens = 3};
+    one(e, make_request(&over), &o);
+    CHECK(o.last.kind == VKV_SEQ_ERROR && o.last.http_status == 400 && o.last.param &&
+              !strcmp(o.last.param, "vkvector.max_kv_tokens") && strstr(o.last.message, "vkvector.compression"),
+          "a compression over the gather: %d %d %s %s", o.last.kind, o.last.http_status,
+          o.last.param ? o.last.param : "(no param)", o.last.message);
     free(o.text);
     vkv_seq *q[3];
     for (int i = 0; i < 3; i++) {
