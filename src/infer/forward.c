@@ -448,8 +448,9 @@ vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t
     memcpy(id_dst, ids, 4ull * n);
     for (uint32_t i = 0; i < n; i++) pos_dst[i] = (int32_t)ctxs[i]->n_past;
     /* MATVEC_COLS: each row bitwise the single-token decode's (which AUTO
-     * sends to the matvec kernel) */
-    const fwd_batch f = {s, ctxs, n, n, VKV_MATMUL_MATVEC_COLS};
+     * sends to the matvec kernel); one row takes that kernel itself, the
+     * faster of the two for a single column */
+    const fwd_batch f = {s, ctxs, n, n, n == 1 ? VKV_MATMUL_MATVEC : VKV_MATMUL_MATVEC_COLS};
     if ((st = run_forward(&f, 0, logits ? n : 0, logits))) return st;
     for (uint32_t i = 0; i < n; i++) ctxs[i]->n_past++;
     return VKV_OK;

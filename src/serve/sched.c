@@ -120,6 +120,7 @@ struct vkv_engine {
     vkv_ctx **eval_ctx;         /* [max_seqs] the evaluation's contexts, */
     int32_t *eval_ids;          /* [max_seqs] tokens, */
     float *eval_logits;         /* [max_seqs, n_vocab] and logits; */
+    double last_step_s;         /* wall time of the last decoding step (prefill_iteration's allowance) */
 };
 
 static double now_s(void)
@@ -805,20 +806,24 @@ static void admit(vkv_engine *e)
 
 /* ---- the work of one iteration ---- */
 
-/* One chunk (or the compression) of the oldest prefilling sequence. */
-static void prefill_one(vkv_engine *e)
+/* One chunk (or the compression) of the oldest prefilling sequence: false
+ * when none is prefilling. *n_tok: the prompt tokens it evaluated. */
+static bool prefill_one(vkv_engine *e, uint32_t *n_tok)
 {
+    *n_tok = 0;
     vkv_seq *q = NULL;
     for (uint32_t i = 0; i < e->p.max_seqs && e->active[i] && !q; i++)
         if (e->active[i]->state == SEQ_PREFILL) q = e->active[i];
-    if (!q) return;
+    if (!q) return false;
     bool done;
+    const uint32_t past = vkv_ctx_n_past(q->ss->ctx);
     vkv_status st = vkv_session_seq_prefill_next(q->ss, &done);
     if (st) {
         logf_(e, "request %llu: prefill failed: %s", q->id, vkv_last_error());
         seq_fail_status(q, st);
-        return;
+        return true;
     }
+    *n_tok = vkv_ctx_n_past(q->ss->ctx) - past;
     uint64_t before = q->held, now = vkv_ctx_kv_bytes(q->ss->ctx);
     if (now < before) {
         pool_set(q, now);
@@ -828,7 +833,7 @@ static void prefill_one(vkv_engine *e)
         logf_(e, "request %llu holds %.2f MiB of KV cache (was %.2f); pool %.2f of %.2f MiB", q->id, mib(now),
               mib(before), mib(used), mib(e->budget));
     }
-    if (!done) return;
+    if (!done) return true;
     vkv_prefill pf;
     vkv_session_seq_prefill_end(q->ss, &pf);
     if (pf.compressed) {
@@ -849,6 +854,34 @@ static void prefill_one(vkv_engine *e)
     vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n};
     push_event(q, &ev);
     take_token(q, q->logits);
+    return true;
+}
+
+/* Whether an active sequence is decoding. */
+static bool any_decoding(const vkv_engine *e)
+{
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i]; i++)
+        if (e->active[i]->state == SEQ_DECODE) return true;
+    return false;
+}
+
+/* The prefill work of one iteration: chunks of the prefilling sequences, one
+ * prompt at a time, admitting the next waiting request each time a prompt
+ * ends, until a chunk's worth of prompt tokens (--batch) is evaluated or, while
+ * other sequences decode, the time of their last step is spent. A long prompt
+ * thus takes one chunk per iteration, and a burst of short ones starts in a
+ * few iterations instead of one per step, while a running stream waits at
+ * most about two steps for its next token (docs/SERVE.md, "How it works"). */
+static void prefill_iteration(vkv_engine *e)
+{
+    uint32_t evaluated = 0, n_tok;
+    const double t0 = now_s();
+    for (uint32_t calls = 0; evaluated < e->p.prefill_chunk && calls < 2 * e->p.max_seqs; calls++) {
+        if (calls && any_decoding(e) && now_s() - t0 >= e->last_step_s) return;
+        admit(e);
+        if (!prefill_one(e, &n_tok)) return;
+        evaluated += n_tok;
+    }
 }
 
 /* Whether VKVECTOR_SERVE_FAULT fails decoding step `step`. */
@@ -925,7 +958,8 @@ static void decode_all(vkv_engine *e)
     if (!n) return;
     double t0 = now_s();
     decode_step(e, e->batch, n);
-    record_step_time(e, now_s() - t0);
+    e->last_step_s = now_s() - t0;
+    record_step_time(e, e->last_step_s);
     const size_t nv = e->s->model->hp.n_vocab;
     for (uint32_t i = 0; i < n; i++) {
         vkv_seq *q = e->batch[i];
@@ -979,8 +1013,7 @@ static void *sched_main(void *arg)
         if (exit_now) break;
         reap_waiting(e);
         reap_active(e);
-        admit(e);
-        prefill_one(e);
+        prefill_iteration(e);
         decode_all(e);
     }
     logf_(e, "scheduler stopped");
