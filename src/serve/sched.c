@@ -523,8 +523,10 @@ static void seq_drop_resources(vkv_seq *q)
     q->req = NULL;
 }
 
-/* Removes q from the active list (if there) and lets it go. */
-static void seq_retire(vkv_seq *q)
+/* Removes q from the active list (if there), before its last event is
+ * queued: a client that sends its next request on reading it finds the place
+ * free, not a full server. */
+static void seq_leave_active(vkv_seq *q)
 {
     vkv_engine *e = q->e;
     uint32_t k = 0;
@@ -539,6 +541,11 @@ static void seq_retire(vkv_seq *q)
         e->n_active--;
         pthread_mutex_unlock(&e->mu);
     }
+}
+
+/* After q's last event: the scheduler lets it go. */
+static void seq_retire(vkv_seq *q)
+{
     q->state = SEQ_FINISHED;
     engine_release(q);
 }
@@ -549,6 +556,7 @@ static void seq_fail(vkv_seq *q, outcome o, int status, const char *type, const 
     vkv_engine *e = q->e;
     seq_drop_resources(q);
     count_outcome(e, o);
+    seq_leave_active(q);
     push_error(q, status, type, code, NULL, "%s", msg);
     seq_retire(q);
 }
@@ -599,6 +607,7 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
     pthread_mutex_unlock(&e->mu);
     seq_drop_resources(q);
     count_outcome(e, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
+    seq_leave_active(q);
     push_event(q, &ev);
     seq_retire(q);
 }

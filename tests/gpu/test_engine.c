@@ -14,6 +14,7 @@
  *  - a full queue answers 429, a prompt over the context 400
  *    (context_length_exceeded), a request whose KV peak is over the whole
  *    pool 400, a compression the gather cannot take 400, and a drained engine 503;
+ *  - a request sent as soon as another ends finds that one's place free;
  *  - chat messages to a model without a known template go as ChatML.
  *
  * Skips (77) when there is no Vulkan device. */
@@ -542,6 +543,27 @@ static void refusals(vkv_session *s)
         read_all(q[i], &o);
         CHECK(o.last.kind == VKV_SEQ_DONE && !strcmp(o.last.finish_reason, "length") && o.last.completion_tokens == 4,
               "a queued request: %d %s", o.last.kind, o.last.message);
+        free(o.text);
+    }
+    /* A place is free when a request's last event arrives: a client that
+     * sends its next request at once is not told the server is full. With
+     * one running and one waiting, the request sent on reading the first's
+     * end must be accepted (the scheduler used to count the first as
+     * running until after its last event was queued). */
+    for (int round = 0; round < 6; round++) {
+        vkv_gen_request ra = text_request("ROMEO: What light", 2), rb = text_request("JULIET: Ay me", 2);
+        vkv_seq *a, *b, *c;
+        vkv_engine_submit(e, &ra, &a);
+        vkv_engine_submit(e, &rb, &b);
+        read_all(a, &o);
+        free(o.text);
+        vkv_gen_request rc = text_request("ROMEO: She speaks", 2);
+        vkv_engine_submit(e, &rc, &c);
+        read_all(c, &o);
+        CHECK(o.last.kind == VKV_SEQ_DONE, "round %d: a request sent as the one before it ended: %d %d %s", round,
+              o.last.kind, o.last.http_status, o.last.message);
+        free(o.text);
+        read_all(b, &o);
         free(o.text);
     }
     vkv_engine_drain(e);
