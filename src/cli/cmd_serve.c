@@ -98,6 +98,19 @@ static vkv_press_request default_press(const serve_opts *o)
     return r;
 }
 
+/* After the first stop signal the server finishes its running streams; a
+ * second one ends the process at once, unfinished streams cut, with the
+ * shell's status for the signal (128 + its number). */
+static void *second_signal(void *arg)
+{
+    const sigset_t *stop_signals = arg;
+    int sig = 0;
+    while (sigwait(stop_signals, &sig) != 0) {}
+    static const char msg[] = "vkvector serve: a second stop signal: exiting now, running streams cut\n";
+    if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+    _exit(128 + sig);
+}
+
 int cmd_serve(int argc, char **argv)
 {
     serve_opts o;
@@ -106,7 +119,7 @@ int cmd_serve(int argc, char **argv)
 
     /* The signals are waited for here, on this thread: block them before any
      * other thread (the scheduler's, the HTTP front's) is started. */
-    sigset_t stop_signals;
+    static sigset_t stop_signals; /* static: second_signal reads it after a first signal */
     sigemptyset(&stop_signals);
     sigaddset(&stop_signals, SIGINT);
     sigaddset(&stop_signals, SIGTERM);
@@ -138,7 +151,10 @@ int cmd_serve(int argc, char **argv)
     fflush(stderr);
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0) {}
-    fprintf(stderr, "vkvector serve: %s: no new requests; finishing the running ones\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr, "vkvector serve: %s: no new requests; finishing the running ones (a second signal cuts them)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    pthread_t impatient;
+    if (pthread_create(&impatient, NULL, second_signal, &stop_signals) == 0) pthread_detach(impatient);
     vkv_engine_stop_admitting(e); /* queued requests get 503 now; the running ones go on */
 out:
     vkv_http_stop(http);   /* running streams end first: the engine still runs them */

@@ -7,7 +7,8 @@
 //   - the error objects the client surfaces (400, 401, 404, 429 with
 //     Retry-After, prompt over the context);
 //   - a client that aborts mid-stream frees its sequence;
-//   - SIGTERM ends running streams cleanly and the server exits 0;
+//   - SIGTERM ends running streams cleanly and the server exits 0; a second
+//     SIGTERM cuts them and exits 143 at once;
 //   - a bounded load test (tools/serve_load.mjs) completes without errors.
 //
 //   node serve_openai.mjs VKVECTOR MODEL REPO_ROOT
@@ -33,10 +34,11 @@ function startServer(args, env = {}) {
                        { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let log = '';
     const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+    let listening = false; // the log is kept whole: checks read what the server says later
     const onData = (d) => {
       log += d;
-      const m = log.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) { proc.stderr.off('data', onData); resolve({ proc, url: m[1], exited, log: () => log }); }
+      const m = !listening && log.match(/listening on (http:\/\/[^\s]+)/);
+      if (m) { listening = true; resolve({ proc, url: m[1], exited, log: () => log }); }
     };
     proc.stderr.on('data', onData);
     proc.stdout.on('data', () => {});
@@ -260,9 +262,37 @@ async function main() {
     } catch (e) { threw = e; }
     check(!threw && finished !== null, 'SIGTERM mid-stream: the stream ends with a finish_reason', String(threw || finished));
   } finally {
-    if (k.proc.exitCode === null) k.proc.kill('SIGTERM');
+    // one SIGTERM was sent (a second would cut the streams): wait, with a bound
+    const bound = setTimeout(() => k.proc.kill('SIGKILL'), 60000);
+    if (k.proc.exitCode === null && k.proc.signalCode === null && !k.proc.killed) k.proc.kill('SIGTERM');
     const { code } = await k.exited;
+    clearTimeout(bound);
     check(code === 0, 'SIGTERM mid-stream: exit 0', `${code}\n${k.log().slice(-2000)}`);
+  }
+
+  // Two stop signals: the first lets the running stream finish, the second
+  // ends the process at once with 128 + SIGTERM's number, the stream cut.
+  const d = await startServer(['--max-seqs', '2', '--ctx', '512']);
+  try {
+    const dc = new OpenAI({ baseURL: `${d.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const stream = await dc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[5], max_tokens: 400,
+                                                temperature: 0, stream: true });
+    let n = 0, finished = null;
+    try {
+      for await (const chunk of stream) {
+        if (++n === 2) {
+          d.proc.kill('SIGTERM');
+          setTimeout(() => d.proc.kill('SIGTERM'), 200);
+        }
+        if (chunk.choices[0]?.finish_reason) finished = chunk.choices[0].finish_reason;
+      }
+    } catch { /* the connection cut: what a second signal does */ }
+    const { code } = await d.exited;
+    check(code === 143 && finished === null, 'a second SIGTERM: exit 143 at once, the stream cut before its end',
+          `exit ${code}, finish_reason ${finished}, ${n} chunks\n${d.log().slice(-600)}`);
+    check(/a second stop signal/.test(d.log()), 'a second SIGTERM: the log says so', d.log().slice(-600));
+  } finally {
+    if (d.proc.exitCode === null) d.proc.kill('SIGKILL');
   }
 
   // A device fault (injected: decoding steps 3 and 40 fail as a lost device
