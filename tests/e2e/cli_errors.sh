@@ -77,6 +77,20 @@ expect 2 "need --messages" -- bounded "$vkv" tokenize -m "$model" --text hi --re
 expect 2 "no template is named 'qwen9'" -- bounded "$vkv" tokenize --messages "$tmp/not_a_list.json" --chat-template qwen9 --render
 expect 1 "the model has no chat template" -- bounded "$vkv" tokenize -m "$model" --messages "$tmp/not_a_list.json"
 
+# vkvector serve: bad flags are refused before the server starts (status 2),
+# a pool that cannot hold one sequence, an address it cannot listen on and a
+# bad fault-injection spec after the model loads (status 1); none listens.
+expect 2 "--port wants an integer in 0..65535, got '70000'" -- bounded "$vkv" serve --port 70000
+expect 2 "--max-seqs wants an integer in 1..16, got '17'" -- bounded "$vkv" serve --max-seqs 17
+expect 2 "--queue wants an integer in 1..1048576, got '0'" -- bounded "$vkv" serve --queue 0
+expect 2 "--kv-budget wants a number in \(0," -- bounded "$vkv" serve --kv-budget -1
+expect 2 "unknown press 'bogus'" -- bounded "$vkv" serve --press bogus
+expect 2 "need --press NAME" -- bounded "$vkv" serve --compression 0.5
+expect 2 "--compress-every needs --press NAME" -- bounded "$vkv" serve --decoding kvpress
+expect 1 "the KV pool .* cannot hold one sequence" -- bounded "$vkv" serve -m "$model" --port 0 --kv-budget 0.0001
+expect 1 "cannot listen on not-a-host" -- bounded "$vkv" serve -m "$model" --port 0 --host not-a-host
+expect 1 "VKVECTOR_SERVE_FAULT is 'decode:N\[,M...\]'.*not 'decode:0'" -- bounded env VKVECTOR_SERVE_FAULT=decode:0 "$vkv" serve -m "$model" --port 0
+
 # No driver at all: point the loader at a driver manifest that does not exist.
 expect 1 "no Vulkan (driver|device) found" -- env -u VKVECTOR_SKIP_WITHOUT_DEVICE VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" devices
 expect 77 "no Vulkan (driver|device) found" -- env VKVECTOR_SKIP_WITHOUT_DEVICE=1 VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" conform
