@@ -95,6 +95,12 @@ void load_x_chunk(uint j, uint c, out float xs[32])
 }
 
 shared float partial[MATVEC_ROWS * MAX_WG]; // [MATVEC_ROWS, subgroups or threads]
+#if defined(MATVEC_COLS) && USE_SUBGROUP
+// Every column's subgroup sums, [column, row, subgroup] (the host keeps
+// subgroups of at least 4 threads, so a workgroup has at most MAX_WG / 4).
+const uint MAX_SUBGROUPS = MAX_WG / 4u;
+shared float col_partial[COLS * MATVEC_ROWS * MAX_SUBGROUPS];
+#endif
 
 // One column's sums (acc[r]: row row0 + r, this thread's share) reduced over
 // the workgroup and written at y[y0 + row0 + r].
@@ -170,6 +176,26 @@ void main()
 #else
     const uint ldy = 0u;
 #endif
+#if defined(MATVEC_COLS) && USE_SUBGROUP
+    // Every column's subgroup sums first, then one barrier and every
+    // column's sum over subgroups (reduce_store's, in its order): a barrier
+    // per workgroup rather than one per column.
+    COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) { // uniform
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
+            const float s = subgroupAdd(acc[j * MATVEC_ROWS + r]);
+            if (gl_SubgroupInvocationID == 0u) col_partial[(j * MATVEC_ROWS + r) * MAX_SUBGROUPS + gl_SubgroupID] = s;
+        }
+    }
+    barrier();
+    for (uint t = tid; t < n_cols() * MATVEC_ROWS; t += wg) {
+        const uint j = t / MATVEC_ROWS, r = t % MATVEC_ROWS;
+        if (row0 + r < pc.M) {
+            float s = 0.0;
+            for (uint i = 0u; i < gl_NumSubgroups; i++) s += col_partial[t * MAX_SUBGROUPS + i];
+            y[j * ldy + pc.m_offset + row0 + r] = s;
+        }
+    }
+#else
     // One column at a time: partial holds one column's sums (the shared
     // budget of the single-column kernel).
     COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) { // uniform
@@ -180,4 +206,5 @@ void main()
         barrier(); // the next column overwrites partial
 #endif
     }
+#endif
 }
