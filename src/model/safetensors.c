@@ -21,9 +21,6 @@
 
 #define ST_LEN_BYTES 8u      /* the u64 header length */
 #define ST_NAME_SHOWN 96     /* names come from untrusted files: capped in messages */
-/* JSON numbers are doubles: integers are exact below 2^53, far past any
- * offset or dimension of a file that fits a disk. */
-#define ST_MAX_JSON_INT 9007199254740992.0
 
 static const struct {
     const char *name;
@@ -88,32 +85,16 @@ static vkv_status terr(const st_file *f, const char *tensor, const char *fmt, ..
     return vkv_error(VKV_ERR_FORMAT, "safetensors: '%s': tensor '%.*s': %s", f->path, shown(tensor), tensor, msg);
 }
 
-static const char *json_type_name(const vkv_json *v)
-{
-    static const char *const names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
-    return names[v->type];
-}
-
-/* A non-negative integer, exact in a double; else what is wrong with it. */
-static const char *json_uint(const vkv_json *v, uint64_t *out)
-{
-    if (v->type != VKV_JSON_NUMBER) return json_type_name(v);
-    if (v->number < 0) return "negative";
-    if (!(v->number < ST_MAX_JSON_INT) || v->number != (double)(uint64_t)v->number) return "not an integer";
-    *out = (uint64_t)v->number;
-    return NULL;
-}
-
 static vkv_status read_shape(const st_file *f, const char *name, const vkv_json *shape, vkv_st_tensor *t)
 {
     if (!shape) return terr(f, name, "has no 'shape'");
-    if (shape->type != VKV_JSON_ARRAY) return terr(f, name, "'shape' is %s, not an array", json_type_name(shape));
+    if (shape->type != VKV_JSON_ARRAY) return terr(f, name, "'shape' is %s, not an array", vkv_json_type_name(shape->type));
     if (shape->n_items > VKV_ST_MAX_DIMS)
         return terr(f, name, "'shape' has %zu dimensions, more than %d", shape->n_items, VKV_ST_MAX_DIMS);
     t->n_dims = (uint32_t)shape->n_items;
     t->n_elems = 1;
     for (uint32_t d = 0; d < t->n_dims; d++) {
-        const char *bad = json_uint(shape->items[d], &t->shape[d]);
+        const char *bad = vkv_json_as_uint(shape->items[d], &t->shape[d]);
         if (bad) return terr(f, name, "'shape'[%u] is %s, not a non-negative integer", d, bad);
         if (t->shape[d] && t->n_elems > UINT64_MAX / t->shape[d])
             return terr(f, name, "'shape' has too many elements (overflows 64 bits)");
@@ -129,10 +110,10 @@ static vkv_status read_tensor(const st_file *f, const char *name, const vkv_json
     memset(t, 0, sizeof *t);
     t->name = name;
     t->file = f->path;
-    if (v->type != VKV_JSON_OBJECT) return terr(f, name, "is %s, not an object", json_type_name(v));
+    if (v->type != VKV_JSON_OBJECT) return terr(f, name, "is %s, not an object", vkv_json_type_name(v->type));
     const vkv_json *dtype = vkv_json_get(v, "dtype");
     if (!dtype) return terr(f, name, "has no 'dtype'");
-    if (dtype->type != VKV_JSON_STRING) return terr(f, name, "'dtype' is %s, not a string", json_type_name(dtype));
+    if (dtype->type != VKV_JSON_STRING) return terr(f, name, "'dtype' is %s, not a string", vkv_json_type_name(dtype->type));
     unsigned k = 0;
     while (k < VKV_ST_DTYPE_COUNT && strcmp(dtype->string, dtypes[k].name)) k++;
     if (k == VKV_ST_DTYPE_COUNT) return terr(f, name, "unknown dtype '%.*s'", shown(dtype->string), dtype->string);
@@ -146,7 +127,7 @@ static vkv_status read_tensor(const st_file *f, const char *name, const vkv_json
         return terr(f, name, "'data_offsets' is not an array of two numbers [begin, end]");
     uint64_t be[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
-        const char *bad = json_uint(offs->items[i], &be[i]);
+        const char *bad = vkv_json_as_uint(offs->items[i], &be[i]);
         if (bad) return terr(f, name, "'data_offsets'[%d] is %s, not a non-negative integer", i, bad);
     }
     uint64_t data_bytes = f->size - f->data_off;
@@ -167,11 +148,11 @@ static vkv_status read_tensor(const st_file *f, const char *name, const vkv_json
 
 static vkv_status read_metadata(const st_file *f, const vkv_json *meta)
 {
-    if (meta->type != VKV_JSON_OBJECT) return ferr(f, "'__metadata__' is %s, not an object", json_type_name(meta));
+    if (meta->type != VKV_JSON_OBJECT) return ferr(f, "'__metadata__' is %s, not an object", vkv_json_type_name(meta->type));
     for (size_t i = 0; i < meta->n_items; i++)
         if (meta->items[i]->type != VKV_JSON_STRING)
             return ferr(f, "'__metadata__' entry '%.*s' is %s, not a string", shown(meta->keys[i]), meta->keys[i],
-                        json_type_name(meta->items[i]));
+                        vkv_json_type_name(meta->items[i]->type));
     return VKV_OK;
 }
 
@@ -386,7 +367,7 @@ static vkv_status open_index(vkv_st *st, const char *dir, const char *index_path
         const vkv_json *v = map->items[i];
         if (v->type != VKV_JSON_STRING) {
             s = vkv_error(VKV_ERR_FORMAT, "safetensors index '%s': 'weight_map' entry '%.*s' is %s, not a file name",
-                          index_path, shown(map->keys[i]), map->keys[i], json_type_name(v));
+                          index_path, shown(map->keys[i]), map->keys[i], vkv_json_type_name(v->type));
             break;
         }
         if (!plain_file_name(v)) {
