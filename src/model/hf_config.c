@@ -210,6 +210,15 @@ static vkv_status read_config(const cfg *c, vkv_hf_config *o)
         return s;
     if (!o->torch_dtype[0] && (s = get_str(c, "dtype", o->torch_dtype, sizeof o->torch_dtype))) return s;
     if (o->arch == VKV_ARCH_QWEN2) o->attention_bias = true;
+    /* the layer the model runs: SiLU-gated feed-forward without biases */
+    char act[32];
+    bool mlp_bias = false;
+    if ((s = get_str(c, "hidden_act", act, sizeof act)) || (s = get_bool(c, "mlp_bias", &mlp_bias))) return s;
+    if (act[0] && strcmp(act, "silu"))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "'%s': 'hidden_act' is '%s': only silu is supported", c->file, act);
+    if (mlp_bias)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "'%s': 'mlp_bias' is true: feed-forward biases are not supported",
+                         c->file);
     if (sliding)
         return vkv_error(VKV_ERR_UNSUPPORTED, "'%s': 'use_sliding_window' is true: sliding-window attention is not "
                          "supported", c->file);

@@ -88,7 +88,8 @@ static vkv_status terr(const st_file *f, const char *tensor, const char *fmt, ..
 static vkv_status read_shape(const st_file *f, const char *name, const vkv_json *shape, vkv_st_tensor *t)
 {
     if (!shape) return terr(f, name, "has no 'shape'");
-    if (shape->type != VKV_JSON_ARRAY) return terr(f, name, "'shape' is %s, not an array", vkv_json_type_name(shape->type));
+    if (shape->type != VKV_JSON_ARRAY)
+        return terr(f, name, "'shape' is %s, not an array", vkv_json_type_name(shape->type));
     if (shape->n_items > VKV_ST_MAX_DIMS)
         return terr(f, name, "'shape' has %zu dimensions, more than %d", shape->n_items, VKV_ST_MAX_DIMS);
     t->n_dims = (uint32_t)shape->n_items;
@@ -113,7 +114,8 @@ static vkv_status read_tensor(const st_file *f, const char *name, const vkv_json
     if (v->type != VKV_JSON_OBJECT) return terr(f, name, "is %s, not an object", vkv_json_type_name(v->type));
     const vkv_json *dtype = vkv_json_get(v, "dtype");
     if (!dtype) return terr(f, name, "has no 'dtype'");
-    if (dtype->type != VKV_JSON_STRING) return terr(f, name, "'dtype' is %s, not a string", vkv_json_type_name(dtype->type));
+    if (dtype->type != VKV_JSON_STRING)
+        return terr(f, name, "'dtype' is %s, not a string", vkv_json_type_name(dtype->type));
     unsigned k = 0;
     while (k < VKV_ST_DTYPE_COUNT && strcmp(dtype->string, dtypes[k].name)) k++;
     if (k == VKV_ST_DTYPE_COUNT) return terr(f, name, "unknown dtype '%.*s'", shown(dtype->string), dtype->string);
@@ -148,7 +150,8 @@ static vkv_status read_tensor(const st_file *f, const char *name, const vkv_json
 
 static vkv_status read_metadata(const st_file *f, const vkv_json *meta)
 {
-    if (meta->type != VKV_JSON_OBJECT) return ferr(f, "'__metadata__' is %s, not an object", vkv_json_type_name(meta->type));
+    if (meta->type != VKV_JSON_OBJECT)
+        return ferr(f, "'__metadata__' is %s, not an object", vkv_json_type_name(meta->type));
     for (size_t i = 0; i < meta->n_items; i++)
         if (meta->items[i]->type != VKV_JSON_STRING)
             return ferr(f, "'__metadata__' entry '%.*s' is %s, not a string", shown(meta->keys[i]), meta->keys[i],
@@ -362,6 +365,10 @@ static vkv_status open_index(vkv_st *st, const char *dir, const char *index_path
                       map ? "'weight_map' is not an object" : "no 'weight_map'");
         goto done;
     }
+    if (!map->n_items) {
+        s = vkv_error(VKV_ERR_FORMAT, "safetensors index '%s': 'weight_map' is empty", index_path);
+        goto done;
+    }
     /* every shard, once, in the order the map first names it */
     for (size_t i = 0; i < map->n_items && !s; i++) {
         const vkv_json *v = map->items[i];
@@ -467,5 +474,6 @@ vkv_status vkv_st_require_float(const vkv_st_tensor *t)
 {
     if (t->dtype == VKV_ST_F32 || t->dtype == VKV_ST_F16 || t->dtype == VKV_ST_BF16) return VKV_OK;
     return vkv_error(VKV_ERR_UNSUPPORTED, "safetensors: '%s': tensor '%.*s' has dtype %s, which vkvector does not "
-                     "read weights from (F32, F16 or BF16)", t->file, shown(t->name), t->name, vkv_st_dtype_name(t->dtype));
+                     "read weights from (F32, F16 or BF16)", t->file, shown(t->name), t->name,
+                     vkv_st_dtype_name(t->dtype));
 }

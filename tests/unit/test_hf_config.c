@@ -280,6 +280,8 @@ static void test_errors(void **state)
         {"\"bos_token_id\": 128000", "\"bos_token_id\": true", VKV_ERR_FORMAT, "key 'bos_token_id' is a boolean"},
         {"\"use_cache\": true", "\"use_sliding_window\": true", VKV_ERR_UNSUPPORTED, "'use_sliding_window' is true"},
         {"{\n", "[{\n", VKV_ERR_FORMAT, "'config.json': JSON"},
+        {"\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"", VKV_ERR_UNSUPPORTED, "'hidden_act' is 'gelu'"},
+        {"\"mlp_bias\": false", "\"mlp_bias\": true", VKV_ERR_UNSUPPORTED, "'mlp_bias' is true"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char *text = edit(llama32_1b, cases[i].from, cases[i].to);
