@@ -31,7 +31,7 @@ static const struct {
     [VKV_ST_I32] = {"I32", 4},         [VKV_ST_U32] = {"U32", 4},   [VKV_ST_I16] = {"I16", 2},
     [VKV_ST_U16] = {"U16", 2},         [VKV_ST_I8] = {"I8", 1},     [VKV_ST_U8] = {"U8", 1},
     [VKV_ST_BOOL] = {"BOOL", 1},       [VKV_ST_F8_E4M3] = {"F8_E4M3", 1},
-    [VKV_ST_F8_E5M2] = {"F8_E5M2", 1},
+    [VKV_ST_F8_E5M2] = {"F8_E5M2", 1}, [VKV_ST_F8_E8M0] = {"F8_E8M0", 1},
 };
 
 const char *vkv_st_dtype_name(vkv_st_dtype t) { return (unsigned)t < VKV_ST_DTYPE_COUNT ? dtypes[t].name : "?"; }

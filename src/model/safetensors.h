@@ -27,8 +27,9 @@
 
 #include "core/status.h"
 
-/* Every dtype the format defines; the first three are the ones vkvector
- * reads weights from. */
+/* Every dtype of the format whose elements are whole bytes; the first three
+ * are the ones vkvector reads weights from. (The sub-byte F4 and F6 types of
+ * newer files are unknown dtypes here: such a file does not open.) */
 typedef enum vkv_st_dtype {
     VKV_ST_F32,
     VKV_ST_F16,
@@ -45,6 +46,7 @@ typedef enum vkv_st_dtype {
     VKV_ST_BOOL,
     VKV_ST_F8_E4M3,
     VKV_ST_F8_E5M2,
+    VKV_ST_F8_E8M0,
     VKV_ST_DTYPE_COUNT,
 } vkv_st_dtype;
 

@@ -135,6 +135,8 @@ static void test_every_dtype(void **state)
     size_t n = 0, off = 0;
     n += (size_t)snprintf(header + n, sizeof header - n, "{");
     for (int t = 0; t < VKV_ST_DTYPE_COUNT; t++) {
+        assert_non_null(vkv_st_dtype_name((vkv_st_dtype)t)); /* every dtype in the reader's table */
+        assert_true(vkv_st_dtype_size((vkv_st_dtype)t) > 0);
         size_t bytes = 3 * vkv_st_dtype_size((vkv_st_dtype)t);
         n += (size_t)snprintf(header + n, sizeof header - n, "%s\"t%d\":{\"dtype\":\"%s\",\"shape\":[3],"
                               "\"data_offsets\":[%zu,%zu]}", t ? "," : "", t, vkv_st_dtype_name((vkv_st_dtype)t),
