@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -156,5 +157,35 @@ vkv_status vkv_read_line(FILE *f, size_t max_bytes, char **buf, size_t *cap, siz
     if (st) return st;
     if (n) (*buf)[n] = 0;
     *len = n;
+    return VKV_OK;
+}
+
+vkv_status vkv_map_file(const char *path, const char *who, void **map, size_t *size)
+{
+    *map = NULL;
+    *size = 0;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return vkv_error(VKV_ERR_IO, "%s: cannot open '%s': %s", who, path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return vkv_error(VKV_ERR_IO, "%s: cannot stat '%s': %s", who, path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return vkv_error(VKV_ERR_IO, "%s: '%s' is not a regular file", who, path);
+    }
+    size_t n = (size_t)st.st_size;
+    if (n == 0) {
+        close(fd);
+        return VKV_OK;
+    }
+    void *m = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd); /* the mapping keeps the file */
+    if (m == MAP_FAILED) return vkv_error(VKV_ERR_IO, "%s: cannot map '%s': %s", who, path, strerror(e));
+    *map = m;
+    *size = n;
     return VKV_OK;
 }

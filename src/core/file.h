@@ -44,4 +44,11 @@ FILE *vkv_open_regular(const char *path, const char *what);
  * stream is left mid-line). */
 vkv_status vkv_read_line(FILE *f, size_t max_bytes, char **buf, size_t *cap, size_t *len);
 
+/* Maps a regular file read-only (a private mapping, which keeps the file
+ * after the descriptor is closed): *map and *size; an empty file gives NULL
+ * and 0 (nothing to unmap). VKV_ERR_IO naming the file and why, each message
+ * prefixed with `who` ("gguf: cannot open 'x': ..."). Opened without
+ * blocking, so a FIFO is refused instead of hanging the open. */
+vkv_status vkv_map_file(const char *path, const char *who, void **map, size_t *size);
+
 #endif

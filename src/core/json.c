@@ -480,3 +480,19 @@ const vkv_json *vkv_json_at(const vkv_json *a, size_t i)
     if (!a || a->type != VKV_JSON_ARRAY || i >= a->n_items) return NULL;
     return a->items[i];
 }
+
+const char *vkv_json_type_name(vkv_json_type t)
+{
+    static const char *const names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+    return (unsigned)t < sizeof names / sizeof *names ? names[t] : "?";
+}
+
+const char *vkv_json_as_uint(const vkv_json *v, uint64_t *out)
+{
+    if (v->type != VKV_JSON_NUMBER) return vkv_json_type_name(v->type);
+    if (v->number < 0) return "negative";
+    /* compared before the cast, which would be undefined past 2^64 */
+    if (!(v->number < 9007199254740992.0) || v->number != (double)(uint64_t)v->number) return "not an integer";
+    *out = (uint64_t)v->number;
+    return NULL;
+}

@@ -50,6 +50,13 @@ const vkv_json *vkv_json_root(const vkv_json_doc *doc);
 const vkv_json *vkv_json_get(const vkv_json *obj, const char *key);
 /* Element i of an array, NULL if out of range or not an array. */
 const vkv_json *vkv_json_at(const vkv_json *arr, size_t i);
+/* "null", "a boolean", "a number", "a string", "an array", "an object": for
+ * messages saying what a value is instead of what was wanted. */
+const char *vkv_json_type_name(vkv_json_type t);
+/* A non-negative integer a double holds exactly (below 2^53): NULL with *out
+ * set; else what the value is instead, for a message ("negative", "not an
+ * integer", or its type's name). */
+const char *vkv_json_as_uint(const vkv_json *v, uint64_t *out);
 
 /* ---- the pull reader ---- */
 

@@ -11,17 +11,15 @@
  * mapping, so every later accessor reads bytes that were already bounds-checked. */
 #include "model/gguf.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/dtype.h"
+#include "core/file.h"
 #include "core/out_file.h"
 
 /* Values are read and written with memcpy in host order. */
@@ -622,28 +620,11 @@ vkv_status vkv_gguf_open(const char *path, vkv_gguf **out)
 {
     if (!path || !out) return vkv_error(VKV_ERR_ARG, "gguf: open: NULL argument");
     *out = NULL;
-    /* Non-blocking so that a FIFO is refused below instead of hanging the open. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return vkv_error(VKV_ERR_IO, "gguf: cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return vkv_error(VKV_ERR_IO, "gguf: cannot stat '%s': %s", path, strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return vkv_error(VKV_ERR_IO, "gguf: '%s' is not a regular file", path);
-    }
-    size_t size = (size_t)st.st_size;
-    if (size == 0) {
-        close(fd);
-        return vkv_error(VKV_ERR_FORMAT, "gguf: '%s' is empty", path);
-    }
-    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int e = errno;
-    close(fd); /* the mapping keeps the file */
-    if (map == MAP_FAILED) return vkv_error(VKV_ERR_IO, "gguf: cannot map '%s': %s", path, strerror(e));
+    void *map;
+    size_t size;
+    vkv_status ms = vkv_map_file(path, "gguf", &map, &size);
+    if (ms) return ms;
+    if (size == 0) return vkv_error(VKV_ERR_FORMAT, "gguf: '%s' is empty", path);
     vkv_status s = gguf_open_bytes(map, size, map, out);
     if (s) return vkv_error_context(s, "%s", path);
     return VKV_OK;

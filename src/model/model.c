@@ -26,16 +26,6 @@ static vkv_status get_f32_arch(const vkv_gguf *g, const char *arch, const char *
     return vkv_gguf_get_f32_opt(g, key, out);
 }
 
-/* Bounds on the hyper-parameters, far above any published model (the widest
- * have embeddings of 16,384, 128 query heads, feed-forward widths of 53,248,
- * vocabularies of 262,144 and contexts of 10M tokens) yet low enough that
- * every width derived from them (heads x head width) fits in 32 bits with
- * room to spare. A value past them is a damaged or crafted file: refusing it
- * here, naming the key, beats a wrapped width or an allocation failure later. */
-#define MAX_WIDTH (1u << 20)       /* embedding, feed-forward, head width, q/k/v widths */
-#define MAX_HEADS (1u << 14)
-#define MAX_VOCAB (1u << 24)
-#define MAX_CTX (1u << 26)
 /* Tensors each block needs at least (norms, q/k/v/output, gate/up/down), so
  * a block count can be checked against the tensors present. */
 #define BLOCK_MIN_TENSORS 9u
@@ -81,12 +71,12 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         return st;
     hp->n_head_kv = hp->n_head;
     if ((st = get_u32_arch(g, a, "attention.head_count_kv", &hp->n_head_kv, false))) return st;
-    if ((st = check_count(a, "context_length", hp->n_ctx_train, MAX_CTX)) ||
-        (st = check_count(a, "embedding_length", hp->n_embd, MAX_WIDTH)) ||
+    if ((st = check_count(a, "context_length", hp->n_ctx_train, VKV_HP_MAX_CTX)) ||
+        (st = check_count(a, "embedding_length", hp->n_embd, VKV_HP_MAX_WIDTH)) ||
         (st = check_count(a, "block_count", hp->n_layer, UINT32_MAX)) ||
-        (st = check_count(a, "feed_forward_length", hp->n_ff, MAX_WIDTH)) ||
-        (st = check_count(a, "attention.head_count", hp->n_head, MAX_HEADS)) ||
-        (st = check_count(a, "attention.head_count_kv", hp->n_head_kv, MAX_HEADS)))
+        (st = check_count(a, "feed_forward_length", hp->n_ff, VKV_HP_MAX_WIDTH)) ||
+        (st = check_count(a, "attention.head_count", hp->n_head, VKV_HP_MAX_HEADS)) ||
+        (st = check_count(a, "attention.head_count_kv", hp->n_head_kv, VKV_HP_MAX_HEADS)))
         return st;
     /* Every block is allocated up front: the count must fit the tensors
      * present (a 100 KB file claiming 10^9 blocks is damaged, not big). */
@@ -122,13 +112,13 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
         return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.embedding_length' (%u) is less than "
                                          "'%s.attention.head_count' (%u): the heads have no width",
                          a, hp->n_embd, a, hp->n_head);
-    if ((st = check_count(a, "attention.key_length", hp->head_dim, MAX_WIDTH)) ||
-        (st = check_count(a, "attention.value_length", hp->head_dim_v, MAX_WIDTH)))
+    if ((st = check_count(a, "attention.key_length", hp->head_dim, VKV_HP_MAX_WIDTH)) ||
+        (st = check_count(a, "attention.value_length", hp->head_dim_v, VKV_HP_MAX_WIDTH)))
         return st;
-    if (q_dim > MAX_WIDTH)
+    if (q_dim > VKV_HP_MAX_WIDTH)
         return vkv_error(VKV_ERR_FORMAT, "model metadata '%s.attention.head_count' (%u) x '%s.attention.key_length' "
                                          "(%u) is a query width of %llu, more than the limit of %u",
-                         a, hp->n_head, a, hp->head_dim, (unsigned long long)q_dim, MAX_WIDTH);
+                         a, hp->n_head, a, hp->head_dim, (unsigned long long)q_dim, VKV_HP_MAX_WIDTH);
     if (!hp->head_dim || hp->head_dim_v != hp->head_dim || hp->n_rot > hp->head_dim || hp->n_rot % 2 || hp->head_dim % 2)
         return vkv_error(VKV_ERR_UNSUPPORTED, "unsupported head layout: key length %u, value length %u, rotated %u",
                          hp->head_dim, hp->head_dim_v, hp->n_rot);
@@ -160,7 +150,7 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
             (st = get_u32_arch(g, a, "rope.scaling.original_context_length", &hp->llama3_original_ctx, false)) ||
             (st = check_positive(a, "rope.scaling.low_freq_factor", hp->llama3_low_freq_factor)) ||
             (st = check_positive(a, "rope.scaling.high_freq_factor", hp->llama3_high_freq_factor)) ||
-            (st = check_count(a, "rope.scaling.original_context_length", hp->llama3_original_ctx, MAX_CTX)))
+            (st = check_count(a, "rope.scaling.original_context_length", hp->llama3_original_ctx, VKV_HP_MAX_CTX)))
             return st;
         /* the blend between them divides by their difference */
         if (!(hp->llama3_high_freq_factor > hp->llama3_low_freq_factor))
@@ -175,13 +165,13 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
 
     /* Vocabulary size: metadata, else the token list, else the embedding. */
     if ((st = get_u32_arch(g, a, "vocab_size", &hp->n_vocab, false))) return st;
-    if (hp->n_vocab && (st = check_count(a, "vocab_size", hp->n_vocab, MAX_VOCAB))) return st;
+    if (hp->n_vocab && (st = check_count(a, "vocab_size", hp->n_vocab, VKV_HP_MAX_VOCAB))) return st;
     const vkv_gguf_tensor *emb = vkv_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return vkv_error(VKV_ERR_FORMAT, "model is missing tensor 'token_embd.weight'");
     if (!hp->n_vocab) {
-        if (emb->ne[1] > MAX_VOCAB) /* checked before narrowing to 32 bits */
+        if (emb->ne[1] > VKV_HP_MAX_VOCAB) /* checked before narrowing to 32 bits */
             return vkv_error(VKV_ERR_FORMAT, "tensor 'token_embd.weight' has %llu rows, a vocabulary over the limit "
-                                             "of %u", (unsigned long long)emb->ne[1], MAX_VOCAB);
+                                             "of %u", (unsigned long long)emb->ne[1], VKV_HP_MAX_VOCAB);
         hp->n_vocab = (uint32_t)emb->ne[1];
     }
     hp->tied_output = vkv_gguf_find_tensor(g, "output.weight") == NULL;
@@ -259,7 +249,7 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
     if (st) goto error;
     if ((st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
     vkv_hparams *hp = &m->hp;
-    /* at most MAX_WIDTH each (vkv_hparams_from_gguf): 32 bits hold them */
+    /* at most VKV_HP_MAX_WIDTH each (vkv_hparams_from_gguf): 32 bits hold them */
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     uint32_t v_dim = hp->n_head_kv * hp->head_dim_v, o_in = hp->n_head * hp->head_dim_v;
 

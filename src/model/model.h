@@ -13,39 +13,8 @@
 
 #include "core/dtype.h"
 #include "model/gguf.h"
-#include "core/rope.h"
+#include "model/hparams.h"
 #include "vk/ops.h"
-
-typedef enum vkv_arch {
-    VKV_ARCH_LLAMA,
-    VKV_ARCH_QWEN2,
-    VKV_ARCH_QWEN3,
-} vkv_arch;
-
-typedef struct vkv_hparams {
-    vkv_arch arch;
-    char arch_name[32];
-    uint32_t n_vocab;
-    uint32_t n_ctx_train;   /* context length the model was trained for */
-    uint32_t n_embd;        /* residual stream width */
-    uint32_t n_layer;
-    uint32_t n_ff;          /* feed-forward hidden width */
-    uint32_t n_head;        /* query heads */
-    uint32_t n_head_kv;     /* key/value heads (GQA: n_head is a multiple) */
-    uint32_t head_dim;      /* per-head width of q and k (attention.key_length) */
-    uint32_t head_dim_v;    /* per-head width of v (attention.value_length) */
-    uint32_t n_rot;         /* rotated dims per head */
-    float rms_eps;
-    float rope_base;
-    float rope_freq_scale; /* 1 / linear scaling factor */
-    vkv_rope_mode rope_mode;
-    bool has_qkv_bias, has_qk_norm, tied_output;
-    /* Llama-3 rope scaling computed from metadata when the file has no
-     * rope_freqs.weight tensor. */
-    bool llama3_scaling;
-    float llama3_factor, llama3_low_freq_factor, llama3_high_freq_factor;
-    uint32_t llama3_original_ctx;
-} vkv_hparams;
 
 /* A weight on the device: view + its storage type and shape [rows, cols]. */
 typedef struct vkv_weight {
