@@ -145,21 +145,25 @@ void main()
     float xs[32], v[32];
     const uint full = pc.K / 32u;
     for (uint c = tid; c < full; c += wg) {
-#if !defined(MATVEC_COLS)
-        load_x_chunk(0u, c, xs); // one column: loaded once for every row
-#endif
-        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
-            dequant32_k(row_off[r], c, pc.K, v); // 16-bit rows of odd length start unaligned
-            // with MATVEC_COLS each column's chunk is loaded per row, so that
-            // one decoded row serves every column
-            COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
 #if defined(MATVEC_COLS)
-                load_x_chunk(j, c, xs);
-#endif
+        // the chunk of every row decoded once, then each column's chunk
+        // loaded once and used by every row
+        float vr[MATVEC_ROWS][32];
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) dequant32_k(row_off[r], c, pc.K, vr[r]);
+        COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
+            load_x_chunk(j, c, xs);
+            [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
                 [[unroll]] for (uint i = 0u; i < 32u; i++)
-                    acc[j * MATVEC_ROWS + r] = fma(v[i], xs[i], acc[j * MATVEC_ROWS + r]);
+                    acc[j * MATVEC_ROWS + r] = fma(vr[r][i], xs[i], acc[j * MATVEC_ROWS + r]);
             }
         }
+#else
+        load_x_chunk(0u, c, xs); // one column: loaded once for every row
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
+            dequant32_k(row_off[r], c, pc.K, v); // 16-bit rows of odd length start unaligned
+            [[unroll]] for (uint i = 0u; i < 32u; i++) acc[r] = fma(v[i], xs[i], acc[r]);
+        }
+#endif
     }
 #if defined(FLOAT_WEIGHTS)
     // A row length that is not a multiple of 32 (float weights only): the tail.
