@@ -23,8 +23,8 @@
 #
 # Environment: LLAMA_BENCH llama.cpp's llama-bench binary (required: `bash ../shared/peer/build-llamacpp.sh
 # DIR` builds one on Debian 12 in ~13 min, at DIR/src/build/bin/llama-bench); VKVECTOR the vkvector binary
-# (default: build/vkvector of this checkout); GGML_VK_VISIBLE_DEVICES the device llama.cpp uses (default 0,
-# which is vkvector's default device 0 too: set VKVECTOR_DEVICE to the same device when changing it).
+# (default: build/vkvector of this checkout); GGML_VK_VISIBLE_DEVICES the device llama.cpp uses (default 0)
+# and VKVECTOR_DEVICE vkvector's (default: the best one): with several devices, set both to the same.
 # Progress goes to stderr, the table to stdout. A row whose file neither program can run says why
 # (e.g. "gen_model: ..." or "llama.cpp: ...") instead of failing the run. README.md, "Speed", describes it.
 set -euo pipefail
