@@ -275,20 +275,62 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* --profile: timestamps around every dispatch (vk/gpu.h) from here on when
+ * `on`, per-kernel totals from zero. */
+static void profile_start(vkv_gpu *gpu, bool on)
+{
+    vkv_gpu_set_profiling(gpu, on);
+    vkv_gpu_reset_profile(gpu);
+}
+
+/* Adds the per-kernel GPU nanoseconds since profile_start to prof. */
+static void profile_add(const vkv_gpu *gpu, double *prof)
+{
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++) prof[k] += vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
+}
+
+/* The GPU time per kernel of one bench -m test (pp or tg) over its timed
+ * runs, most expensive first: ms in all, share of the GPU total and us per
+ * token (n_tokens: all tokens of the timed runs). */
+static void print_kernel_profile(const char *test, const double *prof, double n_tokens, double wall_s)
+{
+    int order[VKV_KERNEL_COUNT], n = 0;
+    double total = 0;
+    for (int k = 0; k < VKV_KERNEL_COUNT; k++) {
+        if (prof[k] <= 0) continue;
+        total += prof[k];
+        int i = n++;
+        for (; i > 0 && prof[order[i - 1]] < prof[k]; i--) order[i] = order[i - 1];
+        order[i] = k;
+    }
+    printf("\n%s: GPU time per kernel over the timed runs (%.0f tokens; wall %.1f ms)\n", test, n_tokens, 1e3 * wall_s);
+    if (total <= 0) {
+        printf("no GPU timestamps on this device: no per-kernel times\n");
+        return;
+    }
+    printf("| kernel | ms | share | us/token |\n| --- | ---: | ---: | ---: |\n");
+    for (int i = 0; i < n; i++)
+        printf("| %s | %.3f | %.1f%% | %.1f |\n", vkv_kernel_name((vkv_kernel)order[i]), 1e-6 * prof[order[i]],
+               100.0 * prof[order[i]] / total, 1e-3 * prof[order[i]] / n_tokens);
+    printf("| total | %.3f | 100.0%% | %.1f |\n", 1e-6 * total, 1e-3 * total / n_tokens);
+}
+
 /* llama-bench's two figures: pp (prompt processing: one batch of n_pp tokens)
  * and tg (text generation: n_tg tokens one at a time), tokens per second,
  * mean and standard deviation over reps runs after one warm-up. */
 static const char *const MODEL_USAGE =
-    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "]\n"
+    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "] [--profile]\n"
     "\n"
     "llama-bench's two figures: pp (prompt processing: one batch of -p tokens) and tg (text\n"
     "generation: -n tokens one at a time), in tokens per second, mean and standard deviation\n"
-    "over the runs after one warm-up.";
+    "over the runs after one warm-up. --profile adds the GPU time per kernel of each, summed\n"
+    "over the timed runs.";
 
 static int bench_model(int argc, char **argv)
 {
     const char *path = NULL;
     int64_t n_pp = 512, n_tg = 128, reps = 3;
+    bool profile = false;
     cli_model_opts mo; /* --kv-type, --k-type, --v-type and --device only */
     cli_model_opts_init(&mo);
     const cli_opt opts[] = {
@@ -299,6 +341,9 @@ static int bench_model(int argc, char **argv)
          .help = "tg: tokens generated one at a time (default 128; 0 = skip)"},
         BENCH_REPS_OPTION(reps, "3"),
         CLI_KV_TYPE_OPTIONS(mo),
+        {.type = CLI_FLAG, .names = "--profile", .dest = &profile,
+         .help = "GPU time per kernel of pp and of tg, summed over the timed runs (timestamps\n"
+                 "around every dispatch: the tokens/s of a profiled run are not comparable)"},
         CLI_DEVICE_OPTION(mo.device),
     };
     int parsed = cli_parse("bench", MODEL_USAGE, opts, CLI_N(opts), argc, argv);
@@ -327,12 +372,14 @@ static int bench_model(int argc, char **argv)
         params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
     }
     printf("| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
+    double prof[2][VKV_KERNEL_COUNT] = {{0}}, wall[2] = {0};
     for (int test = 0; test < 2; test++) {
         int64_t n = test == 0 ? n_pp : n_tg;
         if (!n) continue;
         double sum = 0, sum2 = 0;
         for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
             if ((st = vkv_ctx_reset(ctx))) goto fail;
+            profile_start(gpu, profile && r >= 0);
             double t0 = now_s();
             if (test == 0) {
                 if ((st = vkv_ctx_eval(ctx, ids, (uint32_t)n, false, logits))) goto fail;
@@ -340,14 +387,22 @@ static int bench_model(int argc, char **argv)
                 for (int64_t i = 0; i < n; i++)
                     if ((st = vkv_ctx_eval(ctx, &ids[i % (n_pp + 1)], 1, false, logits))) goto fail;
             }
-            double tps = n / (now_s() - t0);
-            if (r >= 0) { sum += tps; sum2 += tps * tps; }
+            double sec = now_s() - t0, tps = n / sec;
+            if (r >= 0) { sum += tps; sum2 += tps * tps; wall[test] += sec; }
+            if (profile && r >= 0) profile_add(gpu, prof[test]);
         }
+        vkv_gpu_set_profiling(gpu, false);
         double mean = sum / reps, sd = reps > 1 ? sqrt(fmax(0, (sum2 - reps * mean * mean) / (reps - 1))) : 0;
         const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
         printf("| %s | %.2f MiB | %.2f M | Vulkan (%s) | %s%lld | %.2f ± %.2f |\n", name, m->weight_bytes / 1048576.0,
                params / 1e6, vkv_gpu_caps(gpu)->name, test == 0 ? "pp" : "tg", (long long)n, mean, sd);
         fflush(stdout);
+    }
+    for (int test = 0; test < 2 && profile; test++) {
+        int64_t n = test == 0 ? n_pp : n_tg;
+        char name[32];
+        snprintf(name, sizeof name, "%s%lld", test == 0 ? "pp" : "tg", (long long)n);
+        if (n) print_kernel_profile(name, prof[test], (double)(n * reps), wall[test]);
     }
     /* The warm-up runs built every pipeline: the timed runs paid none. */
     printf("\n");
@@ -452,8 +507,7 @@ static int bench_batch(int argc, char **argv)
                 if ((st = vkv_ctx_reset(ctx[i])) || (st = vkv_ctx_eval(ctx[i], ids, (uint32_t)n_prompt, false, NULL)))
                     goto fail;
             }
-            vkv_gpu_set_profiling(gpu, profile && r == reps - 1);
-            vkv_gpu_reset_profile(gpu);
+            profile_start(gpu, profile && r == reps - 1);
             double t0 = now_s();
             for (int64_t k = 0; k < n_steps; k++) {
                 int32_t step_ids[VKV_BATCH_MAX];
@@ -500,13 +554,12 @@ static vkv_status timed_decode(vkv_gpu *gpu, vkv_ctx *ctx, const int32_t *ids, i
                                double *prof)
 {
     vkv_status st = VKV_OK;
-    vkv_gpu_set_profiling(gpu, prof != NULL);
-    vkv_gpu_reset_profile(gpu);
+    profile_start(gpu, prof != NULL);
     double t0 = now_s();
     for (int64_t i = 0; i < n_decode && !st; i++) st = vkv_ctx_eval(ctx, &ids[i], 1, false, NULL);
     *seconds += now_s() - t0;
     if (prof) {
-        for (int k = 0; k < VKV_KERNEL_COUNT; k++) prof[k] += vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
+        profile_add(gpu, prof);
         vkv_gpu_set_profiling(gpu, false);
     }
     return st;
