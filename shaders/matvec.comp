@@ -142,7 +142,7 @@ void main()
     [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) row_off[r] = min(row0 + r, pc.M - 1u) * row_bytes(pc.K);
     float acc[COLS * MATVEC_ROWS]; // [column, row]
     [[unroll]] for (uint a = 0u; a < COLS * MATVEC_ROWS; a++) acc[a] = 0.0;
-    float xs[32], v[32];
+    float xs[32];
     const uint full = pc.K / 32u;
     for (uint c = tid; c < full; c += wg) {
 #if defined(MATVEC_COLS)
@@ -158,6 +158,7 @@ void main()
             }
         }
 #else
+        float v[32];
         load_x_chunk(0u, c, xs); // one column: loaded once for every row
         [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
             dequant32_k(row_off[r], c, pc.K, v); // 16-bit rows of odd length start unaligned

@@ -179,9 +179,11 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
             uint32_t mm = (uint32_t)(m - m0 < w_rows ? m - m0 : w_rows);
             vkv_binding b[3] = {vkv_ops_bind(w, m0 * rb, mm * rb), bx, by};
             if (path == VKV_MATMUL_MATVEC || path == VKV_MATMUL_MATVEC_COLS) {
-                /* the multi-column kernel's shared sums take subgroups of 4 threads or more */
+                /* The multi-column kernel's shared sums take subgroups of 4 threads or more;
+                 * the single-column kernel follows the same rule, so that both reduce alike
+                 * and a batched row stays bitwise the single-token decode's. */
                 const bool cols = path == VKV_MATMUL_MATVEC_COLS,
-                           sg = gpu->caps->subgroup_arithmetic && (!cols || gpu->caps->subgroup_size >= 4);
+                           sg = gpu->caps->subgroup_arithmetic && gpu->caps->subgroup_size >= 4;
                 vkv_kernel kk = kernel_for_type(cols ? (sg ? VKV_K_MATVEC_COLS_F32 : VKV_K_MATVEC_COLS_NOSG_F32)
                                                      : (sg ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32), t);
                 uint32_t gx, gy;
