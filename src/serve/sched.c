@@ -885,6 +885,8 @@ static void prefill_iteration(vkv_engine *e)
 {
     uint32_t evaluated = 0, n_tok;
     const double t0 = now_s();
+    /* calls: a cap for prompts that evaluate nothing (a compression call, a
+     * failed prefill), two a place */
     for (uint32_t calls = 0; evaluated < e->p.prefill_chunk && calls < 2 * e->p.max_seqs; calls++) {
         if (calls && any_decoding(e) && now_s() - t0 >= e->last_step_s) return;
         admit(e);
