@@ -50,7 +50,11 @@ layout(push_constant) uniform PC {
 
 #include "vk/tiles.h"
 
+#if defined(MATVEC_COLS)
+const uint MATVEC_ROWS = VKV_MATVEC_COLS_ROWS;
+#else
 const uint MATVEC_ROWS = VKV_MATVEC_ROWS;
+#endif
 const uint MAX_WG = VKV_MATVEC_MAX_WG;
 // Loops over columns: the one column unrolled away; with MATVEC_COLS not
 // unrolled (acc is then indexed per column at run time), which keeps the
@@ -153,8 +157,12 @@ void main()
         COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
             load_x_chunk(j, c, xs);
             [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
-                [[unroll]] for (uint i = 0u; i < 32u; i++)
-                    acc[j * MATVEC_ROWS + r] = fma(vr[r][i], xs[i], acc[j * MATVEC_ROWS + r]);
+                // acc is indexed by the run-time column: one load and one
+                // store of it per 32 fmas (CPU devices lower such indexing
+                // to branches), the fmas on a local in the same order
+                float a = acc[j * MATVEC_ROWS + r];
+                [[unroll]] for (uint i = 0u; i < 32u; i++) a = fma(vr[r][i], xs[i], a);
+                acc[j * MATVEC_ROWS + r] = a;
             }
         }
 #else

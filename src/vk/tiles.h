@@ -27,6 +27,10 @@
 /* matvec.comp with MATVEC_COLS: the most columns one dispatch takes (the
  * sequences of one batched decode step, infer/forward.h). */
 #define VKV_BATCH_MAX 16u
+/* matvec.comp with MATVEC_COLS: weight rows per workgroup. A row's arithmetic
+ * does not depend on it (a column stays bitwise the single-column kernel's);
+ * more rows spread a workgroup's fixed cost over more of the columns' work. */
+#define VKV_MATVEC_COLS_ROWS 8u
 
 /* attn.comp and attn_tiered.comp (shaders/common/attn_tile.glsl): shared
  * arrays of ~29 KB, under the 32 KB of lavapipe and most GPUs. The host picks
