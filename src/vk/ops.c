@@ -133,9 +133,15 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
     if (!rb)
         return vkv_error(VKV_ERR_ARG, "matmul: row length %u is not a multiple of the %s block size", k,
                          vkv_dtype_get(t) ? vkv_dtype_get(t)->name : "?");
+    /* A few rows (a short prompt, the tail of a long one) read the weights
+     * once through the multi-column matvec: a 64-row tile would mostly
+     * compute padding (on lavapipe 16 rows take half the tiled kernel's
+     * time: docs/ARCHITECTURE.md, "The batched decode step"). */
     if (path == VKV_MATMUL_AUTO)
-        path = n == 1 ? VKV_MATMUL_MATVEC
-                      : vkv_matmul_path_supported(gpu, VKV_MATMUL_COOPMAT, t) ? VKV_MATMUL_COOPMAT : VKV_MATMUL_TILED;
+        path = n == 1                ? VKV_MATMUL_MATVEC
+               : n <= VKV_BATCH_MAX ? VKV_MATMUL_MATVEC_COLS
+               : vkv_matmul_path_supported(gpu, VKV_MATMUL_COOPMAT, t) ? VKV_MATMUL_COOPMAT
+                                                                        : VKV_MATMUL_TILED;
     if (!vkv_matmul_path_supported(gpu, path, t))
         return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: this path is not available on '%s' for this type",
                          gpu->caps->name);
@@ -187,7 +193,8 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                 vkv_kernel kk = kernel_for_type(cols ? (sg ? VKV_K_MATVEC_COLS_F32 : VKV_K_MATVEC_COLS_NOSG_F32)
                                                      : (sg ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32), t);
                 uint32_t gx, gy;
-                vkv_ops_spread_groups(gpu, (mm + VKV_MATVEC_ROWS - 1) / VKV_MATVEC_ROWS, &gx, &gy);
+                const uint32_t rows = cols ? VKV_MATVEC_COLS_ROWS : VKV_MATVEC_ROWS;
+                vkv_ops_spread_groups(gpu, (mm + rows - 1) / rows, &gx, &gy);
                 vkv_pc_matvec pc = {mm, k, (uint32_t)(n0 * m + m0), gx};
                 vkv_pc_matvec_cols pcc = {mm, k, (uint32_t)m0, gx, nn, m};
                 if ((st = cols ? vkv_dispatch(gpu, kk, b, 3, &pcc, gx, gy, 1) : vkv_dispatch(gpu, kk, b, 3, &pc, gx, gy, 1)))
