@@ -4,14 +4,16 @@
 //
 //   1. aggregate generated tokens/s at concurrency 1, 4 and 16
 //      (tools/serve_load.mjs: streamed completions, temperature 0), and the
-//      ratio of 16 to 1;
+//      ratio of 16 to 1, for each answer length of --gen-tokens;
 //   2. the sequences admitted at once under one fixed --kv-budget, for no
-//      compression, KeyDiff at 0.75, KeyDiff at 0.75 + VECTOR, and the same
-//      with q8_0 tiers: 16 long prompts are sent together and the peak of
-//      vkvector_sequences_active_peak is read from /metrics.
+//      compression, KeyDiff at 0.75 on the prompt (kvpress's protocol: the
+//      answer's tokens are kept), KeyDiff holding 0.25 of the whole context
+//      (a --max-kv-tokens budget through prefill and generation), each with
+//      VECTOR and with q8_0 tiers: 16 long prompts are sent together and the
+//      peak of vkvector_sequences_active_peak is read from /metrics.
 //
 //   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens N]
-//        [--max-tokens N] [--skip-throughput] [--skip-admission]
+//        [--max-tokens N] [--gen-tokens 32,128] [--skip-throughput] [--skip-admission]
 //
 // Figures only: nothing here is a pass/fail test, and figures from another
 // day or another machine are not comparable (README, "Measuring speed").
@@ -26,7 +28,7 @@ const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 8, throughput: true, admission: true };
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 64, genTokens: [32, 128], throughput: true, admission: true };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => argv[++i];
     if (a === '--vkvector') o.vkv = v();
@@ -34,6 +36,7 @@ function parseArgs(argv) {
     else if (a === '--kv-budget') o.kvBudgetMiB = Number(v());
     else if (a === '--prompt-tokens') o.promptTokens = Number(v());
     else if (a === '--max-tokens') o.maxTokens = Number(v());
+    else if (a === '--gen-tokens') o.genTokens = v().split(',').map(Number);
     else if (a === '--skip-throughput') o.throughput = false;
     else if (a === '--skip-admission') o.admission = false;
     else { console.error(`serve_bench: unknown option '${a}'`); process.exit(2); }
@@ -74,22 +77,30 @@ async function throughput(o) {
   const s = await startServer(o, ['--max-seqs', '16']);
   const rows = [];
   try {
-    for (const c of [1, 4, 16]) {
-      const n = c === 1 ? 4 : 2 * c;
-      const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
-                                                  '--concurrency', String(c), '--max-tokens', '32', '--json']);
-      rows.push(JSON.parse(stdout));
+    for (const g of o.genTokens) {
+      for (const c of [1, 4, 16]) {
+        const n = c === 1 ? 4 : 2 * c;
+        const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
+                                                    '--concurrency', String(c), '--max-tokens', String(g), '--json']);
+        rows.push({ gen: g, ...JSON.parse(stdout) });
+      }
     }
   } finally {
     await stopServer(s);
   }
-  console.log('\n## Aggregate throughput (streamed completions, 32 tokens each, temperature 0)\n');
-  console.log('| concurrency | requests | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
-  console.log('| --- | --- | --- | --- | --- | --- |');
+  console.log(`\n## Aggregate throughput (streamed completions of prompts of up to ${rows[0].prompt_tokens_max} tokens, temperature 0)\n`);
+  console.log('| tokens a request | concurrency | requests | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows)
-    console.log(`| ${r.concurrency} | ${r.requests} | ${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
+    console.log(`| ${r.gen} | ${r.concurrency} | ${r.requests} | ${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
                 `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
-  console.log(`\nconcurrency 16 / concurrency 1: ${(rows[2].generated_tokens_per_s / rows[0].generated_tokens_per_s).toFixed(2)}x`);
+  console.log('');
+  for (const g of o.genTokens) {
+    const at = (c) => rows.find((r) => r.gen === g && r.concurrency === c).generated_tokens_per_s;
+    console.log(`${g} tokens a request: concurrency 16 / concurrency 1: ${(at(16) / at(1)).toFixed(2)}x`);
+  }
+  console.log('\nEach new request costs a prefill that no other sequence shares (prompts are prefilled one at a time), ' +
+              'so the shorter the answers, the larger the prefills\' share of the time.');
 }
 
 // A prompt of about n tokens of the model's own text (lines of a play).
@@ -120,41 +131,50 @@ async function admitted(o, label, args, ext) {
 }
 
 async function admission(o) {
-  if (!o.kvBudgetMiB) {
-    // Room for about 4.5 uncompressed sequences of the prompt: a compressed
-    // request reports its context's uncompressed KV bytes.
-    const s = await startServer(o, ['--max-seqs', '1']);
-    let x;
-    try {
-      const r = await fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ prompt: longPrompt(o.promptTokens, 0), max_tokens: o.maxTokens, temperature: 0,
-                               vkvector: { press: 'keydiff', compression: 0.75 } }) });
-      const body = await r.json();
-      if (!body.vkvector) throw new Error(`the sizing request failed: ${JSON.stringify(body).slice(0, 300)}`);
-      x = body.vkvector;
-    } finally {
-      await stopServer(s);
-    }
-    const perToken = x.kv_bytes_before / x.n_compressed;
-    o.kvBudgetMiB = Math.max(1, Math.round((4.5 * perToken * (x.n_compressed + o.maxTokens)) / 1048576 * 10) / 10);
+  // One request alone: the prompt's length in tokens and its uncompressed KV
+  // bytes a token (a compressed request reports its context's uncompressed bytes).
+  const s = await startServer(o, ['--max-seqs', '1']);
+  let x, promptTokens;
+  try {
+    const r = await fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ prompt: longPrompt(o.promptTokens, 0), max_tokens: 1, temperature: 0,
+                             vkvector: { press: 'keydiff', compression: 0.75 } }) });
+    const body = await r.json();
+    if (!body.vkvector) throw new Error(`the sizing request failed: ${JSON.stringify(body).slice(0, 300)}`);
+    x = body.vkvector;
+    promptTokens = body.usage.prompt_tokens;
+  } finally {
+    await stopServer(s);
   }
+  const perToken = x.kv_bytes_before / x.n_compressed, context = promptTokens + o.maxTokens;
+  // Room for about 4.5 uncompressed sequences.
+  if (!o.kvBudgetMiB) o.kvBudgetMiB = Math.max(1, Math.round((4.5 * perToken * context) / 1048576 * 10) / 10);
+  // A quarter of the whole context, prompt and answer, under a budget that
+  // holds through the prefill (compressed as it goes) and the generation.
+  const every = 16, held = { press: 'keydiff', compress_every: every, max_kv_tokens: Math.ceil(context / 4) };
+  const prompt = { press: 'keydiff', compression: 0.75 };
   const configs = [
-    ['no compression', [], null],
-    ['KeyDiff 0.75', [], { press: 'keydiff', compression: 0.75 }],
-    ['KeyDiff 0.75 + VECTOR', [], { press: 'keydiff', compression: 0.75, vector: true }],
-    ['KeyDiff 0.75 + VECTOR, q8_0 tiers', [], { press: 'keydiff', compression: 0.75, vector: true, kv_type: 'q8_0' }],
+    ['no compression', null],
+    ['KeyDiff 0.75 on the prompt', prompt],
+    ['KeyDiff 0.75 on the prompt + VECTOR', { ...prompt, vector: true }],
+    ['KeyDiff 0.75 on the prompt + VECTOR, q8_0 tiers', { ...prompt, vector: true, kv_type: 'q8_0' }],
+    [`KeyDiff, a quarter of the context (max_kv_tokens ${held.max_kv_tokens}, compress_every ${every})`, held],
+    ['the same + VECTOR', { ...held, vector: true }],
+    ['the same + VECTOR, q8_0 tiers', { ...held, vector: true, kv_type: 'q8_0' }],
   ];
   const rows = [];
-  for (const [label, args, ext] of configs) rows.push(await admitted(o, label, args, ext));
+  for (const [label, ext] of configs) rows.push(await admitted(o, label, [], ext));
   console.log(`\n## Sequences admitted at once under --kv-budget ${o.kvBudgetMiB} MiB ` +
-              `(16 requests of about ${rows[0].promptTokens} prompt tokens, ${o.maxTokens} new)\n`);
-  console.log('| compression | peak sequences at once | vs no compression | compressed part\'s KV bytes after / before | errors |');
+              `(16 requests of ${promptTokens} prompt tokens, ${o.maxTokens} new; --max-seqs 16)\n`);
+  console.log('| compression | peak sequences at once | vs no compression | prompt\'s KV bytes after / before its compression | errors |');
   console.log('| --- | --- | --- | --- | --- |');
   for (const r of rows)
     console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ` +
                 `${r.after ?? 'n/a'} / ${r.before ?? 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
   console.log('\nA sequence is counted while it is prefilled or decoded: the peak reaches what the pool could hold only ' +
-              'when sequences outlive the prefills of the ones admitted after them (prompts are prefilled one at a time).');
+              'when sequences outlive the prefills of the ones admitted after them (prompts are prefilled one at a time), ' +
+              'and 16 (--max-seqs, the batched step\'s width) at most. Compressing the prompt alone leaves the answer\'s ' +
+              'tokens and one uncompressed prompt (the one being prefilled) in the pool.');
 }
 
 async function main() {

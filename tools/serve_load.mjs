@@ -90,7 +90,7 @@ async function oneRequest(o, index) {
   if (usage.completion_tokens > 0 && !stamps.length) return { error: 'tokens counted but no text arrived' };
   const itl = [];
   for (let i = 1; i < stamps.length; i++) itl.push(stamps[i] - stamps[i - 1]);
-  return { ttft: stamps.length ? stamps[0] - t0 : null, itl, tokens: usage.completion_tokens,
+  return { ttft: stamps.length ? stamps[0] - t0 : null, itl, tokens: usage.completion_tokens, promptTokens: usage.prompt_tokens,
            total: performance.now() - t0, finish, text };
 }
 
@@ -133,7 +133,8 @@ async function main() {
   const ttft = ok.map((r) => r.ttft).filter((x) => x !== null), itl = ok.flatMap((r) => r.itl);
   const summary = {
     requests: o.requests, concurrency: o.concurrency, max_tokens: o.maxTokens, completed: ok.length,
-    errored: failed.length, wall_s: wall, requests_per_s: ok.length / wall, generated_tokens: tokens,
+    errored: failed.length, prompt_tokens_max: Math.max(0, ...ok.map((r) => r.promptTokens || 0)),
+    wall_s: wall, requests_per_s: ok.length / wall, generated_tokens: tokens,
     generated_tokens_per_s: tokens / wall, ttft_p50_ms: percentile(ttft, 50), ttft_p99_ms: percentile(ttft, 99),
     itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99),
   };
