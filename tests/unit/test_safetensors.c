@@ -50,31 +50,8 @@ static void write_st(const char *path, const char *header, size_t data_bytes)
     free(b.p);
 }
 
-static char tmpdir[64];
-
-static int make_tmpdir(void **state)
-{
-    (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/vkv_st_XXXXXX");
-    return mkdtemp(tmpdir) ? 0 : -1;
-}
-
-static int remove_tmpdir(void **state)
-{
-    (void)state;
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static const char *tmp_path(const char *name)
-{
-    static char p[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(p[k], sizeof p[k], "%s/%s", tmpdir, name);
-    return p[k];
-}
+#define TEST_TMPDIR_NAME "st"
+#include "test_tmpdir.h"
 
 static void assert_error_has(const char *want)
 {
