@@ -20,6 +20,9 @@
 layout(local_size_x_id = 0) in; // at most VKV_MATVEC_MAX_WG (src/vk/pipeline.c)
 
 layout(binding = 0) readonly buffer Wbuf { uint w_words[]; };  // [M, K] of TYPE
+#if defined(ALIGNED_ROWS)
+layout(binding = 0) readonly buffer Wbuf4 { uvec4 w_vec4[]; }; // the same W, as 16-byte words
+#endif
 #if defined(MATVEC_COLS)
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [n_cols, K]
 layout(binding = 1) readonly buffer Xbuf4 { vec4 x4[]; };      // the same x, as vec4 (when K % 4 == 0)
@@ -47,6 +50,40 @@ layout(push_constant) uniform PC {
 #endif
 
 #include "common/weights.glsl"
+
+// Elements [32 c, 32 c + 32) of the row at byte row_off, a whole chunk.
+// With ALIGNED_ROWS (float weights whose rows are whole 16-byte words, chosen
+// by the host: src/vk/ops.c) the chunk is read as 16-byte words: the same
+// values, in a quarter of the loads, which CPU devices make one lane at a time.
+void load_w_chunk(uint row_off, uint c, out float v[32])
+{
+#if defined(ALIGNED_ROWS) && defined(TYPE_F32)
+    const uint b = (row_off >> 4) + c * 8u;
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        const uvec4 q = w_vec4[b + i];
+        v[4u * i] = uintBitsToFloat(q.x);
+        v[4u * i + 1u] = uintBitsToFloat(q.y);
+        v[4u * i + 2u] = uintBitsToFloat(q.z);
+        v[4u * i + 3u] = uintBitsToFloat(q.w);
+    }
+#elif defined(ALIGNED_ROWS)
+    const uint b = (row_off >> 4) + c * 4u;
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        const uvec4 q = w_vec4[b + i];
+        [[unroll]] for (uint h = 0u; h < 4u; h++) {
+#if defined(TYPE_F16)
+            const vec2 e = unpackHalf2x16(q[h]);
+#else
+            const vec2 e = vec2(uintBitsToFloat(q[h] << 16), uintBitsToFloat(q[h] & 0xffff0000u));
+#endif
+            v[8u * i + 2u * h] = e.x;
+            v[8u * i + 2u * h + 1u] = e.y;
+        }
+    }
+#else
+    dequant32_k(row_off, c, pc.K, v); // 16-bit rows of odd length start unaligned
+#endif
+}
 
 #include "vk/tiles.h"
 
@@ -153,7 +190,7 @@ void main()
         // the chunk of every row decoded once, then each column's chunk
         // loaded once and used by every row
         float vr[MATVEC_ROWS][32];
-        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) dequant32_k(row_off[r], c, pc.K, vr[r]);
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) load_w_chunk(row_off[r], c, vr[r]);
         COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
             load_x_chunk(j, c, xs);
             [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
@@ -169,7 +206,7 @@ void main()
         float v[32];
         load_x_chunk(0u, c, xs); // one column: loaded once for every row
         [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
-            dequant32_k(row_off[r], c, pc.K, v); // 16-bit rows of odd length start unaligned
+            load_w_chunk(row_off[r], c, v);
             [[unroll]] for (uint i = 0u; i < 32u; i++) acc[r] = fma(v[i], xs[i], acc[r]);
         }
 #endif

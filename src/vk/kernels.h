@@ -129,6 +129,12 @@ typedef enum vkv_wg_class {
     VKV_WEIGHT_KERNELS(X, MATVEC_NOSG, matvec_nosg, 3, vkv_pc_matvec, VKV_WG_MATVEC)                   \
     VKV_WEIGHT_KERNELS(X, MATVEC_COLS, matvec_cols, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)              \
     VKV_WEIGHT_KERNELS(X, MATVEC_COLS_NOSG, matvec_cols_nosg, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)    \
+    X(MATVEC_ALIGNED_F32, matvec_aligned_f32, 3, vkv_pc_matvec, VKV_WG_MATVEC)                         \
+    X(MATVEC_ALIGNED_F16, matvec_aligned_f16, 3, vkv_pc_matvec, VKV_WG_MATVEC)                         \
+    X(MATVEC_ALIGNED_BF16, matvec_aligned_bf16, 3, vkv_pc_matvec, VKV_WG_MATVEC)                       \
+    X(MATVEC_COLS_ALIGNED_F32, matvec_cols_aligned_f32, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)          \
+    X(MATVEC_COLS_ALIGNED_F16, matvec_cols_aligned_f16, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)          \
+    X(MATVEC_COLS_ALIGNED_BF16, matvec_cols_aligned_bf16, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)        \
     VKV_WEIGHT_KERNELS(X, MATMUL, matmul, 3, vkv_pc_matmul, VKV_WG_MATMUL)                             \
     VKV_WEIGHT_KERNELS(X, MATMUL_CM, matmul_cm, 3, vkv_pc_matmul, VKV_WG_MATMUL_CM)                    \
     X(ROPE, rope, 4, vkv_pc_rope, VKV_WG_WIDE)                                                         \

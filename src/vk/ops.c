@@ -125,6 +125,19 @@ bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dty
     return true;
 }
 
+/* The matvec variant that reads float weights as 16-byte words, for rows
+ * whole words long (the same values and arithmetic, so the same bits);
+ * `fallback` for other types. */
+static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtype t)
+{
+    switch (t) {
+    case VKV_F32: return cols ? VKV_K_MATVEC_COLS_ALIGNED_F32 : VKV_K_MATVEC_ALIGNED_F32;
+    case VKV_F16: return cols ? VKV_K_MATVEC_COLS_ALIGNED_F16 : VKV_K_MATVEC_ALIGNED_F16;
+    case VKV_BF16: return cols ? VKV_K_MATVEC_COLS_ALIGNED_BF16 : VKV_K_MATVEC_ALIGNED_BF16;
+    default: return fallback;
+    }
+}
+
 vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_view w, uint32_t m, uint32_t k,
                          vkv_view x, uint32_t n, vkv_view y)
 {
@@ -192,6 +205,7 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                            sg = gpu->caps->subgroup_arithmetic && gpu->caps->subgroup_size >= 4;
                 vkv_kernel kk = kernel_for_type(cols ? (sg ? VKV_K_MATVEC_COLS_F32 : VKV_K_MATVEC_COLS_NOSG_F32)
                                                      : (sg ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32), t);
+                if (sg && rb % 16 == 0) kk = matvec_aligned_kernel(kk, cols, t);
                 uint32_t gx, gy;
                 const uint32_t rows = cols ? VKV_MATVEC_COLS_ROWS : VKV_MATVEC_ROWS;
                 vkv_ops_spread_groups(gpu, (mm + rows - 1) / rows, &gx, &gy);
