@@ -366,11 +366,7 @@ static int bench_model(int argc, char **argv)
     if (!ids || !logits) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     vkv_rng rng = vkv_rng_new(1);
     for (int64_t i = 0; i < n_pp + 1; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
-    uint64_t params = 0;
-    for (int64_t i = 0; i < vkv_gguf_n_tensors(m->gguf); i++) {
-        const vkv_gguf_tensor *t = vkv_gguf_tensor_at(m->gguf, i);
-        params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-    }
+    uint64_t params = m->n_params;
     printf("| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
     double prof[2][VKV_KERNEL_COUNT] = {{0}}, wall[2] = {0};
     for (int test = 0; test < 2; test++) {
