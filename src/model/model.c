@@ -2,7 +2,6 @@
  * folder (docs/ARCHITECTURE.md §1, "Hugging Face checkpoints"). */
 #include "model/model.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -443,6 +442,10 @@ static vkv_status open_hf(vkv_model *m, const char *dir)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return vkv_error(VKV_ERR_IO, "'%s' is a folder without config.json: -m takes a GGUF file or a Hugging Face "
+                                     "checkpoint folder (config.json and safetensors)", dir);
     vkv_hf_config cfg;
     vkv_status st = vkv_hf_config_read(path, &cfg);
     if (!st) st = vkv_hf_config_to_hparams(&cfg, &m->hp);
@@ -508,7 +511,14 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
     if (vkv_model_path_is_dir(path)) {
         if ((st = open_hf(m, path))) goto error;
     } else {
-        if ((st = vkv_gguf_open(path, &m->gguf)) || (st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
+        if ((st = vkv_gguf_open(path, &m->gguf))) {
+            /* a file that is not a GGUF: say what -m takes */
+            if (st == VKV_ERR_FORMAT)
+                vkv_error_context(st, "-m takes a GGUF file or a Hugging Face checkpoint folder (config.json and "
+                                      "safetensors), and '%s' is not a GGUF file", path);
+            goto error;
+        }
+        if ((st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
         for (int64_t i = 0; i < vkv_gguf_n_tensors(m->gguf); i++) {
             const vkv_gguf_tensor *t = vkv_gguf_tensor_at(m->gguf, i);
             m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
