@@ -355,8 +355,10 @@ static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, ui
     if (!found) {
         if (optional) return VKV_OK;
         if (m->gguf) return vkv_error(VKV_ERR_FORMAT, "model is missing tensor '%s'", name);
-        return vkv_error(VKV_ERR_FORMAT, "the checkpoint has no tensor for '%s' (config.json says %u layers)", name,
-                         m->hp.n_layer);
+        char hf_name[128];
+        vkv_hf_checkpoint_name(name, hf_name, sizeof hf_name);
+        return vkv_error(VKV_ERR_FORMAT, "the checkpoint's safetensors have no tensor '%s' (config.json says %u "
+                                         "layers, %s)", hf_name, m->hp.n_layer, m->hp.arch_name);
     }
     uint64_t want1 = matrix ? rows : 1;
     if (t.ne[0] != cols || t.ne[1] != want1 || t.ne[2] != 1 || t.ne[3] != 1) {
@@ -447,9 +449,9 @@ static vkv_status open_hf(vkv_model *m, const char *dir)
         return vkv_error(VKV_ERR_IO, "'%s' is a folder without config.json: -m takes a GGUF file or a Hugging Face "
                                      "checkpoint folder (config.json and safetensors)", dir);
     vkv_hf_config cfg;
-    vkv_status st = vkv_hf_config_read(path, &cfg);
-    if (!st) st = vkv_hf_config_to_hparams(&cfg, &m->hp);
-    if (st) return vkv_error_context(st, "reading '%s'", path);
+    vkv_status st = vkv_hf_config_read(path, &cfg); /* its errors name the file */
+    if (st) return st;
+    if ((st = vkv_hf_config_to_hparams(&cfg, &m->hp))) return vkv_error_context(st, "'%s'", path);
     /* The loader permutes llama's Q and K rows for the interleaved rotation,
      * as GGUF converters do (model/hf_config.h), so the same kernels and
      * logits as the converted GGUF. */
@@ -475,7 +477,8 @@ static vkv_status open_hf(vkv_model *m, const char *dir)
     /* lm_head.weight absent: the output is the embedding (tied) */
     if (!hf_find(m, "output.weight")) m->hp.tied_output = true;
     hf_entry *emb = hf_find(m, "token_embd.weight");
-    if (!emb) return vkv_error(VKV_ERR_FORMAT, "the checkpoint has no tensor 'model.embed_tokens.weight'");
+    if (!emb)
+        return vkv_error(VKV_ERR_FORMAT, "the checkpoint's safetensors have no tensor 'model.embed_tokens.weight'");
     return VKV_OK;
 }
 
