@@ -319,7 +319,7 @@ static void print_kernel_profile(const char *test, const double *prof, double n_
  * and tg (text generation: n_tg tokens one at a time), tokens per second,
  * mean and standard deviation over reps runs after one warm-up. */
 static const char *const MODEL_USAGE =
-    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "] [--profile]\n"
+    "vkvector bench -m MODEL.gguf|DIR [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "] [--profile]\n"
     "\n"
     "llama-bench's two figures: pp (prompt processing: one batch of -p tokens) and tg (text\n"
     "generation: -n tokens one at a time), in tokens per second, mean and standard deviation\n"
@@ -334,7 +334,7 @@ static int bench_model(int argc, char **argv)
     cli_model_opts mo; /* --kv-type, --k-type, --v-type and --device only */
     cli_model_opts_init(&mo);
     const cli_opt opts[] = {
-        {.type = CLI_STR, .names = "-m|--model", .metavar = "FILE", .dest = &path, .help = "GGUF model"},
+        {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &path, .help = "GGUF model or checkpoint folder"},
         {.type = CLI_I64, .names = "-p", .metavar = "N", .dest = &n_pp, .min = 0, .max = 1 << 20,
          .help = "pp: prompt tokens, processed as one batch (default 512; 0 = skip)"},
         {.type = CLI_I64, .names = "-n", .metavar = "N", .dest = &n_tg, .min = 0, .max = 1 << 20,

@@ -17,7 +17,7 @@
 #include "session/session.h"
 
 static const char *const USAGE =
-    "vkvector calib -m MODEL.gguf --corpus FILE... [options]\n"
+    "vkvector calib -m MODEL.gguf|DIR --corpus FILE... [options]\n"
     "\n"
     "Runs the corpus through the model on the GPU, accumulates per layer and KV head the Grams of the\n"
     "pre-RoPE keys and the values, and fits v ≈ W k per (layer, KV head) by least squares in double\n"
