@@ -65,8 +65,9 @@ error:
 
 /* ---------------- identity ---------------- */
 
-vkv_status vkv_calib_identity_of(const vkv_gguf *g, const vkv_hparams *hp, vkv_calib_identity *id)
+vkv_status vkv_calib_identity_of(const vkv_model *m, vkv_calib_identity *id)
 {
+    const vkv_hparams *hp = &m->hp;
     memset(id, 0, sizeof *id);
     snprintf(id->arch, sizeof id->arch, "%s", hp->arch_name);
     id->n_layer = hp->n_layer;
@@ -74,17 +75,7 @@ vkv_status vkv_calib_identity_of(const vkv_gguf *g, const vkv_hparams *hp, vkv_c
     id->head_dim = hp->head_dim;
     id->head_dim_v = hp->head_dim_v;
     id->n_embd = hp->n_embd;
-    uint64_t h = VKV_FNV1A_INIT;
-    for (uint32_t l = 0; l < hp->n_layer; l++)
-        for (int kv = 0; kv < 2; kv++) {
-            char name[64];
-            snprintf(name, sizeof name, "blk.%u.attn_%c.weight", l, kv ? 'v' : 'k');
-            const vkv_gguf_tensor *t = vkv_gguf_find_tensor(g, name);
-            if (!t) return vkv_error(VKV_ERR_FORMAT, "the model has no tensor '%s'", name);
-            h = vkv_fnv1a(h, t->data, t->nbytes);
-        }
-    id->kv_hash = h;
-    return VKV_OK;
+    return vkv_model_kv_hash(m, &id->kv_hash);
 }
 
 /* ---------------- the solve ---------------- */
@@ -278,7 +269,7 @@ vkv_status vkv_calib_solve(const vkv_gram_accum *a, const vkv_model *m, double r
 {
     *out = NULL;
     vkv_calib_identity id;
-    vkv_status st = vkv_calib_identity_of(m->gguf, &m->hp, &id);
+    vkv_status st = vkv_calib_identity_of(m, &id);
     if (st) return st;
     const vkv_calib_sums *s0 = vkv_gram_accum_sums(a, 0, VKV_CALIB_TRAIN);
     if (!s0 || !s0->n) return vkv_error(VKV_ERR_ARG, "calibration: no training tokens were accumulated");

@@ -160,8 +160,9 @@ typedef struct vkv_calib_identity {
     uint64_t kv_hash;
 } vkv_calib_identity;
 
-/* The identity of a model from its GGUF (hashes the K/V weight bytes). */
-vkv_status vkv_calib_identity_of(const vkv_gguf *g, const vkv_hparams *hp, vkv_calib_identity *id);
+/* The identity of a model, GGUF or checkpoint folder (hashes the K/V weight
+ * bytes as the device holds them: vkv_model_kv_hash). */
+vkv_status vkv_calib_identity_of(const vkv_model *m, vkv_calib_identity *id);
 
 typedef struct vkv_calib_corpus {
     uint64_t n_tokens, n_tokens_heldout;
@@ -226,7 +227,8 @@ vkv_status vkv_calib_check_model(const vkv_calib *c, const char *calib_path, con
 /* Reads and checks: the loader VECTOR uses. */
 vkv_status vkv_calib_load(const char *path, const vkv_model *m, vkv_calib **out);
 /* Where a model's calibration lives unless told otherwise: the model's path
- * with .vkcal in place of .gguf (truncated to size). */
+ * with .vkcal in place of .gguf, or a checkpoint folder's path (trailing '/'
+ * dropped) with .vkcal added (truncated to size). */
 void vkv_calib_default_path(const char *model_path, char *out, size_t size);
 
 /* The report as a table (layer x head) and as JSON. */

@@ -371,7 +371,7 @@ static void describe(const vkv_calib_identity *id, char *buf, size_t n)
 vkv_status vkv_calib_check_model(const vkv_calib *c, const char *calib_path, const vkv_model *m)
 {
     vkv_calib_identity mid;
-    vkv_status st = vkv_calib_identity_of(m->gguf, &m->hp, &mid);
+    vkv_status st = vkv_calib_identity_of(m, &mid);
     if (st) return st;
     const vkv_calib_identity *a = &c->id;
     bool same_shape = !strcmp(a->arch, mid.arch) && a->n_layer == mid.n_layer && a->n_head_kv == mid.n_head_kv &&
@@ -390,6 +390,8 @@ vkv_status vkv_calib_check_model(const vkv_calib *c, const char *calib_path, con
 void vkv_calib_default_path(const char *model_path, char *out, size_t size)
 {
     snprintf(out, size, "%s", model_path);
+    /* a checkpoint folder "dir/" gets "dir.vkcal" beside it, as a GGUF does */
+    for (size_t n = strlen(out); n > 1 && out[n - 1] == '/'; n--) out[n - 1] = 0;
     char *dot = strrchr(out, '.');
     if (dot && !strcmp(dot, ".gguf")) *dot = 0;
     strncat(out, ".vkcal", size - strlen(out) - 1);

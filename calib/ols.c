@@ -204,12 +204,3 @@ void vkv_ref_gram(const vkv_gram_params *p, const float *x, const float *y, doub
             }
 }
 
-uint64_t vkv_fnv1a(uint64_t h, const void *data, uint64_t n)
-{
-    const uint8_t *p = data;
-    for (uint64_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}

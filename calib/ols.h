@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "core/hash.h"
 #include "core/status.h"
 
 /* In-place Cholesky A = L Lᵀ of the n x n symmetric matrix a (only the lower
@@ -82,8 +83,6 @@ typedef struct vkv_gram_params {
 
 void vkv_ref_gram(const vkv_gram_params *p, const float *x, const float *y, double *out);
 
-/* 64-bit FNV-1a, continuing from h (start with VKV_FNV1A_INIT). */
-#define VKV_FNV1A_INIT 0xcbf29ce484222325ull
-uint64_t vkv_fnv1a(uint64_t h, const void *data, uint64_t n);
+/* vkv_fnv1a: core/hash.h */
 
 #endif

@@ -319,7 +319,7 @@ static void print_kernel_profile(const char *test, const double *prof, double n_
  * and tg (text generation: n_tg tokens one at a time), tokens per second,
  * mean and standard deviation over reps runs after one warm-up. */
 static const char *const MODEL_USAGE =
-    "vkvector bench -m MODEL.gguf [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "] [--profile]\n"
+    "vkvector bench -m MODEL.gguf|DIR [-p 512] [-n 128] [--reps 3] [--kv-type " CLI_KV_TYPES "] [--profile]\n"
     "\n"
     "llama-bench's two figures: pp (prompt processing: one batch of -p tokens) and tg (text\n"
     "generation: -n tokens one at a time), in tokens per second, mean and standard deviation\n"
@@ -334,7 +334,7 @@ static int bench_model(int argc, char **argv)
     cli_model_opts mo; /* --kv-type, --k-type, --v-type and --device only */
     cli_model_opts_init(&mo);
     const cli_opt opts[] = {
-        {.type = CLI_STR, .names = "-m|--model", .metavar = "FILE", .dest = &path, .help = "GGUF model"},
+        {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &path, .help = "GGUF model or checkpoint folder"},
         {.type = CLI_I64, .names = "-p", .metavar = "N", .dest = &n_pp, .min = 0, .max = 1 << 20,
          .help = "pp: prompt tokens, processed as one batch (default 512; 0 = skip)"},
         {.type = CLI_I64, .names = "-n", .metavar = "N", .dest = &n_tg, .min = 0, .max = 1 << 20,
@@ -366,11 +366,7 @@ static int bench_model(int argc, char **argv)
     if (!ids || !logits) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     vkv_rng rng = vkv_rng_new(1);
     for (int64_t i = 0; i < n_pp + 1; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
-    uint64_t params = 0;
-    for (int64_t i = 0; i < vkv_gguf_n_tensors(m->gguf); i++) {
-        const vkv_gguf_tensor *t = vkv_gguf_tensor_at(m->gguf, i);
-        params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-    }
+    uint64_t params = m->n_params;
     printf("| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
     double prof[2][VKV_KERNEL_COUNT] = {{0}}, wall[2] = {0};
     for (int test = 0; test < 2; test++) {

@@ -17,7 +17,7 @@
 #include "session/session.h"
 
 static const char *const USAGE =
-    "vkvector calib -m MODEL.gguf --corpus FILE... [options]\n"
+    "vkvector calib -m MODEL.gguf|DIR --corpus FILE... [options]\n"
     "\n"
     "Runs the corpus through the model on the GPU, accumulates per layer and KV head the Grams of the\n"
     "pre-RoPE keys and the values, and fits v ≈ W k per (layer, KV head) by least squares in double\n"
@@ -225,7 +225,9 @@ done:
 static int run_calibration(const calib_args *a)
 {
     const char *model_path = a->mo.model_path;
-    char *out_path = a->out_arg ? strdup(a->out_arg) : with_suffix(model_path, ".gguf", ".vkcal");
+    char default_out[1100]; /* MODEL.vkcal beside MODEL.gguf or a checkpoint folder */
+    vkv_calib_default_path(model_path, default_out, sizeof default_out);
+    char *out_path = strdup(a->out_arg ? a->out_arg : default_out);
     char *json_path = a->json_arg ? strdup(a->json_arg) : out_path ? with_suffix(out_path, "", ".json") : NULL;
     vkv_session *s = NULL;
     vkv_status st;

@@ -63,7 +63,7 @@ static int parse_ppl_options(int argc, char **argv, ppl_opts *o)
         CLI_KV_TYPE_OPTIONS_DEFAULT(o->mo, "f32"),
         CLI_DEVICE_OPTION(o->mo.device),
     };
-    int rc = cli_parse("perplexity", "vkvector perplexity [-m MODEL.gguf] (--text FILE | --eval-json FILE) [options]",
+    int rc = cli_parse("perplexity", "vkvector perplexity [-m MODEL.gguf|DIR] (--text FILE | --eval-json FILE) [options]",
                        opts, CLI_N(opts), argc, argv);
     if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
     if (ablation && !parse_ablation(ablation, &o->abl_tail, &o->abl_short))

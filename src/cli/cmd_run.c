@@ -134,7 +134,7 @@ static int parse_run_options(int argc, char **argv, run_opts *o)
         {.type = CLI_STR, .names = "--tier-dump", .metavar = "FILE", .dest = &o->tier_dump,
          .help = "write every position's tier, score and residual as JSON (for vkvector viz)"},
     };
-    int rc = cli_parse("run", "vkvector run [-m MODEL.gguf] [-p PROMPT | --ids 1,2,3] [options]", opts, CLI_N(opts),
+    int rc = cli_parse("run", "vkvector run [-m MODEL.gguf|DIR] [-p PROMPT | --ids 1,2,3] [options]", opts, CLI_N(opts),
                        argc, argv);
     return rc == CLI_OK ? -1 : rc == CLI_HELP ? 0 : 2;
 }

@@ -57,7 +57,7 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
          .names = "KV-cache compression, every request's default (a request's \"vkvector\" object overrides it):"},
         CLI_PRESS_OPTIONS(o->po),
     };
-    int rc = cli_parse("serve", "vkvector serve [-m MODEL.gguf] [--host ADDR] [--port N] [options]", opts, CLI_N(opts),
+    int rc = cli_parse("serve", "vkvector serve [-m MODEL.gguf|DIR] [--host ADDR] [--port N] [options]", opts, CLI_N(opts),
                        argc, argv);
     return rc == CLI_OK ? -1 : rc == CLI_HELP ? 0 : 2;
 }

@@ -13,7 +13,7 @@ typedef struct subcommand {
 } subcommand;
 
 static const subcommand subcommands[] = {
-    {"run", cmd_run, "generate text from a GGUF model (streams tokens, prints speed and memory)"},
+    {"run", cmd_run, "generate text from a GGUF model or checkpoint folder (streams tokens, prints speed and memory)"},
     {"perplexity", cmd_perplexity, "perplexity of text under a model, and loss by position"},
     {"calib", cmd_calib, "offline OLS calibration of the V-from-K maps VECTOR needs (writes a .vkcal)"},
     {"calib-report", cmd_calib_report, "the R² tables of calibration files (OLS, joint, Moore-Penrose per layer)"},

@@ -86,8 +86,8 @@ void cli_print_usage(FILE *f, const char *usage_line, const cli_opt *opts, size_
 
 /* Single entries the groups are made of, for commands that take only some. */
 #define CLI_MODEL_PATH_OPTION(path_dest)                                                                       \
-    {.type = CLI_STR, .names = "-m|--model", .metavar = "FILE", .dest = &(path_dest),                          \
-     .help = "GGUF model (default: " VKV_DEFAULT_MODEL ")"}
+    {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &(path_dest),                          \
+     .help = "GGUF model or Hugging Face checkpoint folder (default: " VKV_DEFAULT_MODEL ")"}
 #define CLI_DEVICE_OPTION(int32_dest)                                                                          \
     {.type = CLI_I32, .names = "--device", .metavar = "N", .dest = &(int32_dest), .min = 0, .max = 1024,       \
      .help = "Vulkan device (default: VKVECTOR_DEVICE or the best one)"}

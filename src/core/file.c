@@ -189,3 +189,13 @@ vkv_status vkv_map_file(const char *path, const char *who, void **map, size_t *s
     *size = n;
     return VKV_OK;
 }
+
+void vkv_map_release(const void *map, size_t map_size, const void *data, uint64_t size)
+{
+    uintptr_t base = (uintptr_t)map, lo = (uintptr_t)data, hi = lo + size;
+    if (!map || !size || lo < base || hi < lo || hi > base + map_size) return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    lo &= ~(page - 1);
+    hi = (hi + page - 1) & ~(page - 1);
+    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}

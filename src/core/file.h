@@ -7,6 +7,7 @@
 #define VKV_FILE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/status.h"
@@ -50,5 +51,11 @@ vkv_status vkv_read_line(FILE *f, size_t max_bytes, char **buf, size_t *cap, siz
  * prefixed with `who` ("gguf: cannot open 'x': ..."). Opened without
  * blocking, so a FIFO is refused instead of hanging the open. */
 vkv_status vkv_map_file(const char *path, const char *who, void **map, size_t *size);
+
+/* Drops the pages of [data, data + size) from memory once they are on the
+ * device (whole pages, rounded outwards: the mapping is private and
+ * read-only, so a neighbour's dropped page is read back from the file, never
+ * lost). A range outside map[0, map_size) is ignored. */
+void vkv_map_release(const void *map, size_t map_size, const void *data, uint64_t size);
 
 #endif

@@ -645,14 +645,7 @@ void vkv_gguf_close(vkv_gguf *g)
 
 void vkv_gguf_release(const vkv_gguf *g, const void *data, uint64_t size)
 {
-    uintptr_t base = (uintptr_t)g->map, lo = (uintptr_t)data, hi = lo + size;
-    if (!g->map || !size || lo < base || hi < lo || hi > base + g->size) return;
-    /* Whole pages, rounded outwards: the mapping is private and read-only, so
-     * a neighbour's dropped page is read back from the file, never lost. */
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    lo &= ~(page - 1);
-    hi = (hi + page - 1) & ~(page - 1);
-    madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    vkv_map_release(g->map, g->size, data, size);
 }
 
 uint32_t vkv_gguf_version(const vkv_gguf *g) { return g->version; }

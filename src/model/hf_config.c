@@ -421,3 +421,22 @@ none:
     if (size) out[0] = 0;
     return false;
 }
+
+bool vkv_hf_checkpoint_name(const char *gguf, char *out, size_t size)
+{
+    if (size) out[0] = 0;
+    for (size_t i = 0; i < sizeof global_names / sizeof *global_names; i++)
+        if (!strcmp(gguf, global_names[i].gguf)) {
+            int n = snprintf(out, size, "%s", global_names[i].hf);
+            return n >= 0 && (size_t)n < size;
+        }
+    unsigned layer;
+    int used = 0;
+    if (sscanf(gguf, "blk.%u.%n", &layer, &used) != 1 || !used) return false;
+    for (size_t i = 0; i < sizeof block_names / sizeof *block_names; i++)
+        if (!strcmp(gguf + used, block_names[i].gguf)) {
+            int n = snprintf(out, size, "model.layers.%u.%s", layer, block_names[i].hf);
+            return n >= 0 && (size_t)n < size;
+        }
+    return false;
+}

@@ -73,5 +73,8 @@ vkv_status vkv_hf_config_to_hparams(const vkv_hf_config *c, vkv_hparams *hp);
  * one of the model's weights (e.g. "model.rotary_emb.inv_freq", older
  * checkpoints' rotation table) or does not fit out. */
 bool vkv_hf_gguf_name(const char *hf_name, char *out, size_t size);
+/* The inverse, for messages about a tensor a checkpoint lacks
+ * ("blk.3.attn_q.weight" -> "model.layers.3.self_attn.q_proj.weight"). */
+bool vkv_hf_checkpoint_name(const char *gguf_name, char *out, size_t size);
 
 #endif

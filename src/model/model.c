@@ -1,12 +1,16 @@
-/* Hyper-parameters and weights from GGUF. */
+/* Hyper-parameters and weights from a GGUF file or a Hugging Face checkpoint
+ * folder (docs/ARCHITECTURE.md §1, "Hugging Face checkpoints"). */
 #include "model/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fp16.h"
+#include "core/hash.h"
+#include "model/hf_config.h"
 
 static vkv_status get_u32_arch(const vkv_gguf *g, const char *arch, const char *suffix, uint32_t *out, bool required)
 {
@@ -178,58 +182,319 @@ vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp)
     return VKV_OK;
 }
 
+/* A checkpoint tensor under its GGUF name (vkv_hf_gguf_name), sorted by
+ * that name for lookup; `used` finds the tensors no weight took. */
+typedef struct hf_entry {
+    char gguf_name[64];
+    const vkv_st_tensor *t;
+    bool used;
+} hf_entry;
+
+struct vkv_model_hf {
+    vkv_st *st;
+    hf_entry *entries; /* [n] sorted by gguf_name */
+    size_t n;
+};
+
+/* One stored tensor of either format: ne[0] is the contiguous dimension. */
+typedef struct weight_src {
+    const char *name; /* as the file names it (for messages) */
+    vkv_dtype type;
+    uint64_t ne[4];
+    const void *data;
+    uint64_t nbytes;
+} weight_src;
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const hf_entry *)a)->gguf_name, ((const hf_entry *)b)->gguf_name);
+}
+
+static hf_entry *hf_find(const vkv_model *m, const char *gguf_name)
+{
+    hf_entry key;
+    snprintf(key.gguf_name, sizeof key.gguf_name, "%s", gguf_name);
+    return bsearch(&key, m->hf->entries, m->hf->n, sizeof key, entry_cmp);
+}
+
+/* The tensor stored for a GGUF name; false when absent. Checkpoint tensors
+ * must be f32, f16 or bf16 (refused naming the tensor and file otherwise). */
+static vkv_status find_src(const vkv_model *m, const char *gguf_name, weight_src *src, bool *found)
+{
+    memset(src, 0, sizeof *src);
+    *found = false;
+    if (m->gguf) {
+        const vkv_gguf_tensor *t = vkv_gguf_find_tensor(m->gguf, gguf_name);
+        if (!t) return VKV_OK;
+        *src = (weight_src){gguf_name, (vkv_dtype)t->type, {t->ne[0], t->ne[1], t->ne[2], t->ne[3]}, t->data,
+                            t->nbytes};
+        if (!vkv_dtype_get(t->type) || !t->data)
+            return vkv_error(VKV_ERR_UNSUPPORTED,
+                             "tensor '%s' has type %u (%s), which this runtime does not support (it reads f32, f16, "
+                             "bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K to q6_K, iq4_nl and iq4_xs)",
+                             gguf_name, t->type, vkv_ggml_type_name(t->type));
+        *found = true;
+        return VKV_OK;
+    }
+    hf_entry *e = hf_find(m, gguf_name);
+    if (!e) return VKV_OK;
+    const vkv_st_tensor *t = e->t;
+    vkv_status st = vkv_st_require_float(t);
+    if (st) return st;
+    e->used = true;
+    static const vkv_dtype types[] = {[VKV_ST_F32] = VKV_F32, [VKV_ST_F16] = VKV_F16, [VKV_ST_BF16] = VKV_BF16};
+    *src = (weight_src){t->name, types[t->dtype], {1, 1, 1, 1}, t->data, t->nbytes};
+    if (t->n_dims > 4)
+        return vkv_error(VKV_ERR_FORMAT, "safetensors: '%s': tensor '%s' has %u dimensions, expected 1 or 2", t->file,
+                         t->name, t->n_dims);
+    for (uint32_t d = 0; d < t->n_dims; d++) src->ne[d] = t->shape[t->n_dims - 1 - d]; /* row-major: last is ne[0] */
+    *found = true;
+    return VKV_OK;
+}
+
+static void release_src(const vkv_model *m, const void *data, uint64_t n)
+{
+    if (m->gguf) vkv_gguf_release(m->gguf, data, n);
+    else vkv_st_release(m->hf->st, data, n);
+}
+
+/* Whether a checkpoint's rows must be reordered for the interleaved
+ * rotation: llama's Q and K (weights and biases), stored for rotate-half
+ * (model/hf_config.h). Returns the rows of one head, 0 for none. */
+static uint32_t permuted_head_rows(const vkv_model *m, const char *gguf_name)
+{
+    if (m->gguf || m->hp.arch != VKV_ARCH_LLAMA) return 0;
+    const char *dot = strchr(gguf_name + 4, '.'); /* "blk.N.attn_q.weight" */
+    if (strncmp(gguf_name, "blk.", 4) || !dot) return 0;
+    if (!strncmp(dot, ".attn_q.", 8) || !strncmp(dot, ".attn_k.", 8)) return m->hp.head_dim;
+    return 0;
+}
+
+typedef vkv_status (*chunk_fn)(void *ctx, uint64_t off, const void *data, uint64_t n);
+
+/* Visits a tensor's bytes in the order the device holds them, in slices of
+ * at most 64 MB released once visited: the mapped file then holds at most
+ * one slice in host memory, however large the model. With head_rows, each
+ * head's rows i and i + head_rows/2 go to 2i and 2i + 1 (the interleaved
+ * rotation's pairs), a head at a time through a buffer. */
+static vkv_status visit_chunks(const vkv_model *m, const weight_src *src, uint32_t head_rows, chunk_fn fn, void *ctx)
+{
+    vkv_status st = VKV_OK;
+    if (!head_rows) {
+        const uint64_t slice = 64ull << 20;
+        for (uint64_t off = 0; off < src->nbytes && !st; off += slice) {
+            const uint8_t *p = (const uint8_t *)src->data + off;
+            uint64_t n = src->nbytes - off < slice ? src->nbytes - off : slice;
+            st = fn(ctx, off, p, n);
+            release_src(m, p, n);
+        }
+        return st;
+    }
+    uint64_t n_rows = src->ne[1] * src->ne[2] * src->ne[3];
+    uint64_t row_bytes = src->nbytes / n_rows, head_bytes = row_bytes * head_rows;
+    if (n_rows % head_rows || head_rows % 2)
+        return vkv_error(VKV_ERR_FORMAT, "tensor '%s' has %llu rows, not whole heads of %u", src->name,
+                         (unsigned long long)n_rows, head_rows);
+    uint8_t *head = malloc(head_bytes);
+    if (!head) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    uint32_t half = head_rows / 2;
+    for (uint64_t off = 0; off < src->nbytes && !st; off += head_bytes) {
+        const uint8_t *in = (const uint8_t *)src->data + off;
+        for (uint32_t i = 0; i < half; i++) {
+            memcpy(head + (2ull * i) * row_bytes, in + (uint64_t)i * row_bytes, row_bytes);
+            memcpy(head + (2ull * i + 1) * row_bytes, in + (uint64_t)(i + half) * row_bytes, row_bytes);
+        }
+        st = fn(ctx, off, head, head_bytes);
+        release_src(m, in, head_bytes);
+    }
+    free(head);
+    return st;
+}
+
+typedef struct upload_ctx {
+    vkv_gpu *gpu;
+    vkv_buffer *buf;
+} upload_ctx;
+
+static vkv_status upload_chunk(void *ctx, uint64_t off, const void *data, uint64_t n)
+{
+    upload_ctx *u = ctx;
+    return vkv_buffer_upload(u->gpu, u->buf, off, data, n);
+}
+
+static vkv_status hash_chunk(void *ctx, uint64_t off, const void *data, uint64_t n)
+{
+    (void)off;
+    uint64_t *h = ctx;
+    *h = vkv_fnv1a(*h, data, n);
+    return VKV_OK;
+}
+
+/* Gathers a small tensor (norm, bias) in device order into f32. */
+typedef struct gather_ctx {
+    uint8_t *bytes;
+} gather_ctx;
+
+static vkv_status gather_chunk(void *ctx, uint64_t off, const void *data, uint64_t n)
+{
+    memcpy(((gather_ctx *)ctx)->bytes + off, data, n);
+    return VKV_OK;
+}
+
 /* Checks a tensor's shape (ne0 = cols, ne1 = rows) and uploads it. Norms and
- * biases are stored as f32 on the device (they may be f16 in the file: tiny
- * vectors, converted exactly); matrices keep their stored type. */
+ * biases are stored as f32 on the device (they may be f16 or bf16 in the
+ * file: tiny vectors, converted exactly); matrices keep their stored type. */
 static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, uint32_t rows, uint32_t cols, bool matrix,
                                 bool optional, vkv_weight *w)
 {
     memset(w, 0, sizeof *w);
-    const vkv_gguf_tensor *t = vkv_gguf_find_tensor(m->gguf, name);
-    if (!t) {
+    weight_src t;
+    bool found;
+    vkv_status st = find_src(m, name, &t, &found);
+    if (st) return st;
+    if (!found) {
         if (optional) return VKV_OK;
-        return vkv_error(VKV_ERR_FORMAT, "model is missing tensor '%s'", name);
+        if (m->gguf) return vkv_error(VKV_ERR_FORMAT, "model is missing tensor '%s'", name);
+        char hf_name[128];
+        vkv_hf_checkpoint_name(name, hf_name, sizeof hf_name);
+        return vkv_error(VKV_ERR_FORMAT, "the checkpoint's safetensors have no tensor '%s' (config.json says %u "
+                                         "layers, %s)", hf_name, m->hp.n_layer, m->hp.arch_name);
     }
     uint64_t want1 = matrix ? rows : 1;
-    if (t->ne[0] != cols || t->ne[1] != want1 || t->ne[2] != 1 || t->ne[3] != 1)
-        return vkv_error(VKV_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%u, %llu]", name,
-                         (unsigned long long)t->ne[0], (unsigned long long)t->ne[1], (unsigned long long)t->ne[2],
-                         (unsigned long long)t->ne[3], cols, (unsigned long long)want1);
-    const vkv_dtype_info *info = vkv_dtype_get(t->type);
-    if (!info || !t->data)
-        return vkv_error(VKV_ERR_UNSUPPORTED,
-                         "tensor '%s' has type %u (%s), which this runtime does not support (it reads f32, f16, "
-                         "bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_K to q6_K, iq4_nl and iq4_xs)",
-                         name, t->type, vkv_ggml_type_name(t->type));
-    vkv_status st;
+    if (t.ne[0] != cols || t.ne[1] != want1 || t.ne[2] != 1 || t.ne[3] != 1) {
+        if (m->gguf)
+            return vkv_error(VKV_ERR_FORMAT, "tensor '%s' has shape [%llu, %llu, %llu, %llu], expected [%u, %llu]",
+                             name, (unsigned long long)t.ne[0], (unsigned long long)t.ne[1],
+                             (unsigned long long)t.ne[2], (unsigned long long)t.ne[3], cols, (unsigned long long)want1);
+        const hf_entry *e = hf_find(m, name);
+        char shape[96] = "";
+        for (uint32_t d = 0; d < e->t->n_dims; d++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%llu", d ? ", " : "",
+                     (unsigned long long)e->t->shape[d]);
+        if (matrix)
+            return vkv_error(VKV_ERR_FORMAT, "safetensors: '%s': tensor '%s' has shape [%s], config.json gives [%u, %u]",
+                             e->t->file, e->t->name, shape, rows, cols);
+        return vkv_error(VKV_ERR_FORMAT, "safetensors: '%s': tensor '%s' has shape [%s], config.json gives [%u]",
+                         e->t->file, e->t->name, shape, cols);
+    }
+    uint32_t head_rows = permuted_head_rows(m, name);
     w->rows = matrix ? rows : 1;
     w->cols = cols;
     if (matrix) {
-        w->type = (vkv_dtype)t->type;
-        if ((st = vkv_buffer_create(gpu, t->nbytes, VKV_MEM_DEVICE, name, &w->buf))) return st;
-        /* In slices released once on the device: the mapped file then holds
-         * at most one slice in host memory, however large the model. */
-        const uint64_t slice = 64ull << 20;
-        for (uint64_t off = 0; off < t->nbytes; off += slice) {
-            const uint8_t *src = (const uint8_t *)t->data + off;
-            uint64_t n = t->nbytes - off < slice ? t->nbytes - off : slice;
-            st = vkv_buffer_upload(gpu, w->buf, off, src, n);
-            vkv_gguf_release(m->gguf, src, n);
-            if (st) return st;
-        }
-        m->weight_bytes += t->nbytes;
+        w->type = t.type;
+        if ((st = vkv_buffer_create(gpu, t.nbytes, VKV_MEM_DEVICE, name, &w->buf))) return st;
+        upload_ctx u = {gpu, w->buf};
+        if ((st = visit_chunks(m, &t, head_rows, upload_chunk, &u))) return st;
+        m->weight_bytes += t.nbytes;
         return VKV_OK;
     }
     w->type = VKV_F32;
     float *tmp = malloc(4ull * cols);
-    if (!tmp) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    vkv_dequantize_row((vkv_dtype)t->type, t->data, tmp, cols);
-    vkv_gguf_release(m->gguf, t->data, t->nbytes);
-    st = vkv_buffer_create(gpu, 4ull * cols, VKV_MEM_DEVICE, name, &w->buf);
+    gather_ctx g = {malloc(t.nbytes)};
+    if (!tmp || !g.bytes) {
+        free(tmp);
+        free(g.bytes);
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    /* a bias is one row per output feature: one value a "row" of a head */
+    weight_src as_rows = t;
+    as_rows.ne[1] = t.ne[0];
+    as_rows.ne[0] = 1;
+    st = visit_chunks(m, &as_rows, head_rows, gather_chunk, &g);
+    if (!st) {
+        vkv_dequantize_row(t.type, g.bytes, tmp, cols);
+        st = vkv_buffer_create(gpu, 4ull * cols, VKV_MEM_DEVICE, name, &w->buf);
+    }
     if (!st) st = vkv_buffer_upload(gpu, w->buf, 0, tmp, 4ull * cols);
     free(tmp);
+    free(g.bytes);
     m->weight_bytes += 4ull * cols;
     return st;
+}
+
+vkv_status vkv_model_kv_hash(const vkv_model *m, uint64_t *out)
+{
+    uint64_t h = VKV_FNV1A_INIT;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++)
+        for (int kv = 0; kv < 2; kv++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%u.attn_%c.weight", l, kv ? 'v' : 'k');
+            weight_src t;
+            bool found;
+            vkv_status st = find_src(m, name, &t, &found);
+            if (st) return st;
+            if (!found) return vkv_error(VKV_ERR_FORMAT, "the model has no tensor '%s'", name);
+            if ((st = visit_chunks(m, &t, permuted_head_rows(m, name), hash_chunk, &h))) return st;
+        }
+    *out = h;
+    return VKV_OK;
+}
+
+bool vkv_model_path_is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* A checkpoint folder: config.json's hyper-parameters and the safetensors'
+ * tensors under their GGUF names. Two tensors for one weight (the same name
+ * in two shards is refused by the reader) and tensors of layers config.json
+ * does not have are refused by name. */
+static vkv_status open_hf(vkv_model *m, const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return vkv_error(VKV_ERR_IO, "'%s' is a folder without config.json: -m takes a GGUF file or a Hugging Face "
+                                     "checkpoint folder (config.json and safetensors)", dir);
+    vkv_hf_config cfg;
+    vkv_status st = vkv_hf_config_read(path, &cfg); /* its errors name the file */
+    if (st) return st;
+    if ((st = vkv_hf_config_to_hparams(&cfg, &m->hp))) return vkv_error_context(st, "'%s'", path);
+    /* The loader permutes llama's Q and K rows for the interleaved rotation,
+     * as GGUF converters do (model/hf_config.h), so the same kernels and
+     * logits as the converted GGUF. */
+    if (m->hp.arch == VKV_ARCH_LLAMA) m->hp.rope_mode = VKV_ROPE_INTERLEAVED;
+    if (!(m->hf = calloc(1, sizeof *m->hf))) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    if ((st = vkv_st_open_dir(dir, &m->hf->st))) return st;
+    size_t n = vkv_st_n_tensors(m->hf->st);
+    if (!(m->hf->entries = calloc(n ? n : 1, sizeof *m->hf->entries))) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    for (size_t i = 0; i < n; i++) {
+        const vkv_st_tensor *t = vkv_st_tensor_at(m->hf->st, i);
+        hf_entry *e = &m->hf->entries[m->hf->n];
+        if (!vkv_hf_gguf_name(t->name, e->gguf_name, sizeof e->gguf_name)) continue;
+        e->t = t;
+        m->hf->n++;
+        m->n_params += t->n_elems;
+    }
+    qsort(m->hf->entries, m->hf->n, sizeof *m->hf->entries, entry_cmp);
+    for (size_t i = 1; i < m->hf->n; i++)
+        if (!strcmp(m->hf->entries[i].gguf_name, m->hf->entries[i - 1].gguf_name))
+            return vkv_error(VKV_ERR_FORMAT, "safetensors: tensors '%s' ('%s') and '%s' ('%s') are the same weight",
+                             m->hf->entries[i - 1].t->name, m->hf->entries[i - 1].t->file, m->hf->entries[i].t->name,
+                             m->hf->entries[i].t->file);
+    /* lm_head.weight absent: the output is the embedding (tied) */
+    if (!hf_find(m, "output.weight")) m->hp.tied_output = true;
+    hf_entry *emb = hf_find(m, "token_embd.weight");
+    if (!emb)
+        return vkv_error(VKV_ERR_FORMAT, "the checkpoint's safetensors have no tensor 'model.embed_tokens.weight'");
+    return VKV_OK;
+}
+
+/* Every checkpoint weight must have been taken by the model: one left over
+ * (a layer beyond config.json's count, a bias the architecture has no use
+ * for) means the config and the weights disagree. */
+static vkv_status check_all_used(const vkv_model *m)
+{
+    for (size_t i = 0; i < m->hf->n; i++) {
+        const hf_entry *e = &m->hf->entries[i];
+        if (e->used || (m->hp.tied_output && !strcmp(e->gguf_name, "output.weight"))) continue;
+        return vkv_error(VKV_ERR_FORMAT,
+                         "safetensors: '%s': tensor '%s' is not a weight of the model config.json describes "
+                         "(%u layers, %s)", e->t->file, e->t->name, m->hp.n_layer, m->hp.arch_name);
+    }
+    return VKV_OK;
 }
 
 vkv_rope_params vkv_model_rope_params(const vkv_model *m)
@@ -245,9 +510,23 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
     vkv_model *m = calloc(1, sizeof *m);
     if (!m) return vkv_error(VKV_ERR_OOM, "out of host memory");
     snprintf(m->path, sizeof m->path, "%s", path);
-    vkv_status st = vkv_gguf_open(path, &m->gguf);
-    if (st) goto error;
-    if ((st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
+    vkv_status st;
+    if (vkv_model_path_is_dir(path)) {
+        if ((st = open_hf(m, path))) goto error;
+    } else {
+        if ((st = vkv_gguf_open(path, &m->gguf))) {
+            /* a file that is not a GGUF: say what -m takes */
+            if (st == VKV_ERR_FORMAT)
+                vkv_error_context(st, "-m takes a GGUF file or a Hugging Face checkpoint folder (config.json and "
+                                      "safetensors), and '%s' is not a GGUF file", path);
+            goto error;
+        }
+        if ((st = vkv_hparams_from_gguf(m->gguf, &m->hp))) goto error;
+        for (int64_t i = 0; i < vkv_gguf_n_tensors(m->gguf); i++) {
+            const vkv_gguf_tensor *t = vkv_gguf_tensor_at(m->gguf, i);
+            m->n_params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        }
+    }
     vkv_hparams *hp = &m->hp;
     /* at most VKV_HP_MAX_WIDTH each (vkv_hparams_from_gguf): 32 bits hold them */
     uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
@@ -263,7 +542,7 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
     /* RoPE frequencies: rope_freqs.weight divides each pair's frequency
      * (Llama 3.1 files carry it); llama3 metadata computes the same factors. */
     uint32_t n_pairs = hp->n_rot / 2;
-    const vkv_gguf_tensor *rf = vkv_gguf_find_tensor(m->gguf, "rope_freqs.weight");
+    const vkv_gguf_tensor *rf = m->gguf ? vkv_gguf_find_tensor(m->gguf, "rope_freqs.weight") : NULL;
     if (rf) {
         if (rf->ne[0] != n_pairs || rf->ne[1] != 1 || !rf->data || !vkv_dtype_get(rf->type)) {
             st = vkv_error(VKV_ERR_FORMAT, "tensor 'rope_freqs.weight' has %llu elements, expected %u",
@@ -320,6 +599,7 @@ vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out)
         }
 #undef W
     }
+    if (m->hf && (st = check_all_used(m))) goto error;
     *out = m;
     return VKV_OK;
 error:
@@ -351,5 +631,10 @@ void vkv_model_free(vkv_gpu *gpu, vkv_model *m)
     vkv_buffer_destroy(gpu, m->rope_inv_freq);
     free(m->rope_factors);
     vkv_gguf_close(m->gguf);
+    if (m->hf) {
+        vkv_st_close(m->hf->st);
+        free(m->hf->entries);
+        free(m->hf);
+    }
     free(m);
 }

@@ -1,5 +1,7 @@
-/* Transformer models from GGUF: architecture hyper-parameters and weights
- * uploaded once to device memory in their stored type.
+/* Transformer models from GGUF or a Hugging Face checkpoint folder
+ * (config.json + safetensors, docs/ARCHITECTURE.md §1, "Hugging Face
+ * checkpoints"): architecture hyper-parameters and weights uploaded once to
+ * device memory in their stored type.
  *
  * Supported `general.architecture` values: llama (Llama 2 / 3.x, rope scaling
  * through rope_freqs.weight or llama3 scaling metadata, tied output
@@ -14,6 +16,7 @@
 #include "core/dtype.h"
 #include "model/gguf.h"
 #include "model/hparams.h"
+#include "model/safetensors.h"
 #include "vk/ops.h"
 
 /* A weight on the device: view + its storage type and shape [rows, cols]. */
@@ -34,7 +37,9 @@ typedef struct vkv_layer_weights {
 
 typedef struct vkv_model {
     vkv_hparams hp;
-    vkv_gguf *gguf;           /* kept open: tokenizer metadata, tensor data */
+    vkv_gguf *gguf;           /* kept open: tokenizer metadata, tensor data; NULL for a folder */
+    struct vkv_model_hf *hf;  /* a checkpoint folder's tensors (path is the folder); NULL for a GGUF */
+    uint64_t n_params;        /* elements of every weight in the file(s) */
     vkv_weight tok_embd;      /* [n_vocab, n_embd] */
     vkv_weight output_norm;   /* [n_embd] f32 */
     vkv_weight output;        /* [n_vocab, n_embd] (tok_embd when tied) */
@@ -49,9 +54,18 @@ typedef struct vkv_model {
  * missing keys give a clear error naming them. */
 vkv_status vkv_hparams_from_gguf(const vkv_gguf *g, vkv_hparams *hp);
 
-/* Opens the GGUF, validates every tensor's presence, type and shape, and
- * uploads the weights to gpu. */
+/* Opens the GGUF, or the checkpoint folder when path is a directory,
+ * validates every tensor's presence, type and shape, and uploads the weights
+ * to gpu. A checkpoint's llama Q and K rows are permuted for the interleaved
+ * rotation as a GGUF converter does, so both formats of the same weights give
+ * the same logits; its bf16 matrices stay bf16 (the kernels read bf16). */
 vkv_status vkv_model_load(vkv_gpu *gpu, const char *path, vkv_model **out);
+/* True when path names a directory (a checkpoint folder). */
+bool vkv_model_path_is_dir(const char *path);
+/* 64-bit FNV-1a over every layer's K then V weight bytes as the device holds
+ * them: the model's identity in .vkcal files, the same for a GGUF and a
+ * checkpoint folder of the same weights and types. */
+vkv_status vkv_model_kv_hash(const vkv_model *m, uint64_t *out);
 void vkv_model_free(vkv_gpu *gpu, vkv_model *m);
 
 /* RoPE parameters of this model (forward; set .inverse for the inverse). */

@@ -477,3 +477,8 @@ vkv_status vkv_st_require_float(const vkv_st_tensor *t)
                      "read weights from (F32, F16 or BF16)", t->file, shown(t->name), t->name,
                      vkv_st_dtype_name(t->dtype));
 }
+
+void vkv_st_release(const vkv_st *st, const void *data, uint64_t size)
+{
+    for (size_t i = 0; i < st->n_files; i++) vkv_map_release(st->files[i].map, st->files[i].size, data, size);
+}

@@ -91,6 +91,11 @@ size_t vkv_st_n_files(const vkv_st *st);
  * when absent. */
 const char *vkv_st_metadata(const vkv_st *st, const char *key);
 
+/* Drops a tensor's mapped pages once it is on the device (as
+ * vkv_gguf_release does): host memory then holds at most the slice being
+ * uploaded. Data outside every mapping is ignored. */
+void vkv_st_release(const vkv_st *st, const void *data, uint64_t size);
+
 const char *vkv_st_dtype_name(vkv_st_dtype t);
 size_t vkv_st_dtype_size(vkv_st_dtype t);
 /* VKV_OK for F32, F16 and BF16; otherwise VKV_ERR_UNSUPPORTED naming the

@@ -61,8 +61,12 @@ vkv_status vkv_session_open(const vkv_session_params *p, vkv_session **out)
         return oom();
     }
     s->seq->s = s;
-    const char *base = strrchr(p->model_path, '/');
-    snprintf(s->model_name, sizeof s->model_name, "%s", base ? base + 1 : p->model_path);
+    /* the file's or the checkpoint folder's name ("dir/" names dir) */
+    char trimmed[sizeof s->model_name];
+    snprintf(trimmed, sizeof trimmed, "%s", p->model_path);
+    for (size_t n = strlen(trimmed); n > 1 && trimmed[n - 1] == '/'; n--) trimmed[n - 1] = 0;
+    const char *base = strrchr(trimmed, '/');
+    snprintf(s->model_name, sizeof s->model_name, "%s", base && base[1] ? base + 1 : trimmed);
     char *dot = strrchr(s->model_name, '.');
     if (dot && !strcmp(dot, ".gguf")) *dot = 0;
     vkv_status st;
@@ -93,7 +97,9 @@ fail:
 
 vkv_status vkv_session_load_tokenizer(vkv_session *s)
 {
-    return s->tok ? VKV_OK : vkv_tokenizer_load(s->model->gguf, &s->tok);
+    if (s->tok) return VKV_OK;
+    /* a checkpoint folder's tokenizer is its tokenizer.json */
+    return s->model->gguf ? vkv_tokenizer_load(s->model->gguf, &s->tok) : vkv_tokenizer_load_hf(s->model->path, &s->tok);
 }
 
 void vkv_session_close(vkv_session *s)

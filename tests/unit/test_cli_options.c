@@ -382,7 +382,7 @@ static void shared_groups(void **state)
     EXPECT_ERROR_IN(groups, "--ctx wants an integer in 1..16777216, got 'x'", "--ctx", "x");
 
     r = PARSE(groups, "--help");
-    const char *names[] = {"-m, --model FILE", "--device N", "--ctx N", "--batch N", "--kv-type f16|f32", "--seed S",
+    const char *names[] = {"-m, --model PATH", "--device N", "--ctx N", "--batch N", "--kv-type f16|f32", "--seed S",
                            "--temp T", "--top-k K", "--top-p P", "--min-p P", "--repeat-penalty R",
                            "--repeat-last-n N", "--press NAME", "--compression P", "--vector", "--pa X",
                            "--calib FILE", "--query-aware", "--materialized", "default: default-model.gguf"};

@@ -398,7 +398,12 @@ static void test_tensor_names(void **state)
     for (size_t i = 0; i < sizeof pairs / sizeof *pairs; i++) {
         if (!vkv_hf_gguf_name(pairs[i][0], out, sizeof out)) fail_msg("%s: no GGUF name", pairs[i][0]);
         assert_string_equal(out, pairs[i][1]);
+        char back[64]; /* and back, for the loader's messages */
+        if (!vkv_hf_checkpoint_name(pairs[i][1], back, sizeof back)) fail_msg("%s: no checkpoint name", pairs[i][1]);
+        assert_string_equal(back, pairs[i][0]);
     }
+    assert_false(vkv_hf_checkpoint_name("rope_freqs.weight", out, sizeof out));
+    assert_false(vkv_hf_checkpoint_name("blk.0.attn_x.weight", out, sizeof out));
     static const char *const none[] = {
         "model.rotary_emb.inv_freq", "model.layers.0.self_attn.rotary_emb.inv_freq", "model.layers.x.mlp.up_proj.weight",
         "model.layers.01.mlp.up_proj.weight", "model.layers.4294967296.mlp.up_proj.weight", "model.layers.0mlp.up_proj.weight",
