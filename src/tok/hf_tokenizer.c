@@ -310,20 +310,36 @@ static vkv_status read_model(hf_load *h, const vkv_json *root)
 
 /* ------------------------------------------- normalizer and pre-tokenizer */
 
+/* A component that is one step, or a "Sequence" of steps under `key`: *list
+ * is that array (NULL for one step) and *count its steps; *type is the
+ * component's own type. */
+static vkv_status read_steps(hf_load *h, const vkv_json *c, const char *what, const char *key, const char **type,
+                             const vkv_json **list, size_t *count)
+{
+    vkv_status st = type_of(h, c, what, type);
+    if (st) return st;
+    *list = NULL;
+    if (!strcmp(*type, "Sequence")) {
+        const vkv_json *l = member(c, key);
+        if (!l) return fail(VKV_ERR_FORMAT, h, "%s Sequence has no \"%s\"", what, key);
+        char path[64];
+        snprintf(path, sizeof path, "%s.%s", what, key);
+        if ((st = want(h, path, l, VKV_JSON_ARRAY, "an array"))) return st;
+        *list = l;
+    }
+    *count = *list ? (*list)->n_items : 1;
+    return VKV_OK;
+}
+
 static vkv_status read_normalizer(hf_load *h, const vkv_json *root)
 {
     const vkv_json *n = member(root, "normalizer");
     if (!n) return VKV_OK;
     const char *type;
-    vkv_status st = type_of(h, n, "normalizer", &type);
+    const vkv_json *list;
+    size_t count;
+    vkv_status st = read_steps(h, n, "normalizer", "normalizers", &type, &list, &count);
     if (st) return st;
-    const vkv_json *list = NULL;
-    if (!strcmp(type, "Sequence")) {
-        list = member(n, "normalizers");
-        if (!list) return fail(VKV_ERR_FORMAT, h, "normalizer Sequence has no \"normalizers\"");
-        if ((st = want(h, "normalizer.normalizers", list, VKV_JSON_ARRAY, "an array"))) return st;
-    }
-    size_t count = list ? list->n_items : 1;
     for (size_t i = 0; i < count; i++) {
         if (list && (st = type_of(h, list->items[i], "normalizer.normalizers[]", &type))) return st;
         if (strcmp(type, "NFC"))
@@ -371,15 +387,10 @@ static vkv_status read_pre_tokenizer(hf_load *h, const vkv_json *root)
     const vkv_json *p = member(root, "pre_tokenizer");
     if (!p) return fail(VKV_ERR_UNSUPPORTED, h, "no pre_tokenizer: only byte-level BPE (a ByteLevel pre-tokenizer) is implemented");
     const char *type;
-    vkv_status st = type_of(h, p, "pre_tokenizer", &type);
+    const vkv_json *steps;
+    size_t n_steps;
+    vkv_status st = read_steps(h, p, "pre_tokenizer", "pretokenizers", &type, &steps, &n_steps);
     if (st) return st;
-    const vkv_json *steps = NULL;
-    if (!strcmp(type, "Sequence")) {
-        steps = member(p, "pretokenizers");
-        if (!steps) return fail(VKV_ERR_FORMAT, h, "pre_tokenizer Sequence has no \"pretokenizers\"");
-        if ((st = want(h, "pre_tokenizer.pretokenizers", steps, VKV_JSON_ARRAY, "an array"))) return st;
-    }
-    size_t n_steps = steps ? steps->n_items : 1;
     const char *re[TOK_MAX_REGEX + 1];
     char *owned[TOK_MAX_REGEX + 1] = {0};
     int n_re = 0;
@@ -495,15 +506,10 @@ static vkv_status read_post_processor(hf_load *h, const vkv_json *root)
     const vkv_json *p = member(root, "post_processor");
     if (!p) return VKV_OK;
     const char *type;
-    vkv_status st = type_of(h, p, "post_processor", &type);
+    const vkv_json *list;
+    size_t count;
+    vkv_status st = read_steps(h, p, "post_processor", "processors", &type, &list, &count);
     if (st) return st;
-    const vkv_json *list = NULL;
-    if (!strcmp(type, "Sequence")) {
-        list = member(p, "processors");
-        if (!list) return fail(VKV_ERR_FORMAT, h, "post_processor Sequence has no \"processors\"");
-        if ((st = want(h, "post_processor.processors", list, VKV_JSON_ARRAY, "an array"))) return st;
-    }
-    size_t count = list ? list->n_items : 1;
     for (size_t i = 0; i < count; i++) {
         const vkv_json *proc = list ? list->items[i] : p;
         if (list && (st = type_of(h, proc, "post_processor.processors[]", &type))) return st;
