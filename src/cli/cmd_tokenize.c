@@ -11,12 +11,14 @@
 #include "cli/options.h"
 #include "core/file.h"
 #include "core/json.h"
+#include "core/json_write.h"
 #include "model/gguf.h"
 #include "tok/tokenizer.h"
 
 static const char *const CMD = "tokenize";
 static const char *const USAGE =
     "vkvector tokenize -m MODEL.gguf|DIR [--text TEXT | --file FILE] [--bos] [--special] [--decode]\n"
+    "       vkvector tokenize -m MODEL.gguf|DIR --info\n"
     "       vkvector tokenize [-m MODEL.gguf] --messages FILE.json [--chat-template NAME |\n"
     "                         --chat-template-file FILE] [--think off|on] [--render]\n"
     "\n"
@@ -24,7 +26,9 @@ static const char *const USAGE =
     "tokenizes it. With --messages, the text is the conversation rendered in a chat\n"
     "template with the assistant's generation prompt after it (control tokens in it\n"
     "are control tokens); --render prints that text as it is instead of its ids.\n"
-    "-m DIR reads a Hugging Face folder's tokenizer.json and tokenizer_config.json.";
+    "-m DIR reads a Hugging Face folder's tokenizer.json and tokenizer_config.json.\n"
+    "--info prints, as one JSON object, what the tokenizer says about the model:\n"
+    "its special ids, every id that ends generation, and its chat template.";
 
 /* Whole file (or stdin) into a malloc'ed buffer, at most VKV_MAX_DOC_BYTES. */
 static vkv_status read_text(const char *path, char **out, size_t *len)
@@ -83,6 +87,49 @@ static vkv_status print_decoded(const vkv_tokenizer *tok, const char *text)
 done:
     free(ids.v);
     return st;
+}
+
+/* --info: the tokenizer's facts that generation depends on, as JSON. The
+ * end-of-generation ids are the vocabulary's (a Hugging Face folder adds
+ * every id of generation_config.json's eos_token_id); the chat template is
+ * the built-in one the model's template is recognised as, or null with the
+ * reason it was not. */
+static void print_info(const vkv_tokenizer *tok)
+{
+    vkv_json_writer w;
+    vkv_json_init(&w, stdout, false);
+    vkv_json_begin_object(&w);
+    vkv_json_key(&w, "type");
+    vkv_json_str(&w, vkv_tokenizer_type(tok) == VKV_VOCAB_SPM ? "spm" : "bpe");
+    vkv_json_key(&w, "n_vocab");
+    vkv_json_int(&w, vkv_tokenizer_n_vocab(tok));
+    const struct { const char *key; int32_t id; } specials[] = {
+        {"bos", vkv_tokenizer_bos(tok)}, {"eos", vkv_tokenizer_eos(tok)},
+        {"eot", vkv_tokenizer_eot(tok)}, {"pad", vkv_tokenizer_pad(tok)},
+    };
+    for (size_t i = 0; i < sizeof specials / sizeof *specials; i++) {
+        vkv_json_key(&w, specials[i].key);
+        if (specials[i].id == VKV_TOKEN_NULL) vkv_json_null(&w);
+        else vkv_json_int(&w, specials[i].id);
+    }
+    vkv_json_key(&w, "adds_bos");
+    vkv_json_bool(&w, vkv_tokenizer_adds_bos(tok));
+    vkv_json_key(&w, "end_of_generation");
+    vkv_json_begin_array(&w);
+    for (int32_t id = 0; id < vkv_tokenizer_n_vocab(tok); id++)
+        if (vkv_tokenizer_is_eog(tok, id)) vkv_json_int(&w, id);
+    vkv_json_end_array(&w);
+    vkv_json_key(&w, "chat_template");
+    vkv_chat_template t;
+    if (vkv_tokenizer_chat_template(tok, &t)) {
+        vkv_json_null(&w);
+        vkv_json_key(&w, "chat_template_refused");
+        vkv_json_str(&w, vkv_last_error());
+    } else {
+        vkv_json_str(&w, vkv_chat_template_name(t));
+    }
+    vkv_json_end_object(&w);
+    printf("\n");
 }
 
 /* The options of a conversation rendered in a chat template. */
@@ -149,8 +196,11 @@ done:
 
 /* The rules between the options; -1 when they hold, else 2 (printed). */
 static int check_options(const char *model, const char *text, const char *file, bool decode, bool bos, bool special,
-                         const chat_opts *c)
+                         bool info, const chat_opts *c)
 {
+    if (info && (text || file || decode || bos || special || c->messages))
+        return cli_usage_error(CMD, "--info takes only -m");
+    if (info && !model) return cli_usage_error(CMD, "--info needs -m MODEL.gguf or -m DIR");
     bool named = c->template_name || c->template_file;
     if (text && file) return cli_usage_error(CMD, "--text and --file exclude each other");
     if (c->messages && (text || file)) return cli_usage_error(CMD, "--messages excludes --text and --file");
@@ -171,7 +221,7 @@ static int check_options(const char *model, const char *text, const char *file, 
 int cmd_tokenize(int argc, char **argv)
 {
     const char *model = NULL, *text = NULL, *file = NULL;
-    bool bos = false, special = false, decode = false;
+    bool bos = false, special = false, decode = false, info = false;
     chat_opts chat = {.think = -1};
     const cli_opt opts[] = {
         {.type = CLI_STR, .names = "-m|--model", .metavar = "PATH", .dest = &model,
@@ -188,6 +238,9 @@ int cmd_tokenize(int argc, char **argv)
         {.type = CLI_FLAG, .names = "--decode", .dest = &decode,
          .help = "the input is token ids (space-separated): print their text exactly,\n"
                  "special tokens' text included"},
+        {.type = CLI_FLAG, .names = "--info", .dest = &info,
+         .help = "print the tokenizer's special ids, end-of-generation ids and chat\n"
+                 "template as one JSON object, and nothing else"},
         {.type = CLI_SECTION, .names = "Chat templates:"},
         {.type = CLI_STR, .names = "--messages", .metavar = "FILE", .dest = &chat.messages,
          .help = "the text is this conversation (a JSON array of {\"role\", \"content\"})\n"
@@ -202,7 +255,7 @@ int cmd_tokenize(int argc, char **argv)
     };
     int parsed = cli_parse(CMD, USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
-    int usage = check_options(model, text, file, decode, bos, special, &chat);
+    int usage = check_options(model, text, file, decode, bos, special, info, &chat);
     if (usage >= 0) return usage;
     if (chat.think < 0) chat.think = 1;
 
@@ -215,6 +268,10 @@ int cmd_tokenize(int argc, char **argv)
     int rc = 0;
     vkv_status st = VKV_OK;
     if (model && (st = load_tokenizer(model, &g, &tok))) goto done;
+    if (info) {
+        print_info(tok);
+        goto done;
+    }
     if (chat.messages) {
         if ((st = render_messages(&chat, tok, &buf, &len))) goto done;
         special = true; /* the template's markers are control tokens */

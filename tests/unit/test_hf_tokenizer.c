@@ -300,15 +300,18 @@ static uint64_t rng_next(uint64_t *x)
     return *x;
 }
 
-/* A loaded tokenizer is used a little, so a bad table shows up under ASan. */
-static void load_and_use(void)
+/* A loaded tokenizer is used a little, so a bad table shows up under ASan.
+ * 1 if it loaded; a refusal must leave no handle and say why. */
+static int load_and_use(void)
 {
-    vkv_tokenizer *tok = NULL;
+    vkv_tokenizer *tok = (vkv_tokenizer *)&tok;
     vkv_status st = vkv_tokenizer_load_hf(tmpdir, &tok);
     if (st) {
+        if (st != VKV_ERR_FORMAT && st != VKV_ERR_UNSUPPORTED)
+            fail_msg("status %s: %s", vkv_status_name(st), vkv_last_error());
         assert_null(tok);
-        assert_true(strlen(vkv_last_error()) > 0);
-        return;
+        assert_true(strstr(vkv_last_error(), ".json") != NULL); /* names the file */
+        return 0;
     }
     int32_t *ids;
     size_t n;
@@ -320,27 +323,30 @@ static void load_and_use(void)
     free(out);
     free(ids);
     vkv_tokenizer_free(tok);
+    return 1;
 }
 
-static void test_fuzz(void **state)
+/* The GGUF reader's fuzz targets (tests/unit/test_gguf.c) for one file of the
+ * folder: every cut fails, and seeded flips and overwrites either load a
+ * usable tokenizer or are refused with a message naming the file. */
+static void fuzz_file(const char *name, const char *valid, int iterations, uint64_t seed)
 {
-    (void)state;
-    write_folder(VALID, CONFIG);
-    size_t size = sizeof VALID - 1;
-    /* every cut fails: the JSON is incomplete */
+    size_t size = strlen(valid);
     for (size_t n = 0; n < size - 1; n++) {
-        write_bytes("tokenizer.json", VALID, n);
+        write_bytes(name, valid, n);
         vkv_tokenizer *tok = (vkv_tokenizer *)&tok;
-        if (vkv_tokenizer_load_hf(tmpdir, &tok) != VKV_ERR_FORMAT) fail_msg("cut at %zu loads", n);
+        vkv_status st = vkv_tokenizer_load_hf(tmpdir, &tok);
+        if (st != VKV_ERR_FORMAT) fail_msg("%s cut at %zu: %s", name, n, vkv_status_name(st));
         assert_null(tok);
+        if (!strstr(vkv_last_error(), name)) fail_msg("%s cut at %zu: '%s'", name, n, vkv_last_error());
     }
-    /* flipped bits and overwritten bytes, a few at a time */
     char *copy = malloc(size);
     assert_non_null(copy);
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-    for (int iter = 0; iter < 1500; iter++) {
-        memcpy(copy, VALID, size);
-        int n_mut = 1 + (int)(rng_next(&rng) % 4);
+    uint64_t rng = seed;
+    int n_loaded = 0;
+    for (int iter = 0; iter < iterations; iter++) {
+        memcpy(copy, valid, size);
+        int n_mut = 1 + (int)(rng_next(&rng) % 3);
         for (int m = 0; m < n_mut; m++) {
             size_t at = (size_t)(rng_next(&rng) % size);
             switch (rng_next(&rng) % 3) {
@@ -349,10 +355,22 @@ static void test_fuzz(void **state)
             default: copy[at] = (char)rng_next(&rng); break;
             }
         }
-        write_bytes("tokenizer.json", copy, size);
-        load_and_use();
+        write_bytes(name, copy, size);
+        n_loaded += load_and_use();
     }
+    /* Both outcomes happen, or the mutations exercise nothing. */
+    if (n_loaded < iterations / 20 || n_loaded > iterations - iterations / 20)
+        fail_msg("%s: %d of %d variants loaded", name, n_loaded, iterations);
+    write_bytes(name, valid, size);
     free(copy);
+}
+
+static void test_fuzz(void **state)
+{
+    (void)state;
+    write_folder(VALID, CONFIG);
+    fuzz_file("tokenizer.json", VALID, 1500, 0x9e3779b97f4a7c15ull);
+    fuzz_file("tokenizer_config.json", CONFIG, 600, 0x2545f4914f6cdd1dull);
 }
 
 int main(void)

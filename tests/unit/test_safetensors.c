@@ -3,6 +3,7 @@
  * must refuse with an error naming the file instead of reading out of bounds. */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -382,12 +383,243 @@ static void test_bad_index(void **state)
     unlink(tmp_path(VKV_ST_INDEX_FILE));
 }
 
+/* ---------------------------------------------------------------- fuzzing
+ * The GGUF reader's targets (tests/unit/test_gguf.c) applied here: seeded
+ * random corruption of a valid file, every numeric field of the header set to
+ * edge values, and cut or corrupted files of a sharded folder. Every variant
+ * either opens, and then every promise of the header holds and every byte it
+ * hands out is readable (ASan checks the reads: buffers are exactly the
+ * file's size), or fails with VKV_ERR_FORMAT and a message naming the file. */
+
+static uint64_t rng_next(uint64_t *x)
+{
+    *x ^= *x << 13; /* xorshift64 */
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static void walk_everything(const vkv_st *st, const uint8_t *base, size_t size)
+{
+    volatile uint8_t sink = 0;
+    size_t n = vkv_st_n_tensors(st);
+    for (size_t i = 0; i < n; i++) {
+        const vkv_st_tensor *t = vkv_st_tensor_at(st, i);
+        assert_non_null(t);
+        assert_ptr_equal(vkv_st_find(st, t->name), t);
+        assert_true(t->dtype < VKV_ST_DTYPE_COUNT);
+        assert_true(t->n_dims <= VKV_ST_MAX_DIMS);
+        uint64_t elems = 1;
+        for (uint32_t d = 0; d < t->n_dims; d++) elems *= t->shape[d];
+        assert_int_equal(elems, t->n_elems);
+        assert_int_equal(t->nbytes, t->n_elems * vkv_st_dtype_size(t->dtype));
+        if (base) {
+            const uint8_t *d = t->data;
+            assert_true(d >= base && t->nbytes <= size && (size_t)(d - base) <= size - t->nbytes);
+        }
+        for (uint64_t j = 0; j < t->nbytes; j++) sink ^= ((const uint8_t *)t->data)[j];
+        for (const char *c = t->name; *c; c++) sink ^= (uint8_t)*c;
+        for (size_t j = 0; j < i; j++) { /* no two tensors share a byte */
+            const vkv_st_tensor *u = vkv_st_tensor_at(st, j);
+            if (u->file != t->file || !u->nbytes || !t->nbytes) continue;
+            const uint8_t *a = t->data, *b = u->data;
+            assert_true(a + t->nbytes <= b || b + u->nbytes <= a);
+        }
+        vkv_status s = vkv_st_require_float(t);
+        assert_true(s == VKV_OK || s == VKV_ERR_UNSUPPORTED);
+    }
+    assert_null(vkv_st_tensor_at(st, n));
+    const char *m = vkv_st_metadata(st, "format");
+    if (m)
+        for (; *m; m++) sink ^= (uint8_t)*m;
+    (void)sink;
+}
+
+/* Opens bytes as a file of exactly that size; 1 if it opened (and was walked). */
+static int open_and_walk(const uint8_t *bytes, size_t n, const char *name)
+{
+    uint8_t *exact = malloc(n ? n : 1);
+    assert_non_null(exact);
+    memcpy(exact, bytes, n);
+    vkv_st *st = (vkv_st *)&st;
+    vkv_status s = vkv_st_open_memory(exact, n, name, &st);
+    int opened = s == VKV_OK;
+    if (opened) {
+        walk_everything(st, exact, n);
+        vkv_st_close(st);
+    } else {
+        if (s != VKV_ERR_FORMAT) fail_msg("%s: %s: %s", name, vkv_status_name(s), vkv_last_error());
+        assert_null(st);
+        assert_error_has(name);
+    }
+    free(exact);
+    return opened;
+}
+
+/* Tensors of several dtypes and ranks, a gap, metadata and trailing spaces. */
+#define FUZZ_HEADER                                                                          \
+    "{\"__metadata__\":{\"format\":\"pt\",\"note\":\"x\"},"                                  \
+    "\"w.q\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[0,12]},"                  \
+    "\"w.k\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[16,28]},"                    \
+    "\"w.v\":{\"dtype\":\"F16\",\"shape\":[1,2,2],\"data_offsets\":[28,36]},"                \
+    "\"i\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[36,44]},"                      \
+    "\"u\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[44,48]}}  "
+#define FUZZ_DATA 48
+
+static void test_random_corruption(void **state)
+{
+    (void)state;
+    stbuf b = st_build(FUZZ_HEADER, FUZZ_DATA);
+    assert_int_equal(open_and_walk(b.p, b.n, "fuzz.safetensors"), 1);
+    size_t header_end = 8 + strlen(FUZZ_HEADER);
+    static const uint64_t interesting[] = {0, 1, 2, 7, 8, 0xff, 0x7fffffff, 0xffffffff, 1ull << 40,
+                                           VKV_ST_MAX_HEADER_BYTES, INT64_MAX, UINT64_MAX};
+    static const char json_bytes[] = "0123456789\"{}[],:-.eE \\";
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
+    int n_ok = 0, n_format = 0;
+    uint8_t *copy = malloc(b.n);
+    assert_non_null(copy);
+    for (int v = 0; v < 3000; v++) {
+        memcpy(copy, b.p, b.n);
+        int n_mut = 1 + (int)(rng_next(&rng) % 3);
+        for (int m = 0; m < n_mut; m++) {
+            /* Mostly the header: data bytes are opaque to the reader. */
+            size_t span = rng_next(&rng) % 8 ? header_end : b.n;
+            size_t at = (size_t)(rng_next(&rng) % span);
+            switch (rng_next(&rng) % 8) {
+            case 0: copy[at] ^= (uint8_t)(1u << (rng_next(&rng) % 8)); break;
+            case 1: copy[at] = (uint8_t)rng_next(&rng); break;
+            case 2: { /* the length field */
+                uint64_t x = interesting[rng_next(&rng) % (sizeof interesting / sizeof *interesting)];
+                if (rng_next(&rng) % 2) x = strlen(FUZZ_HEADER) + (rng_next(&rng) % 9) - 4;
+                memcpy(copy, &x, 8);
+                break;
+            }
+            default: copy[at] = (uint8_t)json_bytes[rng_next(&rng) % (sizeof json_bytes - 1)]; break;
+            }
+        }
+        size_t n = rng_next(&rng) % 8 ? b.n : (size_t)(rng_next(&rng) % b.n); /* sometimes also cut */
+        if (open_and_walk(copy, n, "fuzz.safetensors")) n_ok++;
+        else n_format++;
+    }
+    /* Both outcomes happen, or the mutations exercise nothing. */
+    if (n_ok < 50 || n_format < 50) fail_msg("%d opened, %d refused", n_ok, n_format);
+    free(copy);
+    free(b.p);
+}
+
+/* Every number of the header in turn set to each edge value (the header
+ * length follows the text, so the JSON stays readable). */
+static void test_field_mutations(void **state)
+{
+    (void)state;
+    static const char *const edge[] = {"0", "1", "-1", "-0", "0.5", "1e3", "1e308", "4294967295", "4294967296",
+                                       "9223372036854775807", "9223372036854775808", "18446744073709551615",
+                                       "18446744073709551616", "99999999999999999999999", "12", "48", "49"};
+    const char *h = FUZZ_HEADER;
+    size_t len = strlen(h);
+    char *text = malloc(len + 64);
+    assert_non_null(text);
+    int n_fields = 0, n_ok = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (h[i] < '0' || h[i] > '9' || (i && h[i - 1] >= '0' && h[i - 1] <= '9')) continue;
+        size_t end = i;
+        while (h[end] >= '0' && h[end] <= '9') end++;
+        n_fields++;
+        for (size_t e = 0; e < sizeof edge / sizeof *edge; e++) {
+            size_t n_edge = strlen(edge[e]);
+            memcpy(text, h, i);
+            memcpy(text + i, edge[e], n_edge);
+            memcpy(text + i + n_edge, h + end, len - end + 1);
+            stbuf b = st_build(text, FUZZ_DATA);
+            n_ok += open_and_walk(b.p, b.n, "field.safetensors");
+            free(b.p);
+        }
+    }
+    assert_true(n_fields >= 15); /* every shape and offset number was visited */
+    assert_true(n_ok > 0);       /* some edits keep the file valid (e.g. the same value) */
+    free(text);
+}
+
+/* A sharded folder with one of its files cut or corrupted: the folder is
+ * refused with a message naming a file of the folder, or (a change the
+ * checks cannot see, such as a data byte) opens and walks. */
+static void open_dir_and_walk(const char *changed)
+{
+    vkv_st *st = (vkv_st *)&st;
+    vkv_status s = vkv_st_open_dir(tmpdir, &st);
+    if (s == VKV_OK) {
+        walk_everything(st, NULL, 0);
+        vkv_st_close(st);
+        return;
+    }
+    /* A changed shard name in the index names a file that is not there. */
+    bool index = !strcmp(changed, VKV_ST_INDEX_FILE);
+    if (s != VKV_ERR_FORMAT && !(index && s == VKV_ERR_IO))
+        fail_msg("%s changed: %s: %s", changed, vkv_status_name(s), vkv_last_error());
+    assert_null(st);
+    if (!strstr(vkv_last_error(), "safetensors")) fail_msg("%s changed: '%s' names no file", changed, vkv_last_error());
+}
+
+static void test_sharded_corruption(void **state)
+{
+    (void)state;
+    static const char *const shard_name[] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    const stbuf shard[] = {st_build(SHARD1, 24), st_build(SHARD2, 16)};
+    char index[1024];
+    snprintf(index, sizeof index, "{\"metadata\":{\"total_size\":40},\"weight_map\":{%s}}", GOOD_MAP);
+    uint64_t rng = 0x2545f4914f6cdd1dull;
+    for (int f = 0; f < 2; f++) {
+        write_shards();
+        write_index(GOOD_MAP);
+        /* every cut of the shard fails and names it */
+        for (size_t n = 0; n < shard[f].n; n++) {
+            write_bytes(tmp_path(shard_name[f]), shard[f].p, n);
+            vkv_st *st;
+            assert_int_equal(vkv_st_open_dir(tmpdir, &st), VKV_ERR_FORMAT);
+            assert_error_has(shard_name[f]);
+        }
+        uint8_t *copy = malloc(shard[f].n);
+        assert_non_null(copy);
+        for (int v = 0; v < 300; v++) {
+            memcpy(copy, shard[f].p, shard[f].n);
+            for (int m = 0; m < 2; m++) copy[rng_next(&rng) % shard[f].n] ^= (uint8_t)(1u << (rng_next(&rng) % 8));
+            write_bytes(tmp_path(shard_name[f]), copy, shard[f].n);
+            open_dir_and_walk(shard_name[f]);
+        }
+        free(copy);
+    }
+    write_shards();
+    size_t len = strlen(index);
+    for (size_t n = 0; n < len; n++) { /* the index cut short */
+        write_bytes(tmp_path(VKV_ST_INDEX_FILE), index, n);
+        vkv_st *st;
+        assert_int_equal(vkv_st_open_dir(tmpdir, &st), VKV_ERR_FORMAT);
+        assert_error_has(VKV_ST_INDEX_FILE);
+    }
+    char copy[1024];
+    for (int v = 0; v < 500; v++) { /* and corrupted */
+        memcpy(copy, index, len);
+        for (int m = 0; m < 2; m++) {
+            size_t at = rng_next(&rng) % len;
+            copy[at] = rng_next(&rng) % 2 ? (char)(copy[at] ^ (1 << (rng_next(&rng) % 8))) : "0-\"{}[],:."[rng_next(&rng) % 10];
+        }
+        write_bytes(tmp_path(VKV_ST_INDEX_FILE), copy, len);
+        open_dir_and_walk(VKV_ST_INDEX_FILE);
+    }
+    unlink(tmp_path(VKV_ST_INDEX_FILE));
+    free(shard[0].p);
+    free(shard[1].p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_single_file),   cmocka_unit_test(test_every_dtype), cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_header_length), cmocka_unit_test(test_corrupt),     cmocka_unit_test(test_gaps),
         cmocka_unit_test(test_sharded),       cmocka_unit_test(test_single_dir),  cmocka_unit_test(test_bad_index),
+        cmocka_unit_test(test_random_corruption), cmocka_unit_test(test_field_mutations),
+        cmocka_unit_test(test_sharded_corruption),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
