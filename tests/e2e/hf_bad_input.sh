@@ -113,6 +113,21 @@ damaged rope_type
 config "$tmp/rope_type" "c['rope_scaling'] = {'rope_type': 'yarn', 'factor': 4.0}"
 refused rope_type "config.json" "yarn"
 
+# A chat template vkvector does not know: asked for with --chat, refused
+# quoting its beginning; without --chat the folder runs.
+damaged chat_template
+"$python" - "$tmp/chat_template/tokenizer_config.json" <<'EOF'
+import json, os, sys
+c = json.load(open(sys.argv[1])) if os.path.exists(sys.argv[1]) else {}
+c["chat_template"] = "{% for m in messages %}<|user|>{{ m.content }}<|end|>{% endfor %}"
+json.dump(c, open(sys.argv[1], "w"))
+EOF
+err=$("$vkv" run -m "$tmp/chat_template" -p hi -n 1 --chat 2>&1 >/dev/null); rc=$?
+if [ $rc -eq 1 ] && grep -q "chat template is not one this build knows" <<<"$err" && grep -qF "<|user|>" <<<"$err"; then ok
+else bad "unknown chat template with --chat -> exit $rc: $err"; fi
+if "$vkv" run -m "$tmp/chat_template" -p hi -n 1 >/dev/null 2>&1; then ok
+else bad "unknown chat template without --chat: the folder does not run"; fi
+
 mkdir "$tmp/no_config"
 refused no_config "no_config' is a folder without config.json" "-m takes a GGUF file or a Hugging Face"
 echo "not a model" > "$tmp/text_file"
