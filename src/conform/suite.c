@@ -223,6 +223,9 @@ static void family_attention(conform_ctx *c, const char *op)
     if (want(c, "attn_decode")) {
         /* n_q = 4 decode: causal masking inside the splits */
         RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, VKV_F16, 8, 2, 64, 4, 296, 300, 320, 1.0f));
+        /* one split over 32 (query, head) rows per KV head: the narrow
+         * workgroup of the decode path takes them four at a time */
+        RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, VKV_F16, 32, 4, 128, 4, 40, 44, 64, 1.0f));
         /* scores of tens: the running max must rescale exactly */
         RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F16, VKV_F16, 8, 2, 64, 1, 2048, 2049, 2049, 24.0f));
     }

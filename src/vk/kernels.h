@@ -175,10 +175,13 @@ typedef enum vkv_wg_class {
     X(VECTOR_HEAD_MEAN, vector_head_mean, 2, vkv_pc_vector_head_mean, VKV_WG_WIDE)                     \
     X(ATTN_PREFILL_F32, attn_prefill_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
     X(ATTN_PREFILL_F16, attn_prefill_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
-    X(ATTN_DECODE_F32, attn_decode_f32, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
-    X(ATTN_DECODE_F16, attn_decode_f16, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
+    X(ATTN_DECODE_F32, attn_decode_f32, 4, vkv_pc_attn, VKV_WG_NARROW)                                 \
+    X(ATTN_DECODE_F16, attn_decode_f16, 4, vkv_pc_attn, VKV_WG_NARROW)                                 \
     X(ATTN_PREFILL_ANY, attn_prefill_any, 4, vkv_pc_attn, VKV_WG_WIDE)                                 \
-    X(ATTN_DECODE_ANY, attn_decode_any, 4, vkv_pc_attn, VKV_WG_WIDE)                                   \
+    X(ATTN_DECODE_ANY, attn_decode_any, 4, vkv_pc_attn, VKV_WG_NARROW)                                 \
+    X(ATTN_ROWS_F32, attn_rows_f32, 4, vkv_pc_attn, VKV_WG_NARROW)                                     \
+    X(ATTN_ROWS_F16, attn_rows_f16, 4, vkv_pc_attn, VKV_WG_NARROW)                                     \
+    X(ATTN_ROWS_ANY, attn_rows_any, 4, vkv_pc_attn, VKV_WG_NARROW)                                     \
     X(ATTN_DECODE_REDUCE, attn_decode_reduce, 2, vkv_pc_attn_decode_reduce, VKV_WG_WIDE)               \
     X(GRAM, gram, 3, vkv_pc_gram, VKV_WG_WIDE)                                                         \
     X(TOPK_SELECT, topk_select, 3, vkv_pc_topk_select, VKV_WG_WIDE)                                    \

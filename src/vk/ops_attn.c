@@ -124,7 +124,17 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
     if (heads_per > gpu->caps->max_workgroup_count[2]) heads_per = gpu->caps->max_workgroup_count[2];
 
     const uint32_t rows = p->n_q * group; /* (query, head) rows per KV head */
-    const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_PREFILL_F32);
+    uint32_t n_split = decode ? vkv_attn_decode_splits(p->n_kv) : 1;
+    const uint32_t split_len = (uint32_t)(((uint64_t)p->n_kv + n_split - 1) / n_split);
+    /* f16 or f32 caches of one type have their own kernels; the rest read each
+     * row type at run time. The decode path's kernels (split, or one pass over
+     * few rows) run narrow workgroups: a tile of a few rows leaves most of a
+     * wide one idle, and CPU devices pay for every idle invocation. */
+    const bool any = p->k_type != p->v_type || vkv_kv_type_quantized(p->k_type), f16 = p->k_type == VKV_F16;
+    vkv_kernel kern = n_split > 1 ? (any ? VKV_K_ATTN_DECODE_ANY : f16 ? VKV_K_ATTN_DECODE_F16 : VKV_K_ATTN_DECODE_F32)
+                    : decode      ? (any ? VKV_K_ATTN_ROWS_ANY : f16 ? VKV_K_ATTN_ROWS_F16 : VKV_K_ATTN_ROWS_F32)
+                                  : (any ? VKV_K_ATTN_PREFILL_ANY : f16 ? VKV_K_ATTN_PREFILL_F16 : VKV_K_ATTN_PREFILL_F32);
+    const uint32_t wg = vkv_kernel_workgroup_size(gpu, kern);
     /* attn.comp sums its key groups through one vec4 of the K/V tile per thread. */
     if (wg > VKV_ATTN_SKV_VEC4) return vkv_error(VKV_ERR_UNSUPPORTED, "attention: workgroup of %u exceeds the shared tile", wg);
     uint32_t tq, tk;
@@ -134,12 +144,6 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
         return vkv_error(VKV_ERR_UNSUPPORTED, "attention: %u queries x %u heads per KV head is too many for one call; "
                                               "split the batch", p->n_q, group);
 
-    uint32_t n_split = decode ? vkv_attn_decode_splits(p->n_kv) : 1;
-    const uint32_t split_len = (uint32_t)(((uint64_t)p->n_kv + n_split - 1) / n_split);
-    /* f16 or f32 caches of one type have their own kernels; the rest read each row type at run time. */
-    const bool any = p->k_type != p->v_type || vkv_kv_type_quantized(p->k_type), f16 = p->k_type == VKV_F16;
-    vkv_kernel kern = n_split > 1 ? (any ? VKV_K_ATTN_DECODE_ANY : f16 ? VKV_K_ATTN_DECODE_F16 : VKV_K_ATTN_DECODE_F32)
-                                  : (any ? VKV_K_ATTN_PREFILL_ANY : f16 ? VKV_K_ATTN_PREFILL_F16 : VKV_K_ATTN_PREFILL_F32);
     vkv_view dst = out;
     uint64_t dst_bytes = qo_bytes;
     if (n_split > 1) {
