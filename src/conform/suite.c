@@ -104,6 +104,10 @@ static void family_matvec_cols(conform_ctx *c, const char *op)
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F16, 37, 171, 7));
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F32, 5, 45, VKV_BATCH_MAX));
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_BF16, 70, 172, 2));
+    /* more columns than one dispatch takes: slices of VKV_BATCH_MAX (a short
+     * prompt on a CPU device); rows of 64 floats keep every slice aligned */
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F16, 64, 512, 29));
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_Q8_0, 64, 512, 2 * VKV_BATCH_MAX));
 }
 
 static void family_rope(conform_ctx *c, const char *op)

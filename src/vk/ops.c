@@ -150,9 +150,17 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
      * once through the multi-column matvec: a 64-row tile would mostly
      * compute padding (on lavapipe 16 rows take half the tiled kernel's
      * time: docs/ARCHITECTURE.md, "The batched decode step"). */
+    uint64_t x_step = align_step(gpu, 4ull * k), y_step = align_step(gpu, 4ull * m);
+    uint64_t xy_step = x_step * y_step; /* a common multiple: both stay aligned */
+    /* On a CPU device (lavapipe) padding costs its full time and rereading
+     * weights little: up to VKV_MATVEC_COLS_CPU_MAX rows go through the
+     * multi-column matvec, VKV_BATCH_MAX at a time, when the slices start
+     * aligned (docs/ARCHITECTURE.md, "The batched decode step"). */
+    const bool cpu = gpu->caps->type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    const uint32_t cols_max = cpu && VKV_BATCH_MAX % xy_step == 0 ? VKV_MATVEC_COLS_CPU_MAX : VKV_BATCH_MAX;
     if (path == VKV_MATMUL_AUTO)
-        path = n == 1                ? VKV_MATMUL_MATVEC
-               : n <= VKV_BATCH_MAX ? VKV_MATMUL_MATVEC_COLS
+        path = n == 1           ? VKV_MATMUL_MATVEC
+               : n <= cols_max ? VKV_MATMUL_MATVEC_COLS
                : vkv_matmul_path_supported(gpu, VKV_MATMUL_COOPMAT, t) ? VKV_MATMUL_COOPMAT
                                                                         : VKV_MATMUL_TILED;
     if (!vkv_matmul_path_supported(gpu, path, t))
@@ -166,8 +174,6 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
     /* Weight rows per dispatch (bound range limit), and activation rows per
      * dispatch so that both X[n, k] and Y[n, m] fit one range. */
     uint64_t w_rows = vkv_ops_rows_per_range(gpu, rb);
-    uint64_t x_step = align_step(gpu, 4ull * k), y_step = align_step(gpu, 4ull * m);
-    uint64_t xy_step = x_step * y_step; /* a common multiple: both stay aligned */
     uint64_t x_rows = vkv_ops_max_range(gpu) / (4ull * (k > m ? k : m));
     x_rows -= x_rows % xy_step;
     if (path == VKV_MATMUL_MATVEC) {
@@ -179,14 +185,15 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
         if ((st = vkv_ops_check_single_range(gpu, 4ull * n * m, op, "the output"))) return st;
         x_rows = 1;
     } else if (path == VKV_MATMUL_MATVEC_COLS) {
-        /* All n columns in each dispatch (W read once): x and y bound whole. */
-        if (n > VKV_BATCH_MAX)
-            return vkv_error(VKV_ERR_ARG, "matmul: %u columns for the multi-column matvec (at most %u)", n,
-                             VKV_BATCH_MAX);
-        if ((st = vkv_ops_check_single_range(gpu, 4ull * n * k, op, "the input")) ||
-            (st = vkv_ops_check_single_range(gpu, 4ull * n * m, op, "the output")))
+        /* Up to VKV_BATCH_MAX columns a dispatch (W read once each); the
+         * slices of a longer input must start aligned. */
+        x_rows = n < VKV_BATCH_MAX ? n : VKV_BATCH_MAX;
+        if (n > x_rows && x_rows % xy_step)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: activation rows of %u and %u floats are not aligned for "
+                                                  "slices of %u columns", k, m, VKV_BATCH_MAX);
+        if ((st = vkv_ops_check_single_range(gpu, 4ull * x_rows * k, op, "the input")) ||
+            (st = vkv_ops_check_single_range(gpu, 4ull * x_rows * m, op, "the output")))
             return st;
-        x_rows = n;
     }
     if (!w_rows || !x_rows) return vkv_error(VKV_ERR_UNSUPPORTED, "matmul: one row exceeds the storage range");
 
