@@ -66,6 +66,35 @@ void load_w_chunk(uint row_off, uint c, out float v[32])
         v[4u * i + 2u] = uintBitsToFloat(q.z);
         v[4u * i + 3u] = uintBitsToFloat(q.w);
     }
+#elif defined(ALIGNED_ROWS) && defined(TYPE_Q4_K)
+    // A q4_K block is 144 bytes, nine 16-byte words: word 0 holds d, dmin and
+    // the twelve scale bytes, and chunk j's nibbles are the two words at
+    // 16 + 32 (j / 2) (low nibbles for even j, high for odd). Three loads
+    // instead of twenty; the values and arithmetic of weights.glsl's decoder.
+    const uint blk = (row_off >> 4) + (c >> 3) * 9u, j = c & 7u;
+    const uvec4 head = w_vec4[blk];
+    const vec2 dm = unpackHalf2x16(head.x);
+    // scale byte i of the block is byte (i & 3) of head[1 + i / 4]
+    const uint s_hi = head.w;
+    const uint sh = (j & 3u) * 8u;
+    float sc, mn;
+    if (j < 4u) {
+        sc = float((head.y >> sh) & 63u);
+        mn = float((head.z >> sh) & 63u);
+    } else {
+        sc = float(((s_hi >> sh) & 0xfu) | (((head.y >> sh) >> 6 & 3u) << 4));
+        mn = float(((s_hi >> sh) >> 4 & 0xfu) | (((head.z >> sh) >> 6 & 3u) << 4));
+    }
+    const float a = dm.x * sc, b = dm.y * mn;
+    const uint shift = (j & 1u) * 4u;
+    const uint q0 = blk + 1u + (j >> 1) * 2u;
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        const uvec4 q = w_vec4[q0 + h];
+        [[unroll]] for (uint wd = 0u; wd < 4u; wd++) {
+            [[unroll]] for (uint by = 0u; by < 4u; by++)
+                v[16u * h + 4u * wd + by] = a * float((q[wd] >> (8u * by + shift)) & 0xfu) - b;
+        }
+    }
 #elif defined(ALIGNED_ROWS)
     const uint b = (row_off >> 4) + c * 4u;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {

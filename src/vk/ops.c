@@ -125,15 +125,16 @@ bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dty
     return true;
 }
 
-/* The matvec variant that reads float weights as 16-byte words, for rows
- * whole words long (the same values and arithmetic, so the same bits);
- * `fallback` for other types. */
+/* The matvec variant that reads weights as 16-byte words, for rows whole
+ * words long (the same values and arithmetic, so the same bits): float
+ * types and q4_K; `fallback` for other types. */
 static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtype t)
 {
     switch (t) {
     case VKV_F32: return cols ? VKV_K_MATVEC_COLS_ALIGNED_F32 : VKV_K_MATVEC_ALIGNED_F32;
     case VKV_F16: return cols ? VKV_K_MATVEC_COLS_ALIGNED_F16 : VKV_K_MATVEC_ALIGNED_F16;
     case VKV_BF16: return cols ? VKV_K_MATVEC_COLS_ALIGNED_BF16 : VKV_K_MATVEC_ALIGNED_BF16;
+    case VKV_Q4_K: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q4_K : VKV_K_MATVEC_ALIGNED_Q4_K;
     default: return fallback;
     }
 }
