@@ -153,15 +153,9 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
      * time: docs/ARCHITECTURE.md, "The batched decode step"). */
     uint64_t x_step = align_step(gpu, 4ull * k), y_step = align_step(gpu, 4ull * m);
     uint64_t xy_step = x_step * y_step; /* a common multiple: both stay aligned */
-    /* On a CPU device (lavapipe) padding costs its full time and rereading
-     * weights little: up to VKV_MATVEC_COLS_CPU_MAX rows go through the
-     * multi-column matvec, VKV_BATCH_MAX at a time, when the slices start
-     * aligned (docs/ARCHITECTURE.md, "The batched decode step"). */
-    const bool cpu = gpu->caps->type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    const uint32_t cols_max = cpu && VKV_BATCH_MAX % xy_step == 0 ? VKV_MATVEC_COLS_CPU_MAX : VKV_BATCH_MAX;
     if (path == VKV_MATMUL_AUTO)
-        path = n == 1           ? VKV_MATMUL_MATVEC
-               : n <= cols_max ? VKV_MATMUL_MATVEC_COLS
+        path = n == 1                ? VKV_MATMUL_MATVEC
+               : n <= VKV_BATCH_MAX ? VKV_MATMUL_MATVEC_COLS
                : vkv_matmul_path_supported(gpu, VKV_MATMUL_COOPMAT, t) ? VKV_MATMUL_COOPMAT
                                                                         : VKV_MATMUL_TILED;
     if (!vkv_matmul_path_supported(gpu, path, t))

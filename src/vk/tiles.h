@@ -31,9 +31,6 @@
  * does not depend on it (a column stays bitwise the single-column kernel's);
  * more rows spread a workgroup's fixed cost over more of the columns' work. */
 #define VKV_MATVEC_COLS_ROWS 8u
-/* VKV_MATMUL_AUTO on a CPU device: the most rows of a matmul that go through
- * the multi-column matvec (in slices of VKV_BATCH_MAX) instead of the tiled kernel. */
-#define VKV_MATVEC_COLS_CPU_MAX 32u
 
 /* attn.comp and attn_tiered.comp (shaders/common/attn_tile.glsl): shared
  * arrays of ~29 KB, under the 32 KB of lavapipe and most GPUs. The host picks
