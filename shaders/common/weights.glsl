@@ -133,13 +133,24 @@ void dequant32(uint row_off, uint chunk, out float v[32])
         v[2u * i + 1u] = uintBitsToFloat(w & 0xffff0000u);
     }
 #elif defined(TYPE_Q8_0)
+    // A 34-byte block starts 2-byte aligned: its nine words are funnel-shifted
+    // out of ten loads (clamped to the bound range, the excess masked off by
+    // the shift) instead of seventeen 16-bit reads, without a branch.
     uint off = row_off + chunk * 34u;
-    float d = w_f16(off);
-    [[unroll]] for (uint i = 0u; i < 16u; i++) {
-        uint p = w_u16(off + 2u + 2u * i);
-        v[2u * i] = d * float(int(p << 24) >> 24);
-        v[2u * i + 1u] = d * float(int(p << 16) >> 24);
+    const uint last_word = uint(w_words.length()) - 1u;
+    const uint w0 = off >> 2;
+    const bool odd = (off & 2u) != 0u;
+    uint blk[9]; // bytes 4i .. 4i + 3 of the block
+    uint lo = w_words[w0];
+    [[unroll]] for (uint i = 0u; i < 9u; i++) {
+        const uint hi = w_words[min(w0 + i + 1u, last_word)];
+        blk[i] = odd ? (lo >> 16) | (hi << 16) : lo;
+        lo = hi;
     }
+    float d = unpackHalf2x16(blk[0]).x;
+    // element e is byte 2 + e of the block
+    [[unroll]] for (uint e = 0u; e < 32u; e++)
+        v[e] = d * float(int(blk[(e + 2u) >> 2] << (24u - 8u * ((e + 2u) & 3u))) >> 24);
 #elif defined(TYPE_Q4_0)
     uint off = row_off + chunk * 18u;
     float d = w_f16(off);
