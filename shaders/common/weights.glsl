@@ -14,6 +14,24 @@ uint w_u16(uint off) { return (w_words[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu
 float w_f16(uint off) { return unpackHalf2x16(w_u16(off)).x; }
 int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 
+// The 32 bytes from byte offset off (even: blocks of q8_0 and q6_K are only
+// 2-byte aligned) as 8 words, byte 4i + b in bits 8b.. of wd[i]: funnel-shifted
+// out of nine 4-byte loads instead of sixteen 16-bit reads, without a branch.
+// Loads are clamped to the bound range; what a clamped load returns is
+// shifted out.
+void w_bytes32(uint off, out uint wd[8])
+{
+    const uint last_word = uint(w_words.length()) - 1u;
+    const uint w0 = off >> 2;
+    const bool odd = (off & 2u) != 0u;
+    uint lo = w_words[w0];
+    [[unroll]] for (uint i = 0u; i < 8u; i++) {
+        const uint hi = w_words[min(w0 + i + 1u, last_word)];
+        wd[i] = odd ? (lo >> 16) | (hi << 16) : lo;
+        lo = hi;
+    }
+}
+
 #if defined(TYPE_F32)
 #define BLOCK_ELEMS 1u
 #define BLOCK_BYTES 4u
@@ -133,24 +151,11 @@ void dequant32(uint row_off, uint chunk, out float v[32])
         v[2u * i + 1u] = uintBitsToFloat(w & 0xffff0000u);
     }
 #elif defined(TYPE_Q8_0)
-    // A 34-byte block starts 2-byte aligned: its nine words are funnel-shifted
-    // out of ten loads (clamped to the bound range, the excess masked off by
-    // the shift) instead of seventeen 16-bit reads, without a branch.
     uint off = row_off + chunk * 34u;
-    const uint last_word = uint(w_words.length()) - 1u;
-    const uint w0 = off >> 2;
-    const bool odd = (off & 2u) != 0u;
-    uint blk[9]; // bytes 4i .. 4i + 3 of the block
-    uint lo = w_words[w0];
-    [[unroll]] for (uint i = 0u; i < 9u; i++) {
-        const uint hi = w_words[min(w0 + i + 1u, last_word)];
-        blk[i] = odd ? (lo >> 16) | (hi << 16) : lo;
-        lo = hi;
-    }
-    float d = unpackHalf2x16(blk[0]).x;
-    // element e is byte 2 + e of the block
-    [[unroll]] for (uint e = 0u; e < 32u; e++)
-        v[e] = d * float(int(blk[(e + 2u) >> 2] << (24u - 8u * ((e + 2u) & 3u))) >> 24);
+    float d = w_f16(off);
+    uint q[8];
+    w_bytes32(off + 2u, q);
+    [[unroll]] for (uint e = 0u; e < 32u; e++) v[e] = d * float(int(q[e >> 2] << (24u - 8u * (e & 3u))) >> 24);
 #elif defined(TYPE_Q4_0)
     uint off = row_off + chunk * 18u;
     float d = w_f16(off);
@@ -258,11 +263,13 @@ void dequant32(uint row_off, uint chunk, out float v[32])
     uint qh_shift = quad * 2u;
     uint sc = off + 192u + half_ * 8u + quad * 2u;
     float s0 = d * float(w_i8(sc)), s1 = d * float(w_i8(sc + 1u));
-    [[unroll]] for (uint i = 0u; i < 16u; i++) {
-        uint l = w_u16(ql + 2u * i), h = w_u16(qh + 2u * i);
-        float s = i < 8u ? s0 : s1;
-        v[2u * i] = s * float(int(((l >> ql_shift) & 0xfu) | (((h >> qh_shift) & 3u) << 4)) - 32);
-        v[2u * i + 1u] = s * float(int(((l >> (8u + ql_shift)) & 0xfu) | (((h >> (8u + qh_shift)) & 3u) << 4)) - 32);
+    uint l[8], h[8]; // element e: byte e of each
+    w_bytes32(ql, l);
+    w_bytes32(qh, h);
+    [[unroll]] for (uint e = 0u; e < 32u; e++) {
+        const uint b = 8u * (e & 3u);
+        float s = e < 16u ? s0 : s1;
+        v[e] = s * float(int(((l[e >> 2] >> (b + ql_shift)) & 0xfu) | (((h[e >> 2] >> (b + qh_shift)) & 3u) << 4)) - 32);
     }
 #endif
 }
