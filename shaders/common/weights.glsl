@@ -14,11 +14,24 @@ uint w_u16(uint off) { return (w_words[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu
 float w_f16(uint off) { return unpackHalf2x16(w_u16(off)).x; }
 int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 
-// The 32 bytes from byte offset off (even: blocks of q8_0 and q6_K are only
-// 2-byte aligned) as 8 words, byte 4i + b in bits 8b.. of wd[i]: funnel-shifted
-// out of nine 4-byte loads instead of sixteen 16-bit reads, without a branch.
-// Loads are clamped to the bound range; what a clamped load returns is
-// shifted out.
+// The 16 (32) bytes from byte offset off (even: blocks of q8_0, q4_0 and q6_K
+// are only 2-byte aligned) as 4 (8) words, byte 4i + b in bits 8b.. of wd[i]:
+// funnel-shifted out of five (nine) 4-byte loads instead of eight (sixteen)
+// 16-bit reads, without a branch. Loads are clamped to the bound range; what a
+// clamped load returns is shifted out.
+void w_bytes16(uint off, out uint wd[4])
+{
+    const uint last_word = uint(w_words.length()) - 1u;
+    const uint w0 = off >> 2;
+    const bool odd = (off & 2u) != 0u;
+    uint lo = w_words[w0];
+    [[unroll]] for (uint i = 0u; i < 4u; i++) {
+        const uint hi = w_words[min(w0 + i + 1u, last_word)];
+        wd[i] = odd ? (lo >> 16) | (hi << 16) : lo;
+        lo = hi;
+    }
+}
+
 void w_bytes32(uint off, out uint wd[8])
 {
     const uint last_word = uint(w_words.length()) - 1u;
@@ -104,12 +117,12 @@ const float KVALUES_IQ4NL[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -
 // 32 iq4 indices (16 bytes at q, nibbles as q4_0) times d.
 void iq4_decode32(uint q, float d, out float v[32])
 {
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        uint p = w_u16(q + 2u * i);
-        v[2u * i] = d * KVALUES_IQ4NL[p & 0xfu];
-        v[2u * i + 16u] = d * KVALUES_IQ4NL[(p >> 4) & 0xfu];
-        v[2u * i + 1u] = d * KVALUES_IQ4NL[(p >> 8) & 0xfu];
-        v[2u * i + 17u] = d * KVALUES_IQ4NL[(p >> 12) & 0xfu];
+    uint wd[4]; // element e < 16: low nibble of byte e; e >= 16: high nibble of byte e - 16
+    w_bytes16(q, wd);
+    [[unroll]] for (uint e = 0u; e < 16u; e++) {
+        const uint b = wd[e >> 2] >> (8u * (e & 3u));
+        v[e] = d * KVALUES_IQ4NL[b & 0xfu];
+        v[e + 16u] = d * KVALUES_IQ4NL[(b >> 4) & 0xfu];
     }
 }
 #endif
@@ -159,12 +172,12 @@ void dequant32(uint row_off, uint chunk, out float v[32])
 #elif defined(TYPE_Q4_0)
     uint off = row_off + chunk * 18u;
     float d = w_f16(off);
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        uint p = w_u16(off + 2u + 2u * i);
-        v[2u * i] = d * (float(p & 0xfu) - 8.0);
-        v[2u * i + 16u] = d * (float((p >> 4) & 0xfu) - 8.0);
-        v[2u * i + 1u] = d * (float((p >> 8) & 0xfu) - 8.0);
-        v[2u * i + 17u] = d * (float((p >> 12) & 0xfu) - 8.0);
+    uint wd[4]; // element e < 16: low nibble of byte e; e >= 16: high nibble of byte e - 16
+    w_bytes16(off + 2u, wd);
+    [[unroll]] for (uint e = 0u; e < 16u; e++) {
+        const uint b = wd[e >> 2] >> (8u * (e & 3u));
+        v[e] = d * (float(b & 0xfu) - 8.0);
+        v[e + 16u] = d * (float((b >> 4) & 0xfu) - 8.0);
     }
 #elif defined(TYPE_Q4_1)
     uint off = row_off + chunk * 20u;
@@ -241,16 +254,20 @@ void dequant32(uint row_off, uint chunk, out float v[32])
     uint q = off + 16u + (j >> 1) * 32u;
 #endif
     uint shift = (j & 1u) * 4u;
-    [[unroll]] for (uint i = 0u; i < 16u; i++) {
-        uint p = w_u16(q + 2u * i);
+    uint ql[8]; // element e: byte e of the nibbles (and of qh)
+    w_bytes32(q, ql);
 #if defined(TYPE_Q5_K)
-        uint h = w_u16(off + 16u + 2u * i);
-        uint h0 = ((h >> j) & 1u) << 4, h1 = ((h >> (8u + j)) & 1u) << 4;
-#else
-        uint h0 = 0u, h1 = 0u;
+    uint qh[8];
+    w_bytes32(off + 16u, qh);
 #endif
-        v[2u * i] = a * float(((p >> shift) & 0xfu) | h0) - b;
-        v[2u * i + 1u] = a * float(((p >> (8u + shift)) & 0xfu) | h1) - b;
+    [[unroll]] for (uint e = 0u; e < 32u; e++) {
+        const uint bit = 8u * (e & 3u);
+#if defined(TYPE_Q5_K)
+        const uint h = ((qh[e >> 2] >> (bit + j)) & 1u) << 4;
+#else
+        const uint h = 0u;
+#endif
+        v[e] = a * float(((ql[e >> 2] >> (bit + shift)) & 0xfu) | h) - b;
     }
 #elif defined(TYPE_Q6_K)
     uint off = row_off + (chunk >> 3) * 210u;
