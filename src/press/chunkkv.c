@@ -16,7 +16,8 @@
  * On the command line `chunkkv` wraps SnapKV (kvpress's evaluation default);
  * `chunkkv-NAME` wraps the scorer NAME (knorm, keydiff, tova). The inner
  * scorer's window, mode and scratch carry over; its own per-layer budget
- * does not (kvpress calls its score alone). */
+ * does not (kvpress calls its score alone). Not during generation: chunks are
+ * consecutive positions, which a compressed cache's slots are not. */
 #include "press/press_internal.h"
 
 #include <stdlib.h>
@@ -109,6 +110,7 @@ static vkv_status wrap_ref(const vkv_press_ops *inner, const vkv_press_params *p
         .score_ref = sym##_ref,                                                                                 \
         .scratch_bytes = sym##_scratch,                                                                         \
         .n_kept = chunkkv_n_kept,                                                                               \
+        .needs_position_order = true,                                                                           \
     };
 
 CHUNKKV_OF(chunkkv, vkv_press_snapkv, "chunkkv", 64, true)

@@ -129,6 +129,10 @@ typedef struct vkv_press_ops {
      * blocks, KNorm): the scorers compression during generation can run on a
      * compressed cache gathered back (press/decode.h). */
     bool keys_only;
+    /* The scores group consecutive positions (ChunkKV's chunks): compression
+     * during generation, whose gathered cache holds its slots out of position
+     * order, refuses the scorer. */
+    bool needs_position_order;
     /* Scorers whose score is a function of the token's position alone
      * (StreamingLLM): scores[j] of pos[j], j < n, on the host. Compression
      * during generation scores a gathered cache with it, whose slots are

@@ -70,6 +70,10 @@ python3 -c 'import json, sys; a, b = (json.load(open(f))["layers"] for f in sys.
 "$vkv" run -m "$model" -p "$context" -n 1 --press chunkkv-bogus --compression 0.5 > /dev/null 2> "$tmp/bad.err" &&
   bad "an unknown chunkkv inner scorer was accepted" || { grep -q "unknown press 'chunkkv-bogus'" "$tmp/bad.err" && ok ||
   bad "unknown chunkkv inner: $(cat "$tmp/bad.err")"; }
+# Compression during generation gathers a cache out of position order: ChunkKV is refused.
+"$vkv" run -m "$model" -p "$context" -n 100 --press chunkkv --compress-every 64 --max-kv-tokens 200 > /dev/null \
+  2> "$tmp/decode.err" && bad "chunkkv during generation was accepted" ||
+  { grep -q "chunks of consecutive positions" "$tmp/decode.err" && ok || bad "chunkkv during generation: $(cat "$tmp/decode.err")"; }
 
 echo "chunk_lag_random: $passes passed, $fails failed"
 [ $fails -eq 0 ]
