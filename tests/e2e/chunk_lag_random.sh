@@ -6,7 +6,8 @@
 # partition and what follows), ChunkKV evicts whole chunks of 20 without
 # VECTOR (a kept partial last chunk leaves its missing tokens to the next-best
 # chunk, src/press/chunkkv.c) and the same tokens in every head, and
-# RandomPress draws the same tiers on a second run (seed 42).
+# RandomPress draws the same tiers on a second run (seed 42) and others
+# under --press-seed 7.
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -67,6 +68,9 @@ check_dump "$tmp/chunks.json" chunkkv 0 && ok || bad "chunkkv: eviction tier dum
 run --press random --vector --tier-dump "$tmp/again.json" > /dev/null 2>&1 || bad "random second run"
 python3 -c 'import json, sys; a, b = (json.load(open(f))["layers"] for f in sys.argv[1:]); sys.exit(a != b)' \
   "$tmp/random.json" "$tmp/again.json" && ok || bad "random: a second run drew other tiers"
+run --press random --vector --press-seed 7 --tier-dump "$tmp/seed7.json" > /dev/null 2>&1 || bad "random --press-seed 7 run"
+python3 -c 'import json, sys; a, b = (json.load(open(f))["layers"] for f in sys.argv[1:]); sys.exit(a == b)' \
+  "$tmp/random.json" "$tmp/seed7.json" && ok || bad "random: --press-seed 7 drew the default seed's tiers"
 "$vkv" run -m "$model" -p "$context" -n 1 --press chunkkv-bogus --compression 0.5 > /dev/null 2> "$tmp/bad.err" &&
   bad "an unknown chunkkv inner scorer was accepted" || { grep -q "unknown press 'chunkkv-bogus'" "$tmp/bad.err" && ok ||
   bad "unknown chunkkv inner: $(cat "$tmp/bad.err")"; }
