@@ -115,6 +115,7 @@ static int parse_eppl_options(int argc, char **argv, eppl_opts *o)
         {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &o->po.max_kv_tokens, .min = 2,
          .max = 1 << 24, .help = "the budget of --compress-every (M > N)"},
         CLI_DECODING_OPTIONS(o->po),
+        CLI_PRESS_SEED_OPTION(o->po),
         {.type = CLI_I64, .names = "--windows", .metavar = "W", .dest = &o->n_windows, .min = 1, .max = 100000,
          .help = "windows averaged (default 4)"},
         {.type = CLI_I64, .names = "--start-byte", .metavar = "B", .dest = &o->start_byte, .min = 0,

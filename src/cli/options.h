@@ -177,6 +177,7 @@ typedef struct cli_press_opts {
     int64_t max_kv_tokens;  /* ... under M full KV pairs per head */
     int decoding;           /* an index into "budget|kvpress" (vkv_decoding_rule) */
     int64_t target_kv_tokens; /* kvpress's rule: pairs per head after a compression (0: its default) */
+    int64_t press_seed;     /* --press-seed: RandomPress's seed (0: its default, 42) */
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
@@ -229,6 +230,11 @@ const char *cli_decoding_check(cli_press_opts *po);
     {.type = CLI_I64, .names = "--target-kv-tokens", .metavar = "T", .dest = &(po).target_kv_tokens, .min = 1, \
      .max = 1 << 24, .help = "--decoding kvpress: pairs per head kept by a compression (default 2048)"}
 
+/* --press-seed, the random scorer's seed (eval-ppl takes it too). */
+#define CLI_PRESS_SEED_OPTION(po)                                                                              \
+    {.type = CLI_I64, .names = "--press-seed", .metavar = "S", .dest = &(po).press_seed, .min = 1,             \
+     .max = UINT32_MAX, .help = "the random scorer's seed (default 42, kvpress's evaluation seed)"}
+
 #define CLI_PRESS_OPTIONS(po)                                                                                  \
     {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press, .help = cli_press_help()},      \
     {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &(po).compression_ratio, .min = 0,      \
@@ -256,6 +262,7 @@ const char *cli_decoding_check(cli_press_opts *po);
     {.type = CLI_I64, .names = "--max-kv-tokens", .metavar = "M", .dest = &(po).max_kv_tokens, .min = 2,        \
      .max = 1 << 24, .help = "the KV pairs per head the cache never exceeds (M > N)"},                          \
     CLI_DECODING_OPTIONS(po),                                                                                  \
+    CLI_PRESS_SEED_OPTION(po),                                                                                 \
     {.type = CLI_FLAG, .names = "--materialized", .dest = &(po).materialized,                                  \
      .help = "attention rebuilds every approximated value (reference path; default: fused)"}
 

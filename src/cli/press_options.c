@@ -42,7 +42,8 @@ void cli_press_compression(const cli_press_opts *po, const vkv_press_ops *press,
                              .compress_every = (uint32_t)po->compress_every,
                              .max_kv_tokens = (uint32_t)po->max_kv_tokens,
                              .decoding = (vkv_decoding_rule)po->decoding,
-                             .target_kv_tokens = (uint32_t)po->target_kv_tokens};
+                             .target_kv_tokens = (uint32_t)po->target_kv_tokens,
+                             .press_seed = (uint32_t)po->press_seed};
 }
 
 const char *cli_decoding_check(cli_press_opts *po)

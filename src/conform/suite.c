@@ -452,6 +452,9 @@ static const struct {
     {{"press_observed"}, family_press},
     {{"press_expected"}, family_press},
     {{"press_kvzip"}, family_press},
+    {{"press_chunkkv"}, family_press},
+    {{"press_lagkv"}, family_press},
+    {{"press_random"}, family_press},
     {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
 };
 

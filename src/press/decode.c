@@ -135,6 +135,10 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
                                               "positions or the queries of the last tokens alone (keydiff, knorm, "
                                               "streamingllm, tova, snapkv, pyramidkv, observed, expected); %s needs "
                                               "queries or state a compressed cache no longer holds", p->press->name);
+    if (p->press->needs_position_order)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation scores a compressed cache whose slots are "
+                                              "out of position order; %s scores chunks of consecutive positions",
+                         p->press->name);
     const uint32_t window = decode_queries(p);
     if (scores_window(p->press) && window <= p->pp.n_sink)
         return vkv_error(VKV_ERR_ARG, "%s during generation takes the statistics of the queries since the last "

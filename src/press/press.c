@@ -12,10 +12,15 @@
 
 extern const vkv_press_ops vkv_press_knorm, vkv_press_keydiff, vkv_press_streamingllm, vkv_press_snapkv,
     vkv_press_pyramidkv, vkv_press_tova, vkv_press_observed, vkv_press_expected, vkv_press_kvzip;
+extern const vkv_press_ops vkv_press_chunkkv, vkv_press_chunkkv_knorm, vkv_press_chunkkv_keydiff,
+    vkv_press_chunkkv_tova, vkv_press_lagkv, vkv_press_random;
 
 static const vkv_press_ops *const all_presses[] = {
     &vkv_press_knorm, &vkv_press_keydiff, &vkv_press_streamingllm, &vkv_press_snapkv,
-    &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip, NULL,
+    &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip,
+    &vkv_press_chunkkv, &vkv_press_chunkkv_knorm, &vkv_press_chunkkv_keydiff, &vkv_press_chunkkv_tova,
+    &vkv_press_lagkv, &vkv_press_random,
+    NULL,
 };
 
 const vkv_press_ops *const *vkv_press_all(void) { return all_presses; }
@@ -53,12 +58,15 @@ vkv_pool_scope vkv_press_paper_pool_scope(const vkv_press_ops *ops)
 vkv_press_params vkv_press_params_default(double compression_ratio)
 {
     return (vkv_press_params){.compression_ratio = compression_ratio, .window = 64, .kernel = 5, .n_sink = 4,
-                              .block = 0, .pyramid_beta = 20.0f};
+                              .block = 0, .pyramid_beta = 20.0f,
+                              .chunk_length = 20, .lag_size = 128, .seed = 42};
 }
 
 uint32_t vkv_press_window_of(const vkv_press_params *p) { return p->window ? p->window : 64; }
 uint32_t vkv_press_kernel_of(const vkv_press_params *p) { return p->kernel ? p->kernel : 5; }
 double vkv_press_beta_of(const vkv_press_params *p) { return p->pyramid_beta > 0 ? p->pyramid_beta : 20.0; }
+uint32_t vkv_press_chunk_length_of(const vkv_press_params *p) { return p->chunk_length ? p->chunk_length : 20; }
+uint32_t vkv_press_lag_size_of(const vkv_press_params *p) { return p->lag_size ? p->lag_size : 128; }
 
 uint32_t vkv_press_queries_needed(const vkv_press_ops *ops, const vkv_press_params *p)
 {
@@ -101,6 +109,17 @@ vkv_status vkv_press_check_views(vkv_gpu *gpu, const vkv_press_layer *in, vkv_vi
     if ((st = vkv_ops_check_view(gpu, in->k, head_bytes * in->n_kv_head, name, "the K cache")) ||
         (st = vkv_ops_check_view(gpu, scores, score_bytes, name, "the scores")) ||
         (st = vkv_ops_check_single_range(gpu, score_bytes, name, "the scores")))
+        return st;
+    return VKV_OK;
+}
+
+vkv_status vkv_press_check_positional(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in,
+                                     vkv_view scores, vkv_kernel k, const char *name, uint32_t *gx)
+{
+    const uint64_t bytes = 4ull * in->n_kv_head * in->n;
+    vkv_status st;
+    if ((st = vkv_press_check_layer(p, in, name)) || (st = vkv_ops_check_view(gpu, scores, bytes, name, "the scores")) ||
+        (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores")) || (st = vkv_press_groups_x(gpu, k, in->n, name, gx)))
         return st;
     return VKV_OK;
 }

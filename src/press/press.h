@@ -69,9 +69,13 @@ typedef struct vkv_press_params {
     uint32_t n_sink;         /* StreamingLLM / ExpectedAttention sinks (4) */
     uint32_t block;          /* block-wise KeyDiff block (0 = whole sequence; paper: 128) */
     float pyramid_beta;      /* PyramidKV beta (20) */
+    uint32_t chunk_length;   /* ChunkKV chunk (20; 0 = 20) */
+    uint32_t lag_size;       /* LagKV partition (128; 0 = 128) */
+    uint32_t seed;           /* RandomPress seed (42, kvpress's evaluation seed) */
 } vkv_press_params;
 
-/* kvpress's defaults: window 64, kernel 5, 4 sinks, whole-sequence KeyDiff, beta 20. */
+/* kvpress's defaults: window 64, kernel 5, 4 sinks, whole-sequence KeyDiff, beta 20,
+ * ChunkKV chunks of 20, LagKV partitions of 128, seed 42. */
 vkv_press_params vkv_press_params_default(double compression_ratio);
 
 typedef struct vkv_press_ops {
@@ -125,6 +129,10 @@ typedef struct vkv_press_ops {
      * blocks, KNorm): the scorers compression during generation can run on a
      * compressed cache gathered back (press/decode.h). */
     bool keys_only;
+    /* The scores group consecutive positions (ChunkKV's chunks): compression
+     * during generation, whose gathered cache holds its slots out of position
+     * order, refuses the scorer. */
+    bool needs_position_order;
     /* Scorers whose score is a function of the token's position alone
      * (StreamingLLM): scores[j] of pos[j], j < n, on the host. Compression
      * during generation scores a gathered cache with it, whose slots are

@@ -22,12 +22,19 @@ static inline uint64_t vkv_press_align_up(uint64_t x)
 uint32_t vkv_press_window_of(const vkv_press_params *p); /* 64 */
 uint32_t vkv_press_kernel_of(const vkv_press_params *p); /* 5 */
 double vkv_press_beta_of(const vkv_press_params *p);     /* 20 */
+uint32_t vkv_press_chunk_length_of(const vkv_press_params *p); /* 20 */
+uint32_t vkv_press_lag_size_of(const vkv_press_params *p);     /* 128 */
 
 /* Shapes every scorer needs: n >= 1, n <= n_ctx, GQA heads, head_dim a
  * multiple of 4 up to 256, an f16/f32 cache, p_c in [0, 1). */
 vkv_status vkv_press_check_layer(const vkv_press_params *p, const vkv_press_layer *in, const char *name);
 /* Views score_gpu binds: the K cache and scores[n_kv_head, n] (one range). */
 vkv_status vkv_press_check_views(vkv_gpu *gpu, const vkv_press_layer *in, vkv_view scores, const char *name);
+/* Scorers that read neither cache (StreamingLLM, Random): the layer and
+ * scores[n_kv_head, n] (one range) checked, and the workgroups along x of
+ * kernel k, one invocation per token (gx; the rows: one workgroup per KV head). */
+vkv_status vkv_press_check_positional(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in,
+                                     vkv_view scores, vkv_kernel k, const char *name, uint32_t *gx);
 /* The scratch holds `bytes` in one range. */
 vkv_status vkv_press_check_scratch(vkv_gpu *gpu, const vkv_press_layer *in, uint64_t bytes, const char *name);
 

@@ -14,16 +14,11 @@
 static vkv_status streamingllm_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in,
                                    vkv_view scores)
 {
-    const char *name = "streamingllm";
-    const uint64_t bytes = 4ull * in->n_kv_head * in->n;
     uint32_t gx;
-    vkv_status st;
-    if ((st = vkv_press_check_layer(p, in, name)) || (st = vkv_ops_check_view(gpu, scores, bytes, name, "the scores")) ||
-        (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores")) ||
-        (st = vkv_press_groups_x(gpu, VKV_K_PRESS_STREAMINGLLM, in->n, name, &gx)))
-        return st;
+    vkv_status st = vkv_press_check_positional(gpu, p, in, scores, VKV_K_PRESS_STREAMINGLLM, "streamingllm", &gx);
+    if (st) return st;
     vkv_pc_press_streamingllm pc = {in->n, p->n_sink};
-    vkv_binding b[1] = {vkv_ops_bind(scores, 0, bytes)};
+    vkv_binding b[1] = {vkv_ops_bind(scores, 0, 4ull * in->n_kv_head * in->n)};
     return vkv_dispatch(gpu, VKV_K_PRESS_STREAMINGLLM, b, 1, &pc, gx, in->n_kv_head, 1);
 }
 

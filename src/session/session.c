@@ -351,10 +351,18 @@ static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt
     return VKV_OK;
 }
 
+/* The scorer's parameters for compression c: kvpress's defaults, the seed if given. */
+static vkv_press_params press_params(const vkv_compression *c)
+{
+    vkv_press_params pp = vkv_press_params_default(c->compression_ratio);
+    if (c->press_seed) pp.seed = c->press_seed;
+    return pp;
+}
+
 /* The press driver's parameters for compression c of the given context. */
 static vkv_status vector_params(vkv_session *s, const vkv_compression *c, const int32_t *ids, vkv_vector_params *vp)
 {
-    *vp = (vkv_vector_params){.press = c->press, .pp = vkv_press_params_default(c->compression_ratio),
+    *vp = (vkv_vector_params){.press = c->press, .pp = press_params(c),
                               .vector = c->vector, .pa = c->p_a, .pool = c->pool, .map = c->map,
                               .keep_details = c->keep_details, .lean = c->lean, .context_ids = ids};
     if (c->vector) {
@@ -490,7 +498,7 @@ static vkv_status make_decode_press(vkv_session_seq *q, const vkv_compression *c
     if (!c || !c->compress_every) return VKV_OK;
     if (c->vector && !s->calib) return vkv_error(VKV_ERR_ARG, "VECTOR needs the calibration: the session has none");
     if (c->map == VKV_MAP_JOINT) return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs per-head maps");
-    vkv_decode_params dp = {.press = c->press, .pp = vkv_press_params_default(c->compression_ratio),
+    vkv_decode_params dp = {.press = c->press, .pp = press_params(c),
                             .vector = c->vector, .pa = c->p_a, .w = c->vector ? s->calib->w : NULL,
                             .rule = c->decoding, .every = c->compress_every, .max_tokens = c->max_kv_tokens,
                             .target_tokens = c->target_kv_tokens};

@@ -107,6 +107,7 @@ typedef struct vkv_compression {
     uint32_t compress_every, max_kv_tokens;
     vkv_decoding_rule decoding;
     uint32_t target_kv_tokens;
+    uint32_t press_seed;        /* RandomPress's seed; 0: the default (42, vkv_press_params) */
 } vkv_compression;
 
 /* The rules every compression's settings keep, whoever gathered them (a

@@ -63,6 +63,9 @@ typedef struct vkv_pc_press_span {
     float scale;
 } vkv_pc_press_span;
 typedef struct vkv_pc_press_streamingllm { uint32_t n, n_sink; } vkv_pc_press_streamingllm;
+typedef struct vkv_pc_press_random { uint32_t n, seed, layer; } vkv_pc_press_random;
+typedef struct vkv_pc_press_lagkv { uint32_t n, n_ctx, head_dim, kv_head0, n_sink, lag; } vkv_pc_press_lagkv;
+typedef struct vkv_pc_press_chunkkv { uint32_t n, n_kv_head, chunk, n_chunk; } vkv_pc_press_chunkkv;
 typedef struct vkv_pc_press_tova { uint32_t n, n_pre, n_kv_head; float inv_heads; } vkv_pc_press_tova;
 typedef struct vkv_pc_press_window { uint32_t n, n_ctx, head_dim, n_head, n_kv_head, kv_head0, w, q_row0;
                                      float scale; uint32_t n_pre, split_len, n_split; } vkv_pc_press_window;
@@ -87,6 +90,7 @@ typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, 
     X(vkv_pc_press_expected_prep) X(vkv_pc_press_expected_stats) X(vkv_pc_press_from_state) \
     X(vkv_pc_press_keydiff) X(vkv_pc_press_keydiff_anchor) X(vkv_pc_press_keydiff_sum) \
     X(vkv_pc_press_knorm) X(vkv_pc_press_snapkv) X(vkv_pc_press_span) X(vkv_pc_press_streamingllm) \
+    X(vkv_pc_press_random) X(vkv_pc_press_lagkv) X(vkv_pc_press_chunkkv) \
     X(vkv_pc_press_tova) X(vkv_pc_press_window) X(vkv_pc_rms_norm) X(vkv_pc_rope) X(vkv_pc_silu_mul) \
     X(vkv_pc_softmax) X(vkv_pc_topk_select) X(vkv_pc_vector_elementwise) X(vkv_pc_vector_head_mean) \
     X(vkv_pc_vector_materialize) X(vkv_pc_vector_residual)
@@ -190,6 +194,10 @@ typedef enum vkv_wg_class {
     X(PRESS_KNORM_F32, press_knorm_f32, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
     X(PRESS_KNORM_F16, press_knorm_f16, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
     X(PRESS_STREAMINGLLM, press_streamingllm, 1, vkv_pc_press_streamingllm, VKV_WG_WIDE)               \
+    X(PRESS_RANDOM, press_random, 1, vkv_pc_press_random, VKV_WG_WIDE)                                 \
+    X(PRESS_LAGKV_F32, press_lagkv_f32, 3, vkv_pc_press_lagkv, VKV_WG_ROW)                             \
+    X(PRESS_LAGKV_F16, press_lagkv_f16, 3, vkv_pc_press_lagkv, VKV_WG_ROW)                             \
+    X(PRESS_CHUNKKV, press_chunkkv, 1, vkv_pc_press_chunkkv, VKV_WG_WIDE)                              \
     X(PRESS_KEYDIFF_SUM_F32, press_keydiff_sum_f32, 2, vkv_pc_press_keydiff_sum, VKV_WG_WIDE)          \
     X(PRESS_KEYDIFF_SUM_F16, press_keydiff_sum_f16, 2, vkv_pc_press_keydiff_sum, VKV_WG_WIDE)          \
     X(PRESS_KEYDIFF_ANCHOR, press_keydiff_anchor, 2, vkv_pc_press_keydiff_anchor, VKV_WG_WIDE)         \

@@ -10,8 +10,8 @@
  * inputs, and redraws (next seed) while some row's k-th and (k+1)-th
  * reference scores are closer than 1e-5 of the row's score range. Exact
  * ties of forced keeps (+inf) and of the exact constants 0 and 1 (KVzip's
- * never-repeated tokens and sinks) are fine: both sides break them by
- * position.
+ * never-repeated tokens and sinks) and of integers (LagKV's ranks in
+ * different partitions) are fine: both sides break them by position.
  *
  * Scorers with a capture (observed, expected, kvzip) get every query: the
  * capture runs over them in uneven pieces, as the prefill's chunks (KVzip:
@@ -101,6 +101,7 @@ static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *t
     qsort(tmp, n, sizeof *tmp, cmp_desc);
     const float a = tmp[k - 1], b = tmp[k];
     if ((isinf(a) || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
+    if (a == b && a == floorf(a)) return true; /* LagKV's ranks: exact integers on both sides */
     return a - b > 1e-5f * (relative ? fabsf(a) : range);
 }
 
@@ -295,6 +296,26 @@ static void tova_gpu_matches_reference(void **state)
     const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("tova", VKV_F16, &mha);
 }
+
+/* ChunkKV over SnapKV (whole chunks only) and over KNorm with a partial last chunk. */
+static void chunkkv_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_both_types("chunkkv", &gqa);
+    const press_shape partial = {8, 2, 64, 310, 320, 0, 0, 0, 0, 0, 0}; /* 15 chunks of 20 and one of 10 */
+    check_press("chunkkv-knorm", VKV_F16, &partial);
+}
+
+/* LagKV with one scored partition, and with four (ranks tie across partitions). */
+static void lagkv_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_both_types("lagkv", &gqa);
+    const press_shape longer = {8, 2, 64, 700, 720, 0, 0, 0, 0, 0, 0};
+    check_press("lagkv", VKV_F16, &longer);
+}
+
+static void random_gpu_matches_reference(void **state) { (void)state; check_both_types("random", &gqa); }
 
 static void observed_gpu_matches_reference(void **state)
 {
@@ -541,6 +562,9 @@ int main(void)
         cmocka_unit_test(snapkv_gpu_matches_reference),
         cmocka_unit_test(pyramidkv_gpu_matches_reference),
         cmocka_unit_test(tova_gpu_matches_reference),
+        cmocka_unit_test(chunkkv_gpu_matches_reference),
+        cmocka_unit_test(lagkv_gpu_matches_reference),
+        cmocka_unit_test(random_gpu_matches_reference),
         cmocka_unit_test(observed_gpu_matches_reference),
         cmocka_unit_test(observed_decode_gpu_matches_reference),
         cmocka_unit_test(expected_gpu_matches_reference),

@@ -22,6 +22,8 @@ static const struct {
 } expected_modes[] = {
     {"knorm", false},  {"keydiff", false},  {"streamingllm", false}, {"snapkv", true}, {"pyramidkv", true},
     {"tova", true},    {"observed", false}, {"expected", false},     {"kvzip", false},
+    {"chunkkv", true}, {"chunkkv-knorm", false}, {"chunkkv-keydiff", false}, {"chunkkv-tova", true},
+    {"lagkv", false},  {"random", false},
 };
 
 static void every_press_has_its_papers_mode(void **state)
