@@ -29,12 +29,12 @@ typedef struct axis {
     int decimals, n_ticks;
 } axis;
 
-/* Round steps of 1, 2 or 5 times a power of ten, about five of them over
+/* Round steps of 1, 2 or 5 times a power of ten, about six of them over
  * [lo, hi], the ends widened to whole steps. */
 static axis nice_axis(double lo, double hi)
 {
     axis a;
-    double raw = (hi - lo) / 5, mag = pow(10, floor(log10(raw))), f = raw / mag;
+    double raw = (hi - lo) / 6, mag = pow(10, floor(log10(raw))), f = raw / mag;
     a.step = (f <= 1 + 1e-9 ? 1 : f <= 2 + 1e-9 ? 2 : f <= 5 + 1e-9 ? 5 : 10) * mag;
     a.lo = floor(lo / a.step + 1e-9) * a.step;
     a.hi = ceil(hi / a.step - 1e-9) * a.step;
@@ -273,7 +273,7 @@ vkv_status vkv_score_plot_fwrite(FILE *f, const vkv_score_plot *p)
     }
     if (!(x1 > x0)) x1 = x0 + 1;
     if (!(y1 > y0)) { /* one score: a unit either side, not below 0 when it is not */
-        y0 = y0 >= 0 && y0 < 1 ? 0 : y0 - 1;
+        y0 = y0 >= 0 && y0 - 1 < 0 ? 0 : y0 - 1;
         y1 += 1;
     }
     axis ax = nice_axis(x0, x1), ay = nice_axis(y0, y1);
