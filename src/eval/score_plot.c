@@ -284,8 +284,8 @@ vkv_status vkv_score_plot_fwrite(FILE *f, const vkv_score_plot *p)
         free(colors);
         return vkv_error(VKV_ERR_OOM, "score plot: out of host memory");
     }
-    /* about 7 px per character of the legend's 13 px text */
-    int legend_w = 52 + (int)(max_label < 60 ? max_label : 60) * 7;
+    /* room for the legend's 13 px text: at most about 8 px a character */
+    int legend_w = 56 + (int)(max_label < 60 ? max_label : 60) * 8;
     int w = LEFT + PLOT_W + LEGEND_GAP + legend_w;
     int h = TOP + PLOT_H + BOTTOM, legend_h = TOP + 10 + (int)p->n_series * LEGEND_ROW;
     if (legend_h > h) h = legend_h;
