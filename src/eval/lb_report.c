@@ -188,6 +188,7 @@ static void line_label(const vkv_lb_row *r, const vkv_lb_plot_opts *o, char *buf
 
 vkv_status vkv_lb_write_plot(const vkv_lb_rows *rs, const vkv_lb_plot_opts *o, const char *path)
 {
+    if (!rs->n) return vkv_error(VKV_ERR_ARG, "writing the plot: no rows to plot");
     vkv_status st = VKV_OK;
     size_t *line_of = malloc(rs->n * sizeof *line_of), *first = malloc(rs->n * sizeof *first);
     vkv_score_series *series = calloc(rs->n, sizeof *series);
