@@ -2,7 +2,8 @@
  * line per series, a point per value at its place on round axes, a press
  * and its + VECTOR in one colour, the baseline's diamonds and guide, exact
  * values in the tooltips, labels escaped; NaN, infinite, empty and
- * duplicate input refused by name, with nothing written. */
+ * duplicate input refused by name, with nothing written. And
+ * longbench-report's series (src/eval/lb_report.c): a line per setting. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include "test_tmpdir.h"
 
 #include "core/status.h"
+#include "eval/lb_report.h"
 #include "eval/score_plot.h"
 
 static size_t count(const char *s, const char *what)
@@ -249,6 +251,81 @@ static void plot_file_is_written_whole_or_refused(void **state)
     assert_null(fopen(bad, "rb"));
 }
 
+/* A file's text; NULL when it cannot be read. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = calloc(1, 1 << 20);
+    assert_non_null(buf);
+    size_t n = fread(buf, 1, (1 << 20) - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return buf;
+}
+
+static void lb_row(vkv_lb_rows *rs, const char *model, const char *press, double pc, bool vector, double pa, double score)
+{
+    if (rs->n == rs->cap) {
+        rs->cap = rs->cap ? 2 * rs->cap : 8;
+        rs->r = realloc(rs->r, rs->cap * sizeof *rs->r);
+        assert_non_null(rs->r);
+    }
+    vkv_lb_row *r = &rs->r[rs->n++];
+    memset(r, 0, sizeof *r);
+    r->model = strdup(model);
+    r->press = press ? strdup(press) : NULL;
+    r->compression_ratio = pc;
+    r->vector = vector;
+    r->pa = pa;
+    r->sum[0] = score; /* one sample of the first task */
+    r->n[0] = 1;
+}
+
+/* longbench-report's plot: a line per model, press and VECTOR (and p_a when
+ * shown), the full cache at 0, the table's averages as the points. */
+static void longbench_plot_has_a_line_per_setting(void **state)
+{
+    (void)state;
+    vkv_lb_rows rs = {0};
+    lb_row(&rs, "m1", "snapkv", 0.75, false, NAN, 0.4);
+    lb_row(&rs, "m1", "snapkv", 0.5, true, 0.25, 0.6);
+    lb_row(&rs, "m2", "snapkv", 0.5, false, NAN, 0.3);
+    lb_row(&rs, "m1", NULL, 0, false, NAN, 0.9);
+    lb_row(&rs, "m1", "snapkv", 0.5, false, NAN, 0.5);
+    lb_row(&rs, "m1", "snapkv", 0.75, true, 0.125, 0.625);
+    vkv_lb_rows_sort(&rs);
+    bool col[VKV_LB_N_TASKS] = {true};
+    vkv_lb_plot_opts o = {.col = col, .show_model = true, .subtitle = "sub"};
+    const char *path = tmp_path("lb.html");
+    assert_int_equal(vkv_lb_write_plot(&rs, &o, path), VKV_OK);
+    char *page = slurp(path);
+    assert_non_null(page);
+    /* p_a at each p_c's default, not shown: one + VECTOR line through both */
+    assert_int_equal(count(page, "<g class=\"series\""), 4);
+    assert_non_null(strstr(page, "data-label=\"m1 · full cache\" data-vector=\"0\" data-baseline=\"1\""));
+    assert_non_null(strstr(page, "data-label=\"m1 · snapkv\" data-vector=\"0\" data-baseline=\"0\" data-color=\"#2563eb\""));
+    assert_non_null(strstr(page, "data-label=\"m1 · snapkv + VECTOR\" data-vector=\"1\" data-baseline=\"0\" data-color=\"#2563eb\""));
+    assert_non_null(strstr(page, "data-label=\"m2 · snapkv\" data-vector=\"0\" data-baseline=\"0\" data-color=\"#f59e0b\""));
+    char *v = slice(page, "data-label=\"m1 · snapkv + VECTOR\"", 0, "</g>\n</g>");
+    assert_int_equal(count(v, "<g class=\"point\""), 2);
+    assert_non_null(strstr(v, "data-x=\"0.5\" data-y=\"60\""));
+    assert_non_null(strstr(v, "data-x=\"0.75\" data-y=\"62.5\""));
+    free(v);
+    assert_non_null(strstr(page, "<g class=\"point\" data-x=\"0\" data-y=\"90\">"));
+    assert_non_null(strstr(page, "<p class=\"lede\">sub</p>"));
+    free(page);
+    /* p_a shown: a line per p_a */
+    o.show_pa = true;
+    assert_int_equal(vkv_lb_write_plot(&rs, &o, path), VKV_OK);
+    page = slurp(path);
+    assert_int_equal(count(page, "<g class=\"series\""), 5);
+    assert_non_null(strstr(page, "data-label=\"m1 · snapkv + VECTOR (p_a 0.25)\""));
+    assert_non_null(strstr(page, "data-label=\"m1 · snapkv + VECTOR (p_a 0.125)\""));
+    free(page);
+    vkv_lb_rows_free(&rs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -258,6 +335,7 @@ int main(void)
         cmocka_unit_test(plot_escapes_labels_and_titles),
         cmocka_unit_test(plot_refuses_what_it_cannot_draw),
         cmocka_unit_test(plot_file_is_written_whole_or_refused),
+        cmocka_unit_test(longbench_plot_has_a_line_per_setting),
     };
     return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
