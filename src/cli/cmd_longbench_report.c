@@ -28,6 +28,7 @@ static const char *const short_names[VKV_LB_N_TASKS] = {
 
 typedef struct report {
     bool csv, strict, by_pa;
+    const char *html_path; /* --html: the plot of the average against p_c */
     vkv_lb_score_opts so;
     vkv_lb_rows rows;
     strset seen;    /* row, task and _id of every sample scored */
@@ -42,16 +43,6 @@ typedef struct layout {
     bool many_models, mixed_mode, mixed_protocol, show_pa, incomplete;
 } layout;
 
-static void method_label(const vkv_lb_row *r, bool show_pa, char *buf, size_t n)
-{
-    if (!r->press) {
-        snprintf(buf, n, "full");
-        return;
-    }
-    int k = snprintf(buf, n, "%s%s", r->press, r->vector ? " + VECTOR" : "");
-    if (show_pa && r->vector && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " (p_a %g)", r->pa);
-}
-
 /* Options and files; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, report *rep, const char **files, size_t max_files, size_t *n_files)
 {
@@ -62,22 +53,27 @@ static int parse_args(int argc, char **argv, report *rep, const char **files, si
         {.type = CLI_FLAG, .names = "--csv", .dest = &rep->csv, .help = "CSV instead of Markdown"},
         {.type = CLI_FLAG, .names = "--by-pa", .dest = &rep->by_pa,
          .help = "also the average score with a column per p_a (the baseline as p_a 0)"},
+        {.type = CLI_STR, .names = "--html", .metavar = "PLOT.html", .dest = &rep->html_path,
+         .help = "also write the average score against p_c as a self-contained HTML/SVG chart:\n"
+                 "a line per press and per press + VECTOR, the full cache at p_c 0"},
         {.type = CLI_FLAG, .names = "--strict", .dest = &rep->strict,
          .help = "a malformed line is fatal (default: reported and skipped)"},
         {.type = CLI_ENUM, .names = "--code-sim", .metavar = "KIND", .dest = &code_sim, .choices = "levenshtein|difflib",
          .help = "lcc / repobench-p similarity: levenshtein (fuzzywuzzy with python-Levenshtein,\n"
                  "default) or difflib (fuzzywuzzy's pure-Python fallback)"},
     };
-    int parsed = cli_parse("longbench-report", "vkvector longbench-report [--csv] [--strict] [--code-sim levenshtein|difflib] FILE...\n\n"
+    int parsed = cli_parse("longbench-report", "vkvector longbench-report [--csv] [--html PLOT.html] [--strict] [--code-sim levenshtein|difflib] FILE...\n\n"
                            "Scores LongBench result files (vkvector longbench --out, or LongBench's pred/<model>/<task>.jsonl) and\n"
                            "prints a Markdown table: one row per model, method and p_c; one column per task (100 x the mean score,\n"
                            "2 decimals) and the average over the tasks present. Several files are merged (shards of one run);\n"
-                           "a sample seen twice for the same row counts once.",
+                           "a sample seen twice for the same row counts once. --html also writes the averages as a chart.",
                            opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
     rep->so.code_sim = code_sim ? VKV_CODE_SIM_DIFFLIB : VKV_CODE_SIM_LEVENSHTEIN;
     *n_files = list.n;
     if (!*n_files) return cli_usage_error("longbench-report", "give one or more result files");
+    vkv_status st;
+    if (rep->html_path && (st = vkv_out_check("--html", rep->html_path))) return cli_fail("longbench-report", st);
     return -1;
 }
 
@@ -166,7 +162,7 @@ static void plan_layout(const vkv_lb_rows *rs, layout *lo)
                 k += (size_t)snprintf(list + k, sizeof list - k, "%s%s %zu/%zu", k ? ", " : "", vkv_lb_tasks[t].name,
                                       rs->r[i].n[t], lo->max_n[t]);
         if (!k) continue;
-        method_label(&rs->r[i], lo->show_pa, m, sizeof m);
+        vkv_lb_method_label(&rs->r[i], lo->show_pa, m, sizeof m);
         char model[1024], pm[1024];
         fprintf(stderr, "vkvector longbench-report: %s, %s, p_c %g has fewer samples than other rows: %s\n",
                 vkv_printable(rs->r[i].model, model, sizeof model), vkv_printable(m, pm, sizeof pm),
@@ -195,26 +191,10 @@ static void print_header(bool csv, const layout *lo)
     printf("---:|\n");
 }
 
-/* A row's average over the table's task columns (NaN: none); *all: every column has samples. */
-static double row_avg(const layout *lo, const vkv_lb_row *r, bool *all)
-{
-    double avg = 0;
-    size_t n_avg = 0;
-    *all = true;
-    for (int t = 0; t < VKV_LB_N_TASKS; t++)
-        if (lo->col[t]) {
-            if (r->n[t]) {
-                avg += 100.0 * r->sum[t] / r->n[t];
-                n_avg++;
-            } else *all = false;
-        }
-    return n_avg ? avg / n_avg : NAN;
-}
-
 static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
 {
     bool all;
-    double avg = row_avg(lo, r, &all);
+    double avg = vkv_lb_row_avg(r, lo->col, &all);
     /* model and press names come from the result files: printed with their
      * control characters escaped (docs/ARCHITECTURE.md §6) */
     char model[1024], press[256];
@@ -232,7 +212,7 @@ static void print_row(bool csv, const layout *lo, const vkv_lb_row *r)
         return;
     }
     char m[256], pm[1024];
-    method_label(r, lo->show_pa, m, sizeof m);
+    vkv_lb_method_label(r, lo->show_pa, m, sizeof m);
     printf("|");
     if (lo->many_models) printf(" %s |", model);
     printf(" %s |", vkv_printable(m, pm, sizeof pm));
@@ -290,18 +270,19 @@ static void print_pa_table(const vkv_lb_rows *rs, const layout *lo)
                 q->compression_ratio != r->compression_ratio || q->query_aware != r->query_aware)
                 continue;
             for (size_t k = 0; k <= n_pa; k++)
-                if (k == 0 ? !q->vector : q->vector && vkv_lb_same_num(q->pa, pas[k - 1])) cells[k] = row_avg(lo, q, &all);
+                if (k == 0 ? !q->vector : q->vector && vkv_lb_same_num(q->pa, pas[k - 1])) cells[k] = vkv_lb_row_avg(q, lo->col, &all);
         }
         for (size_t k = 0; k <= n_pa; k++) printf(isnan(cells[k]) ? " — |" : " %.2f |", cells[k]);
         printf("\n");
     }
 }
 
-static void print_table(const report *rep)
+static void print_table(const report *rep, layout *out_lo)
 {
     const vkv_lb_rows *rs = &rep->rows;
     layout lo;
     plan_layout(rs, &lo);
+    *out_lo = lo;
     print_header(rep->csv, &lo);
     for (size_t i = 0; i < rs->n; i++) print_row(rep->csv, &lo, &rs->r[i]);
     if (rep->by_pa && !rep->csv) print_pa_table(rs, &lo);
@@ -320,6 +301,32 @@ static void print_table(const report *rep)
     if (rep->n_bad || rep->n_dup) fprintf(stderr, "\n");
 }
 
+/* --html: the table's averages as a chart (eval/lb_report.h), its lines
+ * told apart as the table's rows are. */
+static bool write_plot(const report *rep, const layout *lo)
+{
+    const vkv_lb_rows *rs = &rep->rows;
+    char sub[1024];
+    size_t k = 0, n_tasks = 0;
+    for (int t = 0; t < VKV_LB_N_TASKS; t++) n_tasks += lo->col[t];
+    k += (size_t)snprintf(sub, sizeof sub, "Average over %zu task%s (", n_tasks, n_tasks == 1 ? "" : "s");
+    for (int t = 0, i = 0; t < VKV_LB_N_TASKS && k < sizeof sub; t++)
+        if (lo->col[t]) k += (size_t)snprintf(sub + k, sizeof sub - k, "%s%s", i++ ? ", " : "", short_names[t]);
+    if (k < sizeof sub)
+        k += (size_t)snprintf(sub + k, sizeof sub - k, ") of 100 x the mean score%s%s%s", lo->mixed_mode ? "" : "; ",
+                              lo->mixed_mode ? "" : rs->r[rs->n - 1].query_aware ? "query-aware" : "query-agnostic",
+                              lo->mixed_mode ? "" : " compression");
+    if (!lo->many_models && k < sizeof sub) snprintf(sub + k, sizeof sub - k, "; model %s", rs->r[0].model);
+    vkv_lb_plot_opts o = {.col = lo->col, .show_model = lo->many_models, .show_pa = lo->show_pa,
+                          .show_mode = lo->mixed_mode, .show_protocol = lo->mixed_protocol, .subtitle = sub};
+    if (vkv_lb_write_plot(rs, &o, rep->html_path)) {
+        fprintf(stderr, "vkvector longbench-report: %s\n", vkv_last_error());
+        return false;
+    }
+    fprintf(stderr, "vkvector longbench-report: plot written to %s\n", rep->html_path);
+    return true;
+}
+
 int cmd_longbench_report(int argc, char **argv)
 {
     report rep = {.so = {VKV_CODE_SIM_LEVENSHTEIN}};
@@ -335,7 +342,9 @@ int cmd_longbench_report(int argc, char **argv)
         goto out;
     }
     vkv_lb_rows_sort(&rep.rows);
-    print_table(&rep);
+    layout lo;
+    print_table(&rep, &lo);
+    if (rep.html_path && !write_plot(&rep, &lo)) goto out;
     rc = 0;
 out:
     vkv_lb_rows_free(&rep.rows);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "eval/lb_jsonl.h"
+#include "eval/score_plot.h"
 
 bool vkv_lb_same_num(double a, double b) { return (isnan(a) && isnan(b)) || fabs(a - b) <= 1e-6 * (1 + fabs(a)); }
 
@@ -138,4 +139,100 @@ void vkv_lb_rows_free(vkv_lb_rows *rs)
     }
     free(rs->r);
     memset(rs, 0, sizeof *rs);
+}
+
+void vkv_lb_method_label(const vkv_lb_row *r, bool show_pa, char *buf, size_t n)
+{
+    if (!r->press) {
+        snprintf(buf, n, "full");
+        return;
+    }
+    int k = snprintf(buf, n, "%s%s", r->press, r->vector ? " + VECTOR" : "");
+    if (show_pa && r->vector && k > 0 && (size_t)k < n) snprintf(buf + k, n - (size_t)k, " (p_a %g)", r->pa);
+}
+
+double vkv_lb_row_avg(const vkv_lb_row *r, const bool col[VKV_LB_N_TASKS], bool *all)
+{
+    double avg = 0;
+    size_t n_avg = 0;
+    *all = true;
+    for (int t = 0; t < VKV_LB_N_TASKS; t++)
+        if (col[t]) {
+            if (r->n[t]) {
+                avg += 100.0 * r->sum[t] / r->n[t];
+                n_avg++;
+            } else *all = false;
+        }
+    return n_avg ? avg / n_avg : NAN;
+}
+
+/* Rows on one line of the plot: the same settings but for p_c, and for p_a
+ * when p_a is not shown (each p_c's default then). */
+static bool same_line(const vkv_lb_row *a, const vkv_lb_row *b, const vkv_lb_plot_opts *o)
+{
+    if (strcmp(a->model, b->model) || !a->press != !b->press || a->kvpress != b->kvpress) return false;
+    if (a->vector != b->vector || a->query_aware != b->query_aware) return false;
+    if (!a->press) return vkv_lb_same_num(a->pa, b->pa); /* every setting: one point each, at 0 */
+    return !strcmp(a->press, b->press) && (!o->show_pa || vkv_lb_same_num(a->pa, b->pa));
+}
+
+/* A line's legend: [model · ]method[, mode][, protocol]. */
+static void line_label(const vkv_lb_row *r, const vkv_lb_plot_opts *o, char *buf, size_t n)
+{
+    char m[256];
+    vkv_lb_method_label(r, o->show_pa, m, sizeof m);
+    snprintf(buf, n, "%s%s%s%s%s", o->show_model ? r->model : "", o->show_model ? " · " : "", r->press ? m : "full cache",
+             o->show_mode && r->press ? (r->query_aware ? ", query-aware" : ", query-agnostic") : "",
+             o->show_protocol ? (r->kvpress ? ", kvpress protocol" : ", LongBench protocol") : "");
+}
+
+vkv_status vkv_lb_write_plot(const vkv_lb_rows *rs, const vkv_lb_plot_opts *o, const char *path)
+{
+    if (!rs->n) return vkv_error(VKV_ERR_ARG, "writing the plot: no rows to plot");
+    vkv_status st = VKV_OK;
+    size_t *line_of = malloc(rs->n * sizeof *line_of), *first = malloc(rs->n * sizeof *first);
+    vkv_score_series *series = calloc(rs->n, sizeof *series);
+    double *xs = malloc(rs->n * sizeof *xs), *ys = malloc(rs->n * sizeof *ys);
+    char (*labels)[512] = malloc(rs->n * sizeof *labels), (*groups)[512] = malloc(rs->n * sizeof *groups);
+    if (!line_of || !first || !series || !xs || !ys || !labels || !groups) {
+        st = vkv_error(VKV_ERR_OOM, "writing the plot: out of host memory");
+        goto out;
+    }
+    /* the lines in the rows' order (the full cache first), then each line's
+     * points, contiguous and in that order (p_c ascending) */
+    size_t n_lines = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        size_t l = 0;
+        while (l < n_lines && !same_line(&rs->r[first[l]], &rs->r[i], o)) l++;
+        if (l == n_lines) first[n_lines++] = i;
+        line_of[i] = l;
+    }
+    size_t k = 0;
+    for (size_t l = 0; l < n_lines; l++) {
+        const vkv_lb_row *r = &rs->r[first[l]];
+        line_label(r, o, labels[l], sizeof labels[l]);
+        snprintf(groups[l], sizeof groups[l], "%s\n%s", r->model, r->press ? r->press : "");
+        series[l] = (vkv_score_series){.label = labels[l], .group = groups[l], .vector = r->vector,
+                                       .baseline = !r->press, .x = xs + k, .y = ys + k};
+        for (size_t i = 0; i < rs->n; i++) {
+            if (line_of[i] != l) continue;
+            bool all;
+            xs[k] = rs->r[i].press ? rs->r[i].compression_ratio : 0;
+            ys[k++] = vkv_lb_row_avg(&rs->r[i], o->col, &all);
+            series[l].n++;
+        }
+    }
+    vkv_score_plot plot = {.title = "LongBench: average score against the compression ratio", .subtitle = o->subtitle,
+                           .x_label = "compression ratio p_c", .y_label = "average score (0-100)", .series = series,
+                           .n_series = (uint32_t)n_lines};
+    st = vkv_score_plot_write(path, &plot);
+out:
+    free(line_of);
+    free(first);
+    free(series);
+    free(xs);
+    free(ys);
+    free(labels);
+    free(groups);
+    return st;
 }

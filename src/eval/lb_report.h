@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "core/json.h"
+#include "core/status.h"
 #include "eval/metrics.h"
 
 /* One result line: vkvector's own, or a line of LongBench's
@@ -57,5 +58,31 @@ void vkv_lb_rows_free(vkv_lb_rows *rs);
 
 /* Two settings read from JSON are the same (NaN equals NaN). */
 bool vkv_lb_same_num(double a, double b);
+
+/* A row's method as the report names it: "full", "snapkv", "snapkv + VECTOR",
+ * that with " (p_a 0.1)" when show_pa. */
+void vkv_lb_method_label(const vkv_lb_row *r, bool show_pa, char *buf, size_t n);
+
+/* A row's average over the tasks marked in col: the mean of 100 x each
+ * task's mean score over the tasks it has (NaN: none); *all: it has them all. */
+double vkv_lb_row_avg(const vkv_lb_row *r, const bool col[VKV_LB_N_TASKS], bool *all);
+
+/* The report's plot (longbench-report --html): what the table shows, as
+ * eval/score_plot.h's chart. */
+typedef struct vkv_lb_plot_opts {
+    const bool *col;        /* [VKV_LB_N_TASKS] the tasks averaged, the table's columns */
+    bool show_model;        /* rows of several models: the model starts each label */
+    bool show_pa;           /* some VECTOR row has a p_a other than its p_c's default: a line per p_a */
+    bool show_mode;         /* both query-aware and query-agnostic rows: the mode ends each label */
+    bool show_protocol;     /* both protocols: the protocol too */
+    const char *subtitle;   /* the line under the title */
+} vkv_lb_plot_opts;
+
+/* Writes the average score against p_c to path: a line per model, press and
+ * VECTOR (and p_a, mode, protocol as o says), the press and its + VECTOR in
+ * one colour; the full cache of each model (and protocol) as baseline points
+ * at p_c 0. rs is sorted (vkv_lb_rows_sort). VKV_ERR_IO naming path, or
+ * VKV_ERR_OOM. */
+vkv_status vkv_lb_write_plot(const vkv_lb_rows *rs, const vkv_lb_plot_opts *o, const char *path);
 
 #endif

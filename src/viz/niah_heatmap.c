@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "core/html.h"
+
 /* Red (0) -> yellow (0.5) -> green (1); grey when not run. */
 static void score_color(double s, char *buf, size_t n)
 {
@@ -20,19 +22,6 @@ static void score_color(double s, char *buf, size_t n)
     snprintf(buf, n, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
 }
 
-static void html_text(FILE *f, const char *s)
-{
-    for (; *s; s++) {
-        switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        default: fputc(*s, f);
-        }
-    }
-}
-
 static void write_header(FILE *f, const viz_niah_heatmap *h)
 {
     double sum = 0;
@@ -43,23 +32,23 @@ static void write_header(FILE *f, const viz_niah_heatmap *h)
             n_sum++;
         }
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>");
-    html_text(f, h->title);
+    vkv_html_text(f, h->title);
     fprintf(f, "</title>\n<style>\nbody{font-family:system-ui,sans-serif;margin:24px;color:#222}\n"
                "h1{font-size:20px}\n.meta{color:#555;font-size:14px;line-height:1.5}\n"
                "svg text{font-family:system-ui,sans-serif}\n</style>\n</head>\n<body>\n<h1>");
-    html_text(f, h->title);
+    vkv_html_text(f, h->title);
     fprintf(f, "</h1>\n<div class=\"meta\">");
     if (h->press)
         fprintf(f, "p<sub>c</sub> = %g, %s compression<br>\n", h->compression_ratio,
                 h->query_aware ? "query-aware" : "query-agnostic");
     if (h->vector) fprintf(f, "p<sub>a</sub> = %g<br>\n", h->pa);
     fprintf(f, "needle: &ldquo;");
-    html_text(f, h->needle);
+    vkv_html_text(f, h->needle);
     fprintf(f, "&rdquo;<br>\nquestion: &ldquo;");
-    html_text(f, h->question);
+    vkv_html_text(f, h->question);
     fprintf(f, "&rdquo;<br>\nscore: ROUGE-L F of the answer against the needle, mean over %zu run%s; "
                "overall mean %.3f<br>\nhaystack: ", h->runs, h->runs == 1 ? "" : "s", n_sum ? sum / n_sum : 0.0);
-    html_text(f, h->haystack);
+    vkv_html_text(f, h->haystack);
     fprintf(f, "</div>\n");
 }
 
@@ -95,7 +84,7 @@ void viz_write_niah_heatmap(FILE *f, const viz_niah_heatmap *h)
                 fprintf(f, "score %.3f", s);
                 for (size_t r = 0; r < c->n_runs; r++) {
                     fprintf(f, "\nrun %zu (%zu tokens, needle at %.1f%%): ", r, c->prompt_tokens[r], c->needle_depth[r]);
-                    html_text(f, c->answers[r] ? c->answers[r] : "");
+                    vkv_html_text(f, c->answers[r] ? c->answers[r] : "");
                 }
             } else fprintf(f, "not run");
             fprintf(f, "</title>");

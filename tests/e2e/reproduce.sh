@@ -92,10 +92,13 @@ if [ "$rc" -ne 0 ]; then
 fi
 # What the block promises to leave behind.
 fails=0
-for f in table1.md res/full.jsonl res/niah-kvzip-0.9-vector.json res/niah-kvzip-0.9-vector.html; do
+for f in table1.md table1.html res/full.jsonl res/niah-kvzip-0.9-vector.json res/niah-kvzip-0.9-vector.html; do
   [ -s "$f" ] || { echo "FAIL: the block left no $f"; fails=$((fails + 1)); }
 done
 grep -q '^| Method' table1.md || { echo "FAIL: table1.md is not the report's table: $(head -c 300 table1.md)"; fails=$((fails + 1)); }
+# the chart: a line per scorer and per scorer + VECTOR, and the full cache
+n_series=$(grep -c '<g class="series"' table1.html)
+[ "$n_series" -eq 9 ] || { echo "FAIL: table1.html has $n_series series, want 4 scorers x 2 + the full cache"; fails=$((fails + 1)); }
 echo "reproduce: $n vkvector commands of the README ran at toy scale"
-echo "$((6 - fails)) passed, $fails failed"
+echo "$((8 - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -10,28 +10,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { chromium } from 'playwright-core';
 import { PNG } from 'pngjs';
+import { args, check, launch, tally } from './browser_common.mjs';
 
 const TIER_RGB = { R: [0x25, 0x63, 0xeb], A: [0xf5, 0x9e, 0x0b], E: [0xcb, 0xd5, 0xe1] };
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-
-let passes = 0, fails = 0;
-function check(cond, msg) {
-  if (cond) passes++;
-  else { fails++; console.log('FAIL: ' + msg); }
-  return cond;
-}
-
-function args(argv) {
-  const o = { _: [] };
-  for (let i = 0; i < argv.length; i++) {
-    if (argv[i].startsWith('--')) o[argv[i].slice(2)] = argv[++i];
-    else o._.push(argv[i]);
-  }
-  return o;
-}
 
 function fmtBytes(b) {  /* as report.js */
   if (b < 1024) return b.toFixed(0) + ' B';
@@ -41,11 +23,6 @@ function fmtBytes(b) {  /* as report.js */
 }
 const fmtInt = (n) => Number(n).toLocaleString('en-US');
 const near = (a, b, tol) => Math.abs(a - b) <= tol;
-
-async function launch(opt) {
-  const executablePath = opt.chromium || process.env.VKVECTOR_CHROMIUM || '/usr/bin/chromium';
-  return chromium.launch({ executablePath, headless: true, args: CHROMIUM_ARGS, timeout: 60000 });
-}
 
 /* Opens a report; records console errors, page errors and any request that
  * is not the file itself (the report must need no network). */
@@ -394,5 +371,5 @@ try {
 } catch (e) {
   check(false, `${cmd}: ${e.stack || e}`);
 }
-console.log(`viz_browser ${cmd}: ${passes} passed, ${fails} failed`);
-process.exit(fails ? 1 : 0);
+console.log(`viz_browser ${cmd}: ${tally.passes} passed, ${tally.fails} failed`);
+process.exit(tally.fails ? 1 : 0);

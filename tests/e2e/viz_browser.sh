@@ -16,19 +16,8 @@ here=$(cd "${BASH_SOURCE[0]%/*}" && pwd)
 shared=${VKVECTOR_SHARED:-../shared}
 model=$shared/models/stories260K-f32.gguf
 
-node=$(command -v node || true)
-chromium=${VKVECTOR_CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
-if [ -z "$node" ] || [ -z "$chromium" ]; then
-  echo "viz_browser: SKIP: needs node and chromium (Debian: apt-get install nodejs npm chromium)"
-  exit 77
-fi
-if [ ! -f "$here/node_modules/playwright-core/package.json" ] || [ ! -f "$here/node_modules/pngjs/package.json" ]; then
-  echo "viz_browser: installing the pinned npm packages (npm ci in tests/e2e)"
-  if ! (cd "$here" && npm ci --no-audit --no-fund); then
-    echo "viz_browser: FAIL: 'npm ci' in tests/e2e failed (tools/setup.sh runs it on a machine with access to npm)"
-    exit 1
-  fi
-fi
+test=viz_browser
+. "$here/browser_setup.sh"
 [ -f "$model" ] || { echo "viz_browser: $model not found (set VKVECTOR_SHARED)"; exit 1; }
 out=${2:-$(mktemp -d)}
 mkdir -p "$out"

@@ -89,6 +89,7 @@ stdout_full "$vkv" viz --term --color never "$tmp/d.json"
 stdout_full "$vkv" calib-report models/vkvector-shakespeare.vkcal
 longbench --out "$tmp/lb.jsonl" > /dev/null 2>&1 || bad "longbench run: exit $?"
 stdout_full "$vkv" longbench-report "$tmp/lb.jsonl"
+expect 1 "$full" -- "$vkv" longbench-report "$tmp/lb.jsonl" --html /dev/full
 stdout_full "$vkv" run -m "$tiny" -p "$context" -n 8
 stdout_full "$vkv" tokenize -m "$model" --text "$context"
 
@@ -115,6 +116,7 @@ refused "--out: cannot write '$ro/g.json'" -- niah --out "$ro/g.json"
 refused "--dump-logits: cannot write '$ro/l.bin'" -- "$vkv" run -m "$tiny" -p "$context" -n 4 --dump-logits "$ro/l.bin"
 refused "--out: cannot write '$ro/r.jsonl'" -- longbench --out "$ro/r.jsonl"
 refused "-o: cannot write '$ro/r.html'" -- "$vkv" viz "$tmp/d.json" -o "$ro/r.html"
+refused "--html: cannot write '$ro/p.html'" -- "$vkv" longbench-report "$tmp/lb.jsonl" --html "$ro/p.html"
 
 # ---- a file written over: replaced whole, no temporary file left beside it ----
 echo old > "$tmp/keep.html"
