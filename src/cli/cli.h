@@ -23,6 +23,7 @@ int cmd_viz(int argc, char **argv);
 int cmd_longbench(int argc, char **argv);
 int cmd_longbench_report(int argc, char **argv);
 int cmd_ruler(int argc, char **argv);
+int cmd_ruler_report(int argc, char **argv);
 int cmd_niah(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 
