@@ -28,7 +28,7 @@
 /* The command's options. */
 typedef struct ruler_opts {
     eval_opts common;
-    const char *data_path, *out_path, *tasks_arg, *lengths_arg, *essays_dir, *words_path;
+    const char *data_path, *out_path, *tasks_arg, *lengths_arg, *essays_dir, *words_path, *squad_path, *hotpotqa_path;
     int64_t samples, shard_i, shard_n, max_new, seed;
     bool strict, quiet;
     bool task_on[VKV_RULER_N_TASKS];
@@ -50,6 +50,7 @@ typedef struct ruler_run {
     FILE *out;
     const char *source;          /* "data" or "generated" */
     vkv_ruler_sources src;
+    vkv_ruler_qa_set squad, hotpotqa;
     strset done;                 /* "task\nlength\nindex" of the results already in the file */
     ruler_acc acc[RULER_MAX_LENGTHS + 1];
     size_t n_acc;
@@ -284,9 +285,11 @@ static int run_generated(ruler_run *run)
     for (int t = 0; t < VKV_RULER_N_TASKS && !rc; t++) {
         const vkv_ruler_task *task = &vkv_ruler_tasks[t];
         if (!l->task_on[t]) continue;
-        if (task->kind == VKV_RULER_QA) {
-            fprintf(stderr, "vkvector ruler: %s skipped: it is built from SQuAD/HotpotQA, which the generator does "
-                            "not read; give kvpress's RULER rows with --data to run it\n", task->name);
+        if (task->kind == VKV_RULER_QA && !(t == vkv_ruler_task_index("qa_1") ? run->src.squad : run->src.hotpotqa)) {
+            bool squad = t == vkv_ruler_task_index("qa_1");
+            fprintf(stderr, "vkvector ruler: %s skipped: it is built from %s; give its file with --%s (or kvpress's "
+                            "RULER rows with --data)\n", task->name, squad ? "SQuAD" : "HotpotQA",
+                    squad ? "squad FILE" : "hotpotqa FILE");
             continue;
         }
         for (size_t k = 0; k < l->n_lengths && !rc; k++)
@@ -377,7 +380,8 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
          .help = "generated: the prompt lengths in tokens, generation included\n"
                  "(\"4096,8192\"); --data: the length of rows that have none (one value)"},
         {.type = CLI_STR, .names = "--tasks", .metavar = "LIST", .dest = &l->tasks_arg,
-         .help = "comma-separated tasks (default: all 13; qa_1/qa_2 only from --data)"},
+         .help = "comma-separated tasks (default: all 13; generated qa_1/qa_2 need\n"
+                 "--squad/--hotpotqa, and are skipped without them)"},
         {.type = CLI_I64, .names = "--samples", .metavar = "N", .dest = &l->samples, .min = 1, .max = 1 << 24,
          .help = "samples per task and length (generated: default 10; --data: the\n"
                  "first N rows of each task, default all)"},
@@ -387,6 +391,10 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
          .help = "the essay haystack's text files (default ../shared/data/paul_graham_essays)"},
         {.type = CLI_STR, .names = "--words", .metavar = "FILE", .dest = &l->words_path,
          .help = "a word list, one a line (default /usr/share/dict/words: Debian's wamerican)"},
+        {.type = CLI_STR, .names = "--squad", .metavar = "FILE", .dest = &l->squad_path,
+         .help = "SQuAD 2.0's JSON (dev-v2.0.json), for the generated qa_1"},
+        {.type = CLI_STR, .names = "--hotpotqa", .metavar = "FILE", .dest = &l->hotpotqa_path,
+         .help = "HotpotQA's JSON (hotpot_dev_distractor_v1.json), for the generated qa_2"},
         {.type = CLI_STR, .names = "--shard", .metavar = "I/N", .dest = &shard,
          .help = "this job's share: sample k of a task and length when k mod N = I"},
         {.type = CLI_I64, .names = "--max-new-tokens", .metavar = "N", .dest = &l->max_new, .min = 1, .max = 1 << 20,
@@ -443,6 +451,18 @@ static int read_sources(ruler_run *run, char **essays)
                         "FILE)\n", vkv_last_error());
         return 1;
     }
+    const char *qa_paths[2] = {l->task_on[vkv_ruler_task_index("qa_1")] ? l->squad_path : NULL,
+                               l->task_on[vkv_ruler_task_index("qa_2")] ? l->hotpotqa_path : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!qa_paths[k]) continue;
+        vkv_ruler_qa_set *set = k ? &run->hotpotqa : &run->squad;
+        if ((k ? vkv_ruler_read_hotpotqa : vkv_ruler_read_squad)(qa_paths[k], set)) {
+            fprintf(stderr, "vkvector ruler: %s\n", vkv_last_error());
+            return 1;
+        }
+        if (k) run->src.hotpotqa = set;
+        else run->src.squad = set;
+    }
     return 0;
 }
 
@@ -494,6 +514,8 @@ out:
     strset_free(&run.done);
     free(essays);
     vkv_ruler_words_free(run.src.words, run.src.n_words);
+    vkv_ruler_qa_set_free(&run.squad);
+    vkv_ruler_qa_set_free(&run.hotpotqa);
     eval_env_close(&e);
     return rc;
 }

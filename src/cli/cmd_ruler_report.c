@@ -208,7 +208,7 @@ int cmd_ruler_report(int argc, char **argv)
             }
         if (*missing)
             fprintf(stderr, "vkvector ruler-report: no results for %s (the averages are over the tasks present; "
-                            "generated runs skip qa_1/qa_2, which need kvpress's rows with --data)\n", missing);
+                            "generated runs skip qa_1/qa_2 without --squad/--hotpotqa)\n", missing);
         if (r.n_bad) fprintf(stderr, "vkvector ruler-report: %zu malformed lines skipped\n", r.n_bad);
         if (r.n_dup) fprintf(stderr, "vkvector ruler-report: %zu repeated samples counted once\n", r.n_dup);
     }

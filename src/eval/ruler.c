@@ -214,6 +214,235 @@ vkv_status vkv_ruler_read_words(const char *path, char ***words, size_t *n)
     return VKV_OK;
 }
 
+/* ---- question-answering sets (RULER's read_squad / read_hotpotqa) ---- */
+
+void vkv_ruler_qa_set_free(vkv_ruler_qa_set *s)
+{
+    for (size_t i = 0; i < s->n_docs; i++) free(s->docs[i]);
+    free(s->docs);
+    for (size_t i = 0; i < s->n_qas; i++) {
+        vkv_ruler_qa *q = &s->qas[i];
+        free(q->question);
+        string_list_free(q->answers);
+        free(q->gold);
+        free(q->more);
+    }
+    free(s->qas);
+    memset(s, 0, sizeof *s);
+}
+
+/* A growing list of malloc'ed strings. */
+typedef struct str_list {
+    char **v;
+    size_t n, cap;
+} str_list;
+
+static bool str_list_add(str_list *l, char *owned)
+{
+    if (!owned) return false;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 256;
+        char **g = realloc(l->v, sizeof *g * cap);
+        if (!g) {
+            free(owned);
+            return false;
+        }
+        l->v = g;
+        l->cap = cap;
+    }
+    l->v[l->n++] = owned;
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Sorts the documents and removes repeats (Python's sorted(set(docs))). */
+static void docs_unique(str_list *d)
+{
+    if (d->n) qsort(d->v, d->n, sizeof *d->v, cmp_str);
+    size_t k = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        if (k && !strcmp(d->v[k - 1], d->v[i])) free(d->v[i]);
+        else d->v[k++] = d->v[i];
+    }
+    d->n = k;
+}
+
+static size_t doc_index(const str_list *d, const char *text)
+{
+    char *const *hit = bsearch(&text, d->v, d->n, sizeof *d->v, cmp_str);
+    return hit ? (size_t)(hit - d->v) : 0;
+}
+
+/* HotpotQA's document: "title\n" + the sentences joined. */
+static char *hotpot_doc(const vkv_json *pair)
+{
+    const vkv_json *title = vkv_json_at(pair, 0), *sents = vkv_json_at(pair, 1);
+    if (!title || title->type != VKV_JSON_STRING || !sents || sents->type != VKV_JSON_ARRAY) return NULL;
+    vkv_strbuf b = {0};
+    vkv_strbuf_puts(&b, title->string);
+    vkv_strbuf_put(&b, "\n", 1);
+    for (size_t i = 0; i < sents->n_items; i++)
+        if (sents->items[i]->type == VKV_JSON_STRING) vkv_strbuf_puts(&b, sents->items[i]->string);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
+}
+
+static bool add_qa(vkv_ruler_qa_set *set, size_t *cap, const char *question, const vkv_json *answers_json,
+                   const char *single_answer)
+{
+    if (set->n_qas == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        vkv_ruler_qa *g = realloc(set->qas, sizeof *g * c);
+        if (!g) return false;
+        set->qas = g;
+        *cap = c;
+    }
+    vkv_ruler_qa *q = &set->qas[set->n_qas];
+    memset(q, 0, sizeof *q);
+    q->question = strdup(question);
+    bool ok = q->question != NULL;
+    if (ok && !single_answer) {
+        q->answers = calloc(answers_json->n_items + 1, sizeof *q->answers);
+        ok = q->answers != NULL;
+        for (size_t i = 0; ok && i < answers_json->n_items; i++) {
+            const char *t = json_get_str(answers_json->items[i], "text");
+            if (t) ok = (q->answers[q->n_answers++] = strdup(t)) != NULL;
+        }
+    } else if (ok && single_answer) {
+        q->answers = calloc(2, sizeof *q->answers);
+        ok = q->answers && (q->answers[q->n_answers++] = strdup(single_answer)) != NULL;
+    }
+    set->n_qas++; /* freed with the set either way */
+    return ok;
+}
+
+static vkv_status qa_format(const char *path, const char *what)
+{
+    return vkv_error(VKV_ERR_FORMAT, "%s: not %s's layout (%s)", path, strstr(what, "paragraph") ? "SQuAD" : "HotpotQA",
+                     what);
+}
+
+vkv_status vkv_ruler_read_squad(const char *path, vkv_ruler_qa_set *out)
+{
+    memset(out, 0, sizeof *out);
+    vkv_json_doc *doc;
+    vkv_status st = vkv_json_parse_file(path, &doc);
+    if (st) return st;
+    const vkv_json *data = vkv_json_get(vkv_json_root(doc), "data");
+    str_list docs = {0};
+    size_t cap = 0;
+    if (!data || data->type != VKV_JSON_ARRAY) st = qa_format(path, "no \"data\" array of articles with paragraphs");
+    /* the documents first, then each question with its paragraph and its article's others */
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        if (pass == 1) docs_unique(&docs);
+        for (size_t a = 0; a < data->n_items && !st; a++) {
+            const vkv_json *paras = vkv_json_get(data->items[a], "paragraphs");
+            if (!paras || paras->type != VKV_JSON_ARRAY) {
+                st = qa_format(path, "an article without a \"paragraphs\" array");
+                break;
+            }
+            for (size_t p = 0; p < paras->n_items && !st; p++) {
+                const char *ctx = json_get_str(paras->items[p], "context");
+                const vkv_json *qas = vkv_json_get(paras->items[p], "qas");
+                if (!ctx || !qas || qas->type != VKV_JSON_ARRAY) {
+                    st = qa_format(path, "a paragraph without a \"context\" string and a \"qas\" array");
+                    break;
+                }
+                if (pass == 0) {
+                    if (!str_list_add(&docs, strdup(ctx))) st = oom();
+                    continue;
+                }
+                for (size_t k = 0; k < qas->n_items && !st; k++) {
+                    const vkv_json *qa = qas->items[k], *imp = vkv_json_get(qa, "is_impossible");
+                    const char *question = json_get_str(qa, "question");
+                    const vkv_json *ans = vkv_json_get(qa, "answers");
+                    if (imp && imp->type == VKV_JSON_BOOL && imp->boolean) continue;
+                    if (!question || !ans || ans->type != VKV_JSON_ARRAY) {
+                        st = qa_format(path, "a paragraph's question without \"question\" and \"answers\"");
+                        break;
+                    }
+                    if (!add_qa(out, &cap, question, ans, NULL)) {
+                        st = oom();
+                        break;
+                    }
+                    vkv_ruler_qa *q = &out->qas[out->n_qas - 1];
+                    size_t self = doc_index(&docs, ctx);
+                    q->gold = malloc(sizeof *q->gold);
+                    q->more = malloc(sizeof *q->more * (paras->n_items ? paras->n_items : 1));
+                    if (!q->gold || !q->more) {
+                        st = oom();
+                        break;
+                    }
+                    q->gold[q->n_gold++] = self;
+                    for (size_t o = 0; o < paras->n_items; o++) {
+                        const char *oc = json_get_str(paras->items[o], "context");
+                        size_t oi = oc ? doc_index(&docs, oc) : self;
+                        if (oi != self) q->more[q->n_more++] = oi;
+                    }
+                }
+            }
+        }
+    }
+    vkv_json_free(doc);
+    out->docs = docs.v;
+    out->n_docs = docs.n;
+    if (!st && !out->n_qas) st = qa_format(path, "no answerable question in its paragraphs");
+    if (st) vkv_ruler_qa_set_free(out);
+    return st;
+}
+
+vkv_status vkv_ruler_read_hotpotqa(const char *path, vkv_ruler_qa_set *out)
+{
+    memset(out, 0, sizeof *out);
+    vkv_json_doc *doc;
+    vkv_status st = vkv_json_parse_file(path, &doc);
+    if (st) return st;
+    const vkv_json *data = vkv_json_root(doc);
+    str_list docs = {0};
+    size_t cap = 0;
+    if (data->type != VKV_JSON_ARRAY) st = qa_format(path, "not a list of questions");
+    for (int pass = 0; pass < 2 && !st; pass++) {
+        if (pass == 1) docs_unique(&docs);
+        for (size_t i = 0; i < data->n_items && !st; i++) {
+            const vkv_json *d = data->items[i], *ctx = vkv_json_get(d, "context");
+            const char *question = json_get_str(d, "question"), *answer = json_get_str(d, "answer");
+            if (!question || !answer || !ctx || ctx->type != VKV_JSON_ARRAY) {
+                st = qa_format(path, "a question without \"question\", \"answer\" and a \"context\" list");
+                break;
+            }
+            if (pass == 1 && !add_qa(out, &cap, question, NULL, answer)) {
+                st = oom();
+                break;
+            }
+            vkv_ruler_qa *q = pass ? &out->qas[out->n_qas - 1] : NULL;
+            if (q && !(q->gold = malloc(sizeof *q->gold * (ctx->n_items ? ctx->n_items : 1)))) {
+                st = oom();
+                break;
+            }
+            for (size_t c = 0; c < ctx->n_items && !st; c++) {
+                char *text = hotpot_doc(ctx->items[c]);
+                if (!text) st = qa_format(path, "a context entry that is not [title, [sentences]]");
+                else if (!q) {
+                    if (!str_list_add(&docs, text)) st = oom();
+                } else {
+                    q->gold[q->n_gold++] = doc_index(&docs, text);
+                    free(text);
+                }
+            }
+        }
+    }
+    vkv_json_free(doc);
+    out->docs = docs.v;
+    out->n_docs = docs.n;
+    if (!st && !out->n_qas) st = qa_format(path, "no question");
+    if (st) vkv_ruler_qa_set_free(out);
+    return st;
+}
+
 /* ---- the generator (RULER's scripts/data/synthetic rules) ---- */
 
 /* RULER's repeated noise sentence. */
@@ -647,6 +876,71 @@ static void gen_fwe(gen *g, size_t num_words)
     free(vocab);
 }
 
+#define QA_INSTRUCTION "Answer the question based on the given documents. Only give me the answer and do not " \
+                       "output any other words."
+
+/* Question answering: question `index` of the set, its gold documents, then
+ * (SQuAD) its article's other paragraphs, then other documents drawn at
+ * random, num_docs in all, shuffled, as "Document i:\n..." (RULER's qa). */
+static void gen_qa(gen *g, size_t num_docs, size_t index)
+{
+    const vkv_ruler_qa_set *set = !strcmp(g->t->name, "qa_1") ? g->src->squad : g->src->hotpotqa;
+    const vkv_ruler_qa *q = &set->qas[index % set->n_qas];
+    size_t *pick = malloc(sizeof *pick * (num_docs + 1));
+    bool *used = calloc(set->n_docs, sizeof *used);
+    if (!pick || !used) {
+        g->oom = true;
+        free(pick);
+        free(used);
+        return;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < q->n_gold && n < num_docs; i++) {
+        pick[n++] = q->gold[i];
+        used[q->gold[i]] = true;
+    }
+    if (num_docs >= set->n_docs) {
+        /* every document, repeated as needed (RULER's wrap-around) */
+        n = 0;
+        for (size_t i = 0; i < num_docs; i++) pick[n++] = i % set->n_docs;
+    } else if (num_docs - n <= q->n_more) {
+        size_t k = num_docs - n, *sel = malloc(sizeof *sel * (k ? k : 1));
+        if (!sel || !sample_idx(&g->rng, q->n_more, k, sel)) g->oom = true;
+        for (size_t i = 0; i < k && !g->oom; i++) pick[n++] = q->more[sel[i]];
+        free(sel);
+    } else {
+        for (size_t i = 0; i < q->n_more; i++)
+            if (!used[q->more[i]]) {
+                pick[n++] = q->more[i];
+                used[q->more[i]] = true;
+            }
+        /* the rest drawn from the documents not taken yet */
+        while (n < num_docs) {
+            size_t d = vkv_rng_below(&g->rng, (uint32_t)set->n_docs);
+            if (used[d]) continue;
+            used[d] = true;
+            pick[n++] = d;
+        }
+    }
+    shuffle_idx(&g->rng, pick, n);
+    vkv_strbuf_puts(&g->ctx, QA_INSTRUCTION "\n\nThe following are given documents.\n\n");
+    for (size_t i = 0; i < n && !g->oom; i++) {
+        char head[48];
+        snprintf(head, sizeof head, "%sDocument %zu:\n", i ? "\n\n" : "", i + 1);
+        vkv_strbuf_puts(&g->ctx, head);
+        vkv_strbuf_puts(&g->ctx, set->docs[pick[i]]);
+    }
+    vkv_strbuf_puts(&g->ctx, "\n\n");
+    /* kvpress's split: the question starts at the instruction's last occurrence */
+    vkv_strbuf_puts(&g->q, QA_INSTRUCTION "\n\nQuestion: ");
+    vkv_strbuf_puts(&g->q, q->question);
+    vkv_strbuf_put(&g->q, " ", 1);
+    vkv_strbuf_puts(&g->ap, "Answer:");
+    for (size_t i = 0; i < q->n_answers; i++) add_answer(g, q->answers[i]);
+    free(pick);
+    free(used);
+}
+
 static void gen_reset(gen *g)
 {
     free(g->ctx.p);
@@ -661,7 +955,8 @@ static void gen_reset(gen *g)
 
 /* The sample with n haystack units, its RNG restarted from `start`, and
  * whether its prompt fits the length. */
-static vkv_status build(gen *g, vkv_rng start, size_t n, vkv_ruler_count_fn *count, void *cctx, bool *fits)
+static vkv_status build(gen *g, vkv_rng start, size_t n, size_t index, vkv_ruler_count_fn *count, void *cctx,
+                        bool *fits)
 {
     gen_reset(g);
     g->rng = start;
@@ -673,7 +968,7 @@ static vkv_status build(gen *g, vkv_rng start, size_t n, vkv_ruler_count_fn *cou
     case VKV_RULER_VT: gen_vt(g, n); break;
     case VKV_RULER_CWE: gen_cwe(g, n); break;
     case VKV_RULER_FWE: gen_fwe(g, n); break;
-    case VKV_RULER_QA: return vkv_error(VKV_ERR_ARG, "%s needs a question-answering data set", g->t->name);
+    case VKV_RULER_QA: gen_qa(g, n, index); break;
     }
     if (g->oom || g->ctx.oom || g->q.oom || g->ap.oom) return oom();
     vkv_strbuf all = {0};
@@ -700,6 +995,7 @@ static void unit_bounds(const gen *g, size_t *lo, size_t *hi)
         *lo = 11;
         *hi = g->src->n_words;
         break;
+    case VKV_RULER_QA: *lo = 1; break;
     default: *lo = 27; break; /* fwe: the third answer word drawn at least once (27 / 9 / zeta(2) >= 1) */
     }
 }
@@ -708,9 +1004,10 @@ vkv_status vkv_ruler_generate(const vkv_ruler_task *t, const vkv_ruler_sources *
                               void *count_ctx, size_t length, uint64_t seed, size_t index, vkv_ruler_sample *out)
 {
     memset(out, 0, sizeof *out);
-    if (t->kind == VKV_RULER_QA)
-        return vkv_error(VKV_ERR_ARG, "%s is generated from SQuAD/HotpotQA, which this generator does not read: give "
-                                      "kvpress's rows with --data", t->name);
+    const vkv_ruler_qa_set *qa = !strcmp(t->name, "qa_1") ? src->squad : src->hotpotqa;
+    if (t->kind == VKV_RULER_QA && (!qa || !qa->n_qas || !qa->n_docs))
+        return vkv_error(VKV_ERR_ARG, "%s is built from %s: give its file (--%s)", t->name,
+                         !strcmp(t->name, "qa_1") ? "SQuAD" : "HotpotQA", !strcmp(t->name, "qa_1") ? "squad" : "hotpotqa");
     if (t->kind == VKV_RULER_FWE && (length < vkv_ruler_max_new_tokens(t) + 200))
         return vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short (RULER's vocabulary of (length - 50) / 50 coded "
                                       "words needs at least 4)", t->name, length);
@@ -729,7 +1026,7 @@ vkv_status vkv_ruler_generate(const vkv_ruler_task *t, const vkv_ruler_sources *
     size_t lo, cap;
     unit_bounds(&g, &lo, &cap);
     bool fits = false;
-    vkv_status st = build(&g, start, lo, count, count_ctx, &fits);
+    vkv_status st = build(&g, start, lo, index, count, count_ctx, &fits);
     if (!st && !fits)
         st = vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for its smallest prompt and its %u generated tokens",
                        t->name, length, vkv_ruler_max_new_tokens(t));
@@ -739,17 +1036,17 @@ vkv_status vkv_ruler_generate(const vkv_ruler_task *t, const vkv_ruler_sources *
         size_t next = good * 2;
         if (cap && next > cap) next = cap;
         if (next == good) break;
-        if ((st = build(&g, start, next, count, count_ctx, &fits))) break;
+        if ((st = build(&g, start, next, index, count, count_ctx, &fits))) break;
         if (fits) good = next;
         else bad = next;
     }
     while (!st && bad && bad - good > 1) {
         size_t mid = good + (bad - good) / 2;
-        if ((st = build(&g, start, mid, count, count_ctx, &fits))) break;
+        if ((st = build(&g, start, mid, index, count, count_ctx, &fits))) break;
         if (fits) good = mid;
         else bad = mid;
     }
-    if (!st) st = build(&g, start, good, count, count_ctx, &fits);
+    if (!st) st = build(&g, start, good, index, count, count_ctx, &fits);
     if (st) {
         gen_reset(&g);
         return st;

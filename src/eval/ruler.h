@@ -77,13 +77,41 @@ const char *vkv_ruler_row_check(const vkv_json *row);
 /* The row's sample (vkv_ruler_row_check first). */
 vkv_status vkv_ruler_row_sample(const vkv_json *row, vkv_ruler_sample *out);
 
-/* What the generator draws from: the essays' text and a word list (distinct
- * lower-case words). Borrowed. */
+/* A question-answering set as RULER reads it: its documents (distinct,
+ * sorted by code point) and its questions, each with its answers, the
+ * documents that hold the answer (gold) and, for SQuAD, the other
+ * paragraphs of the same article (more). All malloc'ed. */
+typedef struct vkv_ruler_qa {
+    char *question;
+    char **answers;            /* [n_answers] */
+    size_t n_answers;
+    size_t *gold, n_gold;      /* indices into docs */
+    size_t *more, n_more;
+} vkv_ruler_qa;
+typedef struct vkv_ruler_qa_set {
+    char **docs;
+    size_t n_docs;
+    vkv_ruler_qa *qas;
+    size_t n_qas;
+} vkv_ruler_qa_set;
+/* SQuAD 2.0's JSON (data[].paragraphs[].context and .qas[]: question,
+ * answers[].text, is_impossible; impossible questions left out) and
+ * HotpotQA's (a list of question, answer, context [[title, [sentences]]];
+ * a document is "title\n" + its sentences joined). VKV_ERR_IO when the file
+ * cannot be read, VKV_ERR_FORMAT (naming what) when it is not that layout. */
+vkv_status vkv_ruler_read_squad(const char *path, vkv_ruler_qa_set *out);
+vkv_status vkv_ruler_read_hotpotqa(const char *path, vkv_ruler_qa_set *out);
+void vkv_ruler_qa_set_free(vkv_ruler_qa_set *s);
+
+/* What the generator draws from: the essays' text, a word list (distinct
+ * lower-case words), and the question-answering sets of qa_1 (SQuAD) and
+ * qa_2 (HotpotQA), NULL when not given. Borrowed. */
 typedef struct vkv_ruler_sources {
     const char *essays;
     size_t essays_len;
     char **words;
     size_t n_words;
+    const vkv_ruler_qa_set *squad, *hotpotqa;
 } vkv_ruler_sources;
 
 /* The words of a word list file (one a line, e.g. /usr/share/dict/words):
@@ -100,8 +128,10 @@ typedef vkv_status vkv_ruler_count_fn(void *ctx, const char *text, size_t *n_tok
  * with the largest haystack (sentences, words, ...) whose prompt's tokens
  * (context + question + answer prefix) plus the task's generation length fit
  * in `length`, found by binary search. The same (task, length, seed, index)
- * gives the same sample. VKV_ERR_ARG for qa (it needs a data set) or a
- * length too short for the task's smallest prompt. */
+ * gives the same sample (qa: question `index` of its set, as RULER takes
+ * them in order, with distractor documents drawn from the seed).
+ * VKV_ERR_ARG for qa without its set, or a length too short for the task's
+ * smallest prompt. */
 vkv_status vkv_ruler_generate(const vkv_ruler_task *t, const vkv_ruler_sources *src, vkv_ruler_count_fn *count,
                               void *count_ctx, size_t length, uint64_t seed, size_t index, vkv_ruler_sample *out);
 

@@ -80,7 +80,7 @@ PY
 
 # ---- generated samples, in two shards ----
 gen=(--lengths 512 --tasks niah_single_1,vt,qa_1 --samples 2 --seed 7)
-expect 0 "qa_1 skipped: it is built from SQuAD/HotpotQA" -- run --out "$tmp/gen0.jsonl" "${gen[@]}" --shard 0/2
+expect 0 "qa_1 skipped: it is built from SQuAD; give its file with --squad" -- run --out "$tmp/gen0.jsonl" "${gen[@]}" --shard 0/2
 expect 0 "2 new results" -- run --out "$tmp/gen1.jsonl" "${gen[@]}" --shard 1/2
 expect 0 "0 new results" -- run --out "$tmp/gen0.jsonl" "${gen[@]}" --shard 0/2
 check_lines "$tmp/gen0.jsonl" "$tmp/gen1.jsonl" >/dev/null && ok || bad "generated lines: $(head -c 1500 "$tmp/gen0.jsonl")"
@@ -107,6 +107,20 @@ a = [json.loads(l) for l in open(sys.argv[1]) if '"niah_single_1"' in l][0]
 b = json.loads(open(sys.argv[2]).readline())
 assert (a["answer"], a["prompt_tokens"], a["pred"]) == (b["answer"], b["prompt_tokens"], b["pred"]), (a, b)
 PY
+
+# generated qa_1 from a SQuAD-layout file: the gold paragraph and its answer
+cat > "$tmp/squad.json" <<'JSON'
+{"data": [{"paragraphs": [{"context": "The king of Denmark lived in the castle of Elsinore.", "qas": [{"question": "Where did the king of Denmark live?", "answers": [{"text": "Elsinore"}], "is_impossible": false}]}, {"context": "The prince walked by the sea.", "qas": []}]}, {"paragraphs": [{"context": "Romeo was a Montague of Verona.", "qas": []}]}]}
+JSON
+expect 0 "qa_2 skipped: it is built from HotpotQA" -- run --out "$tmp/qa.jsonl" --lengths 256 --tasks qa_1,qa_2 --samples 1 --squad "$tmp/squad.json"
+py "$tmp/qa.jsonl" <<'PY' && ok || bad "generated qa_1: $(cat "$tmp/qa.jsonl")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == 1 and rows[0]["task"] == "qa_1" and rows[0]["answer"] == ["Elsinore"], rows
+assert 256 - 60 < rows[0]["prompt_tokens"] + 32 <= 256 + 4, rows  # BOS and the parts tokenized apart
+PY
+echo '[{"question": "q", "answer": "a", "context": []}]' > "$tmp/hotpot_as_squad.json"
+expect 1 "not SQuAD's layout" -- run --out "$tmp/x.jsonl" --lengths 256 --tasks qa_1 --squad "$tmp/hotpot_as_squad.json"
 
 # ---- the report ----
 out=$("$vkv" ruler-report "$tmp/data_out.jsonl" "$tmp/gen0.jsonl" "$tmp/gen1.jsonl" "$tmp/gen0.jsonl" 2>"$tmp/report.err")

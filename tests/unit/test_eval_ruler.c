@@ -13,6 +13,8 @@
 #include <cmocka.h>
 
 #include "eval/ruler.h"
+#define TEST_TMPDIR_NAME "ruler"
+#include "test_tmpdir.h"
 
 static const vkv_ruler_task *task(const char *name)
 {
@@ -209,6 +211,80 @@ static void generator_follows_ruler_templates(void **state)
     free(words);
 }
 
+static const char *write_file(const char *name, const char *text)
+{
+    const char *path = tmp_path(name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* SQuAD's and HotpotQA's layouts: the documents sorted and unique, impossible
+ * questions left out, the gold and same-article documents; then qa_1 and
+ * qa_2 generated from them hold their gold documents and answers. */
+static void qa_sets_are_read_and_generated(void **state)
+{
+    (void)state;
+    const char *squad = write_file("squad.json",
+        "{\"data\": [{\"paragraphs\": ["
+        "{\"context\": \"Paris is the capital of France.\", \"qas\": [{\"question\": \"What is the capital of France?\", "
+        "\"answers\": [{\"text\": \"Paris\"}, {\"text\": \"paris\"}], \"is_impossible\": false}, {\"question\": \"Who?\", "
+        "\"answers\": [], \"is_impossible\": true}]},"
+        "{\"context\": \"France is in Europe.\", \"qas\": []}]},"
+        "{\"paragraphs\": [{\"context\": \"Berlin is in Germany.\", \"qas\": []},"
+        "{\"context\": \"Rome is old.\", \"qas\": []}, {\"context\": \"Madrid is in Spain.\", \"qas\": []}]}]}");
+    vkv_ruler_qa_set sq, hp;
+    assert_int_equal(vkv_ruler_read_squad(squad, &sq), VKV_OK);
+    assert_int_equal(sq.n_docs, 5);
+    assert_string_equal(sq.docs[0], "Berlin is in Germany.");
+    assert_int_equal(sq.n_qas, 1);
+    assert_int_equal(sq.qas[0].n_answers, 2);
+    assert_int_equal(sq.qas[0].n_gold, 1);
+    assert_string_equal(sq.docs[sq.qas[0].gold[0]], "Paris is the capital of France.");
+    assert_int_equal(sq.qas[0].n_more, 1);
+    assert_string_equal(sq.docs[sq.qas[0].more[0]], "France is in Europe.");
+    const char *hotpot = write_file("hotpot.json",
+        "[{\"question\": \"Which river runs through the city where Ada was born?\", \"answer\": \"Thames\", "
+        "\"context\": [[\"Ada\", [\"Ada was born in London.\", \" She wrote notes.\"]], [\"London\", "
+        "[\"London lies on the Thames.\"]]]}, {\"question\": \"Q2?\", \"answer\": \"A2\", \"context\": [[\"Ada\", "
+        "[\"Ada was born in London.\", \" She wrote notes.\"]], [\"Oslo\", [\"Oslo is cold.\"]]]}]");
+    assert_int_equal(vkv_ruler_read_hotpotqa(hotpot, &hp), VKV_OK);
+    assert_int_equal(hp.n_docs, 3); /* Ada's document once */
+    assert_string_equal(hp.docs[0], "Ada\nAda was born in London. She wrote notes.");
+    assert_int_equal(hp.qas[0].n_gold, 2);
+    assert_string_equal(hp.qas[0].answers[0], "Thames");
+    /* not their layouts */
+    vkv_ruler_qa_set bad;
+    assert_int_equal(vkv_ruler_read_squad(hotpot, &bad), VKV_ERR_FORMAT);
+    assert_int_equal(vkv_ruler_read_hotpotqa(squad, &bad), VKV_ERR_FORMAT);
+    assert_int_equal(vkv_ruler_read_squad(tmp_path("absent.json"), &bad), VKV_ERR_IO);
+
+    char **words = test_words(2000);
+    vkv_ruler_sources src = {.words = words, .n_words = 2000, .squad = &sq, .hotpotqa = &hp};
+    vkv_ruler_sample a, b;
+    assert_int_equal(vkv_ruler_generate(task("qa_1"), &src, count_words, NULL, 150, 3, 0, &a), VKV_OK);
+    assert_int_equal(vkv_ruler_generate(task("qa_1"), &src, count_words, NULL, 150, 3, 0, &b), VKV_OK);
+    assert_string_equal(a.context, b.context);
+    assert_non_null(strstr(a.context, "Paris is the capital of France."));
+    assert_non_null(strstr(a.context, "Document 1:\n"));
+    assert_non_null(strstr(a.question, "Question: What is the capital of France? "));
+    assert_string_equal(a.answer_prefix, "Answer:");
+    assert_int_equal(a.n_answers, 2);
+    vkv_ruler_sample_free(&a);
+    vkv_ruler_sample_free(&b);
+    assert_int_equal(vkv_ruler_generate(task("qa_2"), &src, count_words, NULL, 150, 3, 0, &a), VKV_OK);
+    assert_non_null(strstr(a.context, "London lies on the Thames."));
+    assert_non_null(strstr(a.context, "Ada was born in London."));
+    assert_string_equal(a.answers[0], "Thames");
+    vkv_ruler_sample_free(&a);
+    vkv_ruler_qa_set_free(&sq);
+    vkv_ruler_qa_set_free(&hp);
+    for (int i = 0; i < 2000; i++) free(words[i]);
+    free(words);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -219,6 +295,7 @@ int main(void)
         cmocka_unit_test(rows_are_checked),
         cmocka_unit_test(generator_is_deterministic),
         cmocka_unit_test(generator_follows_ruler_templates),
+        cmocka_unit_test(qa_sets_are_read_and_generated),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, make_tmpdir, remove_tmpdir);
 }
