@@ -15,6 +15,7 @@ packages=(
   build-essential pkg-config meson ninja-build python3 python3-numpy
   libvulkan-dev libvulkan1 libvulkan-volk-dev mesa-vulkan-drivers vulkan-validationlayers
   glslang-tools libcmocka-dev libpcre2-dev libicu-dev libmicrohttpd-dev
+  wamerican
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -22,6 +22,8 @@ int cmd_eval_ppl(int argc, char **argv);
 int cmd_viz(int argc, char **argv);
 int cmd_longbench(int argc, char **argv);
 int cmd_longbench_report(int argc, char **argv);
+int cmd_ruler(int argc, char **argv);
+int cmd_ruler_report(int argc, char **argv);
 int cmd_niah(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 

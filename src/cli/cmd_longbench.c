@@ -15,6 +15,7 @@
 
 #include "cli/cli.h"
 #include "cli/eval_cli.h"
+#include "cli/eval_results.h"
 #include "eval/lb_jsonl.h"
 #include "cli/strset.h"
 #include "core/json.h"
@@ -27,55 +28,16 @@
 
 /* ---- run settings, as stored in each result line ---- */
 
-static bool num_eq(const vkv_json *v, double want)
-{
-    if (isnan(want)) return !v || v->type == VKV_JSON_NULL;
-    return v && v->type == VKV_JSON_NUMBER && fabs(v->number - want) <= 1e-6 * (1 + fabs(want));
-}
-
-static bool bool_eq(const vkv_json *v, bool want) { return v && v->type == VKV_JSON_BOOL && v->boolean == want; }
-
 /* kvpress's LongBench pipeline (the paper's), or THUDM/LongBench's pred.py. */
 enum { LB_PROTOCOL_KVPRESS, LB_PROTOCOL_LONGBENCH };
 static const char *const protocol_names[] = {"kvpress", "longbench"};
 
 /* Whether a result line was made with these settings (a line without a
- * protocol, a pool scope or a map predates them: THUDM's prompts, row pools,
- * per-head maps). */
+ * protocol predates it: THUDM's prompts). */
 static bool same_settings(const vkv_json *r, const eval_opts *o, const eval_env *e, int protocol)
 {
-    const char *proto = json_get_str(r, "protocol"), *pool = json_get_str(r, "vector_pool");
-    const char *map = json_get_str(r, "vector_map");
-    if (strcmp(proto ? proto : "longbench", protocol_names[protocol])) return false;
-    if (o->po.press && strcmp(map ? map : "head", vkv_vector_map_name((vkv_vector_map)o->po.vector_map))) return false;
-    if (o->po.vector &&
-        strcmp(pool ? pool : "row", vkv_pool_scope_name(eval_pool_scope(o, e))))
-        return false;
-    const char *model = json_get_str(r, "model");
-    const vkv_json *press = vkv_json_get(r, "press");
-    if (!model || strcmp(model, e->s->model_name)) return false;
-    if (o->po.press ? !(press && press->type == VKV_JSON_STRING && !strcmp(press->string, o->po.press))
-                      : !(press && press->type == VKV_JSON_NULL))
-        return false;
-    double pa = eval_effective_pa(o);
-    if (!isnan(pa)) pa = (float)pa; /* stored from a float */
-    const vkv_json *jpa = vkv_json_get(r, "pa");
-    bool pa_ok = isnan(pa) ? (!jpa || jpa->type == VKV_JSON_NULL)
-                           : (jpa && jpa->type == VKV_JSON_NUMBER && fabs(jpa->number - pa) <= 1e-6);
-    return num_eq(vkv_json_get(r, "compression"), o->po.press ? o->po.compression_ratio : 0) &&
-           bool_eq(vkv_json_get(r, "vector"), o->po.vector) && pa_ok &&
-           bool_eq(vkv_json_get(r, "query_aware"), o->po.query_aware);
-}
-
-static void describe_settings(const vkv_json *r, char *buf, size_t n)
-{
-    const char *model = json_get_str(r, "model"), *press = json_get_str(r, "press");
-    const vkv_json *c = vkv_json_get(r, "compression"), *v = vkv_json_get(r, "vector"), *q = vkv_json_get(r, "query_aware");
     const char *proto = json_get_str(r, "protocol");
-    snprintf(buf, n, "%s protocol, model %s, press %s, p_c %g%s%s", proto ? proto : "longbench", model ? model : "?",
-             press ? press : "none",
-             c && c->type == VKV_JSON_NUMBER ? c->number : 0, v && v->boolean ? ", VECTOR" : "",
-             q && q->boolean ? ", query-aware" : "");
+    return !strcmp(proto ? proto : "longbench", protocol_names[protocol]) && eval_same_settings(r, o, e);
 }
 
 /* ---- per-task score accumulators (the summary at the end) ---- */
@@ -106,82 +68,6 @@ static bool open_jsonl(jsonl_reader *rd, const char *path)
     if (jsonl_open(rd, path)) return true;
     fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
     return false;
-}
-
-/* Reads what an earlier run wrote: the keys ("dataset\n_id") done with these
- * settings, their scores; refuses a file of other settings. *needs_newline:
- * the file ends inside a line (a crash mid-write). */
-static int scan_results(const char *path, const eval_opts *o, const eval_env *e, int protocol, strset *done, task_acc *acc,
-                        bool *needs_newline, size_t *n_done)
-{
-    *needs_newline = false;
-    *n_done = 0;
-    struct stat sb;
-    /* nothing to resume from a device (/dev/null) or a pipe */
-    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0;
-    if (sb.st_size > 0) {
-        FILE *f = fopen(path, "rb");
-        if (!f) {
-            fprintf(stderr, "vkvector longbench: cannot read '%s': %s\n", path, strerror(errno));
-            return 1;
-        }
-        if (fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n') *needs_newline = true;
-        fclose(f);
-    }
-    jsonl_reader rd;
-    if (!open_jsonl(&rd, path)) return 1;
-    vkv_json_doc *doc;
-    vkv_status st;
-    int rc = 0;
-    while (jsonl_next(&rd, &doc, &st)) {
-        if (st) {
-            fprintf(stderr, "vkvector longbench: %s:%zu: malformed result line skipped (%s)\n", path, rd.line_no,
-                    vkv_last_error());
-            continue;
-        }
-        const vkv_json *r = vkv_json_root(doc);
-        if (!same_settings(r, o, e, protocol)) {
-            char have[512];
-            describe_settings(r, have, sizeof have);
-            fprintf(stderr, "vkvector longbench: %s:%zu holds a result of other settings (%s); write this run to "
-                            "another --out file\n", path, rd.line_no, have);
-            vkv_json_free(doc);
-            rc = 2;
-            break;
-        }
-        const char *ds = json_get_str(r, "dataset"), *id = json_get_str(r, "_id");
-        if (ds && id) {
-            size_t kl = strlen(ds) + strlen(id) + 2;
-            char *key = malloc(kl);
-            bool oom = false;
-            if (key) {
-                snprintf(key, kl, "%s\n%s", ds, id);
-                if (strset_add(done, key, &oom)) {
-                    (*n_done)++;
-                    int t = vkv_longbench_task_index(ds);
-                    double s = t >= 0 ? rescore(r, &vkv_lb_tasks[t], protocol) : NAN;
-                    if (t >= 0 && !isnan(s)) {
-                        acc[t].sum += s;
-                        acc[t].n++;
-                    }
-                }
-                free(key);
-            }
-            if (!key || oom) {
-                fprintf(stderr, "vkvector longbench: out of host memory\n");
-                vkv_json_free(doc);
-                rc = 1;
-                break;
-            }
-        }
-        vkv_json_free(doc);
-    }
-    if (!rc && rd.error) {
-        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
-        rc = 1;
-    }
-    jsonl_close(&rd);
-    return rc;
 }
 
 /* ---- one sample ---- */
@@ -219,13 +105,6 @@ static bool parse_sample(const vkv_json *r, lb_sample *s, const char **why)
     return true;
 }
 
-static void write_string_list(vkv_json_writer *w, char **l, size_t n)
-{
-    vkv_json_begin_array(w);
-    for (size_t i = 0; i < n; i++) vkv_json_str(w, l[i]);
-    vkv_json_end_array(w);
-}
-
 /* The command's options. */
 typedef struct lb_opts {
     eval_opts common;
@@ -251,58 +130,19 @@ typedef struct lb_run {
     /* progress */
     strset done;               /* "task\nid" of the results already in the file */
     task_acc acc[VKV_LB_N_TASKS];
-    size_t n_new, n_bad, n_failed;
+    size_t n_new, n_bad, n_failed, n_resumed;
 } lb_run;
-
-/* The prompt's token ids and split for one sample. */
-typedef struct lb_prompt {
-    vkv_prompt tokens;
-    size_t n_orig;
-    bool truncated, chat;
-    size_t max_len;
-} lb_prompt;
 
 /* kvpress's: the context part (cut at its head to what the context leaves)
  * compressed, the question, the template's closing and the answer prefix
  * after it; the chat template on every task (src/eval/kvpress_prompt.h). */
 static vkv_status build_prompt_kvpress(const lb_run *run, const vkv_lb_task *task, const char *tmpl,
-                                       const lb_sample *s, uint32_t max_gen, lb_prompt *p)
+                                       const lb_sample *s, uint32_t max_gen, eval_prompt *p)
 {
-    memset(p, 0, sizeof *p);
-    const eval_env *e = run->e;
     vkv_kvpress_parts parts;
-    char *ctx_text = NULL, *q_text = NULL;
-    p->chat = e->s->chat != VKV_CHAT_UNKNOWN;
     vkv_status st = vkv_kvpress_split(task->name, tmpl, s->context, s->input, &parts);
-    if (!st) st = vkv_kvpress_texts(e->s->chat, &parts, run->o->po.query_aware, &ctx_text, &q_text);
-    int32_t *ids = NULL;
-    size_t n = 0, n_ctx = 0, n_orig = 0;
-    if (!st) st = vkv_kvpress_tokenize(e->s->tok, ctx_text, q_text, 0, &ids, &n, &n_ctx, &n_orig);
-    /* What the context may keep: the cache minus the question, the answer and KVzip's passes. */
-    uint32_t extra = 0;
-    vkv_compression c;
-    cli_press_compression(&run->o->po, e->press, !p->chat, &c);
-    if (!st) st = vkv_session_press_room(e->s, &c, (uint32_t)n_ctx, &extra);
-    int64_t room = (int64_t)e->n_ctx - (int64_t)(n - n_ctx) - max_gen - 1 - extra;
-    int64_t max_ctx = run->max_length && run->max_length < room ? run->max_length : room;
-    if (!st && max_ctx < 8)
-        st = vkv_error(VKV_ERR_ARG, "the %u-token context leaves no room for the context part (question %zu tokens, "
-                       "generation %u)", e->n_ctx, n - n_ctx, max_gen);
-    if (!st && n_ctx > (size_t)max_ctx) {
-        free(ids);
-        ids = NULL;
-        st = vkv_kvpress_tokenize(e->s->tok, ctx_text, q_text, (size_t)max_ctx, &ids, &n, &n_ctx, &n_orig);
-    }
-    if (!st) {
-        p->tokens = (vkv_prompt){.ids = ids, .n = n, .n_context = n_ctx};
-        p->n_orig = n - n_ctx + n_orig;
-        p->truncated = n_orig > n_ctx;
-        p->max_len = (size_t)max_ctx;
-    } else {
-        free(ids);
-    }
-    free(ctx_text);
-    free(q_text);
+    if (st) return st;
+    st = eval_kvpress_prompt(run->e, run->o, &parts, max_gen, run->max_length, p);
     vkv_kvpress_parts_free(&parts);
     return st;
 }
@@ -310,7 +150,7 @@ static vkv_status build_prompt_kvpress(const lb_run *run, const vkv_lb_task *tas
 /* THUDM's: the whole prompt, cut in the middle; the chat template except on
  * the few-shot and code tasks. */
 static vkv_status build_prompt_longbench(const lb_run *run, const vkv_lb_task *task, const char *tmpl,
-                                         const lb_sample *s, uint32_t max_gen, lb_prompt *p)
+                                         const lb_sample *s, uint32_t max_gen, eval_prompt *p)
 {
     memset(p, 0, sizeof *p);
     const eval_env *e = run->e;
@@ -352,7 +192,7 @@ static vkv_status build_prompt_longbench(const lb_run *run, const vkv_lb_task *t
 }
 
 static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const char *tmpl, const lb_sample *s,
-                               uint32_t max_gen, lb_prompt *p)
+                               uint32_t max_gen, eval_prompt *p)
 {
     return run->protocol == LB_PROTOCOL_KVPRESS ? build_prompt_kvpress(run, task, tmpl, s, max_gen, p)
                                                 : build_prompt_longbench(run, task, tmpl, s, max_gen, p);
@@ -364,7 +204,7 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
 {
     eval_env *e = run->e;
     *written = false;
-    lb_prompt p;
+    eval_prompt p;
     vkv_status st = build_prompt(run, task, tmpl, s, max_gen, &p);
     if (st) {
         fprintf(stderr, "vkvector longbench: %s: %s\n", where, vkv_last_error());
@@ -383,21 +223,10 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
         free(nl);
         gp.min_one = true;
     }
-    char why[400];
-    if (vkv_compression_check_first(e->s, &comp, vkv_prompt_compressed_part(&p.tokens, comp.query_aware),
-                                    "--max-kv-tokens", "--compression", why, sizeof why)) {
-        /* the options cannot work for this sample: refused before its prefill */
-        fprintf(stderr, "vkvector longbench: %s: %s\n", where, why);
-        vkv_prompt_free(&p.tokens);
-        return 2;
-    }
     vkv_gen_result g;
-    st = vkv_session_generate(e->s, &comp, &p.tokens, &gp, &g);
+    int grc = eval_generate("longbench", e, &comp, &p.tokens, &gp, where, &g);
     vkv_prompt_free(&p.tokens);
-    if (st) {
-        fprintf(stderr, "vkvector longbench: %s: %s: %s\n", where, vkv_status_name(st), vkv_last_error());
-        return st == VKV_ERR_ARG ? 0 : cli_fail("longbench", st);
-    }
+    if (grc) return grc < 0 ? 0 : grc;
     const vkv_lb_score_opts so = {.code_sim = VKV_CODE_SIM_LEVENSHTEIN, .lstrip = run->protocol == LB_PROTOCOL_KVPRESS};
     double score = vkv_longbench_score(task, g.text, (const char *const *)s->answers, s->n_answers,
                                        (const char *const *)s->classes, s->n_classes, &so);
@@ -417,9 +246,9 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
     vkv_json_key(&w, "pred");
     vkv_json_strn(&w, g.text, g.len);
     vkv_json_key(&w, "answers");
-    write_string_list(&w, s->answers, s->n_answers);
+    eval_write_string_list(&w, s->answers, s->n_answers);
     vkv_json_key(&w, "all_classes");
-    if (s->classes_json && s->classes_json->type == VKV_JSON_ARRAY) write_string_list(&w, s->classes, s->n_classes);
+    if (s->classes_json && s->classes_json->type == VKV_JSON_ARRAY) eval_write_string_list(&w, s->classes, s->n_classes);
     else vkv_json_null(&w);
     vkv_json_key(&w, "length");
     if (s->length && s->length->type == VKV_JSON_NUMBER) vkv_json_num(&w, s->length->number);
@@ -433,39 +262,14 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
     eval_write_settings(&w, run->o, e);
     vkv_json_key(&w, "protocol");
     vkv_json_str(&w, protocol_names[run->protocol]);
-    vkv_json_key(&w, "chat_template");
-    vkv_json_bool(&w, p.chat);
-    vkv_json_key(&w, "prompt_tokens");
-    vkv_json_uint(&w, g.n_prompt);
-    vkv_json_key(&w, "prompt_tokens_untruncated");
-    vkv_json_uint(&w, p.n_orig);
-    vkv_json_key(&w, "truncated");
-    vkv_json_bool(&w, p.truncated);
-    vkv_json_key(&w, "compressed_tokens");
-    vkv_json_uint(&w, g.n_compressed);
-    vkv_json_key(&w, "generated_tokens");
-    vkv_json_uint(&w, g.n_gen);
-    vkv_json_key(&w, "stop");
-    vkv_json_str(&w, g.stop);
-    vkv_json_key(&w, "prefill_s");
-    vkv_json_num(&w, g.prefill_s);
-    vkv_json_key(&w, "compress_s");
-    vkv_json_num(&w, g.compress_s);
-    vkv_json_key(&w, "generate_s");
-    vkv_json_num(&w, g.gen_s);
-    vkv_json_key(&w, "kv_bytes");
-    vkv_json_uint(&w, g.kv_bytes);
-    vkv_json_key(&w, "kv_bytes_full");
-    vkv_json_uint(&w, g.kv_bytes_full);
-    eval_write_achieved(&w, g.n_compressed ? &g.achieved : NULL);
+    eval_write_generation(&w, &p, &g);
     vkv_json_end_object(&w);
     fputc('\n', mf);
     fclose(mf);
     /* One line, flushed and synced: a crash loses at most the sample in flight. */
-    vkv_status wst = vkv_append(run->out, run->out_path, buf, blen);
+    bool ok = eval_append_line("longbench", run->out, run->out_path, buf, blen);
     free(buf);
-    if (wst) {
-        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
+    if (!ok) {
         vkv_gen_result_free(&g);
         return 1;
     }
@@ -488,18 +292,6 @@ static const char *prompts_dir_default(char *buf, size_t n)
     char f[1200];
     snprintf(f, sizeof f, "%s/dataset2prompt.json", buf);
     return access(f, R_OK) == 0 ? buf : NULL;
-}
-
-static bool parse_shard(const char *s, int64_t *i, int64_t *n)
-{
-    const char *slash = strchr(s, '/');
-    if (!slash) return false;
-    char a[32];
-    size_t l = (size_t)(slash - s);
-    if (l == 0 || l >= sizeof a) return false;
-    memcpy(a, s, l);
-    a[l] = 0;
-    return cli_parse_i64(a, 0, 1 << 20, i) && cli_parse_i64(slash + 1, 1, 1 << 20, n) && *i < *n;
 }
 
 /* The --tasks list, each one known; all tasks without it. -1, or 2 (printed). */
@@ -566,7 +358,7 @@ static int parse_longbench_options(int argc, char **argv, lb_opts *l)
                        "(same settings) are skipped, so a run that was stopped resumes where it was.",
                        opts, CLI_N(opts), argc, argv);
     if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
-    if (shard && !parse_shard(shard, &l->shard_i, &l->shard_n))
+    if (shard && !eval_parse_shard(shard, &l->shard_i, &l->shard_n))
         return cli_usage_error("longbench", "--shard wants I/N with 0 <= I < N, got '%s'", shard);
     if (!l->data_dir) return cli_usage_error("longbench", "give the LongBench data directory with --data DIR");
     if (!l->out_path) return cli_usage_error("longbench", "give the results file with --out FILE");
@@ -606,26 +398,48 @@ static int tasks_with_data(lb_opts *l, const vkv_json_doc *prompts, const vkv_js
     return n_run ? 0 : 1;
 }
 
-/* Opens the results file for appending after reading what it holds. 0, or 1 (printed). */
+/* One line of an earlier run: refused when of other settings, else its key
+ * ("dataset\n_id") marked done and its score counted. */
+static int resumed_line(void *ctx, const vkv_json *r, size_t line_no)
+{
+    lb_run *run = ctx;
+    if (!same_settings(r, run->o, run->e, run->protocol)) {
+        char have[512];
+        eval_describe_settings(r, "longbench", have, sizeof have);
+        fprintf(stderr, "vkvector longbench: %s:%zu holds a result of other settings (%s); write this run to "
+                        "another --out file\n", run->out_path, line_no, have);
+        return 2;
+    }
+    const char *ds = json_get_str(r, "dataset"), *id = json_get_str(r, "_id");
+    if (!ds || !id) return 0;
+    size_t kl = strlen(ds) + strlen(id) + 2;
+    char *key = malloc(kl);
+    bool oom = false;
+    if (key) {
+        snprintf(key, kl, "%s\n%s", ds, id);
+        if (strset_add(&run->done, key, &oom)) {
+            run->n_resumed++;
+            int t = vkv_longbench_task_index(ds);
+            double s = t >= 0 ? rescore(r, &vkv_lb_tasks[t], run->protocol) : NAN;
+            if (t >= 0 && !isnan(s)) {
+                run->acc[t].sum += s;
+                run->acc[t].n++;
+            }
+        }
+        free(key);
+    }
+    if (key && !oom) return 0;
+    fprintf(stderr, "vkvector longbench: out of host memory\n");
+    return 1;
+}
+
+/* Opens the results file for appending after reading what it holds. 0, or an exit status (printed). */
 static int open_results(lb_run *run, size_t *n_done)
 {
-    bool needs_newline;
-    int rc = scan_results(run->out_path, run->o, run->e, run->protocol, &run->done, run->acc, &needs_newline, n_done);
-    if (rc) return rc;
-    if (vkv_append_open(run->out_path, &run->out)) {
-        fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
-        return 1;
-    }
-    if (needs_newline) {
-        /* The last line was cut by a crash: end it, so it stays one bad line. */
-        fprintf(stderr, "vkvector longbench: %s ends inside a line (an interrupted write); it is kept and skipped\n",
-                run->out_path);
-        if (vkv_append(run->out, run->out_path, "\n", 1)) {
-            fprintf(stderr, "vkvector longbench: %s\n", vkv_last_error());
-            return 1;
-        }
-    }
-    return 0;
+    run->n_resumed = 0;
+    int rc = eval_results_resume("longbench", run->out_path, resumed_line, run, &run->out);
+    *n_done = run->n_resumed;
+    return rc;
 }
 
 /* One line of a task's data: skipped when malformed, outside the shard or

@@ -21,6 +21,8 @@ static const subcommand subcommands[] = {
     {"viz", cmd_viz, "the tier memory visualizer: an HTML report or terminal summary of a --tier-dump"},
     {"longbench", cmd_longbench, "the LongBench harness: predictions and scores of a press / VECTOR setting"},
     {"longbench-report", cmd_longbench_report, "LongBench scores of result files as the paper's table (Markdown, CSV)"},
+    {"ruler", cmd_ruler, "the RULER harness (kvpress's protocol): predictions and scores of a press / VECTOR setting"},
+    {"ruler-report", cmd_ruler_report, "RULER scores of result files per task and length, and the average per setting"},
     {"niah", cmd_niah, "needle in a haystack: a length x depth grid, JSON and an HTML heatmap"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server: continuous batching, a compressed cache per request"},
     {"devices", cmd_devices, "list Vulkan devices and their probed capabilities"},

@@ -70,14 +70,47 @@ void vkv_lb_task_from_path(const char *path, char *out, size_t n)
     if (dot && (!strcmp(dot, ".jsonl") || !strcmp(dot, ".json"))) *dot = 0;
 }
 
+static vkv_report_setting row_setting(const vkv_lb_row *r)
+{
+    return (vkv_report_setting){r->model, r->press, r->compression_ratio, r->pa, r->vector};
+}
+
+bool vkv_report_setting_same(const vkv_report_setting *a, const vkv_report_setting *b)
+{
+    return !strcmp(a->model, b->model) && !a->press == !b->press && (!a->press || !strcmp(a->press, b->press)) &&
+           vkv_lb_same_num(a->compression_ratio, b->compression_ratio) && a->vector == b->vector &&
+           vkv_lb_same_num(a->pa, b->pa);
+}
+
+int vkv_report_setting_cmp(const vkv_report_setting *x, const vkv_report_setting *y)
+{
+    int c = strcmp(x->model, y->model);
+    if (c) return c;
+    if (!x->press != !y->press) return x->press ? 1 : -1; /* the full cache first */
+    if (x->compression_ratio != y->compression_ratio) return x->compression_ratio < y->compression_ratio ? -1 : 1;
+    if (x->press && (c = strcmp(x->press, y->press))) return c;
+    if (x->vector != y->vector) return x->vector ? 1 : -1;
+    if (!vkv_lb_same_num(x->pa, y->pa)) return isnan(x->pa) ? -1 : isnan(y->pa) ? 1 : (x->pa < y->pa ? -1 : 1);
+    return 0;
+}
+
+bool vkv_report_setting_copy(const vkv_report_setting *s, char **model, char **press)
+{
+    *model = strdup(s->model);
+    *press = s->press ? strdup(s->press) : NULL;
+    if (*model && (!s->press || *press)) return true;
+    free(*model);
+    free(*press);
+    return false;
+}
+
 vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
 {
-    const char *model = res->model, *press = res->press;
+    const vkv_report_setting want = {res->model, res->press, res->compression_ratio, res->pa, res->vector};
     for (size_t i = 0; i < rs->n; i++) {
         vkv_lb_row *r = &rs->r[i];
-        if (!strcmp(r->model, model) && ((!r->press && !press) || (r->press && press && !strcmp(r->press, press))) &&
-            vkv_lb_same_num(r->compression_ratio, res->compression_ratio) && r->vector == res->vector &&
-            vkv_lb_same_num(r->pa, res->pa) && r->query_aware == res->query_aware && r->kvpress == res->kvpress)
+        const vkv_report_setting have = row_setting(r);
+        if (vkv_report_setting_same(&have, &want) && r->query_aware == res->query_aware && r->kvpress == res->kvpress)
             return r;
     }
     if (rs->n == rs->cap) {
@@ -89,13 +122,7 @@ vkv_lb_row *vkv_lb_rows_find(vkv_lb_rows *rs, const vkv_lb_result *res)
     }
     vkv_lb_row *r = &rs->r[rs->n];
     memset(r, 0, sizeof *r);
-    r->model = strdup(model);
-    r->press = press ? strdup(press) : NULL;
-    if (!r->model || (press && !r->press)) {
-        free(r->model);
-        free(r->press);
-        return NULL;
-    }
+    if (!vkv_report_setting_copy(&want, &r->model, &r->press)) return NULL;
     r->compression_ratio = res->compression_ratio;
     r->vector = res->vector;
     r->pa = res->pa;
@@ -118,13 +145,9 @@ void vkv_lb_row_add(vkv_lb_row *row, const vkv_lb_result *res, const vkv_lb_scor
 static int row_cmp(const void *a, const void *b)
 {
     const vkv_lb_row *x = a, *y = b;
-    int c = strcmp(x->model, y->model);
+    const vkv_report_setting sx = row_setting(x), sy = row_setting(y);
+    int c = vkv_report_setting_cmp(&sx, &sy);
     if (c) return c;
-    if (!x->press != !y->press) return x->press ? 1 : -1; /* the full cache first */
-    if (x->compression_ratio != y->compression_ratio) return x->compression_ratio < y->compression_ratio ? -1 : 1;
-    if (x->press && (c = strcmp(x->press, y->press))) return c;
-    if (x->vector != y->vector) return x->vector ? 1 : -1;
-    if (!vkv_lb_same_num(x->pa, y->pa)) return isnan(x->pa) ? -1 : isnan(y->pa) ? 1 : (x->pa < y->pa ? -1 : 1);
     if (x->query_aware != y->query_aware) return (int)x->query_aware - (int)y->query_aware;
     return (int)x->kvpress - (int)y->kvpress;
 }

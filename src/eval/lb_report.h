@@ -85,4 +85,18 @@ typedef struct vkv_lb_plot_opts {
  * VKV_ERR_OOM. */
 vkv_status vkv_lb_write_plot(const vkv_lb_rows *rs, const vkv_lb_plot_opts *o, const char *path);
 
+/* A run setting as the reports group by it (LongBench's and RULER's): a view
+ * of a row's members. */
+typedef struct vkv_report_setting {
+    const char *model, *press;    /* press NULL: the full cache */
+    double compression_ratio, pa; /* pa NaN: no VECTOR */
+    bool vector;
+} vkv_report_setting;
+bool vkv_report_setting_same(const vkv_report_setting *a, const vkv_report_setting *b);
+/* The reports' order: by model, the full cache first, then p_c, press, VECTOR, p_a. */
+int vkv_report_setting_cmp(const vkv_report_setting *a, const vkv_report_setting *b);
+/* Copies of the setting's model and press (press NULL stays NULL); false
+ * (nothing kept) when out of memory. */
+bool vkv_report_setting_copy(const vkv_report_setting *s, char **model, char **press);
+
 #endif

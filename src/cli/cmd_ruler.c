@@ -1,0 +1,521 @@
+/* vkvector ruler: RULER with kvpress's protocol (docs/ARCHITECTURE.md §5).
+ * The samples are kvpress's RULER rows (--data) or generated here from
+ * --seed by RULER's rules (src/eval/ruler.h), filled to each --lengths with
+ * the model's tokenizer. Each sample's context is compressed; its question
+ * and answer prefix follow; the answer is generated greedily up to kvpress's
+ * per-task length and scored with RULER's string_match_all / _part. One line
+ * per sample is appended to the results file (fsync'ed), so an interrupted
+ * run resumes where it stopped, and --shard splits a run over jobs. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/eval_cli.h"
+#include "cli/eval_results.h"
+#include "cli/strset.h"
+#include "core/json_write.h"
+#include "core/out_file.h"
+#include "eval/lb_jsonl.h"
+#include "eval/niah.h"
+#include "eval/ruler.h"
+
+#define RULER_MAX_LENGTHS 32
+
+/* The command's options. */
+typedef struct ruler_opts {
+    eval_opts common;
+    const char *data_path, *out_path, *tasks_arg, *lengths_arg, *essays_dir, *words_path, *squad_path, *hotpotqa_path;
+    int64_t samples, shard_i, shard_n, max_new, seed;
+    bool strict, quiet;
+    bool task_on[VKV_RULER_N_TASKS];
+    size_t lengths[RULER_MAX_LENGTHS], n_lengths;
+    char essays_buf[1100];
+} ruler_opts;
+
+/* Per (task, length) score sums, for the summary. */
+typedef struct ruler_acc {
+    size_t length;
+    double sum[VKV_RULER_N_TASKS];
+    size_t n[VKV_RULER_N_TASKS];
+} ruler_acc;
+
+typedef struct ruler_run {
+    const ruler_opts *l;
+    const eval_opts *o;
+    eval_env *e;
+    FILE *out;
+    const char *source;          /* "data" or "generated" */
+    vkv_ruler_sources src;
+    vkv_ruler_qa_set squad, hotpotqa;
+    strset done;                 /* "task\nlength\nindex" of the results already in the file */
+    ruler_acc acc[RULER_MAX_LENGTHS + 1];
+    size_t n_acc;
+    size_t n_new, n_bad, n_failed, n_resumed;
+} ruler_run;
+
+/* ---- results already in the file ---- */
+
+static bool same_source(const vkv_json *r, const ruler_run *run)
+{
+    const char *src = json_get_str(r, "source");
+    if (!src || strcmp(src, run->source)) return false;
+    if (strcmp(run->source, "generated")) return true;
+    const vkv_json *seed = vkv_json_get(r, "seed");
+    return seed && seed->type == VKV_JSON_NUMBER && seed->number == (double)run->l->seed;
+}
+
+static void sample_key(char *buf, size_t n, const char *task, size_t length, size_t index)
+{
+    snprintf(buf, n, "%s\n%zu\n%zu", task, length, index);
+}
+
+static void count_score(ruler_run *run, size_t length, int task, double score)
+{
+    size_t a = 0;
+    while (a < run->n_acc && run->acc[a].length != length) a++;
+    if (a == run->n_acc) {
+        if (run->n_acc == RULER_MAX_LENGTHS + 1) return; /* the summary shows the first lengths only */
+        memset(&run->acc[a], 0, sizeof run->acc[a]);
+        run->acc[a].length = length;
+        run->n_acc++;
+    }
+    run->acc[a].sum[task] += score;
+    run->acc[a].n[task]++;
+}
+
+/* The length member of a result or data row: a whole number, or 0. */
+static size_t row_length(const vkv_json *r)
+{
+    const vkv_json *l = vkv_json_get(r, "length");
+    return l && l->type == VKV_JSON_NUMBER && l->number >= 0 && l->number < 1e15 ? (size_t)l->number : 0;
+}
+
+static int resumed_line(void *ctx, const vkv_json *r, size_t line_no)
+{
+    ruler_run *run = ctx;
+    if (!eval_same_settings(r, run->o, run->e) || !same_source(r, run)) {
+        char have[512];
+        eval_describe_settings(r, "kvpress", have, sizeof have);
+        const char *src = json_get_str(r, "source");
+        fprintf(stderr, "vkvector ruler: %s:%zu holds a result of other settings (%s, %s data); write this run to "
+                        "another --out file\n", run->l->out_path, line_no, have, src ? src : "?");
+        return 2;
+    }
+    const char *task = json_get_str(r, "task");
+    const vkv_json *idx = vkv_json_get(r, "index"), *score = vkv_json_get(r, "score");
+    int t = task ? vkv_ruler_task_index(task) : -1;
+    if (t < 0 || !idx || idx->type != VKV_JSON_NUMBER) return 0;
+    char key[128];
+    sample_key(key, sizeof key, task, row_length(r), (size_t)idx->number);
+    bool oom = false;
+    if (strset_add(&run->done, key, &oom)) {
+        run->n_resumed++;
+        if (score && score->type == VKV_JSON_NUMBER) count_score(run, row_length(r), t, score->number);
+    }
+    if (!oom) return 0;
+    fprintf(stderr, "vkvector ruler: out of host memory\n");
+    return 1;
+}
+
+/* ---- one sample ---- */
+
+/* Runs one sample and appends its line. 0, or an exit status. */
+static int run_sample(ruler_run *run, const vkv_ruler_task *task, size_t length, size_t index, uint32_t max_gen,
+                      const vkv_ruler_sample *s)
+{
+    const eval_env *e = run->e;
+    char where[160];
+    snprintf(where, sizeof where, "%s @%zu #%zu", task->name, length, index);
+    vkv_kvpress_parts parts = {.context = s->context, .question = s->question, .answer_prefix = s->answer_prefix};
+    eval_prompt p;
+    vkv_status st = eval_kvpress_prompt(e, run->o, &parts, max_gen, 0, &p);
+    if (st) {
+        fprintf(stderr, "vkvector ruler: %s: %s\n", where, vkv_last_error());
+        run->n_failed++;
+        return st == VKV_ERR_ARG || st == VKV_ERR_FORMAT ? 0 : 1;
+    }
+    vkv_compression comp;
+    cli_press_compression(&run->o->po, e->press, !p.chat, &comp);
+    comp.query_aware = false; /* kvpress's prompt carries its split */
+    vkv_gen_params gp = {.max_new = max_gen, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
+    vkv_gen_result g;
+    int grc = eval_generate("ruler", e, &comp, &p.tokens, &gp, where, &g);
+    vkv_prompt_free(&p.tokens);
+    if (grc) {
+        if (grc < 0) run->n_failed++;
+        return grc < 0 ? 0 : grc;
+    }
+    double score = vkv_ruler_score(task, g.text, (const char *const *)s->answers, s->n_answers);
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *mf = open_memstream(&buf, &blen);
+    if (!mf) {
+        vkv_gen_result_free(&g);
+        fprintf(stderr, "vkvector ruler: out of host memory\n");
+        return 1;
+    }
+    vkv_json_writer w;
+    vkv_json_init(&w, mf, false);
+    vkv_json_begin_object(&w);
+    vkv_json_key(&w, "task");
+    vkv_json_str(&w, task->name);
+    vkv_json_key(&w, "length");
+    vkv_json_uint(&w, length);
+    vkv_json_key(&w, "index");
+    vkv_json_uint(&w, index);
+    vkv_json_key(&w, "source");
+    vkv_json_str(&w, run->source);
+    vkv_json_key(&w, "seed");
+    if (strcmp(run->source, "generated")) vkv_json_null(&w);
+    else vkv_json_num(&w, (double)run->l->seed);
+    vkv_json_key(&w, "pred");
+    vkv_json_strn(&w, g.text, g.len);
+    vkv_json_key(&w, "answer");
+    eval_write_string_list(&w, s->answers, s->n_answers);
+    vkv_json_key(&w, "score");
+    vkv_json_num(&w, score);
+    vkv_json_key(&w, "max_new_tokens");
+    vkv_json_uint(&w, max_gen);
+    eval_write_settings(&w, run->o, e);
+    vkv_json_key(&w, "protocol");
+    vkv_json_str(&w, "kvpress");
+    eval_write_generation(&w, &p, &g);
+    vkv_json_end_object(&w);
+    fputc('\n', mf);
+    fclose(mf);
+    /* One line, flushed and synced: a crash loses at most the sample in flight. */
+    bool ok = eval_append_line("ruler", run->out, run->l->out_path, buf, blen);
+    free(buf);
+    if (ok) {
+        char key[128];
+        sample_key(key, sizeof key, task->name, length, index);
+        strset_add(&run->done, key, NULL);
+        count_score(run, length, (int)(task - vkv_ruler_tasks), score);
+        run->n_new++;
+        if (!run->l->quiet)
+            fprintf(stderr, "%s: score %.3f | %zu tokens, %u compressed | prefill %.2f s, compress %.2f s, %u tokens "
+                            "in %.2f s (%s)\n",
+                    where, score, (size_t)g.n_prompt, g.n_compressed, g.prefill_s, g.compress_s, g.n_gen, g.gen_s, g.stop);
+    }
+    vkv_gen_result_free(&g);
+    return ok ? 0 : 1;
+}
+
+/* Whether sample `index` of (task, length) is this shard's and not done yet. */
+static bool to_run(const ruler_run *run, const vkv_ruler_task *task, size_t length, size_t index)
+{
+    if (index % (size_t)run->l->shard_n != (size_t)run->l->shard_i) return false;
+    char key[128];
+    sample_key(key, sizeof key, task->name, length, index);
+    return !strset_has(&run->done, key);
+}
+
+static uint32_t gen_length(const ruler_opts *l, uint32_t task_max)
+{
+    return l->max_new && l->max_new < task_max ? (uint32_t)l->max_new : task_max;
+}
+
+/* ---- the two sources ---- */
+
+/* kvpress's rows: each task's first --samples rows, in file order. 0, or an exit status. */
+static int run_data(ruler_run *run)
+{
+    const ruler_opts *l = run->l;
+    jsonl_reader rd;
+    if (!jsonl_open(&rd, l->data_path)) {
+        fprintf(stderr, "vkvector ruler: %s\n", vkv_last_error());
+        return 1;
+    }
+    size_t seen[VKV_RULER_N_TASKS] = {0};
+    vkv_json_doc *doc;
+    vkv_status rst;
+    int rc = 0;
+    while (!rc && jsonl_next(&rd, &doc, &rst)) {
+        const vkv_json *r = rst ? NULL : vkv_json_root(doc);
+        const char *why = rst ? vkv_last_error() : vkv_ruler_row_check(r);
+        if (why) {
+            fprintf(stderr, "vkvector ruler: %s:%zu: malformed row%s: %s\n", l->data_path, rd.line_no,
+                    l->strict ? "" : " skipped", why);
+            run->n_bad++;
+            if (l->strict) rc = 1;
+            vkv_json_free(doc);
+            continue;
+        }
+        const vkv_ruler_task *task = vkv_ruler_find_task(json_get_str(r, "task"));
+        int t = (int)(task - vkv_ruler_tasks);
+        size_t length = row_length(r) ? row_length(r) : l->n_lengths ? l->lengths[0] : 0;
+        size_t index = seen[t]++;
+        if (l->task_on[t] && (l->samples <= 0 || index < (size_t)l->samples) && to_run(run, task, length, index)) {
+            vkv_ruler_sample s;
+            if (vkv_ruler_row_sample(r, &s)) rc = cli_fail("ruler", VKV_ERR_OOM);
+            else {
+                uint32_t max_gen = gen_length(l, (uint32_t)vkv_json_get(r, "max_new_tokens")->number);
+                rc = run_sample(run, task, length, index, max_gen, &s);
+                vkv_ruler_sample_free(&s);
+            }
+        }
+        vkv_json_free(doc);
+    }
+    bool unreadable = rd.error;
+    jsonl_close(&rd);
+    if (!rc && unreadable) {
+        fprintf(stderr, "vkvector ruler: %s\n", vkv_last_error());
+        rc = 1;
+    }
+    return rc;
+}
+
+static vkv_status count_tokens(void *ctx, const char *text, size_t *n)
+{
+    int32_t *ids = NULL;
+    vkv_status st = vkv_tokenize(ctx, text, strlen(text), false, false, &ids, n);
+    free(ids);
+    return st;
+}
+
+/* Generated samples: every task, length and index. 0, or an exit status. */
+static int run_generated(ruler_run *run)
+{
+    const ruler_opts *l = run->l;
+    int rc = 0;
+    for (int t = 0; t < VKV_RULER_N_TASKS && !rc; t++) {
+        const vkv_ruler_task *task = &vkv_ruler_tasks[t];
+        if (!l->task_on[t]) continue;
+        if (task->kind == VKV_RULER_QA && !(t == vkv_ruler_task_index("qa_1") ? run->src.squad : run->src.hotpotqa)) {
+            bool squad = t == vkv_ruler_task_index("qa_1");
+            fprintf(stderr, "vkvector ruler: %s skipped: it is built from %s; give its file with --%s (or kvpress's "
+                            "RULER rows with --data)\n", task->name, squad ? "SQuAD" : "HotpotQA",
+                    squad ? "squad FILE" : "hotpotqa FILE");
+            continue;
+        }
+        for (size_t k = 0; k < l->n_lengths && !rc; k++)
+            for (size_t i = 0; i < (size_t)l->samples && !rc; i++) {
+                if (!to_run(run, task, l->lengths[k], i)) continue;
+                vkv_ruler_sample s;
+                vkv_status st = vkv_ruler_generate(task, &run->src, count_tokens, (void *)run->e->s->tok,
+                                                   l->lengths[k], (uint64_t)l->seed, i, &s);
+                if (st) {
+                    fprintf(stderr, "vkvector ruler: %s @%zu: %s\n", task->name, l->lengths[k], vkv_last_error());
+                    if (st != VKV_ERR_ARG) return 1;
+                    run->n_failed++;
+                    break; /* the same for every sample of this length */
+                }
+                rc = run_sample(run, task, l->lengths[k], i, gen_length(l, vkv_ruler_max_new_tokens(task)), &s);
+                vkv_ruler_sample_free(&s);
+            }
+    }
+    return rc;
+}
+
+/* ---- options ---- */
+
+static const char *essays_dir_default(char *buf, size_t n)
+{
+    const char *shared = getenv("VKVECTOR_SHARED");
+    snprintf(buf, n, "%s/data/paul_graham_essays", shared ? shared : "../shared");
+    return buf;
+}
+
+/* The --tasks list, each one known; all 13 without it. -1, or 2 (printed). */
+static int select_tasks(ruler_opts *l)
+{
+    if (!l->tasks_arg) {
+        for (int t = 0; t < VKV_RULER_N_TASKS; t++) l->task_on[t] = true;
+        return -1;
+    }
+    char *copy = strdup(l->tasks_arg);
+    if (!copy) return cli_usage_error("ruler", "out of host memory");
+    int rc = -1;
+    bool any = false;
+    for (char *save = NULL, *t = strtok_r(copy, ",", &save); t && rc < 0; t = strtok_r(NULL, ",", &save)) {
+        int i = vkv_ruler_task_index(t);
+        if (i < 0)
+            rc = cli_usage_error("ruler", "unknown task '%s' (RULER's: niah_single_1/2/3, niah_multikey_1/2/3, "
+                                          "niah_multivalue, niah_multiquery, vt, cwe, fwe, qa_1, qa_2)", t);
+        else l->task_on[i] = any = true;
+    }
+    free(copy);
+    return rc < 0 && !any ? cli_usage_error("ruler", "--tasks is empty") : rc;
+}
+
+/* --lengths: whole numbers of tokens, 64 to 2^24. -1, or 2 (printed). */
+static int parse_lengths(ruler_opts *l)
+{
+    if (!l->lengths_arg) return -1;
+    double v[RULER_MAX_LENGTHS];
+    size_t n = 0;
+    if (!vkv_niah_parse_grid(l->lengths_arg, false, 64, 1 << 24, v, RULER_MAX_LENGTHS, &n))
+        return cli_usage_error("ruler", "--lengths wants token counts from 64 to 16777216 (\"4096,8192\" or "
+                                        "\"START:STOP/STEP\"), got '%s'", l->lengths_arg);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i] != floor(v[i])) return cli_usage_error("ruler", "--lengths: %g is not a whole number of tokens", v[i]);
+        l->lengths[i] = (size_t)v[i];
+    }
+    l->n_lengths = n;
+    return -1;
+}
+
+/* Returns -1 when the options are good, else the exit status (0 after --help). */
+static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
+{
+    memset(l, 0, sizeof *l);
+    eval_opts *o = &l->common;
+    eval_opts_init(o);
+    l->samples = -1;
+    l->shard_n = 1;
+    l->seed = 42; /* RULER's default random_seed */
+    const char *shard = NULL;
+    const cli_opt opts[] = {
+        {.type = CLI_STR, .names = "--data", .metavar = "FILE", .dest = &l->data_path,
+         .help = "kvpress's RULER rows (JSON lines: context, question, answer_prefix,\n"
+                 "answer, task, max_new_tokens, length when present); without it the\n"
+                 "synthetic tasks are generated from --seed"},
+        {.type = CLI_STR, .names = "--out", .metavar = "FILE", .dest = &l->out_path,
+         .help = "results (JSON lines; appended to, never rewritten)"},
+        {.type = CLI_STR, .names = "--lengths", .metavar = "LIST", .dest = &l->lengths_arg,
+         .help = "generated: the prompt lengths in tokens, generation included\n"
+                 "(\"4096,8192\"); --data: the length of rows that have none (one value)"},
+        {.type = CLI_STR, .names = "--tasks", .metavar = "LIST", .dest = &l->tasks_arg,
+         .help = "comma-separated tasks (default: all 13; generated qa_1/qa_2 need\n"
+                 "--squad/--hotpotqa, and are skipped without them)"},
+        {.type = CLI_I64, .names = "--samples", .metavar = "N", .dest = &l->samples, .min = 1, .max = 1 << 24,
+         .help = "samples per task and length (generated: default 10; --data: the\n"
+                 "first N rows of each task, default all)"},
+        {.type = CLI_I64, .names = "--seed", .metavar = "S", .dest = &l->seed, .min = 0, .max = (double)INT64_MAX,
+         .help = "the generator's seed (default 42, RULER's)"},
+        {.type = CLI_STR, .names = "--essays", .metavar = "DIR", .dest = &l->essays_dir,
+         .help = "the essay haystack's text files (default ../shared/data/paul_graham_essays)"},
+        {.type = CLI_STR, .names = "--words", .metavar = "FILE", .dest = &l->words_path,
+         .help = "a word list, one a line (default /usr/share/dict/words: Debian's wamerican)"},
+        {.type = CLI_STR, .names = "--squad", .metavar = "FILE", .dest = &l->squad_path,
+         .help = "SQuAD 2.0's JSON (dev-v2.0.json), for the generated qa_1"},
+        {.type = CLI_STR, .names = "--hotpotqa", .metavar = "FILE", .dest = &l->hotpotqa_path,
+         .help = "HotpotQA's JSON (hotpot_dev_distractor_v1.json), for the generated qa_2"},
+        {.type = CLI_STR, .names = "--shard", .metavar = "I/N", .dest = &shard,
+         .help = "this job's share: sample k of a task and length when k mod N = I"},
+        {.type = CLI_I64, .names = "--max-new-tokens", .metavar = "N", .dest = &l->max_new, .min = 1, .max = 1 << 20,
+         .help = "cap on kvpress's generation lengths"},
+        {.type = CLI_FLAG, .names = "--strict", .dest = &l->strict,
+         .help = "a malformed data row is fatal (default: reported and skipped)"},
+        {.type = CLI_FLAG, .names = "--quiet", .dest = &l->quiet, .help = "no line per sample"},
+        EVAL_OPTIONS(*o),
+    };
+    int rc = cli_parse("ruler", "vkvector ruler --out RESULTS.jsonl (--data FILE.jsonl | --lengths LIST) [options]\n\n"
+                       "Runs RULER's tasks with kvpress's protocol (the context compressed, the question and answer prefix\n"
+                       "after it, kvpress's generation length per task) with a press and compression ratio, and appends one\n"
+                       "line per sample to RESULTS.jsonl: task, length, index, source, pred, answer, score (RULER's\n"
+                       "string_match_all, string_match_part for qa), the run settings, token counts, timings and KV bytes.\n"
+                       "Samples already in the file (same settings) are skipped, so a stopped run resumes where it was.",
+                       opts, CLI_N(opts), argc, argv);
+    if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+    if (shard && !eval_parse_shard(shard, &l->shard_i, &l->shard_n))
+        return cli_usage_error("ruler", "--shard wants I/N with 0 <= I < N, got '%s'", shard);
+    if (!l->out_path) return cli_usage_error("ruler", "give the results file with --out FILE");
+    if ((rc = parse_lengths(l)) >= 0) return rc;
+    if (!l->data_path && !l->n_lengths)
+        return cli_usage_error("ruler", "give the lengths to generate with --lengths LIST, or kvpress's rows with "
+                                        "--data FILE");
+    if (l->data_path && l->n_lengths > 1)
+        return cli_usage_error("ruler", "with --data, --lengths is the one length of rows that have none");
+    if (!l->data_path && l->samples < 0) l->samples = 10;
+    if (!eval_opts_check("ruler", o)) return 2;
+    o->po.paper_split_pool = true; /* kvpress's protocol: docs/ARCHITECTURE.md §2 */
+    if (!l->essays_dir) l->essays_dir = essays_dir_default(l->essays_buf, sizeof l->essays_buf);
+    if (!l->words_path) l->words_path = "/usr/share/dict/words";
+    return select_tasks(l);
+}
+
+/* What the selected generated tasks need: the essays, the word list. 0, or 1 (printed). */
+static int read_sources(ruler_run *run, char **essays)
+{
+    const ruler_opts *l = run->l;
+    bool need_essays = false, need_words = false;
+    for (int t = 0; t < VKV_RULER_N_TASKS; t++) {
+        const vkv_ruler_task *k = &vkv_ruler_tasks[t];
+        if (!l->task_on[t]) continue;
+        need_essays |= k->kind == VKV_RULER_NIAH && k->haystack == VKV_RULER_ESSAY;
+        need_words |= k->kind == VKV_RULER_CWE || (k->kind == VKV_RULER_NIAH && k->key == VKV_RULER_WORDS);
+    }
+    if (need_essays && vkv_niah_read_haystack(l->essays_dir, NULL, NULL, essays, &run->src.essays_len)) {
+        fprintf(stderr, "vkvector ruler: the essay haystack: %s (give its directory with --essays DIR)\n",
+                vkv_last_error());
+        return 1;
+    }
+    run->src.essays = *essays;
+    if (need_words && vkv_ruler_read_words(l->words_path, &run->src.words, &run->src.n_words)) {
+        fprintf(stderr, "vkvector ruler: the word list: %s (install Debian's wamerican, or give one with --words "
+                        "FILE)\n", vkv_last_error());
+        return 1;
+    }
+    const char *qa_paths[2] = {l->task_on[vkv_ruler_task_index("qa_1")] ? l->squad_path : NULL,
+                               l->task_on[vkv_ruler_task_index("qa_2")] ? l->hotpotqa_path : NULL};
+    for (int k = 0; k < 2; k++) {
+        if (!qa_paths[k]) continue;
+        vkv_ruler_qa_set *set = k ? &run->hotpotqa : &run->squad;
+        if ((k ? vkv_ruler_read_hotpotqa : vkv_ruler_read_squad)(qa_paths[k], set)) {
+            fprintf(stderr, "vkvector ruler: %s\n", vkv_last_error());
+            return 1;
+        }
+        if (k) run->src.hotpotqa = set;
+        else run->src.squad = set;
+    }
+    return 0;
+}
+
+static void print_summary(const ruler_run *run)
+{
+    fprintf(stderr, "\nvkvector ruler: %zu new results in %s", run->n_new, run->l->out_path);
+    if (run->n_bad) fprintf(stderr, "; %zu malformed rows skipped", run->n_bad);
+    if (run->n_failed) fprintf(stderr, "; %zu samples failed (reasons above; a rerun retries them)", run->n_failed);
+    fprintf(stderr, "\n");
+    printf("task,length,samples,score\n");
+    for (size_t a = 0; a < run->n_acc; a++)
+        for (int t = 0; t < VKV_RULER_N_TASKS; t++)
+            if (run->acc[a].n[t])
+                printf("%s,%zu,%zu,%.2f\n", vkv_ruler_tasks[t].name, run->acc[a].length, run->acc[a].n[t],
+                       100.0 * run->acc[a].sum[t] / run->acc[a].n[t]);
+}
+
+int cmd_ruler(int argc, char **argv)
+{
+    ruler_opts l;
+    int rc = parse_ruler_options(argc, argv, &l);
+    if (rc >= 0) return rc;
+    const eval_opts *o = &l.common;
+    eval_env e = {0};
+    ruler_run run = {.l = &l, .o = o, .e = &e, .source = l.data_path ? "data" : "generated"};
+    char *essays = NULL;
+    rc = 1;
+    /* the results file can be appended to and the data read: checked before the model is loaded */
+    vkv_status st = vkv_append_check("--out", l.out_path);
+    if (!st && l.data_path && access(l.data_path, R_OK) != 0) {
+        fprintf(stderr, "vkvector ruler: cannot read '%s': %s\n", l.data_path, strerror(errno));
+        goto out;
+    }
+    if (st || (!l.data_path && read_sources(&run, &essays))) goto out;
+    size_t want = 0;
+    for (size_t i = 0; i < l.n_lengths; i++) want = l.lengths[i] > want ? l.lengths[i] : want;
+    /* the chat template's turn around the generated prompt */
+    if ((st = eval_env_open("ruler", o, want ? (uint32_t)(want + 64) : 0, &e))) goto out;
+    rc = eval_results_resume("ruler", l.out_path, resumed_line, &run, &run.out);
+    if (rc) goto out;
+    fprintf(stderr, "vkvector ruler: kvpress protocol, %s data, %s, %s%s, %u-token context; %zu results already in %s\n",
+            run.source, e.s->model_name, o->po.press ? o->po.press : "full cache", o->po.vector ? " + VECTOR" : "",
+            e.n_ctx, run.n_resumed, l.out_path);
+    rc = l.data_path ? run_data(&run) : run_generated(&run);
+    if (!rc) print_summary(&run);
+out:
+    if (st) rc = cli_fail("ruler", st);
+    if (run.out) fclose(run.out);
+    strset_free(&run.done);
+    free(essays);
+    vkv_ruler_words_free(run.src.words, run.src.n_words);
+    vkv_ruler_qa_set_free(&run.squad);
+    vkv_ruler_qa_set_free(&run.hotpotqa);
+    eval_env_close(&e);
+    return rc;
+}
