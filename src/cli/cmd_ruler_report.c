@@ -11,11 +11,13 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "cli/strset.h"
+#include "core/out_file.h"
 #include "eval/lb_jsonl.h"
 #include "eval/ruler_report.h"
 
 typedef struct report {
     bool csv, strict;
+    const char *html_path; /* --html: the averages against p_c as the leaderboard's chart */
     vkv_ruler_report rep;
     strset seen;   /* setting and sample of every line counted */
     size_t n_bad, n_dup, n_lines;
@@ -30,15 +32,20 @@ static int parse_args(int argc, char **argv, report *r, const char **files, size
         {.type = CLI_FLAG, .names = "--csv", .dest = &r->csv, .help = "CSV instead of Markdown"},
         {.type = CLI_FLAG, .names = "--strict", .dest = &r->strict,
          .help = "a malformed line is fatal (default: reported and skipped)"},
+        {.type = CLI_STR, .names = "--html", .metavar = "PLOT.html", .dest = &r->html_path,
+         .help = "also write the averages per setting against p_c as a chart: a\n"
+                 "self-contained HTML page, a line per press and per press + VECTOR"},
     };
-    int parsed = cli_parse("ruler-report", "vkvector ruler-report [--csv] [--strict] FILE...\n\n"
+    int parsed = cli_parse("ruler-report", "vkvector ruler-report [--csv] [--strict] [--html PLOT.html] FILE...\n\n"
                            "Scores RULER result files (vkvector ruler --out) and prints a Markdown table: one row per model,\n"
                            "method, p_c and length; one column per task (100 x the mean score, 2 decimals) and the average over\n"
                            "the tasks present; then the average per model, method and p_c (the mean of its task-and-length\n"
                            "cells). Several files are merged (shards of one run); a sample seen twice for the same setting\n"
-                           "counts once.",
+                           "counts once. --html also writes the averages as the leaderboard's chart.",
                            opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    vkv_status st;
+    if (r->html_path && (st = vkv_out_check("--html", r->html_path))) return cli_fail("ruler-report", st);
     *n_files = list.n;
     if (!*n_files) return cli_usage_error("ruler-report", "give one or more result files");
     return -1;
@@ -118,7 +125,8 @@ static void method_label(const char *press, bool vector, double pa, char *buf, s
 /* Row cells: "a | b" in Markdown, "a,b" in CSV. */
 static void cell_sep(const report *r) { fputs(r->csv ? "," : " | ", stdout); }
 
-static void print_tables(const report *r, const bool *col)
+/* The tables, then the plot with --html; false when the plot fails. */
+static bool print_tables(const report *r, const bool *col)
 {
     const vkv_ruler_report *rep = &r->rep;
     /* one row per setting and length */
@@ -165,7 +173,7 @@ static void print_tables(const report *r, const bool *col)
     vkv_ruler_average *avg = malloc(sizeof *avg * (rep->n ? rep->n : 1));
     if (!avg) {
         fprintf(stderr, "vkvector ruler-report: out of host memory\n");
-        return;
+        return false;
     }
     vkv_ruler_averages(rep, avg);
     printf(r->csv ? "\nmodel,method,p_c,average,cells\n"
@@ -175,7 +183,22 @@ static void print_tables(const report *r, const bool *col)
         printf(r->csv ? "%s,%s,%g,%.2f,%zu\n" : "| %s | %s | %g | %.2f | %zu |\n", avg[i].model, method,
                avg[i].compression_ratio, avg[i].score, avg[i].n_cells);
     }
+    bool ok = true;
+    if (r->html_path) {
+        /* the subtitle names the tasks and lengths the averages are over */
+        char sub[1024];
+        size_t k = (size_t)snprintf(sub, sizeof sub, "Mean over the (task, length) cells of 100 x the mean score; tasks: ");
+        for (int t = 0, i = 0; t < VKV_RULER_N_TASKS && k < sizeof sub; t++)
+            if (col[t]) k += (size_t)snprintf(sub + k, sizeof sub - k, "%s%s", i++ ? ", " : "", vkv_ruler_tasks[t].name);
+        if (vkv_ruler_write_plot(avg, rep->n, sub, r->html_path)) {
+            fprintf(stderr, "vkvector ruler-report: %s\n", vkv_last_error());
+            ok = false;
+        } else {
+            fprintf(stderr, "vkvector ruler-report: plot written to %s\n", r->html_path);
+        }
+    }
     free(avg);
+    return ok;
 }
 
 int cmd_ruler_report(int argc, char **argv)
@@ -198,7 +221,7 @@ int cmd_ruler_report(int argc, char **argv)
         for (size_t i = 0; i < r.rep.n; i++)
             for (size_t k = 0; k < r.rep.s[i].n_lengths; k++)
                 for (int t = 0; t < VKV_RULER_N_TASKS; t++) col[t] |= r.rep.s[i].n[k][t] > 0;
-        print_tables(&r, col);
+        if (!print_tables(&r, col)) rc = 1;
         /* the tasks with no result, named: the leaderboard's average is over all 13 */
         char missing[256] = "";
         for (int t = 0; t < VKV_RULER_N_TASKS; t++)

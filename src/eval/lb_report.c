@@ -209,53 +209,44 @@ static void line_label(const vkv_lb_row *r, const vkv_lb_plot_opts *o, char *buf
              o->show_protocol ? (r->kvpress ? ", kvpress protocol" : ", LongBench protocol") : "");
 }
 
+/* The plot's callbacks (eval/score_plot.h) over the sorted rows. */
+typedef struct lb_plot {
+    const vkv_lb_rows *rs;
+    const vkv_lb_plot_opts *o;
+} lb_plot;
+
+static bool lb_same_line(const void *user, size_t i, size_t j)
+{
+    const lb_plot *p = user;
+    return same_line(&p->rs->r[i], &p->rs->r[j], p->o);
+}
+
+static void lb_describe(const void *user, size_t i, char *label, char *group, size_t cap, bool *vector, bool *baseline)
+{
+    const lb_plot *p = user;
+    const vkv_lb_row *r = &p->rs->r[i];
+    line_label(r, p->o, label, cap);
+    snprintf(group, cap, "%s\n%s", r->model, r->press ? r->press : "");
+    *vector = r->vector;
+    *baseline = !r->press;
+}
+
+static void lb_place(const void *user, size_t i, double *x, double *y)
+{
+    const lb_plot *p = user;
+    bool all;
+    *x = p->rs->r[i].press ? p->rs->r[i].compression_ratio : 0;
+    *y = vkv_lb_row_avg(&p->rs->r[i], p->o->col, &all);
+}
+
 vkv_status vkv_lb_write_plot(const vkv_lb_rows *rs, const vkv_lb_plot_opts *o, const char *path)
 {
-    if (!rs->n) return vkv_error(VKV_ERR_ARG, "writing the plot: no rows to plot");
-    vkv_status st = VKV_OK;
-    size_t *line_of = malloc(rs->n * sizeof *line_of), *first = malloc(rs->n * sizeof *first);
-    vkv_score_series *series = calloc(rs->n, sizeof *series);
-    double *xs = malloc(rs->n * sizeof *xs), *ys = malloc(rs->n * sizeof *ys);
-    char (*labels)[512] = malloc(rs->n * sizeof *labels), (*groups)[512] = malloc(rs->n * sizeof *groups);
-    if (!line_of || !first || !series || !xs || !ys || !labels || !groups) {
-        st = vkv_error(VKV_ERR_OOM, "writing the plot: out of host memory");
-        goto out;
-    }
-    /* the lines in the rows' order (the full cache first), then each line's
-     * points, contiguous and in that order (p_c ascending) */
-    size_t n_lines = 0;
-    for (size_t i = 0; i < rs->n; i++) {
-        size_t l = 0;
-        while (l < n_lines && !same_line(&rs->r[first[l]], &rs->r[i], o)) l++;
-        if (l == n_lines) first[n_lines++] = i;
-        line_of[i] = l;
-    }
-    size_t k = 0;
-    for (size_t l = 0; l < n_lines; l++) {
-        const vkv_lb_row *r = &rs->r[first[l]];
-        line_label(r, o, labels[l], sizeof labels[l]);
-        snprintf(groups[l], sizeof groups[l], "%s\n%s", r->model, r->press ? r->press : "");
-        series[l] = (vkv_score_series){.label = labels[l], .group = groups[l], .vector = r->vector,
-                                       .baseline = !r->press, .x = xs + k, .y = ys + k};
-        for (size_t i = 0; i < rs->n; i++) {
-            if (line_of[i] != l) continue;
-            bool all;
-            xs[k] = rs->r[i].press ? rs->r[i].compression_ratio : 0;
-            ys[k++] = vkv_lb_row_avg(&rs->r[i], o->col, &all);
-            series[l].n++;
-        }
-    }
-    vkv_score_plot plot = {.title = "LongBench: average score against the compression ratio", .subtitle = o->subtitle,
-                           .x_label = "compression ratio p_c", .y_label = "average score (0-100)", .series = series,
-                           .n_series = (uint32_t)n_lines};
-    st = vkv_score_plot_write(path, &plot);
-out:
-    free(line_of);
-    free(first);
-    free(series);
-    free(xs);
-    free(ys);
-    free(labels);
-    free(groups);
-    return st;
+    /* the lines in the rows' order (the full cache first), each line's points
+     * in that order (p_c ascending) */
+    const lb_plot user = {rs, o};
+    const vkv_score_points pts = {rs->n, &user, lb_same_line, lb_describe, lb_place};
+    const vkv_score_plot plot = {.title = "LongBench: average score against the compression ratio",
+                                 .subtitle = o->subtitle, .x_label = "compression ratio p_c",
+                                 .y_label = "average score (0-100)"};
+    return vkv_score_plot_write_points(path, plot, &pts);
 }

@@ -8,6 +8,7 @@
 
 #include "eval/lb_jsonl.h"
 #include "eval/lb_report.h"
+#include "eval/score_plot.h"
 
 const char VKV_RULER_REPORT_OOM[] = "out of host memory";
 
@@ -133,4 +134,50 @@ void vkv_ruler_averages(const vkv_ruler_report *rep, vkv_ruler_average *out)
                                      .pa = s->pa, .vector = s->vector, .score = cells ? sum / (double)cells : NAN,
                                      .n_cells = cells};
     }
+}
+
+/* The plot's callbacks (eval/score_plot.h) over the averages. */
+typedef struct ruler_plot {
+    const vkv_ruler_average *avg;
+    bool many_models; /* the model starts each label */
+} ruler_plot;
+
+/* Two averages lie on one line when model, press, VECTOR and p_a agree. */
+static bool ruler_same_line(const void *user, size_t i, size_t j)
+{
+    const vkv_ruler_average *a = &((const ruler_plot *)user)->avg[i], *b = &((const ruler_plot *)user)->avg[j];
+    return !strcmp(a->model, b->model) && !a->press == !b->press && (!a->press || !strcmp(a->press, b->press)) &&
+           a->vector == b->vector && vkv_lb_same_num(a->pa, b->pa);
+}
+
+static void ruler_describe(const void *user, size_t i, char *label, char *group, size_t cap, bool *vector,
+                           bool *baseline)
+{
+    const ruler_plot *p = user;
+    const vkv_ruler_average *a = &p->avg[i];
+    char method[256];
+    if (!a->press) snprintf(method, sizeof method, "full cache");
+    else if (a->vector && !isnan(a->pa)) snprintf(method, sizeof method, "%s + VECTOR (p_a %g)", a->press, a->pa);
+    else snprintf(method, sizeof method, "%s%s", a->press, a->vector ? " + VECTOR" : "");
+    snprintf(label, cap, "%s%s%s", p->many_models ? a->model : "", p->many_models ? " · " : "", method);
+    snprintf(group, cap, "%s\n%s", a->model, a->press ? a->press : "");
+    *vector = a->vector;
+    *baseline = !a->press;
+}
+
+static void ruler_place(const void *user, size_t i, double *x, double *y)
+{
+    const vkv_ruler_average *a = &((const ruler_plot *)user)->avg[i];
+    *x = a->press ? a->compression_ratio : 0;
+    *y = a->score;
+}
+
+vkv_status vkv_ruler_write_plot(const vkv_ruler_average *avg, size_t n, const char *subtitle, const char *path)
+{
+    ruler_plot user = {avg, false};
+    for (size_t i = 1; i < n; i++) user.many_models |= strcmp(avg[i].model, avg[0].model) != 0;
+    const vkv_score_points pts = {n, &user, ruler_same_line, ruler_describe, ruler_place};
+    const vkv_score_plot plot = {.title = "RULER: average score against the compression ratio", .subtitle = subtitle,
+                                 .x_label = "compression ratio p_c", .y_label = "average score (0-100)"};
+    return vkv_score_plot_write_points(path, plot, &pts);
 }

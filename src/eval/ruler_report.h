@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "core/json.h"
+#include "core/status.h"
 #include "eval/ruler.h"
 
 #define VKV_RULER_REPORT_MAX_LENGTHS 64
@@ -54,5 +55,12 @@ typedef struct vkv_ruler_average {
 } vkv_ruler_average;
 /* The average of every setting, in the report's order, into out[rep->n]. */
 void vkv_ruler_averages(const vkv_ruler_report *rep, vkv_ruler_average *out);
+
+/* `ruler-report --html`: the averages (avg[n], the report's order) against
+ * p_c as eval/score_plot.h's chart, the leaderboard's: a line per model,
+ * press and VECTOR (and p_a), a press and its + VECTOR in one colour, the full
+ * cache of each model as a baseline point at p_c 0; subtitle under the
+ * title. VKV_ERR_IO naming path, VKV_ERR_OOM, or the plot's refusal. */
+vkv_status vkv_ruler_write_plot(const vkv_ruler_average *avg, size_t n, const char *subtitle, const char *path);
 
 #endif

@@ -330,3 +330,51 @@ vkv_status vkv_score_plot_write(const char *path, const vkv_score_plot *p)
     }
     return vkv_out_commit(&out);
 }
+
+vkv_status vkv_score_plot_write_points(const char *path, vkv_score_plot plot, const vkv_score_points *p)
+{
+    enum { CAP = 512 };
+    const size_t n = p->n;
+    if (!n) return vkv_error(VKV_ERR_ARG, "writing the plot: no points to plot");
+    vkv_status st = VKV_OK;
+    size_t *line_of = malloc(n * sizeof *line_of), *first = malloc(n * sizeof *first);
+    vkv_score_series *series = calloc(n, sizeof *series);
+    double *xs = malloc(n * sizeof *xs), *ys = malloc(n * sizeof *ys);
+    char (*labels)[CAP] = malloc(n * sizeof *labels), (*groups)[CAP] = malloc(n * sizeof *groups);
+    if (!line_of || !first || !series || !xs || !ys || !labels || !groups) {
+        st = vkv_error(VKV_ERR_OOM, "writing the plot: out of host memory");
+        goto out;
+    }
+    size_t n_lines = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = 0;
+        while (l < n_lines && !p->same_line(p->user, first[l], i)) l++;
+        if (l == n_lines) first[n_lines++] = i;
+        line_of[i] = l;
+    }
+    size_t k = 0;
+    for (size_t l = 0; l < n_lines; l++) {
+        bool vector = false, baseline = false;
+        p->describe(p->user, first[l], labels[l], groups[l], CAP, &vector, &baseline);
+        series[l] = (vkv_score_series){.label = labels[l], .group = groups[l], .vector = vector,
+                                       .baseline = baseline, .x = xs + k, .y = ys + k};
+        for (size_t i = 0; i < n; i++) {
+            if (line_of[i] != l) continue;
+            p->place(p->user, i, &xs[k], &ys[k]);
+            k++;
+            series[l].n++;
+        }
+    }
+    plot.series = series;
+    plot.n_series = (uint32_t)n_lines;
+    st = vkv_score_plot_write(path, &plot);
+out:
+    free(line_of);
+    free(first);
+    free(series);
+    free(xs);
+    free(ys);
+    free(labels);
+    free(groups);
+    return st;
+}

@@ -16,6 +16,7 @@
 #define VKV_EVAL_SCORE_PLOT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -50,5 +51,26 @@ vkv_status vkv_score_plot_fwrite(FILE *f, const vkv_score_plot *p);
 /* The page as the file path (core/out_file.h: whole or not at all);
  * VKV_ERR_IO naming path when it cannot be written. */
 vkv_status vkv_score_plot_write(const char *path, const vkv_score_plot *p);
+
+/* The reports' charts (longbench-report --html, ruler-report --html): n
+ * points given by the report's callbacks, gathered into lines. Lines come in
+ * the order of their first points, and each line's points in the points'
+ * order; a line's legend, colour group and kind are described by its first
+ * point. */
+typedef struct vkv_score_points {
+    size_t n;
+    const void *user;
+    /* points i and j lie on one line */
+    bool (*same_line)(const void *user, size_t i, size_t j);
+    /* the line point i starts: label and group (cap bytes each), + VECTOR, full cache */
+    void (*describe)(const void *user, size_t i, char *label, char *group, size_t cap, bool *vector, bool *baseline);
+    /* point i's place */
+    void (*place)(const void *user, size_t i, double *x, double *y);
+} vkv_score_points;
+
+/* Writes p's points as plot's chart (its series and n_series are filled
+ * here) to path: vkv_score_plot_write's results, VKV_ERR_ARG for no points,
+ * VKV_ERR_OOM. */
+vkv_status vkv_score_plot_write_points(const char *path, vkv_score_plot plot, const vkv_score_points *p);
 
 #endif

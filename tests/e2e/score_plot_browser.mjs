@@ -9,6 +9,9 @@
 //   node score_plot_browser.mjs synth-longbench RESULTS.jsonl EXPECT.json
 //       a longbench results file (two presses with and without VECTOR at three
 //       ratios, the full cache; two tasks) and the chart it must give
+//   node score_plot_browser.mjs synth-ruler RESULTS.jsonl EXPECT.json
+//       the same for ruler-report: two presses, one with and without VECTOR, at
+//       two ratios, the full cache; two tasks at two lengths
 //   node score_plot_browser.mjs check --html PLOT.html --expect EXPECT.json --out DIR --name NAME [--chromium PATH]
 //       EXPECT.json: {"title": str, "subtitle_contains": str, "series": [{"label", "group",
 //       "vector", "baseline", "points": [[x, y], ...]}, ...]}; screenshots DIR/NAME.png, DIR/NAME-chart.png
@@ -67,6 +70,47 @@ function synthLongbench(resultsPath, expectPath) {
   fs.writeFileSync(expectPath, JSON.stringify({
     title: 'LongBench: average score against the compression ratio',
     subtitle_contains: `Average over 2 tasks (TREC, PRe) of 100 x the mean score; query-agnostic compression; model ${model}`,
+    series: [...series.values()],
+  }, null, 1) + '\n');
+}
+
+/* The results of a made-up RULER run: per setting, how many of 4 samples
+ * of each (task, length) cell are answered right (niah_single_1 and fwe at
+ * 1024 and 2048 tokens). The chart's points are the settings' averages: the
+ * mean over the cells of 100 x each cell's mean score. */
+function synthRuler(resultsPath, expectPath) {
+  const model = 'toy-ruler.gguf', n = 4;
+  const cells = [['niah_single_1', 1024], ['niah_single_1', 2048], ['fwe', 1024], ['fwe', 2048]];
+  const rows = [
+    { press: null, pc: 0, vector: false, right: [4, 4, 4, 3] },
+    { press: 'snapkv', pc: 0.5, vector: false, right: [4, 3, 3, 2] },
+    { press: 'snapkv', pc: 0.75, vector: false, right: [2, 1, 2, 1] },
+    { press: 'snapkv', pc: 0.5, vector: true, right: [4, 4, 3, 3] },
+    { press: 'snapkv', pc: 0.75, vector: true, right: [3, 2, 2, 2] },
+    { press: 'adakv-snapkv', pc: 0.5, vector: false, right: [4, 4, 4, 1] },
+    { press: 'adakv-snapkv', pc: 0.75, vector: false, right: [3, 1, 1, 0] },
+  ];
+  const lines = [];
+  const series = new Map();
+  for (const r of rows) {
+    const settings = { model };
+    if (r.press) Object.assign(settings, { press: r.press, compression: r.pc, vector: r.vector });
+    cells.forEach(([task, length], c) => {
+      for (let i = 0; i < n; i++)
+        lines.push({ task, length, index: i, source: 'generated', seed: 42, answer: ['7751203'],
+          pred: i < r.right[c] ? 'The number is 7751203.' : 'The number is 1234567.', ...settings });
+    });
+    const label = r.press ? r.press + (r.vector ? ' + VECTOR' : '') : 'full cache';
+    if (!series.has(label))
+      series.set(label, { label, group: r.press || '', vector: r.vector, baseline: !r.press, points: [] });
+    series.get(label).points.push([r.pc, r.right.reduce((a, k) => a + 100 * k / n, 0) / cells.length]);
+  }
+  const spots = [...series.values()].flatMap((s) => s.points.map((p) => p.join()));
+  if (new Set(spots).size !== spots.length) throw new Error('synth-ruler: two points on one spot');
+  fs.writeFileSync(resultsPath, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
+  fs.writeFileSync(expectPath, JSON.stringify({
+    title: 'RULER: average score against the compression ratio',
+    subtitle_contains: 'tasks: niah_single_1, fwe',
     series: [...series.values()],
   }, null, 1) + '\n');
 }
@@ -229,8 +273,9 @@ const opt = args(process.argv.slice(2));
 const cmd = opt._[0];
 try {
   if (cmd === 'synth-longbench') { synthLongbench(opt._[1], opt._[2]); process.exit(0); }
+  if (cmd === 'synth-ruler') { synthRuler(opt._[1], opt._[2]); process.exit(0); }
   else if (cmd === 'check') await cmdCheck(opt);
-  else { console.error('usage: node score_plot_browser.mjs synth-longbench|check ...'); process.exit(2); }
+  else { console.error('usage: node score_plot_browser.mjs synth-longbench|synth-ruler|check ...'); process.exit(2); }
 } catch (e) {
   check(false, `${cmd}: ${e.stack || e}`);
 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The leaderboard's chart in a real browser: `longbench-report --html` of a
-# results file made here (two presses with and without VECTOR at three p_c,
-# the full cache, two tasks; score_plot_browser.mjs synth-longbench writes it
-# and the chart it must give), rendered by headless chromium and checked by
+# The leaderboard's chart in a real browser: `longbench-report --html` and
+# `ruler-report --html` of results files made here (LongBench: two presses
+# with and without VECTOR at three p_c, the full cache, two tasks; RULER: two
+# presses, one with and without VECTOR, at two p_c, the full cache, two tasks
+# at two lengths; score_plot_browser.mjs synth-longbench / synth-ruler writes
+# them and the charts they must give), rendered by headless chromium and checked by
 # score_plot_browser.mjs: the series and points, their places on the axes,
 # their colours in the screenshot. Each plot is one check_plot line: another
 # report's plot is one more.
@@ -29,25 +31,32 @@ check_plot() {
     --chromium "$chromium" || fails=1
 }
 
-# ---- longbench-report --html ----
-"$node" "$here/score_plot_browser.mjs" synth-longbench "$tmp/longbench.jsonl" "$tmp/longbench-expect.json" ||
-  { echo "score_plot_browser: FAIL: making the LongBench results"; exit 1; }
-if ! "$vkv" longbench-report --csv "$tmp/longbench.jsonl" --html "$out/longbench.html" > "$tmp/table.csv" 2> "$tmp/report.log"; then
-  echo "score_plot_browser: FAIL: longbench-report --html: $(tail -3 "$tmp/report.log")"; exit 1
-fi
-grep -q "plot written to $out/longbench.html" "$tmp/report.log" ||
-  { echo "score_plot_browser: FAIL: longbench-report did not say where the plot went: $(cat "$tmp/report.log")"; fails=1; }
-# the text report is the same with and without --html
-"$vkv" longbench-report --csv "$tmp/longbench.jsonl" > "$tmp/table-plain.csv" 2> /dev/null
-cmp -s "$tmp/table.csv" "$tmp/table-plain.csv" ||
-  { echo "score_plot_browser: FAIL: --html changed the table"; diff "$tmp/table.csv" "$tmp/table-plain.csv"; fails=1; }
-check_plot longbench "$out/longbench.html" "$tmp/longbench-expect.json"
+# report_plot NAME: NAME-report --html of the results synth-NAME makes, its
+# table unchanged by --html, and the chart checked against what it must show
+report_plot() {
+  local name=$1
+  "$node" "$here/score_plot_browser.mjs" synth-$name "$tmp/$name.jsonl" "$tmp/$name-expect.json" ||
+    { echo "score_plot_browser: FAIL: making the $name results"; exit 1; }
+  if ! "$vkv" $name-report --csv "$tmp/$name.jsonl" --html "$out/$name.html" > "$tmp/$name.csv" 2> "$tmp/$name.log"; then
+    echo "score_plot_browser: FAIL: $name-report --html: $(tail -3 "$tmp/$name.log")"; exit 1
+  fi
+  grep -q "plot written to $out/$name.html" "$tmp/$name.log" ||
+    { echo "score_plot_browser: FAIL: $name-report did not say where the plot went: $(cat "$tmp/$name.log")"; fails=1; }
+  "$vkv" $name-report --csv "$tmp/$name.jsonl" > "$tmp/$name-plain.csv" 2> /dev/null
+  cmp -s "$tmp/$name.csv" "$tmp/$name-plain.csv" ||
+    { echo "score_plot_browser: FAIL: --html changed $name-report's table"; diff "$tmp/$name.csv" "$tmp/$name-plain.csv"; fails=1; }
+  check_plot $name "$out/$name.html" "$tmp/$name-expect.json"
+}
+report_plot longbench
+report_plot ruler
 
 # ---- what cannot be written is refused before the files are read ----
-msg=$("$vkv" longbench-report "$tmp/longbench.jsonl" --html "$tmp" 2>&1 >/dev/null); rc=$?
-if [ $rc -ne 1 ] || ! grep -q -- "--html: cannot write '$tmp': it is a directory" <<< "$msg"; then
-  echo "score_plot_browser: FAIL: --html to a directory: exit $rc, '$msg'"; fails=1
-fi
+for report in longbench ruler; do
+  msg=$("$vkv" $report-report "$tmp/$report.jsonl" --html "$tmp" 2>&1 >/dev/null); rc=$?
+  if [ $rc -ne 1 ] || ! grep -q -- "--html: cannot write '$tmp': it is a directory" <<< "$msg"; then
+    echo "score_plot_browser: FAIL: $report-report --html to a directory: exit $rc, '$msg'"; fails=1
+  fi
+done
 
-echo "score_plot_browser: screenshots in $out (longbench.png, longbench-chart.png, longbench-hover.png)"
+echo "score_plot_browser: screenshots in $out (longbench.png, ruler.png and their -chart and -hover shots)"
 exit $fails
