@@ -445,6 +445,8 @@ static const struct {
     {{"press_observed"}, family_press},
     {{"press_expected"}, family_press},
     {{"press_kvzip"}, family_press},
+    {{"press_adakv-snapkv"}, family_press}, /* AdaKV's safeguard over SnapKV (press/adakv.c) */
+    {{"press_adakv-keydiff"}, family_press},
     {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
 };
 

@@ -12,10 +12,13 @@
 
 extern const vkv_press_ops vkv_press_knorm, vkv_press_keydiff, vkv_press_streamingllm, vkv_press_snapkv,
     vkv_press_pyramidkv, vkv_press_tova, vkv_press_observed, vkv_press_expected, vkv_press_kvzip;
+extern const vkv_press_ops vkv_press_adakv_snapkv, vkv_press_adakv_keydiff;
 
 static const vkv_press_ops *const all_presses[] = {
     &vkv_press_knorm, &vkv_press_keydiff, &vkv_press_streamingllm, &vkv_press_snapkv,
-    &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip, NULL,
+    &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip,
+    &vkv_press_adakv_snapkv, &vkv_press_adakv_keydiff,
+    NULL,
 };
 
 const vkv_press_ops *const *vkv_press_all(void) { return all_presses; }
@@ -47,6 +50,7 @@ vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope req
 
 vkv_pool_scope vkv_press_paper_pool_scope(const vkv_press_ops *ops)
 {
+    if (ops && ops->layer_selection) return VKV_POOL_LAYER;
     return ops && (ops->n_kept || ops->global_selection) ? VKV_POOL_GLOBAL : VKV_POOL_ROW;
 }
 

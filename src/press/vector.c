@@ -10,7 +10,8 @@
  * reconstruction pass run here before scoring). With a global selection
  * (KVzip) every layer is scored first, one top-k over all of them gives each
  * (layer, KV head) its own n_kept, and the pool / residual / truncation steps
- * take per-row counts (compress_rows). With a layer or global pool scope the
+ * take per-row counts (compress_rows); head-adaptive budgets (AdaKV) take
+ * one such top-k per layer instead. With a layer or global pool scope the
  * pool, residual and truncation steps run over several rows at once, a
  * layer's or the model's (compress_group; docs/ARCHITECTURE.md §2).
  * With a joint map (vkv_vector_map) a layer's KV heads share one tier per
@@ -425,14 +426,41 @@ static vkv_status job_buffers(compress_job *j)
                              "scorer scratch", &j->scratch);
 }
 
+/* Head-adaptive budgets (AdaKV): each layer's rows share the uniform total
+ * R n_kept through one top-k over the layer's scores (in j->all), copied to
+ * j->scores first (a view at the layer's offset could break the storage
+ * alignment). */
+static vkv_status layer_selection_counts(compress_job *j)
+{
+    const uint64_t rn4 = 4ull * j->R * j->n;
+    const uint32_t k_keep = j->R * vkv_kv_n_kept(j->s->p.pp.compression_ratio, j->n);
+    vkv_status st;
+    for (uint32_t l = 0; l < j->L; l++) {
+        if ((st = vkv_cmd_begin(j->gpu))) return st;
+        if ((st = vkv_cmd_copy(j->gpu, j->all, (uint64_t)l * rn4, j->scores, 0, rn4))) return job_fail(j->gpu, st, l);
+        if ((st = vkv_cmd_submit(j->gpu)) ||
+            (st = vkv_select_counts(j->gpu, vkv_view_of(j->scores), j->R, j->n, k_keep, j->kept_rows + (size_t)l * j->R)))
+            return vkv_error_context(st, "layer %u", l);
+    }
+    return VKV_OK;
+}
+
+/* Selections that need every layer scored first (j->all). */
+static bool scores_first(const vkv_press_session *s)
+{
+    return s->p.press->global_selection || s->p.press->layer_selection;
+}
+
 /* The scorer's own count of every selection row [L, R]: one global
- * selection over every layer's scores (in j->all), or each layer's n_kept. */
+ * selection over every layer's scores (in j->all), one per layer
+ * (head-adaptive budgets), or each layer's n_kept. */
 static vkv_status scorer_counts(compress_job *j)
 {
     const vkv_press_session *s = j->s;
     if (s->p.press->global_selection)
         return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->R, j->n, s->p.pp.compression_ratio,
                                         j->kept_rows);
+    if (s->p.press->layer_selection) return layer_selection_counts(j);
     for (uint32_t l = 0; l < j->L; l++) {
         uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, j->L, j->n)
                                            : vkv_kv_n_kept(s->p.pp.compression_ratio, j->n);
@@ -622,7 +650,7 @@ static vkv_status compress_rows(compress_job *j)
     vkv_gpu *gpu = j->gpu;
     const uint32_t H = j->H, R = j->R, n = j->n;
     const uint64_t hn4 = 4ull * H * n, rn4 = 4ull * R * n;
-    const bool global = s->p.press->global_selection;
+    const bool global = scores_first(s);
     vkv_view vs = vkv_view_of(selection_scores(j)), vp = vkv_view_of(j->pool), v2 = vkv_view_of(j->s2);
     vkv_view va = vkv_view_of(j->apx), none = {0};
     vkv_status st;
@@ -824,7 +852,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
     }
     if ((st = job_buffers(&j))) goto done;
     if (s->p.press->repeat_pass && (st = repeat_pass(s))) goto done;
-    if ((s->p.press->global_selection || wide) && (st = score_all_layers(&j))) goto done;
+    if ((scores_first(s) || wide) && (st = score_all_layers(&j))) goto done;
     if ((st = scorer_counts(&j))) goto done;
     if (!wide) {
         st = compress_rows(&j);

@@ -22,6 +22,7 @@ static const struct {
 } expected_modes[] = {
     {"knorm", false},  {"keydiff", false},  {"streamingllm", false}, {"snapkv", true}, {"pyramidkv", true},
     {"tova", true},    {"observed", false}, {"expected", false},     {"kvzip", false},
+    {"adakv-snapkv", true}, {"adakv-keydiff", false}, /* the inner scorer's mode */
 };
 
 static void every_press_has_its_papers_mode(void **state)
