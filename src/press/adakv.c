@@ -80,20 +80,8 @@ static vkv_status adakv_ref(const vkv_press_ops *inner, const char *name, const 
 
 /* One press per inner scorer: its name "adakv-<inner>" (kvpress's
  * evaluation names adakv_<inner>), its window, mode and capture. */
-#define ADAKV_PRESS(id, inner_ops, label)                                                                              \
-    extern const vkv_press_ops inner_ops;                                                                              \
-    static vkv_status id##_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)   \
-    {                                                                                                                  \
-        return adakv_gpu(&inner_ops, label, gpu, p, in, scores);                                                       \
-    }                                                                                                                  \
-    static vkv_status id##_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)                   \
-    {                                                                                                                  \
-        return adakv_ref(&inner_ops, label, p, in, scores);                                                            \
-    }                                                                                                                  \
-    static uint64_t id##_scratch(const vkv_press_params *p, const vkv_press_layer *in)                                 \
-    {                                                                                                                  \
-        return adakv_scratch_bytes(&inner_ops, p, in);                                                                 \
-    }
+#define ADAKV_PRESS(id, inner_ops, label) \
+    VKV_PRESS_WRAPPER(id, inner_ops, label, adakv_gpu, adakv_ref, adakv_scratch_bytes)
 
 ADAKV_PRESS(adakv_snapkv, vkv_press_snapkv, "adakv-snapkv")
 ADAKV_PRESS(adakv_keydiff, vkv_press_keydiff, "adakv-keydiff")
