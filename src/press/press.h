@@ -57,6 +57,10 @@ typedef struct vkv_press_layer {
     uint32_t window_pos0;    /* the position of q_window's first row (its rows: consecutive positions) */
     const int32_t *slot_pos; /* [n_kv_head, n] host: each slot's position (NULL: slot j is position j) */
     const uint32_t *n_tok;   /* [n_kv_head] host: tokens each head holds in slots 0 .. n_tok - 1 (NULL: n) */
+    /* Scorers that project the values through the attention output (vkv_press_ops.needs_wo): */
+    uint32_t n_embd;         /* W_o's rows */
+    vkv_view wo;             /* [n_embd, n_head * head_dim] f32 the layer's output projection (one storage range) */
+    const float *wo_host;    /* the same on the host, for score_ref */
 } vkv_press_layer;
 
 /* Zero window / kernel / pyramid_beta mean the defaults (64, 5, 20); n_sink
@@ -124,6 +128,9 @@ typedef struct vkv_press_ops {
      * press/select_global.h) and each KV head keeps what is left of its row:
      * the layer's total is the uniform one. n_kept is ignored. */
     bool layer_selection;
+    /* The scores read the layer's output projection W_o (in->wo, in->n_embd:
+     * CriticalKV, press/critical.c); the driver hands it as f32. */
+    bool needs_wo;
     /* VECTOR's default pool scope, picked per scorer from the measured
      * comparison in models/README.md (layer for PyramidKV; row for KVzip,
      * where its own global scope lost on average; 0 = row). */

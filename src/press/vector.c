@@ -43,6 +43,7 @@ struct vkv_press_session {
     vkv_buffer *scratch;     /* shared by the capture and the scoring */
     bool repeating;          /* inside KVzip's reconstruction pass */
     uint32_t span0, span1;   /* the context tokens that pass repeats */
+    vkv_buffer **wo;         /* [n_layer] each [n_embd, n_head * head_dim] f32 W_o (press->needs_wo), made at compression */
 };
 
 const char *vkv_vector_map_name(vkv_vector_map m) { return m == VKV_MAP_JOINT ? "joint" : "head"; }
@@ -101,7 +102,37 @@ static vkv_press_layer layer_input(const vkv_press_session *s, uint32_t l, vkv_v
         .state = s->state ? vkv_view_of(s->state[l]) : none, .n_rot = hp->n_rot,
         .rope_neox = hp->rope_mode == VKV_ROPE_NEOX, .inv_freq = vkv_view_of(s->m->rope_inv_freq),
         .prefix = s->p.kvzip ? s->p.kvzip->prefix : 0, .span0 = s->span0, .span1 = s->span1,
+        .n_embd = s->wo ? hp->n_embd : 0, .wo = s->wo ? vkv_view_of(s->wo[l]) : none,
     };
+}
+
+/* CriticalKV's W_o of every layer as f32 on the device (the weights may be of
+ * any type: downloaded, decoded on the host, uploaded once per session). */
+static vkv_status load_wo(vkv_press_session *s)
+{
+    if (!s->p.press->needs_wo || s->wo) return VKV_OK;
+    const vkv_hparams *hp = &s->m->hp;
+    vkv_gpu *gpu = vkv_ctx_gpu(s->ctx);
+    if (!(s->wo = calloc(hp->n_layer, sizeof *s->wo))) return vkv_error(VKV_ERR_OOM, "out of host memory for W_o");
+    vkv_status st = VKV_OK;
+    for (uint32_t l = 0; l < hp->n_layer && !st; l++) {
+        const vkv_weight *w = &s->m->layers[l].wo;
+        if (w->rows != hp->n_embd || w->cols != hp->n_head * hp->head_dim)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "%s: layer %u's W_o is %u x %u, not %u x %u (n_embd x n_head head_dim)",
+                             s->p.press->name, l, w->rows, w->cols, hp->n_embd, hp->n_head * hp->head_dim);
+        const size_t row_bytes = vkv_dtype_row_bytes(w->type, w->cols), f_bytes = 4ull * w->rows * w->cols;
+        unsigned char *raw = malloc(row_bytes * w->rows); /* [rows] rows of the weight's type */
+        float *f = malloc(f_bytes);                       /* [rows, cols] */
+        if (!raw || !f) st = vkv_error(VKV_ERR_OOM, "%s: out of host memory for W_o", s->p.press->name);
+        if (!st) st = vkv_buffer_download(gpu, w->buf, 0, raw, row_bytes * w->rows);
+        for (uint32_t r = 0; !st && r < w->rows; r++)
+            vkv_dequantize_row(w->type, raw + r * row_bytes, f + (size_t)r * w->cols, w->cols);
+        if (!st) st = vkv_buffer_create(gpu, f_bytes, VKV_MEM_DEVICE, "W_o in f32", &s->wo[l]);
+        if (!st) st = vkv_buffer_upload(gpu, s->wo[l], 0, f, f_bytes);
+        free(raw);
+        free(f);
+    }
+    return st;
 }
 
 /* The query hook of scorers with a capture: the window copy (if any) and the
@@ -213,6 +244,9 @@ void vkv_press_session_free(vkv_press_session *s)
         for (uint32_t l = 0; l < s->m->hp.n_layer; l++) vkv_buffer_destroy(vkv_ctx_gpu(s->ctx), s->state[l]);
     free(s->state);
     vkv_buffer_destroy(vkv_ctx_gpu(s->ctx), s->scratch);
+    if (s->wo)
+        for (uint32_t l = 0; l < s->m->hp.n_layer; l++) vkv_buffer_destroy(vkv_ctx_gpu(s->ctx), s->wo[l]);
+    free(s->wo);
     free(s);
 }
 
@@ -850,7 +884,7 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
                        j.L, j.H, j.n);
         goto done;
     }
-    if ((st = job_buffers(&j))) goto done;
+    if ((st = job_buffers(&j)) || (st = load_wo(s))) goto done;
     if (s->p.press->repeat_pass && (st = repeat_pass(s))) goto done;
     if ((scores_first(s) || wide) && (st = score_all_layers(&j))) goto done;
     if ((st = scorer_counts(&j))) goto done;

@@ -6,7 +6,9 @@
 # its share of the layer's top H n_kept (ties by head, then position); VECTOR's
 # layer pool (the default) holds H n_kept + a_S with a_S = floor(p_a H n); the
 # row scope caps each head's a at its own budget; without --vector the tiers
-# are the scorer's; compression during generation refuses it.
+# are the scorer's; compression during generation refuses it. CriticalKV
+# (press/critical.c) generates with VECTOR on top, each head keeping n_kept and
+# its first stage forced.
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -66,6 +68,20 @@ run --press adakv-keydiff --compression 0.9 -n 0 --tier-dump "$tmp/base.json" >/
 
 out=$(run --press adakv-keydiff --compression 0.5 -n 8 --compress-every 64 --max-kv-tokens 200 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "shares a layer's budget" <<<"$out" && ok || bad "adakv during generation ($rc): $out"
+
+out=$(run --press critical-snapkv --compression 0.5 --vector -n 16 --tier-dump "$tmp/crit.json" 2>"$tmp/err")
+[ $? -eq 0 ] && [ ${#out} -gt ${#prompt} ] && ok || bad "critical-snapkv --vector: no text: $(tail -3 "$tmp/err")"
+python3 - "$tmp/crit.json" <<'PY' && ok || bad "critical-snapkv's counts"
+import json, sys
+d = json.load(open(sys.argv[1])); n, pc = d["n_context"], d["compression"]
+n_kept = max(1, int(n * (1 - pc))); first = int((1 - pc) * n * 0.5)
+for L in d["layers"]:
+    for h in L["heads"]:
+        assert h["n_kept"] == n_kept and h["n_retained"] + h["n_approximated"] // 2 == n_kept, h["n_kept"]
+        assert sum(s is None for s in h["scores"]) >= first, "the first stage is forced"
+PY
+out=$(run --press critical-keydiff --compression 0.5 -n 8 --compress-every 64 --max-kv-tokens 200 2>&1); rc=$?
+[ $rc -ne 0 ] && grep -q "projected through W_o" <<<"$out" && ok || bad "critical during generation ($rc): $out"
 
 echo "adakv: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

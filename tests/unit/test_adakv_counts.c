@@ -2,6 +2,7 @@
  * the host: the safeguard, the per-layer selection and VECTOR's layer pool
  * over the per-head budgets. Every layer keeps the uniform total, each head
  * at least int(n_kept * 0.20), ties go to the earlier (head, position).
+ * And CriticalKV's two stages (press/critical.c) on a case worked by hand.
  * No GPU is used: score_ref and the references read host copies. */
 #include <math.h>
 #include <setjmp.h>
@@ -175,6 +176,49 @@ static void layer_pool_keeps_the_uniform_totals_over_per_head_budgets(void **sta
     }
 }
 
+/* critical-keydiff on one KV head of two query heads, head_dim 4, W_o of two
+ * rows, the first summing dims 0 and 1 of head 0, the second reading dim 2
+ * of head 1: vnorm = (|v0 + v1| + |v2|) / 2. The first int((1 - p_c) n 0.5) KeyDiff scores
+ * are forced (+inf), the others are (keydiff + 1e-4) vnorm. */
+static void critical_keydiff_two_stages_by_hand(void **state)
+{
+    (void)state;
+    enum { n = 8 };
+    float keys[n * HD], vals[n * HD], inner[n], got[n], wo[2 * 2 * HD] = {0};
+    for (int i = 0; i < n * HD; i++) {
+        keys[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+        vals[i] = (float)((i * 5) % 13) / 4.0f - 1.5f;
+    }
+    wo[0] = 1;              /* row 0: head 0 dim 0 */
+    wo[1] = 1;              /* row 0: head 0 dim 1 */
+    wo[2 * HD + HD + 2] = 1; /* row 1: head 1 dim 2 */
+    const vkv_press_ops *crit = vkv_press_find("critical-keydiff"), *kd = vkv_press_find("keydiff");
+    assert_non_null(crit);
+    assert_true(crit->needs_wo && !crit->layer_selection);
+    vkv_press_params p = vkv_press_params_default(0.5);
+    vkv_press_layer in = {.layer = 0, .n_layer = 1, .n = n, .n_head = 2, .n_kv_head = 1, .head_dim = HD, .n_ctx = n,
+                          .kv_type = VKV_F32, .k_host = keys, .v_host = vals};
+    assert_int_equal(crit->score_ref(&p, &in, got), VKV_ERR_ARG); /* no W_o */
+    in.n_embd = 2;
+    in.wo_host = wo;
+    assert_int_equal(kd->score_ref(&p, &in, inner), VKV_OK);
+    assert_int_equal(crit->score_ref(&p, &in, got), VKV_OK);
+    const uint32_t first = (uint32_t)((1 - 0.5) * n * 0.5); /* 2 */
+    uint32_t mask[n], forced = 0;
+    assert_int_equal(vkv_ref_topk_select(inner, 1, n, NULL, first, mask), VKV_OK);
+    for (int j = 0; j < n; j++) {
+        if (mask[j]) {
+            forced++;
+            assert_true(isinf(got[j]) && got[j] > 0);
+            continue;
+        }
+        const float *v = vals + j * HD;
+        const double vnorm = (fabs(v[0] + v[1]) + fabs(v[2])) / 2;
+        assert_float_equal(got[j], (float)((inner[j] + 1e-4) * vnorm), 1e-5);
+    }
+    assert_int_equal(forced, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +227,7 @@ int main(void)
         cmocka_unit_test(ties_go_to_the_earlier_head_and_position),
         cmocka_unit_test(adakv_keydiff_forces_the_safeguard_on_keydiffs_scores),
         cmocka_unit_test(layer_pool_keeps_the_uniform_totals_over_per_head_budgets),
+        cmocka_unit_test(critical_keydiff_two_stages_by_hand),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

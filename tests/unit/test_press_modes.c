@@ -23,6 +23,7 @@ static const struct {
     {"knorm", false},  {"keydiff", false},  {"streamingllm", false}, {"snapkv", true}, {"pyramidkv", true},
     {"tova", true},    {"observed", false}, {"expected", false},     {"kvzip", false},
     {"adakv-snapkv", true}, {"adakv-keydiff", false}, /* the inner scorer's mode */
+    {"critical-snapkv", true}, {"critical-keydiff", false},
 };
 
 static void every_press_has_its_papers_mode(void **state)
