@@ -5,7 +5,7 @@
 // group, times the inner scorer's score plus epsilon; the first stage's picks
 // (mask) stay forced:
 //   vnorm[h, j] = mean over q in group(h) of sum_c |sum_d V[h, j, d] W_o[c, q hd + d]|
-//   scores[h, j] = first[h, j] ? +inf : (raw[h, j] + epsilon) * vnorm[h, j]
+//   scores[h, j] = first[h, j] or raw[h, j] = +inf ? +inf : (raw[h, j] + epsilon) * vnorm[h, j]
 // One invocation per token; workgroups along y are the KV heads.
 
 #extension GL_GOOGLE_include_directive : require
@@ -34,7 +34,7 @@ void main()
     const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y;
     if (j >= pc.n) return;
     const uint o = h * pc.n + j;
-    if (first[o] != 0u) {
+    if (first[o] != 0u || isinf(raw[o]) && raw[o] > 0.0) { // the inner scorer's forced keeps stay forced
         scores[o] = 1.0 / 0.0;
         return;
     }

@@ -449,6 +449,8 @@ static const struct {
     {{"press_adakv-keydiff"}, family_press},
     {{"press_critical-snapkv"}, family_press}, /* CriticalKV's projected value norm (press/critical.c) */
     {{"press_critical-keydiff"}, family_press},
+    {{"press_critical-adakv-snapkv"}, family_press}, /* with press_first_stage_counts.comp */
+    {{"press_critical-adakv-keydiff"}, family_press},
     {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
 };
 

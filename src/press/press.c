@@ -14,12 +14,14 @@ extern const vkv_press_ops vkv_press_knorm, vkv_press_keydiff, vkv_press_streami
     vkv_press_pyramidkv, vkv_press_tova, vkv_press_observed, vkv_press_expected, vkv_press_kvzip;
 extern const vkv_press_ops vkv_press_adakv_snapkv, vkv_press_adakv_keydiff;
 extern const vkv_press_ops vkv_press_critical_snapkv, vkv_press_critical_keydiff;
+extern const vkv_press_ops vkv_press_critical_adakv_snapkv, vkv_press_critical_adakv_keydiff;
 
 static const vkv_press_ops *const all_presses[] = {
     &vkv_press_knorm, &vkv_press_keydiff, &vkv_press_streamingllm, &vkv_press_snapkv,
     &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip,
     &vkv_press_adakv_snapkv, &vkv_press_adakv_keydiff,
     &vkv_press_critical_snapkv, &vkv_press_critical_keydiff,
+    &vkv_press_critical_adakv_snapkv, &vkv_press_critical_adakv_keydiff,
     NULL,
 };
 

@@ -9,6 +9,8 @@
 #include "vk/dispatch.h"
 
 #define VKV_PRESS_MAX_HEAD_DIM 256
+/* KV heads of a layer a host reference keeps per-head counts of on the stack (CriticalAdaKV). */
+#define VKV_PRESS_MAX_KV_HEADS 1024
 /* Scratch sub-buffers start at multiples of this: the largest
  * minStorageBufferOffsetAlignment Vulkan allows. */
 #define VKV_PRESS_SCRATCH_ALIGN 256u

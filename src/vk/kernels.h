@@ -187,6 +187,7 @@ typedef enum vkv_wg_class {
     X(PRESS_KNORM_F16, press_knorm_f16, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
     X(PRESS_CRITICAL_F32, press_critical_f32, 5, vkv_pc_press_critical, VKV_WG_WIDE)                    \
     X(PRESS_CRITICAL_F16, press_critical_f16, 5, vkv_pc_press_critical, VKV_WG_WIDE)                    \
+    X(PRESS_FIRST_STAGE_COUNTS, press_first_stage_counts, 2, vkv_pc_vector_elementwise, VKV_WG_WIDE)    \
     X(PRESS_STREAMINGLLM, press_streamingllm, 1, vkv_pc_press_streamingllm, VKV_WG_WIDE)               \
     X(PRESS_KEYDIFF_SUM_F32, press_keydiff_sum_f32, 2, vkv_pc_press_keydiff_sum, VKV_WG_WIDE)          \
     X(PRESS_KEYDIFF_SUM_F16, press_keydiff_sum_f16, 2, vkv_pc_press_keydiff_sum, VKV_WG_WIDE)          \

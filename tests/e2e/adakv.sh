@@ -80,6 +80,20 @@ for L in d["layers"]:
         assert h["n_kept"] == n_kept and h["n_retained"] + h["n_approximated"] // 2 == n_kept, h["n_kept"]
         assert sum(s is None for s in h["scores"]) >= first, "the first stage is forced"
 PY
+# CriticalAdaKV: AdaKV's counts (the layer's total, each head's safeguard) with VECTOR's layer pool
+out=$(run --press critical-adakv-snapkv --compression 0.5 --vector -n 16 --tier-dump "$tmp/cada.json" 2>"$tmp/err")
+[ $? -eq 0 ] && [ ${#out} -gt ${#prompt} ] && ok || bad "critical-adakv-snapkv --vector: no text: $(tail -3 "$tmp/err")"
+python3 - "$tmp/cada.json" <<'PY' && ok || bad "critical-adakv-snapkv's counts"
+import json, sys
+d = json.load(open(sys.argv[1])); n, H, pc = d["n_context"], d["n_kv_head"], d["compression"]
+n_kept = max(1, int(n * (1 - pc))); n_safe = int(n_kept * 0.20)
+assert d["vector_pool"]["scope"] == "layer", d["vector_pool"]
+for L in d["layers"]:
+    heads = L["heads"]
+    assert sum(h["n_kept"] for h in heads) == H * n_kept
+    for h in heads:   # the kept set is exactly the forced scores
+        assert h["n_kept"] >= n_safe and sum(s is None for s in h["scores"]) == h["n_kept"], h["n_kept"]
+PY
 out=$(run --press critical-keydiff --compression 0.5 -n 8 --compress-every 64 --max-kv-tokens 200 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "projected through W_o" <<<"$out" && ok || bad "critical during generation ($rc): $out"
 

@@ -219,6 +219,57 @@ static void critical_keydiff_two_stages_by_hand(void **state)
     assert_int_equal(forced, 2);
 }
 
+/* critical-adakv-keydiff: AdaKV's budgets b_h on KeyDiff's safeguarded
+ * scores (the layer's total H n_kept, each head at least its safeguard), and
+ * exactly b_h forced scores per head, among them its int(b_h 0.5) highest
+ * safeguarded ones (the first stage). */
+static void critical_adakv_keeps_adakvs_budgets_and_its_first_stage(void **state)
+{
+    (void)state;
+    enum { heads = 2, n = 40, n_embd = 3 };
+    float keys[heads * n * HD], vals[heads * n * HD], wo[n_embd * heads * HD], inner[heads * n], safe[heads * n];
+    float got[heads * n];
+    uint32_t seed = 5;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        seed = seed * 1103515245u + 12345u;
+        keys[i] = (float)((seed >> 8) % 2000) / 1000.0f - 1.0f + (i < n * HD ? 0.0f : 0.7f); /* head 1 skewed */
+        seed = seed * 1103515245u + 12345u;
+        vals[i] = (float)((seed >> 8) % 2000) / 1000.0f - 1.0f;
+    }
+    for (size_t i = 0; i < sizeof wo / sizeof *wo; i++) wo[i] = (float)((i * 7) % 5) - 2.0f;
+    const vkv_press_ops *ca = vkv_press_find("critical-adakv-keydiff"), *kd = vkv_press_find("keydiff");
+    assert_non_null(ca);
+    assert_true(ca->needs_wo && ca->layer_selection);
+    const double p_c = 0.75;
+    vkv_press_params p = vkv_press_params_default(p_c);
+    vkv_press_layer in = {.layer = 0, .n_layer = 1, .n = n, .n_head = heads, .n_kv_head = heads, .head_dim = HD,
+                          .n_ctx = n, .kv_type = VKV_F32, .k_host = keys, .v_host = vals, .n_embd = n_embd,
+                          .wo_host = wo};
+    assert_int_equal(kd->score_ref(&p, &in, inner), VKV_OK);
+    assert_int_equal(ca->score_ref(&p, &in, got), VKV_OK);
+    const uint32_t n_kept = vkv_kv_n_kept(p_c, n), n_safe = (uint32_t)(n_kept * 0.20);
+    uint32_t budget[heads], first[heads], mask[heads * n];
+    assert_int_equal(vkv_ref_adakv_safeguard(inner, heads, n, n_safe, safe), VKV_OK);
+    assert_int_equal(vkv_ref_select_counts(safe, heads, n, heads * n_kept, budget), VKV_OK);
+    assert_int_equal(budget[0] + budget[1], heads * n_kept);
+    for (uint32_t h = 0; h < heads; h++) first[h] = budget[h] / 2;
+    assert_int_equal(vkv_ref_topk_select(safe, heads, n, first, 0, mask), VKV_OK);
+    for (uint32_t h = 0; h < heads; h++) {
+        uint32_t forced = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            const float x = got[h * n + j];
+            forced += isinf(x) && x > 0;
+            if (mask[h * n + j]) assert_true(isinf(x) && x > 0);
+        }
+        assert_true(budget[h] >= n_safe);
+        assert_int_equal(forced, budget[h]);
+    }
+    /* the driver's layer selection keeps exactly those */
+    uint32_t kept[heads];
+    assert_int_equal(vkv_ref_select_counts(got, heads, n, heads * n_kept, kept), VKV_OK);
+    assert_memory_equal(kept, budget, sizeof kept);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +279,7 @@ int main(void)
         cmocka_unit_test(adakv_keydiff_forces_the_safeguard_on_keydiffs_scores),
         cmocka_unit_test(layer_pool_keeps_the_uniform_totals_over_per_head_budgets),
         cmocka_unit_test(critical_keydiff_two_stages_by_hand),
+        cmocka_unit_test(critical_adakv_keeps_adakvs_budgets_and_its_first_stage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
