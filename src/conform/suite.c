@@ -455,6 +455,12 @@ static const struct {
     {{"press_chunkkv"}, family_press},
     {{"press_lagkv"}, family_press},
     {{"press_random"}, family_press},
+    {{"press_adakv-snapkv"}, family_press}, /* AdaKV's safeguard over SnapKV (press/adakv.c) */
+    {{"press_adakv-keydiff"}, family_press},
+    {{"press_critical-snapkv"}, family_press}, /* CriticalKV's projected value norm (press/critical.c) */
+    {{"press_critical-keydiff"}, family_press},
+    {{"press_critical-adakv-snapkv"}, family_press}, /* with press_first_stage_counts.comp */
+    {{"press_critical-adakv-keydiff"}, family_press},
     {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
 };
 

@@ -129,6 +129,13 @@ vkv_status vkv_decode_press_create(vkv_ctx *ctx, const vkv_model *m, const vkv_d
     *out = NULL;
     const vkv_hparams *hp = &m->hp;
     if (!p->press) return vkv_error(VKV_ERR_ARG, "compression during generation needs a scorer (--press)");
+    if (p->press->needs_wo)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation does not run %s (it reads the values "
+                                              "projected through W_o; compress the context only)", p->press->name);
+    if (p->press->layer_selection)
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation keeps a count per KV head; %s shares a "
+                                              "layer's budget between its heads (compress the context only)",
+                         p->press->name);
     if (!p->press->keys_only && !p->press->score_positions && !reads_query_window(p->press) &&
         !captures_window(p->press) && !scores_window(p->press))
         return vkv_error(VKV_ERR_UNSUPPORTED, "compression during generation runs scorers that read the keys, the "

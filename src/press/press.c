@@ -14,12 +14,18 @@ extern const vkv_press_ops vkv_press_knorm, vkv_press_keydiff, vkv_press_streami
     vkv_press_pyramidkv, vkv_press_tova, vkv_press_observed, vkv_press_expected, vkv_press_kvzip;
 extern const vkv_press_ops vkv_press_chunkkv, vkv_press_chunkkv_knorm, vkv_press_chunkkv_keydiff,
     vkv_press_chunkkv_tova, vkv_press_lagkv, vkv_press_random;
+extern const vkv_press_ops vkv_press_adakv_snapkv, vkv_press_adakv_keydiff;
+extern const vkv_press_ops vkv_press_critical_snapkv, vkv_press_critical_keydiff;
+extern const vkv_press_ops vkv_press_critical_adakv_snapkv, vkv_press_critical_adakv_keydiff;
 
 static const vkv_press_ops *const all_presses[] = {
     &vkv_press_knorm, &vkv_press_keydiff, &vkv_press_streamingllm, &vkv_press_snapkv,
     &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip,
     &vkv_press_chunkkv, &vkv_press_chunkkv_knorm, &vkv_press_chunkkv_keydiff, &vkv_press_chunkkv_tova,
     &vkv_press_lagkv, &vkv_press_random,
+    &vkv_press_adakv_snapkv, &vkv_press_adakv_keydiff,
+    &vkv_press_critical_snapkv, &vkv_press_critical_keydiff,
+    &vkv_press_critical_adakv_snapkv, &vkv_press_critical_adakv_keydiff,
     NULL,
 };
 
@@ -27,7 +33,7 @@ const vkv_press_ops *const *vkv_press_all(void) { return all_presses; }
 
 const vkv_press_ops *vkv_press_find(const char *name)
 {
-    char names[256] = "";
+    char names[768] = ""; /* every name: the error message holds 1024 bytes */
     for (size_t i = 0; all_presses[i]; i++) {
         if (name && !strcmp(all_presses[i]->name, name)) return all_presses[i];
         size_t len = strlen(names);
@@ -52,6 +58,7 @@ vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope req
 
 vkv_pool_scope vkv_press_paper_pool_scope(const vkv_press_ops *ops)
 {
+    if (ops && ops->layer_selection) return VKV_POOL_LAYER;
     return ops && (ops->n_kept || ops->global_selection) ? VKV_POOL_GLOBAL : VKV_POOL_ROW;
 }
 

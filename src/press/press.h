@@ -57,6 +57,10 @@ typedef struct vkv_press_layer {
     uint32_t window_pos0;    /* the position of q_window's first row (its rows: consecutive positions) */
     const int32_t *slot_pos; /* [n_kv_head, n] host: each slot's position (NULL: slot j is position j) */
     const uint32_t *n_tok;   /* [n_kv_head] host: tokens each head holds in slots 0 .. n_tok - 1 (NULL: n) */
+    /* Scorers that project the values through the attention output (vkv_press_ops.needs_wo): */
+    uint32_t n_embd;         /* W_o's rows */
+    vkv_view wo;             /* [n_embd, n_head * head_dim] f32 the layer's output projection (one storage range) */
+    const float *wo_host;    /* the same on the host, for score_ref */
 } vkv_press_layer;
 
 /* Zero window / kernel / pyramid_beta mean the defaults (64, 5, 20); n_sink
@@ -121,6 +125,16 @@ typedef struct vkv_press_ops {
      * the flat index, press/select_global.h) and each (layer, KV head) keeps
      * what is left of its row. n_kept is ignored. */
     bool global_selection;
+    /* Head-adaptive budgets (AdaKV, CriticalAdaKV: press/adakv.c): the
+     * scores already carry the safeguard (each head's share forced to
+     * +inf); the driver keeps the layer's H n_kept highest scores of its
+     * [n_kv_head, n] scores taken as one row (ties by the flat index,
+     * press/select_global.h) and each KV head keeps what is left of its row:
+     * the layer's total is the uniform one. n_kept is ignored. */
+    bool layer_selection;
+    /* The scores read the layer's output projection W_o (in->wo, in->n_embd:
+     * CriticalKV, press/critical.c); the driver hands it as f32. */
+    bool needs_wo;
     /* VECTOR's default pool scope, picked per scorer from the measured
      * comparison in models/README.md (layer for PyramidKV; row for KVzip,
      * where its own global scope lost on average; 0 = row). */
@@ -175,7 +189,8 @@ vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope req
  * (docs/ARCHITECTURE.md §2): row when every row keeps the same count, global
  * when the scorer's budget differs per row (PyramidKV's n_kept, KVzip's
  * global selection), where a row's or a layer's cap a <= n_kept loses
- * approximation budget. The default under --protocol kvpress. */
+ * approximation budget; layer for head-adaptive budgets (layer_selection),
+ * whose layers each keep the uniform total. The default under --protocol kvpress. */
 vkv_pool_scope vkv_press_paper_pool_scope(const vkv_press_ops *ops);
 
 /* All scorers, NULL-terminated; one file per scorer under src/press/. */

@@ -9,6 +9,8 @@
 #include "vk/dispatch.h"
 
 #define VKV_PRESS_MAX_HEAD_DIM 256
+/* KV heads of a layer a host reference keeps per-head counts of on the stack (CriticalAdaKV). */
+#define VKV_PRESS_MAX_KV_HEADS 1024
 /* Scratch sub-buffers start at multiples of this: the largest
  * minStorageBufferOffsetAlignment Vulkan allows. */
 #define VKV_PRESS_SCRATCH_ALIGN 256u
@@ -70,6 +72,25 @@ vkv_status vkv_press_window_gpu(vkv_gpu *gpu, const vkv_press_layer *in, uint32_
                                 const char *name);
 /* raw[n_kv_head, n_pre] in double on the host (VKV_ERR_OOM only). */
 vkv_status vkv_press_window_ref(const vkv_press_layer *in, uint32_t w, uint32_t n_pre, double *raw);
+
+/* ---- wrappers over an inner scorer (press/adakv.c, press/critical.c) ----
+ * The three functions of a wrapper press `id` around inner_ops: id_gpu,
+ * id_ref and id_scratch call gpu_fn / ref_fn / scratch_fn with the inner
+ * scorer (and the press's name, label, for messages). */
+#define VKV_PRESS_WRAPPER(id, inner_ops, label, gpu_fn, ref_fn, scratch_fn)                                          \
+    extern const vkv_press_ops inner_ops;                                                                              \
+    static vkv_status id##_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)   \
+    {                                                                                                                  \
+        return gpu_fn(&inner_ops, label, gpu, p, in, scores);                                                          \
+    }                                                                                                                  \
+    static vkv_status id##_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)                   \
+    {                                                                                                                  \
+        return ref_fn(&inner_ops, label, p, in, scores);                                                               \
+    }                                                                                                                  \
+    static uint64_t id##_scratch(const vkv_press_params *p, const vkv_press_layer *in)                                 \
+    {                                                                                                                  \
+        return scratch_fn(&inner_ops, p, in);                                                                          \
+    }
 
 /* ---- SnapKV's scores, shared with PyramidKV (press/snapkv.c) ---- */
 vkv_status vkv_snapkv_score_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores,

@@ -1,8 +1,5 @@
-/* KVzip's global selection (see select_global.h). */
+/* Selections over several rows: KVzip's global one, AdaKV's per layer (see select_global.h). */
 #include "press/select_global.h"
-
-#include <stdlib.h>
-#include <string.h>
 
 #include "kvlayout/kv_counts.h"
 #include "press/press_internal.h"
@@ -10,20 +7,18 @@
 #include "vk/gpu.h"
 #include "vk/ops_select.h"
 
-vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,
-                                    uint32_t *kept)
+vkv_status vkv_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, uint32_t k_keep, uint32_t *kept)
 {
-    const char *name = "global selection";
+    const char *name = "selection over rows";
     const uint64_t total = (uint64_t)rows * n, bytes = 4 * total;
     if (!total) return VKV_OK;
     vkv_status st;
     if ((st = vkv_ops_check_view(gpu, scores, bytes, name, "the scores")) ||
-        (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores of every layer")))
+        (st = vkv_ops_check_single_range(gpu, bytes, name, "the scores of every row")))
         return st;
     if (total > UINT32_MAX) return vkv_error(VKV_ERR_UNSUPPORTED, "%s: %llu scores", name, (unsigned long long)total);
-    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression_ratio));
     vkv_buffer *mask = NULL, *counts = NULL;
-    if ((st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "the global selection mask", &mask)) ||
+    if ((st = vkv_buffer_create(gpu, bytes, VKV_MEM_DEVICE, "the selection mask", &mask)) ||
         (st = vkv_buffer_create(gpu, 4ull * rows, VKV_MEM_DEVICE, "tokens kept per row", &counts)) ||
         (st = vkv_cmd_begin(gpu)))
         goto done;
@@ -40,17 +35,21 @@ done:
     return st;
 }
 
+/* Scores kept by the global selection of rows * n scores. */
+static uint32_t global_k_keep(uint32_t rows, uint32_t n, double compression_ratio)
+{
+    const uint64_t total = (uint64_t)rows * n;
+    return (uint32_t)(total - vkv_kv_n_evicted_global(total, compression_ratio));
+}
+
+vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,
+                                    uint32_t *kept)
+{
+    return vkv_select_counts(gpu, scores, rows, n, global_k_keep(rows, n, compression_ratio), kept);
+}
+
 vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression_ratio,
                                         uint32_t *kept)
 {
-    const uint64_t total = (uint64_t)rows * n;
-    if (!total) return VKV_OK;
-    if (total > UINT32_MAX) return vkv_error(VKV_ERR_UNSUPPORTED, "global selection: %llu scores", (unsigned long long)total);
-    uint32_t *mask = malloc(sizeof *mask * total);
-    if (!mask) return vkv_error(VKV_ERR_OOM, "global selection: out of host memory");
-    const uint32_t k_keep = (uint32_t)(total - vkv_kv_n_evicted_global(total, compression_ratio));
-    vkv_status st = vkv_ref_topk_select(scores, 1, (uint32_t)total, NULL, k_keep, mask);
-    if (!st) vkv_ref_mask_row_counts(mask, rows, n, kept);
-    free(mask);
-    return st;
+    return vkv_ref_select_counts(scores, rows, n, global_k_keep(rows, n, compression_ratio), kept);
 }

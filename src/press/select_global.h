@@ -24,7 +24,13 @@
  * Records and submits on its own (no recording may be open). */
 vkv_status vkv_global_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, double compression_ratio,
                                     uint32_t *kept);
-/* The same on the host. */
+/* The same on the host (vkv_ref_select_counts). */
 vkv_status vkv_global_select_counts_ref(const float *scores, uint32_t rows, uint32_t n, double compression_ratio,
                                         uint32_t *kept);
+
+/* kept[rows]: each row's share of one top-k of k_keep over the scores
+ * [rows, n] f32 on the device taken as one row (ties by the flat index).
+ * AdaKV's per-layer selection (vkv_press_ops.layer_selection) and the
+ * global one above. Records and submits on its own. */
+vkv_status vkv_select_counts(vkv_gpu *gpu, vkv_view scores, uint32_t rows, uint32_t n, uint32_t k_keep, uint32_t *kept);
 #endif

@@ -10,7 +10,8 @@
  * reconstruction pass run here before scoring). With a global selection
  * (KVzip) every layer is scored first, one top-k over all of them gives each
  * (layer, KV head) its own n_kept, and the pool / residual / truncation steps
- * take per-row counts (compress_rows). With a layer or global pool scope the
+ * take per-row counts (compress_rows); head-adaptive budgets (AdaKV) take
+ * one such top-k per layer instead. With a layer or global pool scope the
  * pool, residual and truncation steps run over several rows at once, a
  * layer's or the model's (compress_group; docs/ARCHITECTURE.md §2).
  * With a joint map (vkv_vector_map) a layer's KV heads share one tier per
@@ -42,6 +43,7 @@ struct vkv_press_session {
     vkv_buffer *scratch;     /* shared by the capture and the scoring */
     bool repeating;          /* inside KVzip's reconstruction pass */
     uint32_t span0, span1;   /* the context tokens that pass repeats */
+    vkv_buffer **wo;         /* [n_layer] each [n_embd, n_head * head_dim] f32 W_o (press->needs_wo), made at compression */
 };
 
 const char *vkv_vector_map_name(vkv_vector_map m) { return m == VKV_MAP_JOINT ? "joint" : "head"; }
@@ -100,7 +102,37 @@ static vkv_press_layer layer_input(const vkv_press_session *s, uint32_t l, vkv_v
         .state = s->state ? vkv_view_of(s->state[l]) : none, .n_rot = hp->n_rot,
         .rope_neox = hp->rope_mode == VKV_ROPE_NEOX, .inv_freq = vkv_view_of(s->m->rope_inv_freq),
         .prefix = s->p.kvzip ? s->p.kvzip->prefix : 0, .span0 = s->span0, .span1 = s->span1,
+        .n_embd = s->wo ? hp->n_embd : 0, .wo = s->wo ? vkv_view_of(s->wo[l]) : none,
     };
+}
+
+/* CriticalKV's W_o of every layer as f32 on the device (the weights may be of
+ * any type: downloaded, decoded on the host, uploaded once per session). */
+static vkv_status load_wo(vkv_press_session *s)
+{
+    if (!s->p.press->needs_wo || s->wo) return VKV_OK;
+    const vkv_hparams *hp = &s->m->hp;
+    vkv_gpu *gpu = vkv_ctx_gpu(s->ctx);
+    if (!(s->wo = calloc(hp->n_layer, sizeof *s->wo))) return vkv_error(VKV_ERR_OOM, "out of host memory for W_o");
+    vkv_status st = VKV_OK;
+    for (uint32_t l = 0; l < hp->n_layer && !st; l++) {
+        const vkv_weight *w = &s->m->layers[l].wo;
+        if (w->rows != hp->n_embd || w->cols != hp->n_head * hp->head_dim)
+            return vkv_error(VKV_ERR_UNSUPPORTED, "%s: layer %u's W_o is %u x %u, not %u x %u (n_embd x n_head head_dim)",
+                             s->p.press->name, l, w->rows, w->cols, hp->n_embd, hp->n_head * hp->head_dim);
+        const size_t row_bytes = vkv_dtype_row_bytes(w->type, w->cols), f_bytes = 4ull * w->rows * w->cols;
+        unsigned char *raw = malloc(row_bytes * w->rows); /* [rows] rows of the weight's type */
+        float *f = malloc(f_bytes);                       /* [rows, cols] */
+        if (!raw || !f) st = vkv_error(VKV_ERR_OOM, "%s: out of host memory for W_o", s->p.press->name);
+        if (!st) st = vkv_buffer_download(gpu, w->buf, 0, raw, row_bytes * w->rows);
+        for (uint32_t r = 0; !st && r < w->rows; r++)
+            vkv_dequantize_row(w->type, raw + r * row_bytes, f + (size_t)r * w->cols, w->cols);
+        if (!st) st = vkv_buffer_create(gpu, f_bytes, VKV_MEM_DEVICE, "W_o in f32", &s->wo[l]);
+        if (!st) st = vkv_buffer_upload(gpu, s->wo[l], 0, f, f_bytes);
+        free(raw);
+        free(f);
+    }
+    return st;
 }
 
 /* The query hook of scorers with a capture: the window copy (if any) and the
@@ -212,6 +244,9 @@ void vkv_press_session_free(vkv_press_session *s)
         for (uint32_t l = 0; l < s->m->hp.n_layer; l++) vkv_buffer_destroy(vkv_ctx_gpu(s->ctx), s->state[l]);
     free(s->state);
     vkv_buffer_destroy(vkv_ctx_gpu(s->ctx), s->scratch);
+    if (s->wo)
+        for (uint32_t l = 0; l < s->m->hp.n_layer; l++) vkv_buffer_destroy(vkv_ctx_gpu(s->ctx), s->wo[l]);
+    free(s->wo);
     free(s);
 }
 
@@ -425,14 +460,41 @@ static vkv_status job_buffers(compress_job *j)
                              "scorer scratch", &j->scratch);
 }
 
+/* Head-adaptive budgets (AdaKV): each layer's rows share the uniform total
+ * R n_kept through one top-k over the layer's scores (in j->all), copied to
+ * j->scores first (a view at the layer's offset could break the storage
+ * alignment). */
+static vkv_status layer_selection_counts(compress_job *j)
+{
+    const uint64_t rn4 = 4ull * j->R * j->n;
+    const uint32_t k_keep = j->R * vkv_kv_n_kept(j->s->p.pp.compression_ratio, j->n);
+    vkv_status st;
+    for (uint32_t l = 0; l < j->L; l++) {
+        if ((st = vkv_cmd_begin(j->gpu))) return st;
+        if ((st = vkv_cmd_copy(j->gpu, j->all, (uint64_t)l * rn4, j->scores, 0, rn4))) return job_fail(j->gpu, st, l);
+        if ((st = vkv_cmd_submit(j->gpu)) ||
+            (st = vkv_select_counts(j->gpu, vkv_view_of(j->scores), j->R, j->n, k_keep, j->kept_rows + (size_t)l * j->R)))
+            return vkv_error_context(st, "layer %u", l);
+    }
+    return VKV_OK;
+}
+
+/* Selections that need every layer scored first (j->all). */
+static bool scores_first(const vkv_press_session *s)
+{
+    return s->p.press->global_selection || s->p.press->layer_selection;
+}
+
 /* The scorer's own count of every selection row [L, R]: one global
- * selection over every layer's scores (in j->all), or each layer's n_kept. */
+ * selection over every layer's scores (in j->all), one per layer
+ * (head-adaptive budgets), or each layer's n_kept. */
 static vkv_status scorer_counts(compress_job *j)
 {
     const vkv_press_session *s = j->s;
     if (s->p.press->global_selection)
         return vkv_global_select_counts(j->gpu, vkv_view_of(j->all), j->L * j->R, j->n, s->p.pp.compression_ratio,
                                         j->kept_rows);
+    if (s->p.press->layer_selection) return layer_selection_counts(j);
     for (uint32_t l = 0; l < j->L; l++) {
         uint32_t kept = s->p.press->n_kept ? s->p.press->n_kept(&s->p.pp, l, j->L, j->n)
                                            : vkv_kv_n_kept(s->p.pp.compression_ratio, j->n);
@@ -622,7 +684,7 @@ static vkv_status compress_rows(compress_job *j)
     vkv_gpu *gpu = j->gpu;
     const uint32_t H = j->H, R = j->R, n = j->n;
     const uint64_t hn4 = 4ull * H * n, rn4 = 4ull * R * n;
-    const bool global = s->p.press->global_selection;
+    const bool global = scores_first(s);
     vkv_view vs = vkv_view_of(selection_scores(j)), vp = vkv_view_of(j->pool), v2 = vkv_view_of(j->s2);
     vkv_view va = vkv_view_of(j->apx), none = {0};
     vkv_status st;
@@ -822,9 +884,9 @@ vkv_status vkv_press_session_compress(vkv_press_session *s, vkv_vector_report *r
                        j.L, j.H, j.n);
         goto done;
     }
-    if ((st = job_buffers(&j))) goto done;
+    if ((st = job_buffers(&j)) || (st = load_wo(s))) goto done;
     if (s->p.press->repeat_pass && (st = repeat_pass(s))) goto done;
-    if ((s->p.press->global_selection || wide) && (st = score_all_layers(&j))) goto done;
+    if ((scores_first(s) || wide) && (st = score_all_layers(&j))) goto done;
     if ((st = scorer_counts(&j))) goto done;
     if (!wide) {
         st = compress_rows(&j);

@@ -76,3 +76,18 @@ void vkv_ref_attention(const vkv_attn_params *p, const float *q, const void *k, 
         }
     }
 }
+
+double vkv_ref_projected_value_norm(vkv_dtype t, const void *v, uint32_t n_ctx, uint32_t hd, uint32_t n_head,
+                                    uint32_t n_kv_head, uint32_t n_embd, const float *wo, uint32_t h, uint32_t j)
+{
+    const uint32_t group = n_head / n_kv_head, cols = n_head * hd;
+    double l1 = 0;
+    for (uint32_t g = 0; g < group; g++)
+        for (uint32_t c = 0; c < n_embd; c++) {
+            const float *w = wo + (size_t)c * cols + (size_t)(h * group + g) * hd; /* [hd] head q's columns of row c */
+            double acc = 0;
+            for (uint32_t d = 0; d < hd; d++) acc += (double)vkv_kv_cache_get(t, v, n_ctx, hd, h, j, d) * w[d];
+            l1 += fabs(acc);
+        }
+    return l1 / group;
+}

@@ -30,4 +30,11 @@ void vkv_kv_cache_store(vkv_dtype t, void *cache, uint32_t n_kv_head, uint32_t n
 float vkv_kv_cache_get(vkv_dtype t, const void *cache, uint32_t n_ctx_max, uint32_t head_dim, uint32_t h, uint32_t j,
                        uint32_t d);
 
+/* CriticalKV's projected value norm (press/critical.c): vnorm[h, j] = mean over
+ * the query heads q of KV head h's group of sum_c |sum_d V[h, j, d] wo[c, q hd + d]|,
+ * for the values [n_kv_head, n_ctx, hd] of type t (tokens j < n) and
+ * wo [n_embd, n_head hd] f32, in double. */
+double vkv_ref_projected_value_norm(vkv_dtype t, const void *v, uint32_t n_ctx, uint32_t hd, uint32_t n_head,
+                                    uint32_t n_kv_head, uint32_t n_embd, const float *wo, uint32_t h, uint32_t j);
+
 #endif

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "ref/ref_vector.h"
+
 typedef struct ranked {
     float s;    /* the score with NaN -> -inf and -0 -> +0 */
     uint32_t j; /* position */
@@ -47,4 +49,28 @@ void vkv_ref_mask_row_counts(const uint32_t *mask, uint32_t rows, uint32_t n, ui
         for (uint32_t j = 0; j < n; j++) c += mask[(size_t)r * n + j] != 0;
         counts[r] = c;
     }
+}
+
+vkv_status vkv_ref_select_counts(const float *scores, uint32_t rows, uint32_t n, uint32_t k_keep, uint32_t *kept)
+{
+    const uint64_t total = (uint64_t)rows * n;
+    if (!total) return VKV_OK;
+    if (total > UINT32_MAX) return vkv_error(VKV_ERR_UNSUPPORTED, "selection over rows: %llu scores", (unsigned long long)total);
+    uint32_t *mask = malloc(sizeof *mask * total); /* [rows, n] */
+    if (!mask) return vkv_error(VKV_ERR_OOM, "selection over rows: out of host memory");
+    vkv_status st = vkv_ref_topk_select(scores, 1, (uint32_t)total, NULL, k_keep, mask);
+    if (!st) vkv_ref_mask_row_counts(mask, rows, n, kept);
+    free(mask);
+    return st;
+}
+
+vkv_status vkv_ref_adakv_safeguard(const float *scores, uint32_t rows, uint32_t n, uint32_t n_safe, float *out)
+{
+    const size_t total = (size_t)rows * n;
+    uint32_t *safe = malloc(sizeof *safe * (total ? total : 1)); /* [rows, n] 1 = among the row's n_safe */
+    if (!safe) return vkv_error(VKV_ERR_OOM, "AdaKV's safeguard: out of host memory");
+    vkv_status st = vkv_ref_topk_select(scores, rows, n, NULL, n_safe, safe);
+    if (!st) vkv_ref_vector_pool_extend(safe, scores, (uint32_t)total, out);
+    free(safe);
+    return st;
 }

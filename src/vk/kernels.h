@@ -56,6 +56,7 @@ typedef struct vkv_pc_press_keydiff { uint32_t n, n_ctx, head_dim, kv_head0, blo
 typedef struct vkv_pc_press_keydiff_anchor { uint32_t n, head_dim, chunk, n_chunk, block_mode; } vkv_pc_press_keydiff_anchor;
 typedef struct vkv_pc_press_keydiff_sum { uint32_t n, n_ctx, head_dim, kv_head0, chunk, n_chunk; } vkv_pc_press_keydiff_sum;
 typedef struct vkv_pc_press_knorm { uint32_t n, n_ctx, head_dim, kv_head0; } vkv_pc_press_knorm;
+typedef struct vkv_pc_press_critical { uint32_t n, n_ctx, head_dim, n_embd, group, n_head; float epsilon; } vkv_pc_press_critical;
 typedef struct vkv_pc_press_snapkv { uint32_t n, n_pre, kernel; float inv_div; } vkv_pc_press_snapkv;
 typedef struct vkv_pc_press_span {
     uint32_t nq, n_ctx, head_dim, n_head, n_kv_head, kv_head0, q_row0, qpos0, a, b, c, r0;
@@ -89,7 +90,7 @@ typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, 
     X(vkv_pc_press_expected) X(vkv_pc_press_expected_logits) X(vkv_pc_press_expected_lse) \
     X(vkv_pc_press_expected_prep) X(vkv_pc_press_expected_stats) X(vkv_pc_press_from_state) \
     X(vkv_pc_press_keydiff) X(vkv_pc_press_keydiff_anchor) X(vkv_pc_press_keydiff_sum) \
-    X(vkv_pc_press_knorm) X(vkv_pc_press_snapkv) X(vkv_pc_press_span) X(vkv_pc_press_streamingllm) \
+    X(vkv_pc_press_knorm) X(vkv_pc_press_critical) X(vkv_pc_press_snapkv) X(vkv_pc_press_span) X(vkv_pc_press_streamingllm) \
     X(vkv_pc_press_random) X(vkv_pc_press_lagkv) X(vkv_pc_press_chunkkv) \
     X(vkv_pc_press_tova) X(vkv_pc_press_window) X(vkv_pc_rms_norm) X(vkv_pc_rope) X(vkv_pc_silu_mul) \
     X(vkv_pc_softmax) X(vkv_pc_topk_select) X(vkv_pc_vector_elementwise) X(vkv_pc_vector_head_mean) \
@@ -193,6 +194,9 @@ typedef enum vkv_wg_class {
     X(TOPK_SELECT, topk_select, 3, vkv_pc_topk_select, VKV_WG_WIDE)                                    \
     X(PRESS_KNORM_F32, press_knorm_f32, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
     X(PRESS_KNORM_F16, press_knorm_f16, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \
+    X(PRESS_CRITICAL_F32, press_critical_f32, 5, vkv_pc_press_critical, VKV_WG_WIDE)                    \
+    X(PRESS_CRITICAL_F16, press_critical_f16, 5, vkv_pc_press_critical, VKV_WG_WIDE)                    \
+    X(PRESS_FIRST_STAGE_COUNTS, press_first_stage_counts, 2, vkv_pc_vector_elementwise, VKV_WG_WIDE)    \
     X(PRESS_STREAMINGLLM, press_streamingllm, 1, vkv_pc_press_streamingllm, VKV_WG_WIDE)               \
     X(PRESS_RANDOM, press_random, 1, vkv_pc_press_random, VKV_WG_WIDE)                                 \
     X(PRESS_LAGKV_F32, press_lagkv_f32, 3, vkv_pc_press_lagkv, VKV_WG_ROW)                             \

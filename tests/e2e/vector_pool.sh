@@ -1,6 +1,7 @@
 #!/bin/bash
 # VECTOR's pool scopes on the device (docs/ARCHITECTURE.md §2): for keydiff,
-# pyramidkv (per-layer budgets) and kvzip (a global selection), in every scope, the
+# pyramidkv (per-layer budgets), kvzip (a global selection) and adakv-snapkv
+# (per-head budgets), in every scope, the
 # tier dump's tiers equal the selection rules recomputed here in Python from
 # the dump's own scores, residuals and scorer counts; each pool's counts obey
 # a_S = min(floor(p_a n_S), K_S, n_S - K_S) and the byte equation (keys K + a,
@@ -15,7 +16,9 @@ vkv=$1 name=vector_pool
 context=$(head -c 700 "$shared/data/tinyshakespeare.txt")
 run() { "$vkv" run -m "$model" -p "$context" --question "Who?" -n 0 --calib "$tmp/s.vkcal" "$@"; }
 
-for press in keydiff pyramidkv kvzip; do
+presses="keydiff pyramidkv kvzip"
+presses+=" adakv-snapkv" # head-adaptive budgets: each head its share of the layer's (press/adakv.c)
+for press in $presses; do
   for pool in row layer global; do
     run --press $press --compression 0.75 --vector --vector-pool $pool --tier-dump "$tmp/$press-$pool.json" \
       2>"$tmp/$press-$pool.err" >/dev/null || { bad "$press $pool run: $(tail -2 "$tmp/$press-$pool.err")"; continue; }

@@ -22,6 +22,7 @@
  * checked against its reference on scores with many ties.
  *
  * Skips (77) when there is no Vulkan device. */
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -96,11 +97,12 @@ static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *t
     float range = 0;
     for (uint32_t j = 0; j < n; j++) {
         tmp[j] = isnan(row[j]) ? -INFINITY : row[j];
-        if (isfinite(tmp[j]) && fabsf(tmp[j]) > range) range = fabsf(tmp[j]);
+        /* FLT_MAX: AdaKV's clamped forced keeps (press/adakv.c), exact like +inf */
+        if (isfinite(tmp[j]) && tmp[j] != FLT_MAX && fabsf(tmp[j]) > range) range = fabsf(tmp[j]);
     }
     qsort(tmp, n, sizeof *tmp, cmp_desc);
     const float a = tmp[k - 1], b = tmp[k];
-    if ((isinf(a) || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
+    if ((isinf(a) || a == FLT_MAX || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
     if (a == b && a == floorf(a)) return true; /* LagKV's ranks: exact integers on both sides */
     return a - b > 1e-5f * (relative ? fabsf(a) : range);
 }
@@ -288,6 +290,13 @@ static void blockwise_keydiff_gpu_matches_reference(void **state)
 static void streamingllm_gpu_matches_reference(void **state) { (void)state; check_both_types("streamingllm", &gqa); }
 static void snapkv_gpu_matches_reference(void **state) { (void)state; check_both_types("snapkv", &gqa); }
 static void pyramidkv_gpu_matches_reference(void **state) { (void)state; check_both_types("pyramidkv", &gqa); }
+/* AdaKV's safeguard over two inner scorers (press/adakv.c): the forced +inf match exactly. */
+static void adakv_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_both_types("adakv-snapkv", &gqa);
+    check_both_types("adakv-keydiff", &gqa);
+}
 
 static void tova_gpu_matches_reference(void **state)
 {
@@ -561,6 +570,7 @@ int main(void)
         cmocka_unit_test(streamingllm_gpu_matches_reference),
         cmocka_unit_test(snapkv_gpu_matches_reference),
         cmocka_unit_test(pyramidkv_gpu_matches_reference),
+        cmocka_unit_test(adakv_gpu_matches_reference),
         cmocka_unit_test(tova_gpu_matches_reference),
         cmocka_unit_test(chunkkv_gpu_matches_reference),
         cmocka_unit_test(lagkv_gpu_matches_reference),

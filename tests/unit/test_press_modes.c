@@ -24,6 +24,9 @@ static const struct {
     {"tova", true},    {"observed", false}, {"expected", false},     {"kvzip", false},
     {"chunkkv", true}, {"chunkkv-knorm", false}, {"chunkkv-keydiff", false}, {"chunkkv-tova", true},
     {"lagkv", false},  {"random", false},
+    {"adakv-snapkv", true}, {"adakv-keydiff", false}, /* the inner scorer's mode */
+    {"critical-snapkv", true}, {"critical-keydiff", false},
+    {"critical-adakv-snapkv", true}, {"critical-adakv-keydiff", false},
 };
 
 static void every_press_has_its_papers_mode(void **state)
