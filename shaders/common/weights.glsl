@@ -19,31 +19,22 @@ int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 // funnel-shifted out of five (nine) 4-byte loads instead of eight (sixteen)
 // 16-bit reads, without a branch. Loads are clamped to the bound range; what a
 // clamped load returns is shifted out.
-void w_bytes16(uint off, out uint wd[4])
-{
-    const uint last_word = uint(w_words.length()) - 1u;
-    const uint w0 = off >> 2;
-    const bool odd = (off & 2u) != 0u;
-    uint lo = w_words[w0];
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        const uint hi = w_words[min(w0 + i + 1u, last_word)];
-        wd[i] = odd ? (lo >> 16) | (hi << 16) : lo;
-        lo = hi;
+// One body for both widths (GLSL has no arrays of a parameter's length).
+#define W_BYTES(name, n_words)                                          \
+    void name(uint off, out uint wd[n_words])                           \
+    {                                                                   \
+        const uint last_word = uint(w_words.length()) - 1u;             \
+        const uint w0 = off >> 2;                                       \
+        const bool odd = (off & 2u) != 0u;                              \
+        uint lo = w_words[w0];                                          \
+        [[unroll]] for (uint i = 0u; i < n_words; i++) {                \
+            const uint hi = w_words[min(w0 + i + 1u, last_word)];       \
+            wd[i] = odd ? (lo >> 16) | (hi << 16) : lo;                 \
+            lo = hi;                                                    \
+        }                                                               \
     }
-}
-
-void w_bytes32(uint off, out uint wd[8])
-{
-    const uint last_word = uint(w_words.length()) - 1u;
-    const uint w0 = off >> 2;
-    const bool odd = (off & 2u) != 0u;
-    uint lo = w_words[w0];
-    [[unroll]] for (uint i = 0u; i < 8u; i++) {
-        const uint hi = w_words[min(w0 + i + 1u, last_word)];
-        wd[i] = odd ? (lo >> 16) | (hi << 16) : lo;
-        lo = hi;
-    }
-}
+W_BYTES(w_bytes16, 4u)
+W_BYTES(w_bytes32, 8u)
 
 #if defined(TYPE_F32)
 #define BLOCK_ELEMS 1u

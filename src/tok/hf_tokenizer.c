@@ -176,7 +176,7 @@ static vkv_status read_vocab(hf_load *h, const vkv_json *vocab, const vkv_json *
             return st;
         const char *content = member(a, "content")->string;
         if (single_word)
-            return fail(VKV_ERR_UNSUPPORTED, h, "%ssingle_word is true for '%.*s': not implemented", where, SHOWN,
+            return fail(VKV_ERR_UNSUPPORTED, h, "%ssingle_word is true for '%.*s': whole-word matching of added tokens is not supported (refused)", where, SHOWN,
                         content);
         int32_t id = find_token(tok, content);
         uint16_t attr = special ? TOK_ATTR_CONTROL : TOK_ATTR_USER_DEFINED;
@@ -280,15 +280,15 @@ static vkv_status read_model(hf_load *h, const vkv_json *root)
     if ((st = opt_bool(h, model, "model.", "byte_fallback", &byte_fallback)) ||
         (st = opt_bool(h, model, "model.", "ignore_merges", &h->tok->ignore_merges)))
         return st;
-    if (byte_fallback) return fail(VKV_ERR_UNSUPPORTED, h, "model.byte_fallback is true: not implemented");
+    if (byte_fallback) return fail(VKV_ERR_UNSUPPORTED, h, "model.byte_fallback is true: only byte-level BPE without byte fallback is supported (refused)");
     const vkv_json *dropout = member(model, "dropout");
     if (dropout && !(dropout->type == VKV_JSON_NUMBER && dropout->number == 0))
-        return fail(VKV_ERR_UNSUPPORTED, h, "model.dropout is set: BPE dropout is not implemented");
+        return fail(VKV_ERR_UNSUPPORTED, h, "model.dropout is set: BPE dropout (a training-time option) is not supported (refused)");
     const char *affixes[] = {"continuing_subword_prefix", "end_of_word_suffix"};
     for (size_t i = 0; i < 2; i++) {
         const vkv_json *v = member(model, affixes[i]);
         if (v && !(v->type == VKV_JSON_STRING && v->string_len == 0))
-            return fail(VKV_ERR_UNSUPPORTED, h, "model.%s is set: not implemented", affixes[i]);
+            return fail(VKV_ERR_UNSUPPORTED, h, "model.%s is set: subword affixes are not supported (refused)", affixes[i]);
     }
 
     const vkv_json *vocab = member(model, "vocab"), *merges = member(model, "merges");
@@ -343,7 +343,7 @@ static vkv_status read_normalizer(hf_load *h, const vkv_json *root)
     for (size_t i = 0; i < count; i++) {
         if (list && (st = type_of(h, list->items[i], "normalizer.normalizers[]", &type))) return st;
         if (strcmp(type, "NFC"))
-            return fail(VKV_ERR_UNSUPPORTED, h, "normalizer '%s' is not implemented (only NFC, or none)", type);
+            return fail(VKV_ERR_UNSUPPORTED, h, "normalizer '%s' is not supported (only NFC, or none)", type);
         h->tok->normalize_nfc = true;
     }
     return VKV_OK;

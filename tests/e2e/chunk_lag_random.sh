@@ -12,11 +12,7 @@ set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
 model=models/vkvector-shakespeare.gguf
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0 passes=0
-ok() { passes=$((passes + 1)); }
-bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+. "$(dirname "$0")/expect.sh"     # $tmp, the counters, ok and bad
 
 context=$(head -c 1000 "$shared/data/tinyshakespeare.txt")
 run() { "$vkv" run -m "$model" -p "$context" -n 8 --compression 0.5 "$@"; }

@@ -74,6 +74,8 @@ expect 1 "refusing to read 'standard input': it holds more than 1 GiB" -- bounde
 printf '{"role": "user", "content": "hi"}' > "$tmp/not_a_list.json"
 expect 1 "not_a_list.json: want a JSON array" -- bounded "$vkv" tokenize --messages "$tmp/not_a_list.json" --chat-template qwen3 --render
 expect 2 "need --messages" -- bounded "$vkv" tokenize -m "$model" --text hi --render
+expect 2 "--info takes only -m" -- bounded "$vkv" tokenize -m "$model" --info --text hi
+expect 2 "--info needs -m" -- bounded "$vkv" tokenize --info
 expect 2 "no template is named 'qwen9'" -- bounded "$vkv" tokenize --messages "$tmp/not_a_list.json" --chat-template qwen9 --render
 expect 1 "the model has no chat template" -- bounded "$vkv" tokenize -m "$model" --messages "$tmp/not_a_list.json"
 

@@ -261,6 +261,12 @@ static void test_malformed(void **state)
         {"\"special\":false}", "\"special\":\"no\"}", VKV_ERR_FORMAT, "special is a string"},
         {"\"ids\":[17]", "\"ids\":[170]", VKV_ERR_FORMAT, "not one id of the vocabulary"},
         {"\"model\":{", "\"modelx\":{", VKV_ERR_FORMAT, "missing \"model\""},
+        /* options of the format vkvector refuses by name */
+        {"\"single_word\":false", "\"single_word\":true", VKV_ERR_UNSUPPORTED, "single_word is true for '<|end|>'"},
+        {"\"dropout\":null", "\"dropout\":null,\"byte_fallback\":true", VKV_ERR_UNSUPPORTED, "model.byte_fallback is true"},
+        {"\"dropout\":null", "\"dropout\":0.1", VKV_ERR_UNSUPPORTED, "model.dropout is set"},
+        {"\"dropout\":null", "\"dropout\":null,\"continuing_subword_prefix\":\"##\"", VKV_ERR_UNSUPPORTED,
+         "model.continuing_subword_prefix is set"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *text = replaced(VALID, cases[i].from, cases[i].to);
