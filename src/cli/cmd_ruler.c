@@ -3,7 +3,8 @@
  * --seed by RULER's rules (src/eval/ruler.h), filled to each --lengths with
  * the model's tokenizer. Each sample's context is compressed; its question
  * and answer prefix follow; the answer is generated greedily up to kvpress's
- * per-task length and scored with RULER's string_match_all / _part. One line
+ * per-task length and scored with RULER's string_match_all / _part, once per
+ * --compression value (a list sweeps the leaderboard's x axis). One line
  * per sample is appended to the results file (fsync'ed), so an interrupted
  * run resumes where it stopped, and --shard splits a run over jobs. */
 #include <errno.h>
@@ -24,6 +25,7 @@
 #include "eval/ruler.h"
 
 #define RULER_MAX_LENGTHS 32
+#define RULER_MAX_ACC 128 /* (p_c, length) pairs in the summary */
 
 /* The command's options. */
 typedef struct ruler_opts {
@@ -36,8 +38,9 @@ typedef struct ruler_opts {
     char essays_buf[1100];
 } ruler_opts;
 
-/* Per (task, length) score sums, for the summary. */
+/* Per (p_c, length) score sums by task, for the summary. */
 typedef struct ruler_acc {
+    double compression;
     size_t length;
     double sum[VKV_RULER_N_TASKS];
     size_t n[VKV_RULER_N_TASKS];
@@ -51,8 +54,8 @@ typedef struct ruler_run {
     const char *source;          /* "data" or "generated" */
     vkv_ruler_sources src;
     vkv_ruler_qa_set squad, hotpotqa;
-    strset done;                 /* "task\nlength\nindex" of the results already in the file */
-    ruler_acc acc[RULER_MAX_LENGTHS + 1];
+    strset done;                 /* sample_key of the results already in the file */
+    ruler_acc acc[RULER_MAX_ACC];
     size_t n_acc;
     size_t n_new, n_bad, n_failed, n_resumed;
 } ruler_run;
@@ -68,18 +71,26 @@ static bool same_source(const vkv_json *r, const ruler_run *run)
     return seed && seed->type == VKV_JSON_NUMBER && seed->number == (double)run->l->seed;
 }
 
-static void sample_key(char *buf, size_t n, const char *task, size_t length, size_t index)
+/* A result's identity in a file: its p_c (as the settings store it), task, length and index. */
+static void sample_key(char *buf, size_t n, double compression, const char *task, size_t length, size_t index)
 {
-    snprintf(buf, n, "%s\n%zu\n%zu", task, length, index);
+    snprintf(buf, n, "%.6g\n%s\n%zu\n%zu", compression, task, length, index);
 }
 
-static void count_score(ruler_run *run, size_t length, int task, double score)
+/* p_c as a result line stores it: 0 for the full cache. */
+static double stored_compression(const ruler_run *run)
+{
+    return run->o->po.press ? run->o->po.compression_ratio : 0;
+}
+
+static void count_score(ruler_run *run, double compression, size_t length, int task, double score)
 {
     size_t a = 0;
-    while (a < run->n_acc && run->acc[a].length != length) a++;
+    while (a < run->n_acc && !(run->acc[a].length == length && run->acc[a].compression == compression)) a++;
     if (a == run->n_acc) {
-        if (run->n_acc == RULER_MAX_LENGTHS + 1) return; /* the summary shows the first lengths only */
+        if (run->n_acc == RULER_MAX_ACC) return; /* the summary shows the first settings only */
         memset(&run->acc[a], 0, sizeof run->acc[a]);
+        run->acc[a].compression = compression;
         run->acc[a].length = length;
         run->n_acc++;
     }
@@ -94,10 +105,23 @@ static size_t row_length(const vkv_json *r)
     return l && l->type == VKV_JSON_NUMBER && l->number >= 0 && l->number < 1e15 ? (size_t)l->number : 0;
 }
 
+/* The p_c of --compression's list whose settings r holds, or -1. */
+static int matching_compression(const vkv_json *r, const ruler_run *run)
+{
+    const cli_press_opts *po = &run->o->po;
+    for (int k = 0; k < (po->n_compressions ? po->n_compressions : 1); k++) {
+        eval_opts each = *run->o;
+        if (po->n_compressions) each.po.compression_ratio = po->compressions[k];
+        if (eval_same_settings(r, &each, run->e)) return k;
+    }
+    return -1;
+}
+
 static int resumed_line(void *ctx, const vkv_json *r, size_t line_no)
 {
     ruler_run *run = ctx;
-    if (!eval_same_settings(r, run->o, run->e) || !same_source(r, run)) {
+    int k = matching_compression(r, run);
+    if (k < 0 || !same_source(r, run)) {
         char have[512];
         eval_describe_settings(r, "kvpress", have, sizeof have);
         const char *src = json_get_str(r, "source");
@@ -109,12 +133,14 @@ static int resumed_line(void *ctx, const vkv_json *r, size_t line_no)
     const vkv_json *idx = vkv_json_get(r, "index"), *score = vkv_json_get(r, "score");
     int t = task ? vkv_ruler_task_index(task) : -1;
     if (t < 0 || !idx || idx->type != VKV_JSON_NUMBER) return 0;
-    char key[128];
-    sample_key(key, sizeof key, task, row_length(r), (size_t)idx->number);
+    const cli_press_opts *po = &run->o->po;
+    double compression = !po->press ? 0 : po->n_compressions ? po->compressions[k] : po->compression_ratio;
+    char key[160];
+    sample_key(key, sizeof key, compression, task, row_length(r), (size_t)idx->number);
     bool oom = false;
     if (strset_add(&run->done, key, &oom)) {
         run->n_resumed++;
-        if (score && score->type == VKV_JSON_NUMBER) count_score(run, row_length(r), t, score->number);
+        if (score && score->type == VKV_JSON_NUMBER) count_score(run, compression, row_length(r), t, score->number);
     }
     if (!oom) return 0;
     fprintf(stderr, "vkvector ruler: out of host memory\n");
@@ -129,7 +155,8 @@ static int run_sample(ruler_run *run, const vkv_ruler_task *task, size_t length,
 {
     const eval_env *e = run->e;
     char where[160];
-    snprintf(where, sizeof where, "%s @%zu #%zu", task->name, length, index);
+    if (e->press) snprintf(where, sizeof where, "%s @%zu #%zu p_c %g", task->name, length, index, stored_compression(run));
+    else snprintf(where, sizeof where, "%s @%zu #%zu", task->name, length, index);
     vkv_kvpress_parts parts = {.context = s->context, .question = s->question, .answer_prefix = s->answer_prefix};
     eval_prompt p;
     vkv_status st = eval_kvpress_prompt(e, run->o, &parts, max_gen, 0, &p);
@@ -191,10 +218,10 @@ static int run_sample(ruler_run *run, const vkv_ruler_task *task, size_t length,
     bool ok = eval_append_line("ruler", run->out, run->l->out_path, buf, blen);
     free(buf);
     if (ok) {
-        char key[128];
-        sample_key(key, sizeof key, task->name, length, index);
+        char key[160];
+        sample_key(key, sizeof key, stored_compression(run), task->name, length, index);
         strset_add(&run->done, key, NULL);
-        count_score(run, length, (int)(task - vkv_ruler_tasks), score);
+        count_score(run, stored_compression(run), length, (int)(task - vkv_ruler_tasks), score);
         run->n_new++;
         if (!run->l->quiet)
             fprintf(stderr, "%s: score %.3f | %zu tokens, %u compressed | prefill %.2f s, compress %.2f s, %u tokens "
@@ -209,8 +236,8 @@ static int run_sample(ruler_run *run, const vkv_ruler_task *task, size_t length,
 static bool to_run(const ruler_run *run, const vkv_ruler_task *task, size_t length, size_t index)
 {
     if (index % (size_t)run->l->shard_n != (size_t)run->l->shard_i) return false;
-    char key[128];
-    sample_key(key, sizeof key, task->name, length, index);
+    char key[160];
+    sample_key(key, sizeof key, stored_compression(run), task->name, length, index);
     return !strset_has(&run->done, key);
 }
 
@@ -406,10 +433,11 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
     };
     int rc = cli_parse("ruler", "vkvector ruler --out RESULTS.jsonl (--data FILE.jsonl | --lengths LIST) [options]\n\n"
                        "Runs RULER's tasks with kvpress's protocol (the context compressed, the question and answer prefix\n"
-                       "after it, kvpress's generation length per task) with a press and compression ratio, and appends one\n"
-                       "line per sample to RESULTS.jsonl: task, length, index, source, pred, answer, score (RULER's\n"
-                       "string_match_all, string_match_part for qa), the run settings, token counts, timings and KV bytes.\n"
-                       "Samples already in the file (same settings) are skipped, so a stopped run resumes where it was.",
+                       "after it, kvpress's generation length per task) with a press at each compression ratio of\n"
+                       "--compression (\"0.25,0.5,0.75\" runs them in turn), and appends one line per sample to\n"
+                       "RESULTS.jsonl: task, length, index, source, pred, answer, score (RULER's string_match_all,\n"
+                       "string_match_part for qa), the run settings, token counts, timings and KV bytes. Samples already in\n"
+                       "the file (same settings, any of the ratios) are skipped, so a stopped run resumes where it was.",
                        opts, CLI_N(opts), argc, argv);
     if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
     if (shard && !eval_parse_shard(shard, &l->shard_i, &l->shard_n))
@@ -422,6 +450,7 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
     if (l->data_path && l->n_lengths > 1)
         return cli_usage_error("ruler", "with --data, --lengths is the one length of rows that have none");
     if (!l->data_path && l->samples < 0) l->samples = 10;
+    o->po.compression_list_ok = true; /* the leaderboard's x axis in one run */
     if (!eval_opts_check("ruler", o)) return 2;
     o->po.paper_split_pool = true; /* kvpress's protocol: docs/ARCHITECTURE.md §2 */
     if (!l->essays_dir) l->essays_dir = essays_dir_default(l->essays_buf, sizeof l->essays_buf);
@@ -472,12 +501,12 @@ static void print_summary(const ruler_run *run)
     if (run->n_bad) fprintf(stderr, "; %zu malformed rows skipped", run->n_bad);
     if (run->n_failed) fprintf(stderr, "; %zu samples failed (reasons above; a rerun retries them)", run->n_failed);
     fprintf(stderr, "\n");
-    printf("task,length,samples,score\n");
+    printf("task,compression,length,samples,score\n");
     for (size_t a = 0; a < run->n_acc; a++)
         for (int t = 0; t < VKV_RULER_N_TASKS; t++)
             if (run->acc[a].n[t])
-                printf("%s,%zu,%zu,%.2f\n", vkv_ruler_tasks[t].name, run->acc[a].length, run->acc[a].n[t],
-                       100.0 * run->acc[a].sum[t] / run->acc[a].n[t]);
+                printf("%s,%g,%zu,%zu,%.2f\n", vkv_ruler_tasks[t].name, run->acc[a].compression, run->acc[a].length,
+                       run->acc[a].n[t], 100.0 * run->acc[a].sum[t] / run->acc[a].n[t]);
 }
 
 int cmd_ruler(int argc, char **argv)
@@ -503,10 +532,16 @@ int cmd_ruler(int argc, char **argv)
     if ((st = eval_env_open("ruler", o, want ? (uint32_t)(want + 64) : 0, &e))) goto out;
     rc = eval_results_resume("ruler", l.out_path, resumed_line, &run, &run.out);
     if (rc) goto out;
-    fprintf(stderr, "vkvector ruler: kvpress protocol, %s data, %s, %s%s, %u-token context; %zu results already in %s\n",
-            run.source, e.s->model_name, o->po.press ? o->po.press : "full cache", o->po.vector ? " + VECTOR" : "",
-            e.n_ctx, run.n_resumed, l.out_path);
-    rc = l.data_path ? run_data(&run) : run_generated(&run);
+    fprintf(stderr, "vkvector ruler: kvpress protocol, %s data, %s, %s%s%s%s, %u-token context; %zu results already "
+                    "in %s\n", run.source, e.s->model_name, o->po.press ? o->po.press : "full cache",
+            o->po.vector ? " + VECTOR" : "", o->po.compression_arg ? ", p_c " : "",
+            o->po.compression_arg ? o->po.compression_arg : "", e.n_ctx, run.n_resumed, l.out_path);
+    /* each p_c in turn (one pass without --compression); the samples' order within a pass is the file's */
+    cli_press_opts *po = &l.common.po;
+    for (int k = 0; k < (po->n_compressions ? po->n_compressions : 1) && !rc; k++) {
+        if (po->n_compressions) po->compression_ratio = po->compressions[k];
+        rc = l.data_path ? run_data(&run) : run_generated(&run);
+    }
     if (!rc) print_summary(&run);
 out:
     if (st) rc = cli_fail("ruler", st);

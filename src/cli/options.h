@@ -158,7 +158,11 @@ vkv_dtype cli_v_dtype(const cli_model_opts *mo);
  * compression parameters' one validation function, not here. */
 typedef struct cli_press_opts {
     const char *press;      /* NULL: no compression */
-    double compression_ratio; /* --compression; -1 until given */
+    double compression_ratio; /* --compression's (first) value; -1 when not given */
+    const char *compression_arg; /* --compression as given: a number, or a comma list where compression_list_ok */
+    double compressions[16]; /* --compression's values (n_compressions of them) */
+    int n_compressions;
+    bool compression_list_ok; /* the command runs a list of p_c (ruler) */
     bool vector;
     double pa;              /* -1 = default; the first of --pa's list */
     const char *pa_arg;     /* --pa as given: a number, or a comma list where pa_list_ok */
@@ -237,8 +241,8 @@ const char *cli_decoding_check(cli_press_opts *po);
 
 #define CLI_PRESS_OPTIONS(po)                                                                                  \
     {.type = CLI_STR, .names = "--press", .metavar = "NAME", .dest = &(po).press, .help = cli_press_help()},      \
-    {.type = CLI_F64, .names = "--compression", .metavar = "P", .dest = &(po).compression_ratio, .min = 0,      \
-     .max = 1, .flags = CLI_MAX_EXCLUSIVE, .help = "compression ratio p_c in [0, 1)"},                        \
+    {.type = CLI_STR, .names = "--compression", .metavar = "P", .dest = &(po).compression_arg,                 \
+     .help = "compression ratio p_c in [0, 1) (ruler: a comma list runs each)"},                             \
     CLI_QUERY_MODE_OPTIONS((po).aware_flag, (po).agnostic_flag),                                               \
     {.type = CLI_FLAG, .names = "--vector", .dest = &(po).vector,                                              \
      .help = "VECTOR: approximate tier (K kept, V rebuilt by the calibrated OLS map)"},                       \

@@ -75,35 +75,48 @@ const char *cli_press_help(void)
     return help;
 }
 
-/* --pa's list into po->pas; the message, or NULL. */
-static const char *parse_pa(cli_press_opts *po, char *msg, size_t size)
+/* A ratio option's value, arg: one number in [0, 1] ([0, 1) with
+ * below_one), or a comma list of up to 16 where list_ok, into values[*n].
+ * The message, or NULL. */
+static const char *parse_ratios(const char *name, const char *arg, bool below_one, bool list_ok, double values[16],
+                                int *n, char *msg, size_t size)
+{
+    *n = 0;
+    char buf[256];
+    bool good = strlen(arg) < sizeof buf;
+    snprintf(buf, sizeof buf, "%s", arg);
+    for (char *save, *t = strtok_r(buf, ",", &save); t && good; t = strtok_r(NULL, ",", &save)) {
+        double v;
+        good = *n < 16 && cli_parse_f64(t, 0, 1, &v) && !(below_one && v == 1);
+        if (good) values[(*n)++] = v;
+    }
+    if (good && *n > 0 && (*n == 1 || list_ok)) return NULL;
+    snprintf(msg, size, "%s wants a number in [0, 1%s%s, got '%s'", name, below_one ? ")" : "]",
+             list_ok ? " or a comma list of up to 16" : "", arg);
+    return msg;
+}
+
+/* --pa's and --compression's lists; the message, or NULL. */
+static const char *parse_ratio_options(cli_press_opts *po, char *msg, size_t size)
 {
     po->n_pas = 0;
     po->pa = -1;
+    if (po->compression_arg) {
+        const char *why = parse_ratios("--compression", po->compression_arg, true, po->compression_list_ok,
+                                       po->compressions, &po->n_compressions, msg, size);
+        if (why) return why;
+        po->compression_ratio = po->compressions[0];
+    }
     if (!po->pa_arg) return NULL;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", po->pa_arg);
-    for (char *save, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        double v;
-        if (po->n_pas == 16 || !cli_parse_f64(t, 0, 1, &v)) {
-            snprintf(msg, size, "--pa wants a number in [0, 1]%s, got '%s'", po->pa_list_ok ? " or a comma list of them" : "",
-                     po->pa_arg);
-            return msg;
-        }
-        po->pas[po->n_pas++] = v;
-    }
-    if (!po->n_pas || (po->n_pas > 1 && !po->pa_list_ok)) {
-        snprintf(msg, size, "--pa wants a number in [0, 1], got '%s'", po->pa_arg);
-        return msg;
-    }
-    po->pa = po->pas[0];
-    return NULL;
+    const char *why = parse_ratios("--pa", po->pa_arg, false, po->pa_list_ok, po->pas, &po->n_pas, msg, size);
+    if (!why) po->pa = po->pas[0];
+    return why;
 }
 
 bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_ops **press)
 {
     char ratios[160], pa_msg[320];
-    const char *why = parse_pa(po, pa_msg, sizeof pa_msg);
+    const char *why = parse_ratio_options(po, pa_msg, sizeof pa_msg);
     if (!why) why = cli_decoding_check(po);
     const bool budget = po->decoding == VKV_DECODING_BUDGET;
     *press = NULL;
@@ -126,9 +139,10 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
     else if ((po->pa >= 0 || po->calib || po->vector_pool >= 0) && !po->vector)
         why = "--pa, --calib and --vector-pool need --vector";
     else
-        for (int k = 0; k < (po->n_pas ? po->n_pas : 1) && !why; k++)
-            why = vkv_kv_check_ratios(compression_ratio_or_zero(po), po->n_pas ? po->pas[k] : -1, po->vector, ratios,
-                                      sizeof ratios);
+        for (int c = 0; c < (po->n_compressions ? po->n_compressions : 1) && !why; c++)
+            for (int k = 0; k < (po->n_pas ? po->n_pas : 1) && !why; k++)
+                why = vkv_kv_check_ratios(po->n_compressions ? po->compressions[c] : compression_ratio_or_zero(po),
+                                          po->n_pas ? po->pas[k] : -1, po->vector, ratios, sizeof ratios);
     if (why) cli_usage_error(cmd, "%s", why);
     else po->query_aware = vkv_press_query_aware(*press, (vkv_query_mode)cli_query_mode(po->aware_flag, po->agnostic_flag));
     return !why;

@@ -122,6 +122,39 @@ PY
 echo '[{"question": "q", "answer": "a", "context": []}]' > "$tmp/hotpot_as_squad.json"
 expect 1 "not SQuAD's layout" -- run --out "$tmp/x.jsonl" --lengths 256 --tasks qa_1 --squad "$tmp/hotpot_as_squad.json"
 
+# ---- a --compression list: each p_c in turn, into one file ----
+expect 2 "--compression wants a number in \[0, 1\) or a comma list of up to 16, got '0.5,1'" -- \
+  run --out "$tmp/x.jsonl" --lengths 256 --compression 0.5,1
+expect 2 "--compression wants a number in \[0, 1\), got '0.25,0.5'" -- \
+  "$vkv" niah -m "$model" --press knorm --compression 0.25,0.5 --out "$tmp/x.jsonl"
+sweep=(--lengths 512 --tasks niah_single_1 --samples 1 --seed 3)
+expect 0 "2 new results" -- run --out "$tmp/sweep.jsonl" "${sweep[@]}" --compression 0.25,0.5
+expect 0 "0 new results" -- run --out "$tmp/sweep.jsonl" "${sweep[@]}" --compression 0.5,0.25
+# a longer list resumes the ratios it shares and runs the new one
+expect 0 "1 new results" -- run --out "$tmp/sweep.jsonl" "${sweep[@]}" --compression 0.25,0.5,0.75
+# the single-ratio run of the same sample gives the same line as the sweep's
+run --out "$tmp/single.jsonl" "${sweep[@]}" --compression 0.75 2>/dev/null
+summary=$(run --out "$tmp/sweep.jsonl" "${sweep[@]}" --compression 0.25,0.5,0.75 2>/dev/null)
+grep -q "^task,compression,length,samples,score$" <<<"$summary" && grep -q "^niah_single_1,0.75,512,1," <<<"$summary" &&
+  grep -q "^niah_single_1,0.25,512,1," <<<"$summary" && ok || bad "sweep summary: $summary"
+py "$tmp/sweep.jsonl" "$tmp/single.jsonl" <<'PY' && ok || bad "sweep lines: $(head -c 1500 "$tmp/sweep.jsonl")"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+single = json.loads(open(sys.argv[2]).readline())
+assert [r["compression"] for r in rows] == [0.25, 0.5, 0.75], rows
+assert len({r["answer"][0] for r in rows}) == 1 and all(r["index"] == 0 and r["length"] == 512 for r in rows), rows
+# more compression keeps fewer pairs, and p_c 0.75 alone is the sweep's p_c 0.75
+kv = [r["kv_bytes"] for r in rows]
+assert kv[0] > kv[1] > kv[2], kv
+keep = lambda r: (r["pred"], r["prompt_tokens"], r["kv_bytes"], r["score"])
+assert keep(rows[2]) == keep(single), (rows[2], single)
+PY
+sweep_report=$("$vkv" ruler-report --csv "$tmp/sweep.jsonl" 2>/dev/null)
+for pc in 0.25 0.5 0.75; do
+  grep -q "^vkvector-shakespeare,knorm,$pc,512," <<<"$sweep_report" || { bad "report of the sweep lacks p_c $pc: $sweep_report"; continue; }
+  ok
+done
+
 # ---- the report ----
 out=$("$vkv" ruler-report "$tmp/data_out.jsonl" "$tmp/gen0.jsonl" "$tmp/gen1.jsonl" "$tmp/gen0.jsonl" 2>"$tmp/report.err")
 [ $? -eq 0 ] && ok || bad "ruler-report failed: $(cat "$tmp/report.err")"

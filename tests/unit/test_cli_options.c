@@ -366,15 +366,15 @@ static void shared_groups(void **state)
     assert_true(sp.seed == 9);
     assert_true(sp.top_p == defaults.top_p && sp.top_k == defaults.top_k && sp.min_p == defaults.min_p);
     assert_string_equal(po.press, "snapkv");
-    /* --pa stays text until cli_press_opts_check reads it (a list in longbench) */
-    assert_true(po.compression_ratio == 0.5 && po.vector);
+    /* --compression and --pa stay text until cli_press_opts_check reads them (lists in ruler and longbench) */
+    assert_true(po.compression_ratio == -1 && po.vector);
+    assert_string_equal(po.compression_arg, "0.5");
     assert_string_equal(po.pa_arg, "0.25");
     assert_false(po.query_aware || po.materialized);
 
     /* run's ranges */
     EXPECT_ERROR_IN(groups, "--top-p wants a number in (0, 1], got '0'", "--top-p", "0");
     EXPECT_ERROR_IN(groups, "--repeat-penalty wants a number in (0, 100]", "--repeat-penalty", "0");
-    EXPECT_ERROR_IN(groups, "--compression wants a number in [0, 1), got '1'", "--compression", "1");
     EXPECT_ERROR_IN(groups, "--top-k wants an integer >= 0, got '-3'", "--top-k", "-3");
     EXPECT_ERROR_IN(groups, "--seed wants an integer >= 0", "--seed", "18446744073709551616");
     assert_int_equal(PARSE(groups, "--seed", "18446744073709551615").rc, CLI_OK);
@@ -428,6 +428,26 @@ static void press_options_build_the_compression(void **state)
     assert_true(c.compress_every == 0 && c.max_kv_tokens == 0);
 }
 
+/* cli_press_opts_check on po; its message on stderr into msg ("" when it passes). */
+static bool check_with_message(cli_press_opts *po, char *msg, size_t size)
+{
+    const vkv_press_ops *press;
+    fflush(stderr);
+    int saved_err = dup(2);
+    FILE *sink = tmpfile();
+    assert_non_null(sink);
+    dup2(fileno(sink), 2);
+    bool ok = cli_press_opts_check("test", po, &press);
+    fflush(stderr);
+    dup2(saved_err, 2);
+    close(saved_err);
+    rewind(sink);
+    size_t n = fread(msg, 1, size - 1, sink);
+    msg[n] = 0;
+    fclose(sink);
+    return ok;
+}
+
 /* Whether cli_press_opts_check takes press options with these ratios
  * (p_a < 0: no --pa), its message on stderr kept out of the test's output. */
 static bool ratios_accepted(double compression_ratio, const char *pa, bool vector)
@@ -438,18 +458,55 @@ static bool ratios_accepted(double compression_ratio, const char *pa, bool vecto
     po.compression_ratio = compression_ratio;
     po.pa_arg = pa;
     po.vector = vector;
-    const vkv_press_ops *press;
-    fflush(stderr);
-    int saved_err = dup(2);
-    FILE *sink = tmpfile();
-    assert_non_null(sink);
-    dup2(fileno(sink), 2);
-    bool ok = cli_press_opts_check("test", &po, &press);
-    fflush(stderr);
-    dup2(saved_err, 2);
-    close(saved_err);
-    fclose(sink);
-    return ok;
+    char msg[512];
+    return check_with_message(&po, msg, sizeof msg);
+}
+
+/* --compression: one p_c in [0, 1), or where the command runs a list (ruler)
+ * a comma list, each value checked with every p_a. */
+static void compression_takes_a_list_where_the_command_runs_one(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *compression, *pa;
+        bool list_ok, vector;
+        const char *error; /* NULL: accepted */
+    } cases[] = {
+        {"0.5", NULL, false, false, NULL},
+        {"0", NULL, false, false, NULL},
+        {"1", NULL, false, false, "--compression wants a number in [0, 1), got '1'"},
+        {"-0.1", NULL, true, false, "--compression wants a number in [0, 1) or a comma list of up to 16, got '-0.1'"},
+        {"0.25,0.5", NULL, false, false, "--compression wants a number in [0, 1), got '0.25,0.5'"},
+        {"0.25,0.5,0.75", NULL, true, false, NULL},
+        {"0.25,,x", NULL, true, false, "got '0.25,,x'"},
+        {"", NULL, true, false, "--compression wants"},
+        {"0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", NULL, true, false, "up to 16"},
+        {"0.5,0.9", "0.25", true, true, "0.9"}, /* p_a + p_c > 1 at the second value */
+        {"0.5,0.75", "0.25", true, true, NULL},
+    };
+    for (size_t i = 0; i < CLI_N(cases); i++) {
+        cli_press_opts po;
+        cli_press_opts_init(&po);
+        po.press = "keydiff";
+        po.compression_arg = cases[i].compression;
+        po.compression_list_ok = cases[i].list_ok;
+        po.pa_arg = cases[i].pa;
+        po.vector = cases[i].vector;
+        char msg[512];
+        bool ok = check_with_message(&po, msg, sizeof msg);
+        if (ok != !cases[i].error || (cases[i].error && !strstr(msg, cases[i].error)))
+            fail_msg("--compression '%s': %s '%s'", cases[i].compression, ok ? "accepted" : "refused", msg);
+    }
+    cli_press_opts po;
+    cli_press_opts_init(&po);
+    po.press = "keydiff";
+    po.compression_arg = "0.25,0.5,0.75";
+    po.compression_list_ok = true;
+    char msg[512];
+    assert_true(check_with_message(&po, msg, sizeof msg));
+    assert_int_equal(po.n_compressions, 3);
+    assert_true(po.compressions[0] == 0.25 && po.compressions[1] == 0.5 && po.compressions[2] == 0.75);
+    assert_true(po.compression_ratio == 0.25); /* the first, until the command sets each */
 }
 
 /* The one range rule (vkv_kv_check_ratios) decides for options that did not
@@ -523,6 +580,7 @@ int main(void)
         cmocka_unit_test(shared_groups),
         cmocka_unit_test(press_options_build_the_compression),
         cmocka_unit_test(the_ratios_obey_one_rule),
+        cmocka_unit_test(compression_takes_a_list_where_the_command_runs_one),
         cmocka_unit_test(press_help_lists_the_press_table),
         cmocka_unit_test(kv_type_group_with_another_default),
     };
