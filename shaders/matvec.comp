@@ -1,10 +1,14 @@
 #version 450
 // y[m_offset + m] = dot(W[m, :], x)  for m in [0, M): the decode-time
-// matrix-vector product. A workgroup owns MATVEC_ROWS consecutive weight
+// matrix-vector product. The workgroup's threads form row groups of
+// pc.group_threads threads; a row group owns MATVEC_ROWS consecutive weight
 // rows: each 32-element chunk of x a thread loads serves all of them, and the
 // fixed cost of a workgroup (large on CPU devices) is paid once per
-// MATVEC_ROWS rows. Threads stride over 32-element chunks and reduce with
-// subgroup adds (USE_SUBGROUP) or a shared-memory tree.
+// MATVEC_ROWS rows of each group. A group's threads stride over 32-element
+// chunks and reduce with subgroup adds (USE_SUBGROUP) or a shared-memory tree.
+// Long rows take the whole workgroup as one group; a short row (fewer chunks
+// than threads) takes a group just wide enough, so that no thread idles
+// (docs/ARCHITECTURE.md §1, "Matrix-vector row groups").
 //
 // With MATVEC_COLS (the batched decode, docs/ARCHITECTURE.md §1):
 // y[j * ldy + m_offset + m] = dot(W[m, :], x[j, :]) for j < n_cols <= VKV_BATCH_MAX.
@@ -35,6 +39,8 @@ layout(push_constant) uniform PC {
     uint groups_x;   // workgroups along x (row blocks are spread over x and y)
     uint n_cols;     // columns of x and y, 1..VKV_BATCH_MAX
     uint ldy;        // floats from one column of y to the next
+    uint group_threads; // threads of a row group: a power of two dividing the workgroup,
+                        // a multiple of the subgroup size with USE_SUBGROUP (host: src/vk/ops.c)
 } pc;
 #else
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [K]
@@ -46,6 +52,7 @@ layout(push_constant) uniform PC {
     uint K;          // elements per row
     uint m_offset;   // where row 0 of this dispatch lands in y
     uint groups_x;   // workgroups along x (row blocks are spread over x and y)
+    uint group_threads; // threads of a row group (as above)
 } pc;
 #endif
 
@@ -173,39 +180,47 @@ shared float col_partial[COLS * MATVEC_ROWS * MAX_SUBGROUPS];
 #endif
 
 // One column's sums (acc[r]: row row0 + r, this thread's share) reduced over
-// the workgroup and written at y[y0 + row0 + r].
-void reduce_store(float acc[MATVEC_ROWS], uint row0, uint y0)
+// the row group (group g of the workgroup's, thread t of its gt) and written
+// at y[y0 + row0 + r]. With one group (gt the workgroup) it is the reduction
+// over the whole workgroup.
+void reduce_store(float acc[MATVEC_ROWS], uint row0, uint y0, uint g, uint t, uint gt)
 {
-    const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
 #if USE_SUBGROUP
     [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
         const float s = subgroupAdd(acc[r]);
         if (gl_SubgroupInvocationID == 0u) partial[r * MAX_WG + gl_SubgroupID] = s;
     }
     barrier();
-    if (tid < MATVEC_ROWS && row0 + tid < pc.M) {
+    // the group's subgroups, in order (gt is a multiple of the subgroup size);
+    // a group narrower than MATVEC_ROWS stores several rows a thread
+    const uint per_group = gt / gl_SubgroupSize;
+    for (uint r = t; r < MATVEC_ROWS && row0 + r < pc.M; r += gt) {
         float s = 0.0;
-        for (uint i = 0u; i < gl_NumSubgroups; i++) s += partial[tid * MAX_WG + i];
-        y[y0 + row0 + tid] = s;
+        for (uint i = 0u; i < per_group; i++) s += partial[r * MAX_WG + g * per_group + i];
+        y[y0 + row0 + r] = s;
     }
 #else
+    const uint tid = gl_LocalInvocationID.x;
     [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) partial[r * MAX_WG + tid] = acc[r];
     barrier();
-    for (uint s = wg / 2u; s > 0u; s >>= 1) {
-        if (tid < s) {
+    for (uint s = gt / 2u; s > 0u; s >>= 1) {
+        if (t < s) {
             [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) partial[r * MAX_WG + tid] += partial[r * MAX_WG + tid + s];
         }
         barrier();
     }
-    if (tid < MATVEC_ROWS && row0 + tid < pc.M) y[y0 + row0 + tid] = partial[tid * MAX_WG];
+    for (uint r = t; r < MATVEC_ROWS && row0 + r < pc.M; r += gt) y[y0 + row0 + r] = partial[r * MAX_WG + g * gt];
 #endif
 }
 
 void main()
 {
-    const uint row0 = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * MATVEC_ROWS;
-    if (row0 >= pc.M) return; // uniform per workgroup
     const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+    // row group g of n_groups; thread t of its gt
+    const uint gt = pc.group_threads, n_groups = wg / gt, g = tid / gt, t = tid % gt;
+    const uint wg_row0 = (gl_WorkGroupID.y * pc.groups_x + gl_WorkGroupID.x) * n_groups * MATVEC_ROWS;
+    if (wg_row0 >= pc.M) return; // uniform per workgroup
+    const uint row0 = wg_row0 + g * MATVEC_ROWS;
     // Rows past M (the last block) repeat row M - 1 rather than branch, and
     // are not written.
     uint row_off[MATVEC_ROWS];
@@ -214,7 +229,7 @@ void main()
     [[unroll]] for (uint a = 0u; a < COLS * MATVEC_ROWS; a++) acc[a] = 0.0;
     float xs[32];
     const uint full = pc.K / 32u;
-    for (uint c = tid; c < full; c += wg) {
+    for (uint c = t; c < full; c += gt) {
 #if defined(MATVEC_COLS)
         // the chunk of every row decoded once, then each column's chunk
         // loaded once and used by every row
@@ -242,7 +257,7 @@ void main()
     }
 #if defined(FLOAT_WEIGHTS)
     // A row length that is not a multiple of 32 (float weights only): the tail.
-    for (uint e = full * 32u + tid; e < pc.K; e += wg) {
+    for (uint e = full * 32u + t; e < pc.K; e += gt) {
         [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
             const float we = dequant1(row_off[r], e);
             COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++)
@@ -266,12 +281,15 @@ void main()
         }
     }
     barrier();
-    for (uint t = tid; t < n_cols() * MATVEC_ROWS; t += wg) {
-        const uint j = t / MATVEC_ROWS, r = t % MATVEC_ROWS;
-        if (row0 + r < pc.M) {
+    // (column, group, row) triples; a group's subgroups summed in order
+    const uint per_group = gt / gl_SubgroupSize, wg_rows = n_groups * MATVEC_ROWS;
+    for (uint u = tid; u < n_cols() * wg_rows; u += wg) {
+        const uint j = u / wg_rows, gr = u % wg_rows, ug = gr / MATVEC_ROWS, r = gr % MATVEC_ROWS;
+        if (wg_row0 + gr < pc.M) {
             float s = 0.0;
-            for (uint i = 0u; i < gl_NumSubgroups; i++) s += col_partial[t * MAX_SUBGROUPS + i];
-            y[j * ldy + pc.m_offset + row0 + r] = s;
+            for (uint i = 0u; i < per_group; i++)
+                s += col_partial[(j * MATVEC_ROWS + r) * MAX_SUBGROUPS + ug * per_group + i];
+            y[j * ldy + pc.m_offset + wg_row0 + gr] = s;
         }
     }
 #else
@@ -280,7 +298,7 @@ void main()
     COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) { // uniform
         float col[MATVEC_ROWS];
         [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) col[r] = acc[j * MATVEC_ROWS + r];
-        reduce_store(col, row0, j * ldy + pc.m_offset);
+        reduce_store(col, row0, j * ldy + pc.m_offset, g, t, gt);
 #if defined(MATVEC_COLS)
         barrier(); // the next column overwrites partial
 #endif

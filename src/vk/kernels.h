@@ -43,8 +43,8 @@ typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words, head_dim, src_t
 typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, kv_type; } vkv_pc_kv_store;
 typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
-typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x; } vkv_pc_matvec;
-typedef struct vkv_pc_matvec_cols { uint32_t M, K, m_offset, groups_x, n_cols, ldy; } vkv_pc_matvec_cols;
+typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x, group_threads; } vkv_pc_matvec;
+typedef struct vkv_pc_matvec_cols { uint32_t M, K, m_offset, groups_x, n_cols, ldy, group_threads; } vkv_pc_matvec_cols;
 typedef struct vkv_pc_press_expected { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } vkv_pc_press_expected;
 typedef struct vkv_pc_press_expected_logits { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
                                               float inv_sqrt_d, inv_2d; } vkv_pc_press_expected_logits;
