@@ -120,7 +120,7 @@ static vkv_status matvec_cols_bitwise(conform_ctx *c, const mm_args *a, const fl
     s.x = s.y = (guarded){0};
     vkv_status st = VKV_OK;
     double ms = 0;
-    bool guards_all = true, nanm;
+    bool guards_all = true;
     if (!single) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (uint32_t j = 0; j < a->n; j++) {
         double ms1 = 0;
@@ -134,12 +134,7 @@ static vkv_status matvec_cols_bitwise(conform_ctx *c, const mm_args *a, const fl
         guards_all &= guards;
         ms += ms1;
     }
-    size_t differ = 0;
-    for (size_t i = 0; i < count; i++) differ += memcmp(&got[i], &single[i], 4) != 0;
-    /* the NMSE as the verdict's number, at least 1e-30 when any bit differs */
-    double err = conform_nmse_f32(single, got, count, &nanm);
-    conform_finish(r, differ ? (err > 1e-30 ? err : 1e-30) : 0.0, nanm, guards_all, NMSE_EXACT, ms);
-    if (differ && r->note[0] == 0) snprintf(r->note, sizeof r->note, "%zu of %zu floats differ", differ, count);
+    conform_finish_bitwise(r, single, got, count, guards_all, ms);
 done:
     conform_guarded_destroy(c, &s.x);
     conform_guarded_destroy(c, &s.y);

@@ -248,6 +248,19 @@ static void family_attention(conform_ctx *c, const char *op)
         RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F32, VKV_F32, 8, 8, 128, 1, 299, 300, 40000, 1.0f));
 }
 
+/* Grouped decode attention: 1, 3, 8 and 11 sequences (a full group, partial
+ * ones, one of each), f32 and f16 caches, GQA 4:1 and MHA. */
+static void family_attention_group(conform_ctx *c, const char *op)
+{
+    static const vkv_dtype types[] = {VKV_F32, VKV_F16};
+    static const uint32_t n_seq[] = {1, 3, 8, 11};
+    for (size_t i = 0; i < N_OF(types); i++)
+        for (size_t j = 0; j < N_OF(n_seq); j++) {
+            RUN(case_attention_group(c, types[i], 8, 2, 64, n_seq[j], 300));
+            RUN(case_attention_group(c, types[i], 8, 8, 32, n_seq[j], 200));
+        }
+}
+
 static void family_vector_residual(conform_ctx *c, const char *op)
 {
     static const struct { uint32_t n_kv, hd, n_rot; bool neox; uint32_t n_ctx, n; bool joint, pos; } shapes[] = {
@@ -433,6 +446,7 @@ static const struct {
     {{"kv_store"}, family_kv_store},
     {{"kv_convert"}, family_kv_convert},
     {{"attn_prefill", "attn_decode"}, family_attention},
+    {{"attn_group"}, family_attention_group},
     {{"vector_residual"}, family_vector_residual},
     {{"vector_pool_scores"}, family_vector_pool_scores},
     {{"vector_assign_tiers"}, family_vector_assign_tiers},
