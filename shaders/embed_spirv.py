@@ -12,7 +12,7 @@ and the compiler's error names it (src/vk/kernels.h).
 import sys
 
 OP_TYPE_INT, OP_TYPE_FLOAT, OP_TYPE_STRUCT, OP_TYPE_POINTER = 21, 22, 30, 32
-OP_VARIABLE, OP_MEMBER_DECORATE = 59, 72
+OP_TYPE_VECTOR, OP_VARIABLE, OP_MEMBER_DECORATE = 23, 59, 72
 DECORATION_OFFSET, STORAGE_PUSH_CONSTANT = 35, 9
 
 
@@ -25,6 +25,8 @@ def push_constant_bytes(path, words):
         args = words[i + 1:i + n]
         if op in (OP_TYPE_INT, OP_TYPE_FLOAT):
             scalar_bytes[args[0]] = args[1] // 8
+        elif op == OP_TYPE_VECTOR and args[1] in scalar_bytes:  # uvec4: components follow their scalar
+            scalar_bytes[args[0]] = scalar_bytes[args[1]] * args[2]
         elif op == OP_TYPE_STRUCT:
             structs[args[0]] = args[1:]
         elif op == OP_TYPE_POINTER:
@@ -39,7 +41,7 @@ def push_constant_bytes(path, words):
     end = 0
     for m, member_type in enumerate(structs[block]):
         if member_type not in scalar_bytes:
-            sys.exit(f'{path}: push-constant member {m} is not a scalar')
+            sys.exit(f'{path}: push-constant member {m} is not a scalar or vector')
         end = max(end, offsets[(block, m)] + scalar_bytes[member_type])
     return end
 

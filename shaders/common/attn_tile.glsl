@@ -22,18 +22,33 @@
 
 #include "vk/tiles.h"
 
+// ATTN_KV_GROUP (attn_group.comp): bindings 1 and 2 are arrays of that many
+// sequences' K and V caches and attn_seq, set by the shader from the
+// workgroup id (dynamically uniform), picks the sequence's.
+#if defined(ATTN_KV_GROUP)
+uint attn_seq = 0u;
+#define ATTN_K_ARRAY kc[ATTN_KV_GROUP]
+#define ATTN_V_ARRAY vc[ATTN_KV_GROUP]
+#define ATTN_K kc[attn_seq].
+#define ATTN_V vc[attn_seq].
+#else
+#define ATTN_K_ARRAY
+#define ATTN_V_ARRAY
+#define ATTN_K
+#define ATTN_V
+#endif
 #if defined(KV_F16)
-layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; };  // K rows, f16: 4 halves per uvec2
-layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; };  // V rows, f16
+layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; } ATTN_K_ARRAY;  // K rows, f16: 4 halves per uvec2
+layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; } ATTN_V_ARRAY;  // V rows, f16
 // Elements 4 d4 .. 4 d4 + 3 of K (V) row `row`.
-vec4 load_k(uint row, uint d4) { uvec2 w = k_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-vec4 load_v(uint row, uint d4) { uvec2 w = v_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_k(uint row, uint d4) { uvec2 w = ATTN_K k_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_v(uint row, uint d4) { uvec2 w = ATTN_V v_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 #elif defined(KV_F32)
-layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };   // K rows, f32
-layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };   // V rows, f32
-vec4 load_k(uint row, uint d4) { return k_f4[row * (pc.head_dim / 4u) + d4]; }
-vec4 load_v(uint row, uint d4) { return v_f4[row * (pc.head_dim / 4u) + d4]; }
-#elif defined(KV_ANY)
+layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; } ATTN_K_ARRAY;   // K rows, f32
+layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; } ATTN_V_ARRAY;   // V rows, f32
+vec4 load_k(uint row, uint d4) { return ATTN_K k_f4[row * (pc.head_dim / 4u) + d4]; }
+vec4 load_v(uint row, uint d4) { return ATTN_V v_f4[row * (pc.head_dim / 4u) + d4]; }
+#elif defined(KV_ANY) && !defined(ATTN_KV_GROUP)
 // K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
 // at run time (common/kv_quant.glsl).
 layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
@@ -42,7 +57,7 @@ layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
 vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
 vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
 #else
-#error "define KV_F16, KV_F32 or KV_ANY"
+#error "define KV_F16, KV_F32 or KV_ANY (not with ATTN_KV_GROUP)"
 #endif
 
 // Shared budget (vk/tiles.h); the host picks tile sizes that fit.
@@ -97,14 +112,18 @@ void attn_place_thread()
 }
 
 // The Q tile, scaled: row rr of the tile is (query (row0+rr)/group, head
-// kh*group + (row0+rr)%group); rows past `rows` are zeros.
+// kh*group + (row0+rr)%group), queries counted from q4's row ATTN_Q_ROW0
+// (0 unless the shader defines it); rows past `rows` are zeros.
+#if !defined(ATTN_Q_ROW0)
+#define ATTN_Q_ROW0 0u
+#endif
 void attn_load_q(uint row0, uint rows, uint group, uint kh)
 {
     const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
     for (uint e = tid; e < pc.tile_q * d4n; e += wg) {
         uint rr = row0 + e / d4n, d4 = e % d4n;
         vec4 val = vec4(0.0);
-        if (rr < rows) val = q4[((rr / group) * pc.n_head + kh * group + rr % group) * d4n + d4] * pc.scale;
+        if (rr < rows) val = q4[((ATTN_Q_ROW0 + rr / group) * pc.n_head + kh * group + rr % group) * d4n + d4] * pc.scale;
         sq[e] = val;
     }
 }

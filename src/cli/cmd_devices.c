@@ -58,6 +58,10 @@ static void print_text(const vkv_caps *c, uint32_t i, bool preferred)
            c->integer_dot_product_4x8_accelerated ? " (4x8 accelerated)" : "");
     printf("  %-28s KHR %s, NV %s, NV2 %s\n", "cooperative matrix", c->coopmat_khr ? "yes" : "no",
            c->coopmat_nv ? "yes" : "no", c->coopmat2_nv ? "yes" : "no");
+    /* the grouped kernels of the batched decode step bind arrays of 8 caches */
+    printf("  %-28s dynamic indexing %s, %u a stage, %u push\n", "storage-buffer arrays",
+           c->storage_buffer_array_dynamic_indexing ? "yes" : "no", c->max_per_stage_storage_buffers,
+           c->max_push_descriptors);
     if (c->coopmat_khr) print_shapes("  KHR shapes", c->coopmat_khr_shapes, c->n_coopmat_khr_shapes);
     if (c->coopmat_nv) print_shapes("  NV shapes", c->coopmat_nv_shapes, c->n_coopmat_nv_shapes);
     printf("  %-28s %s\n", "push descriptors", c->push_descriptor ? "yes" : "no");
@@ -116,6 +120,9 @@ static void print_json(vkv_json_writer *w, const vkv_caps *c, uint32_t i, bool p
     KB("integer_dot_product", c->integer_dot_product);
     KB("integer_dot_product_4x8_accelerated", c->integer_dot_product_4x8_accelerated);
     KB("bfloat16", c->bfloat16); KB("push_descriptor", c->push_descriptor);
+    KB("storage_buffer_array_dynamic_indexing", c->storage_buffer_array_dynamic_indexing);
+    KU("max_per_stage_storage_buffers", c->max_per_stage_storage_buffers);
+    KU("max_push_descriptors", c->max_push_descriptors);
     KB("cooperative_matrix_khr", c->coopmat_khr); KB("cooperative_matrix_nv", c->coopmat_nv);
     KB("cooperative_matrix2_nv", c->coopmat2_nv);
     json_shapes(w, "cooperative_matrix_khr_shapes", c->coopmat_khr_shapes, c->n_coopmat_khr_shapes);

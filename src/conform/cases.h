@@ -26,6 +26,11 @@ vkv_status case_kv_store(conform_ctx *c, vkv_dtype t, uint32_t n_tok, uint32_t n
 vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head,
                           uint32_t hd, uint32_t n_q, uint32_t pos0, uint32_t n_kv, uint32_t n_ctx_max,
                           float q_amp);
+/* One token of each of n_seq sequences into its own caches in kv_store_group dispatches. */
+vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq);
+/* Decode attention of n_seq sequences of different cache lengths in attn_group dispatches. */
+vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv_head, uint32_t hd,
+                                uint32_t n_seq, uint32_t n_ctx_max);
 /* with_pos: the residual reads each slot's position from a table (a tiered
  * layer gathered back into the plain layout for decode-time compression).
  * joint: the maps are one joint map per layer (S = n_kv blocks, kvlayout/kv_layout.h);

@@ -72,3 +72,115 @@ done:
     free(q); free(ksrc); free(vsrc); free(ref); free(got); free(kc); free(vc); free(scr);
     return st;
 }
+
+/* ---------------- grouped decode attention (attn_group) ---------------- */
+
+typedef struct {
+    vkv_attn_params p;
+    vkv_attn_seq seqs[VKV_BATCH_MAX];
+    uint32_t n_seq;
+    guarded q, out;
+} attn_group_args;
+
+static vkv_status rec_attn_group(conform_ctx *c, void *p)
+{
+    attn_group_args *a = p;
+    return vkv_op_attention_group(c->gpu, &a->p, a->seqs, a->n_seq, a->q.view, a->out.view, a->n_seq);
+}
+
+/* n_seq sequences of one query each, cache lengths spread over [1, 256]
+ * (within one decode split), their q / out rows in reverse order, through
+ * attn_group: two results, "attn_group"
+ * against vkv_ref_attention at the f32 threshold, and "attn_group bitwise"
+ * against vkv_op_attention (the per-sequence attn_rows kernel) on each
+ * sequence alone, compared by bytes (the batched decode step's rows must be
+ * the single-sequence decode's, infer/forward.h). */
+vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv_head, uint32_t hd,
+                                uint32_t n_seq, uint32_t n_ctx_max)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "hd %u heads %u/%u seqs %u slots %u", hd, n_head, n_kv_head, n_seq, n_ctx_max);
+    if (!conform_reserve_results(c, 2)) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    conform_result *r = conform_new_result(c, "attn_group", vkv_dtype_get(t)->name, shape);
+    conform_result *rb = conform_new_result(c, "attn_group bitwise", vkv_dtype_get(t)->name, shape);
+    if (!r || !rb) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    attn_group_args a = {.n_seq = n_seq};
+    a.p = (vkv_attn_params){1, n_head, n_kv_head, hd, n_ctx_max, 0, 0, (float)(1.0 / sqrt(hd)), t, t};
+    const size_t row = (size_t)n_head * hd, qn = n_seq * row, cache_bytes = vkv_kv_cache_bytes(t, n_kv_head, n_ctx_max, hd);
+    const uint32_t max_kv = n_ctx_max < VKV_ATTN_SPLIT_KEYS ? n_ctx_max : VKV_ATTN_SPLIT_KEYS;
+    guarded k[VKV_BATCH_MAX] = {0}, v[VKV_BATCH_MAX] = {0};
+    attn_args one = {.path = VKV_ATTN_AUTO};
+    float *q = conform_random_f32(c, qn), *ref = malloc(qn * 4), *got = malloc(qn * 4), *single = malloc(qn * 4);
+    void *kc = malloc(cache_bytes), *vc = malloc(cache_bytes);
+    vkv_status st = VKV_OK;
+    if (!q || !ref || !got || !single || !kc || !vc || n_seq > VKV_BATCH_MAX) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto done;
+    }
+    for (uint32_t i = 0; i < n_seq; i++) {
+        /* lengths 1, 38, 75, ...: every sequence its own */
+        const uint32_t n_kv = 1 + (i * 37) % max_kv;
+        vkv_attn_params pi = a.p;
+        pi.n_kv = n_kv;
+        pi.pos0 = n_kv - 1;
+        float *ksrc = conform_random_f32(c, (size_t)n_kv * n_kv_head * hd), *vsrc = conform_random_f32(c, (size_t)n_kv * n_kv_head * hd);
+        if (!ksrc || !vsrc) {
+            free(ksrc); free(vsrc);
+            st = vkv_error(VKV_ERR_OOM, "out of host memory");
+            goto done;
+        }
+        conform_poison_unused_slots(&pi, t, kc);
+        conform_poison_unused_slots(&pi, t, vc);
+        vkv_kv_cache_store(t, kc, n_kv_head, n_ctx_max, hd, 0, ksrc, n_kv);
+        vkv_kv_cache_store(t, vc, n_kv_head, n_ctx_max, hd, 0, vsrc, n_kv);
+        free(ksrc); free(vsrc);
+        const uint32_t qrow = n_seq - 1 - i;
+        vkv_ref_attention(&pi, q + qrow * row, kc, vc, ref + qrow * row);
+        if ((st = conform_guarded_create(c, cache_bytes, kc, &k[i])) || (st = conform_guarded_create(c, cache_bytes, vc, &v[i])))
+            goto done;
+        a.seqs[i] = (vkv_attn_seq){k[i].view, v[i].view, n_kv, qrow};
+    }
+    if (!vkv_attn_group_fits(c->gpu, &a.p, a.seqs, n_seq)) {
+        r->skipped = r->pass = rb->skipped = rb->pass = true;
+        snprintf(r->note, sizeof r->note, "no dynamic indexing of storage-buffer arrays or too few descriptors");
+        snprintf(rb->note, sizeof rb->note, "%s", r->note);
+        goto done;
+    }
+    double ms = 0, ms_single = 0;
+    bool guards, guards_single = true, nanm;
+    if ((st = conform_guarded_create(c, qn * 4, q, &a.q)) || (st = conform_guarded_create(c, qn * 4, NULL, &a.out)) ||
+        (st = conform_run_recorded(c, rec_attn_group, &a, &ms)) || (st = conform_guarded_read(c, &a.out, got, &guards)))
+        goto done;
+    conform_finish(r, conform_nmse_f32(ref, got, qn, &nanm), nanm, guards, NMSE_F32, ms);
+
+    /* Each sequence alone through vkv_op_attention. */
+    for (uint32_t i = 0; i < n_seq; i++) {
+        double ms1 = 0;
+        bool g1;
+        one.p = a.p;
+        one.p.n_kv = a.seqs[i].n_kv;
+        one.p.pos0 = a.seqs[i].n_kv - 1;
+        one.k = k[i];
+        one.v = v[i];
+        const size_t qrow = a.seqs[i].row;
+        if ((st = conform_guarded_create(c, row * 4, q + qrow * row, &one.q)) ||
+            (st = conform_guarded_create(c, row * 4, NULL, &one.out)) ||
+            (st = conform_guarded_create(c, vkv_attn_scratch_bytes(&one.p), NULL, &one.scratch)) ||
+            (st = conform_run_recorded(c, rec_attn, &one, &ms1)) ||
+            (st = conform_guarded_read(c, &one.out, single + qrow * row, &g1)))
+            goto done;
+        conform_guarded_destroy(c, &one.q); conform_guarded_destroy(c, &one.out); conform_guarded_destroy(c, &one.scratch);
+        guards_single &= g1;
+        ms_single += ms1;
+    }
+    conform_finish_bitwise(rb, single, got, qn, guards_single, ms_single);
+done:
+    conform_guarded_destroy(c, &one.q); conform_guarded_destroy(c, &one.out); conform_guarded_destroy(c, &one.scratch);
+    for (uint32_t i = 0; i < n_seq && i < VKV_BATCH_MAX; i++) {
+        conform_guarded_destroy(c, &k[i]);
+        conform_guarded_destroy(c, &v[i]);
+    }
+    conform_guarded_destroy(c, &a.q); conform_guarded_destroy(c, &a.out);
+    free(q); free(ref); free(got); free(single); free(kc); free(vc);
+    return st;
+}

@@ -120,7 +120,7 @@ static vkv_status matvec_cols_bitwise(conform_ctx *c, const mm_args *a, const fl
     s.x = s.y = (guarded){0};
     vkv_status st = VKV_OK;
     double ms = 0;
-    bool guards_all = true, nanm;
+    bool guards_all = true;
     if (!single) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (uint32_t j = 0; j < a->n; j++) {
         double ms1 = 0;
@@ -134,12 +134,7 @@ static vkv_status matvec_cols_bitwise(conform_ctx *c, const mm_args *a, const fl
         guards_all &= guards;
         ms += ms1;
     }
-    size_t differ = 0;
-    for (size_t i = 0; i < count; i++) differ += memcmp(&got[i], &single[i], 4) != 0;
-    /* the NMSE as the verdict's number, at least 1e-30 when any bit differs */
-    double err = conform_nmse_f32(single, got, count, &nanm);
-    conform_finish(r, differ ? (err > 1e-30 ? err : 1e-30) : 0.0, nanm, guards_all, NMSE_EXACT, ms);
-    if (differ && r->note[0] == 0) snprintf(r->note, sizeof r->note, "%zu of %zu floats differ", differ, count);
+    conform_finish_bitwise(r, single, got, count, guards_all, ms);
 done:
     conform_guarded_destroy(c, &s.x);
     conform_guarded_destroy(c, &s.y);
@@ -451,6 +446,83 @@ vkv_status case_kv_store(conform_ctx *c, vkv_dtype t, uint32_t n_tok, uint32_t n
 done:
     conform_guarded_destroy(c, &a.src); conform_guarded_destroy(c, &a.cache);
     free(src); free(init); free(ref); free(got);
+    return st;
+}
+
+/* ---------------- kv_store_group ---------------- */
+
+typedef struct {
+    vkv_dtype t;
+    uint32_t n_rows, n_kv, hd, n_ctx, n_seq;
+    uint32_t slots[VKV_BATCH_MAX], rows[VKV_BATCH_MAX];
+    vkv_view k_caches[VKV_BATCH_MAX], v_caches[VKV_BATCH_MAX];
+    guarded k_src, v_src;
+} kv_store_group_args;
+
+static vkv_status rec_kv_store_group(conform_ctx *c, void *p)
+{
+    kv_store_group_args *a = p;
+    return vkv_op_kv_store_group(c->gpu, a->t, a->k_src.view, a->v_src.view, a->n_rows, a->n_kv, a->hd, a->k_caches,
+                                 a->v_caches, a->slots, a->rows, a->n_seq, a->n_ctx);
+}
+
+/* n_seq sequences, each with its own K and V cache of random bytes, one
+ * token each (rows in reverse order, slots spread over the cache, the last
+ * slot included), through kv_store_group: every byte of every cache must be
+ * what vkv_kv_cache_store (kv_store's reference, which kv_store meets
+ * exactly) leaves, and nothing is written outside the caches. */
+vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq)
+{
+    char shape[96];
+    snprintf(shape, sizeof shape, "%u seqs x %u heads x %u -> slots of %u", n_seq, n_kv, hd, n_ctx);
+    conform_result *r = conform_new_result(c, "kv_store_group", vkv_dtype_get(t)->name, shape);
+    if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    kv_store_group_args a = {.t = t, .n_rows = n_seq + 1, .n_kv = n_kv, .hd = hd, .n_ctx = n_ctx, .n_seq = n_seq};
+    const size_t row = (size_t)n_kv * hd, cache_bytes = vkv_kv_cache_bytes(t, n_kv, n_ctx, hd);
+    guarded kc[VKV_BATCH_MAX] = {0}, vc[VKV_BATCH_MAX] = {0};
+    float *k = conform_random_f32(c, a.n_rows * row), *v = conform_random_f32(c, a.n_rows * row);
+    uint8_t *ref = malloc(2 * n_seq * cache_bytes), *got = malloc(cache_bytes);
+    vkv_status st = VKV_OK;
+    if (!k || !v || !ref || !got || n_seq > VKV_BATCH_MAX) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t i = 0; i < n_seq; i++) {
+        a.rows[i] = n_seq - 1 - i;
+        a.slots[i] = i == 0 ? n_ctx - 1 : (i * 37) % n_ctx;
+        for (uint32_t kvi = 0; kvi < 2; kvi++) {
+            uint8_t *init = ref + (2 * i + kvi) * cache_bytes;
+            for (size_t b = 0; b < cache_bytes; b++) init[b] = (uint8_t)(vkv_rng_u64(&c->rng) & 0x3f); /* finite values */
+            if ((st = conform_guarded_create(c, cache_bytes, init, kvi ? &vc[i] : &kc[i]))) goto done;
+            vkv_kv_cache_store(t, init, n_kv, n_ctx, hd, a.slots[i], (kvi ? v : k) + a.rows[i] * row, 1);
+        }
+        a.k_caches[i] = kc[i].view;
+        a.v_caches[i] = vc[i].view;
+    }
+    if (!vkv_kv_store_group_fits(c->gpu, t, n_kv, hd, n_ctx)) {
+        r->skipped = r->pass = true;
+        snprintf(r->note, sizeof r->note, "no dynamic indexing of storage-buffer arrays or too few descriptors");
+        goto done;
+    }
+    double ms = 0;
+    bool guards = true;
+    if ((st = conform_guarded_create(c, a.n_rows * row * 4, k, &a.k_src)) ||
+        (st = conform_guarded_create(c, a.n_rows * row * 4, v, &a.v_src)) ||
+        (st = conform_run_recorded(c, rec_kv_store_group, &a, &ms)))
+        goto done;
+    size_t wrong = 0;
+    for (uint32_t i = 0; i < 2 * n_seq; i++) {
+        bool g;
+        if ((st = conform_guarded_read(c, i % 2 ? &vc[i / 2] : &kc[i / 2], got, &g))) goto done;
+        guards &= g;
+        for (size_t b = 0; b < cache_bytes; b++) wrong += ref[i * cache_bytes + b] != got[b];
+    }
+    conform_finish(r, (double)wrong / (2.0 * n_seq * cache_bytes), false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%zu of %zu cache bytes differ", wrong, 2 * n_seq * cache_bytes);
+done:
+    for (uint32_t i = 0; i < n_seq && i < VKV_BATCH_MAX; i++) {
+        conform_guarded_destroy(c, &kc[i]);
+        conform_guarded_destroy(c, &vc[i]);
+    }
+    conform_guarded_destroy(c, &a.k_src); conform_guarded_destroy(c, &a.v_src);
+    free(k); free(v); free(ref); free(got);
     return st;
 }
 

@@ -115,6 +115,17 @@ void conform_finish(conform_result *r, double nmse, bool nan_mismatch, bool guar
     else if (!guards_ok) snprintf(r->note, sizeof r->note, "write outside the output (guard zone changed)");
 }
 
+void conform_finish_bitwise(conform_result *r, const float *want, const float *got, size_t n, bool guards_ok, double ms)
+{
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += memcmp(&got[i], &want[i], 4) != 0;
+    /* the NMSE as the verdict's number, at least 1e-30 when any bit differs */
+    bool nanm;
+    double err = conform_nmse_f32(want, got, n, &nanm);
+    conform_finish(r, differ ? (err > 1e-30 ? err : 1e-30) : 0.0, nanm, guards_ok, NMSE_EXACT, ms);
+    if (differ && r->note[0] == 0) snprintf(r->note, sizeof r->note, "%zu of %zu floats differ", differ, n);
+}
+
 vkv_status conform_run_recorded(conform_ctx *c, vkv_status (*rec)(conform_ctx *, void *), void *arg, double *ms)
 {
     vkv_status st;

@@ -63,6 +63,11 @@ double conform_nmse_f32(const float *ref, const float *gpu, size_t n, bool *nan_
 
 void conform_finish(conform_result *r, double nmse, bool nan_mismatch, bool guards_ok, double threshold, double ms);
 
+/* A result that must be bitwise `want` (n floats): passes when every float's
+ * bytes match; the verdict's number is the NMSE, at least 1e-30 when any bit
+ * differs, and the note counts the floats that differ. */
+void conform_finish_bitwise(conform_result *r, const float *want, const float *got, size_t n, bool guards_ok, double ms);
+
 vkv_status conform_run_recorded(conform_ctx *c, vkv_status (*rec)(conform_ctx *, void *), void *arg, double *ms);
 
 /* Fills a cache's slots n_kv..n_ctx_max-1 with NaN: a kernel that reads a

@@ -295,13 +295,52 @@ static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
     return VKV_OK;
 }
 
+/* A batched step's sequences whose token can share cache-append and
+ * attention dispatches (vkv_kv_append_attend_group): one token each, no
+ * hooks (they see one sequence's rows at a time), caches the group takes
+ * (rows are read by index, so none needs staging). Sequences with caches of one shape go together; grouped[i]
+ * marks those done here, the rest (a lone one too) take the per-sequence path. */
+static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out, bool *grouped)
+{
+    vkv_ctx *s = f->s;
+    memset(grouped, 0, f->n_seq * sizeof *grouped);
+    if (f->n_seq < 2 || f->n != f->n_seq || s->p.stage_rows) return VKV_OK;
+    bool joins[VKV_BATCH_MAX];
+    for (uint32_t i = 0; i < f->n_seq; i++) {
+        const vkv_ctx *c = f->seqs[i];
+        joins[i] = !c->kv_hook && !c->q_hook && vkv_kv_groupable(c->kv, l, c->n_past);
+    }
+    for (uint32_t i = 0; i < f->n_seq; i++) {
+        if (!joins[i] || grouped[i]) continue;
+        vkv_kv_cache *kvs[VKV_BATCH_MAX];
+        uint32_t n_past[VKV_BATCH_MAX], rows[VKV_BATCH_MAX], n = 0;
+        for (uint32_t j = i; j < f->n_seq; j++) {
+            const vkv_ctx *c = f->seqs[j];
+            if (!joins[j] || grouped[j] || !vkv_kv_same_group(c->kv, f->seqs[i]->kv)) continue;
+            kvs[n] = c->kv;
+            n_past[n] = c->n_past;
+            rows[n] = j;
+            n++;
+        }
+        if (n < 2) continue;
+        for (uint32_t g = 0; g < n; g++) grouped[rows[g]] = true;
+        vkv_status st = vkv_kv_append_attend_group(kvs, n_past, rows, n, l, vkv_view_of(q_out), vkv_view_of(k_out),
+                                                   vkv_view_of(s->v), vkv_view_of(s->attn), f->n);
+        if (st) return st;
+    }
+    return VKV_OK;
+}
+
 static vkv_status attend(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out)
 {
     vkv_ctx *s = f->s;
     const vkv_hparams *hp = &s->m->hp;
     const uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, per = f->n / f->n_seq;
-    vkv_status st;
+    bool grouped[VKV_BATCH_MAX];
+    vkv_status st = attend_grouped(f, l, q_out, k_out, grouped);
+    if (st) return st;
     for (uint32_t i = 0; i < f->n_seq; i++) {
+        if (grouped[i]) continue;
         vkv_ctx *c = f->seqs[i];
         const uint32_t r = i * per;
         vkv_view q, k, v, a;

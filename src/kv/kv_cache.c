@@ -544,6 +544,15 @@ vkv_status vkv_kv_recompress(vkv_kv_cache *kv, uint32_t layer, const vkv_kv_gath
     return st;
 }
 
+/* The shape of a plain layer's attention for n tokens after n_past. */
+static vkv_attn_params plain_attn_params(const vkv_kv_cache *kv, uint32_t n, uint32_t n_past)
+{
+    const vkv_hparams *hp = &kv->m->hp;
+    return (vkv_attn_params){.n_q = n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
+                             .n_ctx_max = kv->n_slots, .n_kv = n_past + n, .pos0 = n_past,
+                             .scale = 1.0f / sqrtf((float)hp->head_dim), .k_type = kv->plain_k, .v_type = kv->plain_v};
+}
+
 vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vkv_view k, vkv_view v, uint32_t n,
                                 uint32_t n_past, vkv_view out)
 {
@@ -574,15 +583,65 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
     if ((uint64_t)n_past + n > kv->n_slots)
         return vkv_error(VKV_ERR_ARG, "the plain cache has %u slots per head; %u + %u tokens need compressing first",
                          kv->n_slots, n_past, n);
-    vkv_attn_params ap = {.n_q = n, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim,
-                          .n_ctx_max = kv->n_slots, .n_kv = n_past + n, .pos0 = n_past, .scale = scale,
-                          .k_type = kv->plain_k, .v_type = kv->plain_v};
+    const vkv_attn_params ap = plain_attn_params(kv, n, n_past);
     if ((st = vkv_op_kv_store(gpu, kv->plain_k, k, n, hp->n_head_kv, hp->head_dim, V(kv->k_cache[layer]), kv->n_slots, n_past)) ||
         (st = vkv_op_kv_store(gpu, kv->plain_v, v, n, hp->n_head_kv, hp->head_dim, V(kv->v_cache[layer]), kv->n_slots, n_past)) ||
         (st = vkv_op_attention(gpu, VKV_ATTN_AUTO, &ap, q, V(kv->k_cache[layer]), V(kv->v_cache[layer]), V(kv->scratch),
                                out)))
         return st;
     return VKV_OK;
+}
+
+/* Layer `layer` of kv as a sequence of a grouped attention, its token at n_past in q / out row `row`. */
+static vkv_attn_seq group_seq(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, uint32_t row)
+{
+    return (vkv_attn_seq){V(kv->k_cache[layer]), V(kv->v_cache[layer]), n_past + 1, row};
+}
+
+bool vkv_kv_groupable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)
+{
+    if (kv->tiers[layer].on || (uint64_t)n_past + 1 > kv->n_slots) return false;
+    const vkv_attn_params ap = plain_attn_params(kv, 1, n_past);
+    const vkv_attn_seq seq = group_seq(kv, layer, n_past, 0);
+    const vkv_hparams *hp = &kv->m->hp;
+    return kv->plain_k == kv->plain_v && vkv_attn_group_fits(kv->gpu, &ap, &seq, 1) &&
+           vkv_kv_store_group_fits(kv->gpu, kv->plain_k, hp->n_head_kv, hp->head_dim, kv->n_slots);
+}
+
+bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b)
+{
+    return a->gpu == b->gpu && a->m == b->m && a->n_slots == b->n_slots && a->plain_k == b->plain_k &&
+           a->plain_v == b->plain_v;
+}
+
+vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
+                                      vkv_view out, uint32_t n_rows)
+{
+    if (!n_seq) return VKV_OK;
+    if (n_seq > VKV_BATCH_MAX)
+        return vkv_error(VKV_ERR_ARG, "a grouped attention takes at most %u sequences, not %u", VKV_BATCH_MAX, n_seq);
+    const vkv_hparams *hp = &kvs[0]->m->hp;
+    vkv_attn_seq seqs[VKV_BATCH_MAX];
+    vkv_view k_caches[VKV_BATCH_MAX], v_caches[VKV_BATCH_MAX];
+    uint32_t slots[VKV_BATCH_MAX];
+    for (uint32_t i = 0; i < n_seq; i++) {
+        vkv_kv_cache *kv = kvs[i];
+        if (!vkv_kv_groupable(kv, layer, n_past[i]) || !vkv_kv_same_group(kv, kvs[0]))
+            return vkv_error(VKV_ERR_ARG, "layer %u: sequence %u's cache cannot join this grouped attention "
+                             "(vkv_kv_groupable, vkv_kv_same_group)", layer, i);
+        k_caches[i] = V(kv->k_cache[layer]);
+        v_caches[i] = V(kv->v_cache[layer]);
+        slots[i] = n_past[i];
+        seqs[i] = group_seq(kv, layer, n_past[i], rows[i]);
+    }
+    /* every sequence's token in its caches, then every attention over them */
+    const vkv_kv_cache *kv0 = kvs[0];
+    vkv_status st = vkv_op_kv_store_group(kv0->gpu, kv0->plain_k, k, v, n_rows, hp->n_head_kv, hp->head_dim, k_caches,
+                                          v_caches, slots, rows, n_seq, kv0->n_slots);
+    if (st) return st;
+    const vkv_attn_params ap = plain_attn_params(kvs[0], 1, 0);
+    return vkv_op_attention_group(kvs[0]->gpu, &ap, seqs, n_seq, q, out, n_rows);
 }
 
 vkv_kv_memory vkv_kv_memory_of(const vkv_kv_cache *kv, uint32_t n_past)

@@ -42,7 +42,7 @@ vkv_status vkv_cmd_init(vkv_gpu *gpu)
         VK_CHECK(vkCreateQueryPool(gpu->device, &qci, NULL, &gpu->query_pool), "creating the timestamp query pool");
     }
     if (!gpu->caps->push_descriptor) {
-        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, FALLBACK_SETS * 8};
+        VkDescriptorPoolSize ps = {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, FALLBACK_SETS * VKV_POOL_BUFFERS_PER_SET};
         VkDescriptorPoolCreateInfo dpci = {
             .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
             .maxSets = FALLBACK_SETS,
@@ -110,6 +110,21 @@ static void compute_barrier(vkv_gpu *gpu)
                          0, NULL);
 }
 
+void vkv_descriptor_writes(vkv_kernel k, VkDescriptorBufferInfo *bi, VkWriteDescriptorSet *w)
+{
+    for (uint32_t i = 0, first = 0; i < vkv_kernel_n_bindings(k); i++) {
+        const uint32_t n = vkv_kernel_binding_buffers(k, i);
+        w[i] = (VkWriteDescriptorSet){
+            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
+            .dstBinding = i,
+            .descriptorCount = n,
+            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+            .pBufferInfo = &bi[first],
+        };
+        first += n;
+    }
+}
+
 /* The one dispatch path (vkv_dispatch): the push-constant struct's type was
  * fixed at compile time; here it must be the one vk/kernels.h declares for k. */
 vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bindings, uint32_t n_bindings,
@@ -122,8 +137,9 @@ vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bin
     if (pc != vkv_kernel_push_struct(k))
         return vkv_error(VKV_ERR_ARG, "dispatch of '%s' pushes %s, but src/vk/kernels.h declares %s for it",
                          vkv_kernel_name(k), vkv_pc_name(pc), vkv_pc_name(vkv_kernel_push_struct(k)));
-    if (n_bindings != vkv_kernel_n_bindings(k) || n_bindings > 8 || push_size != vkv_kernel_push_bytes(k))
-        return vkv_error(VKV_ERR_ARG, "dispatch of '%s': %u bindings / %u push bytes do not match the kernel",
+    if (n_bindings != vkv_kernel_n_buffers(k) || n_bindings > VKV_MAX_DESCRIPTORS ||
+        push_size != vkv_kernel_push_bytes(k))
+        return vkv_error(VKV_ERR_ARG, "dispatch of '%s': %u buffers / %u push bytes do not match the kernel",
                          vkv_kernel_name(k), n_bindings, push_size);
     const vkv_caps *c = gpu->caps;
     if (!gx || !gy || !gz) return VKV_OK; /* nothing to do */
@@ -133,33 +149,28 @@ vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bin
     const vkv_pipeline *p;
     if ((st = vkv_pipeline_get(gpu, k, &p))) return st;
 
-    VkDescriptorBufferInfo bi[8];
-    VkWriteDescriptorSet w[8];
+    VkDescriptorBufferInfo bi[VKV_MAX_DESCRIPTORS];
+    VkWriteDescriptorSet w[VKV_MAX_BINDINGS];
     for (uint32_t i = 0; i < n_bindings; i++) {
         const vkv_binding *b = &bindings[i];
         uint64_t range = b->range ? b->range : b->buf->size - b->offset;
         if (b->offset % c->min_storage_buffer_offset_alignment || b->offset > b->buf->size ||
             range > b->buf->size - b->offset || range > c->max_storage_buffer_range || range == 0)
             return vkv_error(VKV_ERR_ARG,
-                             "dispatch of '%s': binding %u [offset %llu, %llu bytes) of a %llu-byte buffer is "
+                             "dispatch of '%s': buffer %u [offset %llu, %llu bytes) of a %llu-byte buffer is "
                              "misaligned, out of bounds or over the %llu-byte storage range limit",
                              vkv_kernel_name(k), i, (unsigned long long)b->offset, (unsigned long long)range,
                              (unsigned long long)b->buf->size, (unsigned long long)c->max_storage_buffer_range);
         bi[i] = (VkDescriptorBufferInfo){b->buf->buffer, b->offset, range};
-        w[i] = (VkWriteDescriptorSet){
-            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-            .dstBinding = i,
-            .descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &bi[i],
-        };
     }
+    const uint32_t n_writes = vkv_kernel_n_bindings(k);
+    vkv_descriptor_writes(k, bi, w);
     if (gpu->n_recorded) compute_barrier(gpu);
     vkCmdBindPipeline(gpu->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
     if (c->push_descriptor) {
-        vkCmdPushDescriptorSetKHR(gpu->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, n_bindings, w);
+        vkCmdPushDescriptorSetKHR(gpu->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, n_writes, w);
     } else {
-        if (gpu->desc_pool_used == gpu->desc_pool_capacity)
+        if (gpu->desc_pool_used + vkv_pool_set_units(n_bindings) > gpu->desc_pool_capacity)
             return vkv_error(VKV_ERR_UNSUPPORTED, "more than %u dispatches in one submission without "
                                                   "VK_KHR_push_descriptor", gpu->desc_pool_capacity);
         VkDescriptorSet set;
@@ -170,9 +181,9 @@ vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bin
             .pSetLayouts = &p->set_layout,
         };
         VK_CHECK(vkAllocateDescriptorSets(gpu->device, &dai, &set), "allocating a descriptor set");
-        gpu->desc_pool_used++;
-        for (uint32_t i = 0; i < n_bindings; i++) w[i].dstSet = set;
-        vkUpdateDescriptorSets(gpu->device, n_bindings, w, 0, NULL);
+        gpu->desc_pool_used += vkv_pool_set_units(n_bindings);
+        for (uint32_t i = 0; i < n_writes; i++) w[i].dstSet = set;
+        vkUpdateDescriptorSets(gpu->device, n_writes, w, 0, NULL);
         vkCmdBindDescriptorSets(gpu->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->layout, 0, 1, &set, 0, NULL);
     }
     if (push_size) vkCmdPushConstants(gpu->cmd, p->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, push_size, push);

@@ -140,10 +140,17 @@ static void probe_device(VkInstance instance, VkPhysicalDevice pd, vkv_caps *c)
     for (int i = 0; i < 3; i++) c->max_workgroup_count[i] = props.limits.maxComputeWorkGroupCount[i];
     c->max_push_constants = props.limits.maxPushConstantsSize;
 
+    c->max_per_stage_storage_buffers = props.limits.maxPerStageDescriptorStorageBuffers;
+    c->max_set_storage_buffers = props.limits.maxDescriptorSetStorageBuffers;
+    c->storage_buffer_array_dynamic_indexing = f2.features.shaderStorageBufferArrayDynamicIndexing;
+
     VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDevicePushDescriptorPropertiesKHR pdp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR};
+    if (c->push_descriptor) m3.pNext = &pdp;
     VkPhysicalDeviceProperties2 p2b = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &m3};
     vkGetPhysicalDeviceProperties2(pd, &p2b);
     c->max_memory_allocation = m3.maxMemoryAllocationSize;
+    c->max_push_descriptors = c->push_descriptor ? pdp.maxPushDescriptors : 0;
 
     VkPhysicalDeviceMemoryProperties mp;
     vkGetPhysicalDeviceMemoryProperties(pd, &mp);
@@ -406,7 +413,8 @@ vkv_status vkv_gpu_create(vkv_instance *inst, int index, vkv_gpu **out)
     VkPhysicalDeviceFeatures2 f2 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
         .pNext = &f12,
-        .features = {.shaderInt16 = c->shader_int16, .shaderInt64 = c->shader_int64},
+        .features = {.shaderInt16 = c->shader_int16, .shaderInt64 = c->shader_int64,
+                     .shaderStorageBufferArrayDynamicIndexing = c->storage_buffer_array_dynamic_indexing},
     };
     float prio = 1.0f;
     VkDeviceQueueCreateInfo qci = {

@@ -32,9 +32,15 @@ vkv_status vkv_ops_check_single_range(const vkv_gpu *gpu, uint64_t bytes, const 
 /* Spreads `count` workgroups over x and y within the device limit. */
 void vkv_ops_spread_groups(const vkv_gpu *gpu, uint64_t count, uint32_t *gx, uint32_t *gy);
 
+/* Whether the device takes k's binding arrays (vk/kernels.h,
+ * VKV_KERNEL_ARRAY_BINDINGS): dynamic indexing of storage-buffer arrays and
+ * enough storage-buffer (and push) descriptors; true for kernels without. */
+bool vkv_kernel_arrays_fit(const vkv_gpu *gpu, vkv_kernel k);
+
 /* Records one dispatch of kernel k into the open recording:
  *   vkv_dispatch(gpu, k, bindings, n_bindings, pc_ptr, groups_x, groups_y, groups_z)
- * bindings: the kernel's declared count; pc_ptr: a pointer to one of the
+ * bindings: one per buffer of the kernel (vkv_kernel_n_buffers: an array
+ * binding's buffers in order); pc_ptr: a pointer to one of the
  * push-constant structs of vk/kernels.h (VKV_PUSH_CONSTANT_LIST). Any other
  * pointer does not compile (_Generic has no default); a struct other than the
  * one vk/kernels.h declares for k returns VKV_ERR_ARG naming the kernel and

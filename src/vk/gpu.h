@@ -43,6 +43,9 @@ typedef struct vkv_caps {
     bool integer_dot_product, integer_dot_product_4x8_accelerated;
     bool bfloat16;
     bool push_descriptor;
+    /* arrays of storage buffers indexed by a dynamically uniform value (the
+     * grouped decode attention, vk/ops_attn.h) */
+    bool storage_buffer_array_dynamic_indexing;
     /* cooperative matrices */
     bool coopmat_khr, coopmat_nv, coopmat2_nv;
     uint32_t n_coopmat_khr_shapes, n_coopmat_nv_shapes;
@@ -56,6 +59,8 @@ typedef struct vkv_caps {
     uint32_t max_workgroup_invocations;
     uint32_t max_workgroup_count[3];
     uint32_t max_push_constants;
+    uint32_t max_push_descriptors;        /* 0 without VK_KHR_push_descriptor */
+    uint32_t max_per_stage_storage_buffers, max_set_storage_buffers;
     uint64_t max_memory_allocation;
     /* memory */
     uint32_t n_heaps;

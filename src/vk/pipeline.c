@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vk/dispatch.h"
 #include "vk/vk_internal.h"
 #include "shaders_spirv.h" /* generated: VKV_SPIRV_PUSH_BYTES_<name> */
 
@@ -39,6 +40,32 @@ static const char *const pc_names[VKV_PC_ID_COUNT] = {
 
 const char *vkv_kernel_name(vkv_kernel k) { return k < VKV_KERNEL_COUNT ? kernel_info[k].name : "?"; }
 uint32_t vkv_kernel_n_bindings(vkv_kernel k) { return kernel_info[k].n_bindings; }
+
+uint32_t vkv_kernel_binding_buffers(vkv_kernel k, uint32_t b)
+{
+#define VKV_ARRAY_BINDING(e, binding, n) \
+    if (k == VKV_K_##e && b == (binding)) return (n);
+    VKV_KERNEL_ARRAY_BINDINGS(VKV_ARRAY_BINDING)
+#undef VKV_ARRAY_BINDING
+    return 1;
+}
+
+uint32_t vkv_kernel_n_buffers(vkv_kernel k)
+{
+    uint32_t n = 0;
+    for (uint32_t b = 0; b < kernel_info[k].n_bindings; b++) n += vkv_kernel_binding_buffers(k, b);
+    return n;
+}
+
+bool vkv_kernel_arrays_fit(const vkv_gpu *gpu, vkv_kernel k)
+{
+    const vkv_caps *c = gpu->caps;
+    const uint32_t n = vkv_kernel_n_buffers(k);
+    if (n == kernel_info[k].n_bindings) return true; /* no arrays */
+    return c->storage_buffer_array_dynamic_indexing && n <= VKV_MAX_DESCRIPTORS &&
+           n <= c->max_per_stage_storage_buffers && n <= c->max_set_storage_buffers &&
+           (!c->push_descriptor || n <= c->max_push_descriptors);
+}
 vkv_pc_id vkv_kernel_push_struct(vkv_kernel k) { return kernel_info[k].push_struct; }
 uint32_t vkv_kernel_push_bytes(vkv_kernel k) { return kernel_info[k].push_bytes; }
 const char *vkv_pc_name(vkv_pc_id id) { return id < VKV_PC_ID_COUNT ? pc_names[id] : "?"; }
@@ -89,13 +116,17 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
     VK_CHECK(vkCreateShaderModule(gpu->device, &smci, NULL, &gpu->modules[k]), what);
     vkv_debug_name(gpu, VK_OBJECT_TYPE_SHADER_MODULE, (uint64_t)gpu->modules[k], name);
 
-    VkDescriptorSetLayoutBinding b[8];
+    if (!vkv_kernel_arrays_fit(gpu, k))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "kernel '%s' binds arrays of %u storage buffers: '%s' lacks "
+                         "shaderStorageBufferArrayDynamicIndexing or that many descriptors", name,
+                         vkv_kernel_n_buffers(k), gpu->caps->name);
+    VkDescriptorSetLayoutBinding b[VKV_MAX_BINDINGS];
     uint32_t nb = kernel_info[k].n_bindings;
     for (uint32_t i = 0; i < nb; i++)
         b[i] = (VkDescriptorSetLayoutBinding){
             .binding = i,
             .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .descriptorCount = 1,
+            .descriptorCount = vkv_kernel_binding_buffers(k, i),
             .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
         };
     VkDescriptorSetLayoutCreateInfo dslci = {
@@ -130,7 +161,7 @@ static vkv_status pipeline_build(vkv_gpu *gpu, vkv_kernel k, vkv_pipeline *p)
         },
         .layout = p->layout,
     };
-    if ((st = vkv_pipeline_compile(gpu, &cpci, p, nb, what))) return st;
+    if ((st = vkv_pipeline_compile(gpu, &cpci, p, k, what))) return st;
     vkv_debug_name(gpu, VK_OBJECT_TYPE_PIPELINE, (uint64_t)p->pipeline, name);
     return VKV_OK;
 error:

@@ -284,13 +284,14 @@ double vkv_pipeline_clock(void)
 
 /* One dispatch of no workgroups, so a driver that compiles at first use
  * compiles now. Every binding sees the staging buffer; nothing is read. */
-static vkv_status prime(vkv_gpu *gpu, const vkv_pipeline *p, uint32_t n_bindings, const char *what)
+static vkv_status prime(vkv_gpu *gpu, const vkv_pipeline *p, vkv_kernel k, const char *what)
 {
     vkv_status st = VKV_OK;
     VkDescriptorSet set = VK_NULL_HANDLE;
+    const uint32_t n_bindings = vkv_kernel_n_bindings(k), n_buffers = vkv_kernel_n_buffers(k);
     if (!gpu->caps->push_descriptor) {
         /* The fallback pool is shared with the open recording; skip when full. */
-        if (gpu->desc_pool_used == gpu->desc_pool_capacity) return VKV_OK;
+        if (gpu->desc_pool_used + vkv_pool_set_units(n_buffers) > gpu->desc_pool_capacity) return VKV_OK;
         VkDescriptorSetAllocateInfo dai = {
             .sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
             .descriptorPool = gpu->desc_pool,
@@ -298,21 +299,14 @@ static vkv_status prime(vkv_gpu *gpu, const vkv_pipeline *p, uint32_t n_bindings
             .pSetLayouts = &p->set_layout,
         };
         VK_CHECK(vkAllocateDescriptorSets(gpu->device, &dai, &set), what);
-        gpu->desc_pool_used++;
+        gpu->desc_pool_used += vkv_pool_set_units(n_buffers);
     }
-    VkDescriptorBufferInfo bi[8];
-    VkWriteDescriptorSet w[8];
-    for (uint32_t i = 0; i < n_bindings; i++) {
-        bi[i] = (VkDescriptorBufferInfo){gpu->staging->buffer, 0, 16};
-        w[i] = (VkWriteDescriptorSet){
-            .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
-            .dstSet = set,
-            .dstBinding = i,
-            .descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &bi[i],
-        };
-    }
+    /* Every buffer (each slot of an array) valid: the staging buffer's first bytes. */
+    VkDescriptorBufferInfo bi[VKV_MAX_DESCRIPTORS];
+    VkWriteDescriptorSet w[VKV_MAX_BINDINGS];
+    for (uint32_t i = 0; i < n_buffers; i++) bi[i] = (VkDescriptorBufferInfo){gpu->staging->buffer, 0, 16};
+    vkv_descriptor_writes(k, bi, w);
+    for (uint32_t i = 0; i < n_bindings; i++) w[i].dstSet = set;
     if ((st = vkv_xfer_begin(gpu))) return st;
     vkCmdBindPipeline(gpu->xfer_cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p->pipeline);
     if (set) {
@@ -329,7 +323,7 @@ error:
     return st;
 }
 
-vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, vkv_pipeline *p, uint32_t n_bindings,
+vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, vkv_pipeline *p, vkv_kernel k,
                                 const char *what)
 {
     vkv_status st = VKV_OK;
@@ -356,7 +350,7 @@ vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, v
         if (fb.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT)
             gpu->pipeline_stats.n_from_cache++;
     }
-    return prime(gpu, p, n_bindings, what);
+    return prime(gpu, p, k, what);
 error:
     return st;
 }

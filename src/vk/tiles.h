@@ -41,6 +41,10 @@
 #define VKV_ATTN_MAX_COLS 2u     /* vec4 output columns per thread */
 #define VKV_ATTN_MAX_TILE_Q 32u
 #define VKV_ATTN_MAX_TILE_K 64u
+/* Sequences of one grouped decode attention dispatch (attn_group.comp): its
+ * K and V bindings are arrays of this many caches, 2 x 8 + q + out = 18
+ * storage buffers, within every device's push-descriptor minimum of 32. */
+#define VKV_ATTN_GROUP 8u
 
 /* vector_residual.comp and vector_materialize.comp: the floats of the
  * shared pre-RoPE keys one rebuilt value reads (map_shifts * head_dim; the

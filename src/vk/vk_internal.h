@@ -122,8 +122,20 @@ void vkv_pipeline_cache_open(vkv_gpu *gpu);
 void vkv_pipeline_cache_close(vkv_gpu *gpu);
 /* Creates p->pipeline through the cache, counts it, and dispatches it once
  * with no workgroups so a driver that compiles at first use does it now. */
-vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, vkv_pipeline *p, uint32_t n_bindings,
+vkv_status vkv_pipeline_compile(vkv_gpu *gpu, VkComputePipelineCreateInfo *ci, vkv_pipeline *p, vkv_kernel k,
                                 const char *what);
+/* Without push descriptors: the pool holds VKV_POOL_BUFFERS_PER_SET storage
+ * buffers per set, and a set of n buffers counts as this many of its sets
+ * (desc_pool_used), so a kernel's binding arrays never exhaust the pool's
+ * buffers before its sets. */
+#define VKV_POOL_BUFFERS_PER_SET 8u
+static inline uint32_t vkv_pool_set_units(uint32_t n_buffers)
+{
+    return (n_buffers + VKV_POOL_BUFFERS_PER_SET - 1) / VKV_POOL_BUFFERS_PER_SET;
+}
+/* Writes of kernel k's bindings: w[b] covers binding b's buffers bi[...]
+ * (in order, vkv_kernel_binding_buffers of each). */
+void vkv_descriptor_writes(vkv_kernel k, VkDescriptorBufferInfo *bi, VkWriteDescriptorSet *w);
 double vkv_pipeline_clock(void); /* seconds, monotonic */
 vkv_status vkv_cmd_init(vkv_gpu *gpu);
 void vkv_cmd_destroy(vkv_gpu *gpu);

@@ -12,7 +12,9 @@
  * tokens: the batched set in steps of 9 sequences, then all 16, then 1; the
  * twins one vkv_ctx_eval at a time. The 9-sequence steps run in sequence 2's
  * (borrowed) buffers, which stage their rows (vkv_ctx_params.stage_rows): the
- * path of devices whose storage alignment does not divide a row.
+ * path of devices whose storage alignment does not divide a row. The steps of
+ * all 16 append to the plain caches and attend in grouped dispatches
+ * (kv_store_group, attn_group: kv/kv_cache.h), the others per sequence.
  *
  * usage: test_batch [MODEL.gguf [CALIB.vkcal]] (default: the shakespeare model
  * and its calibration; without a calibration the VECTOR sequence is plain
@@ -27,6 +29,7 @@
 #include "infer/forward.h"
 #include "press/decode.h"
 #include "press/vector.h"
+#include "vk/dispatch.h"
 
 #define SEQS VKV_BATCH_MAX
 #define N_CTX 256
@@ -192,7 +195,25 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
     /* The first 9 (the decode-budget sequence among them) over enough steps
      * for its budget to compress twice; then all 16; then one alone. */
     for (uint32_t t = 0; ok && t < 12; t++) ok = step(&a, &b, first9, 9, nv, la, lb);
+    /* The steps of all 16 must run the plain caches' attention in grouped
+     * dispatches (the 9 stage their rows, which keeps them per sequence):
+     * profiled, where the device has the kernel and timestamps. */
+    const bool grouped = vkv_kernel_arrays_fit(gpu, VKV_K_ATTN_GROUP_F16) && vkv_gpu_caps(gpu)->timestamps;
+    vkv_gpu_reset_profile(gpu);
+    vkv_gpu_set_profiling(gpu, grouped);
     for (uint32_t t = 0; ok && t < 3; t++) ok = step(&a, &b, all, SEQS, nv, la, lb);
+    vkv_gpu_set_profiling(gpu, false);
+    if (ok && grouped && vkv_gpu_kernel_ns(gpu, VKV_K_ATTN_GROUP_F16) + vkv_gpu_kernel_ns(gpu, VKV_K_ATTN_GROUP_F32) <= 0) {
+        printf("FAIL: the batched steps of 16 sequences never ran the grouped attention (attn_group)\n");
+        fails++;
+        ok = false;
+    }
+    if (ok && grouped &&
+        vkv_gpu_kernel_ns(gpu, VKV_K_KV_STORE_GROUP_F16) + vkv_gpu_kernel_ns(gpu, VKV_K_KV_STORE_GROUP_F32) <= 0) {
+        printf("FAIL: the batched steps of 16 sequences never appended in grouped dispatches (kv_store_group)\n");
+        fails++;
+        ok = false;
+    }
     for (uint32_t t = 0; ok && t < 3; t++) ok = step(&a, &b, one, 1, nv, la, lb);
     if (ok && vkv_decode_press_stats(a.decode[6]).compressions < 2) {
         printf("FAIL: the budgeted sequence was compressed %u times during generation, not twice or more\n",
