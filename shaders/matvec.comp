@@ -123,6 +123,46 @@ void load_w_chunk(uint row_off, uint c, out float v[32])
 
 #include "vk/tiles.h"
 
+#if defined(TYPE_Q6_K)
+// A q6_K block's half (128 elements: chunks 4 h .. 4 h + 3 of the row's
+// half blocks) keeps the high two bits of all four chunks in the same 32
+// bytes, and the low nibbles of chunks 0 and 2, 1 and 3 in the same 32
+// bytes each. A thread takes the four in turn (its work item): the
+// single-column kernel loads the half's words once (q6k_half_load) and
+// decodes each chunk from them (q6k_chunk) with dequant32_k's arithmetic,
+// so the same values from 3 runs of loads instead of 8.
+const uint CHUNKS_PER_ITEM = VKV_MATVEC_Q6_K_CHUNKS;
+struct q6k_half {
+    uint l0[8], l1[8], h[8]; // ql bytes of chunks 0 / 2, 1 / 3; qh bytes
+    float s[8];              // d x the 8 sub-block scales of the half
+};
+
+void q6k_half_load(uint row_off, uint half_block, out q6k_half q)
+{
+    const uint off = row_off + (half_block >> 1) * 210u, half_ = half_block & 1u;
+    const float d = w_f16(off + 208u);
+    w_bytes32(off + half_ * 64u, q.l0);
+    w_bytes32(off + half_ * 64u + 32u, q.l1);
+    w_bytes32(off + 128u + half_ * 32u, q.h);
+    [[unroll]] for (uint i = 0u; i < 8u; i++) q.s[i] = d * float(w_i8(off + 192u + half_ * 8u + i));
+}
+
+// Chunk `quad` (0..3, a constant after unrolling) of the half.
+void q6k_chunk(q6k_half q, uint quad, out float v[32])
+{
+    const uint ql_shift = quad >= 2u ? 4u : 0u, qh_shift = quad * 2u;
+    const float s0 = q.s[quad * 2u], s1 = q.s[quad * 2u + 1u];
+    [[unroll]] for (uint e = 0u; e < 32u; e++) {
+        const uint b = 8u * (e & 3u);
+        const uint l = (quad & 1u) != 0u ? q.l1[e >> 2] : q.l0[e >> 2];
+        const float s = e < 16u ? s0 : s1;
+        v[e] = s * float(int(((l >> (b + ql_shift)) & 0xfu) | (((q.h[e >> 2] >> (b + qh_shift)) & 3u) << 4)) - 32);
+    }
+}
+#else
+const uint CHUNKS_PER_ITEM = 1u;
+#endif
+
 #if defined(MATVEC_COLS)
 const uint MATVEC_ROWS = VKV_MATVEC_COLS_ROWS;
 #else
@@ -229,31 +269,44 @@ void main()
     [[unroll]] for (uint a = 0u; a < COLS * MATVEC_ROWS; a++) acc[a] = 0.0;
     float xs[32];
     const uint full = pc.K / 32u;
-    for (uint c = t; c < full; c += gt) {
-#if defined(MATVEC_COLS)
-        // the chunk of every row decoded once, then each column's chunk
-        // loaded once and used by every row
-        float vr[MATVEC_ROWS][32];
-        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) load_w_chunk(row_off[r], c, vr[r]);
-        COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
-            load_x_chunk(j, c, xs);
-            [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
-                // acc is indexed by the run-time column: one load and one
-                // store of it per 32 fmas (CPU devices lower such indexing
-                // to branches), the fmas on a local in the same order
-                float a = acc[j * MATVEC_ROWS + r];
-                [[unroll]] for (uint i = 0u; i < 32u; i++) a = fma(vr[r][i], xs[i], a);
-                acc[j * MATVEC_ROWS + r] = a;
-            }
-        }
-#else
-        float v[32];
-        load_x_chunk(0u, c, xs); // one column: loaded once for every row
-        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
-            load_w_chunk(row_off[r], c, v);
-            [[unroll]] for (uint i = 0u; i < 32u; i++) acc[r] = fma(v[i], xs[i], acc[r]);
-        }
+    // a thread's work items: CHUNKS_PER_ITEM consecutive chunks (full is a
+    // multiple of it: q6_K rows are whole 256-element blocks)
+    for (uint item = t; item < full / CHUNKS_PER_ITEM; item += gt) {
+#if defined(TYPE_Q6_K) && !defined(MATVEC_COLS)
+        q6k_half half_words[MATVEC_ROWS];
+        [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) q6k_half_load(row_off[r], item, half_words[r]);
 #endif
+        [[unroll]] for (uint sub = 0u; sub < CHUNKS_PER_ITEM; sub++) {
+            const uint c = item * CHUNKS_PER_ITEM + sub;
+#if defined(MATVEC_COLS)
+            // the chunk of every row decoded once, then each column's chunk
+            // loaded once and used by every row
+            float vr[MATVEC_ROWS][32];
+            [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) load_w_chunk(row_off[r], c, vr[r]);
+            COLUMN_LOOP for (uint j = 0u; j < n_cols(); j++) {
+                load_x_chunk(j, c, xs);
+                [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
+                    // acc is indexed by the run-time column: one load and one
+                    // store of it per 32 fmas (CPU devices lower such indexing
+                    // to branches), the fmas on a local in the same order
+                    float a = acc[j * MATVEC_ROWS + r];
+                    [[unroll]] for (uint i = 0u; i < 32u; i++) a = fma(vr[r][i], xs[i], a);
+                    acc[j * MATVEC_ROWS + r] = a;
+                }
+            }
+#else
+            float v[32];
+            load_x_chunk(0u, c, xs); // one column: loaded once for every row
+            [[unroll]] for (uint r = 0u; r < MATVEC_ROWS; r++) {
+#if defined(TYPE_Q6_K)
+                q6k_chunk(half_words[r], sub, v);
+#else
+                load_w_chunk(row_off[r], c, v);
+#endif
+                [[unroll]] for (uint i = 0u; i < 32u; i++) acc[r] = fma(v[i], xs[i], acc[r]);
+            }
+#endif
+        }
     }
 #if defined(FLOAT_WEIGHTS)
     // A row length that is not a multiple of 32 (float weights only): the tail.

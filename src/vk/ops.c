@@ -139,18 +139,19 @@ static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtyp
     }
 }
 
-/* matvec.comp's row group for rows of k elements: the fewest threads, a
- * power of two from the subgroup size (1 without subgroup arithmetic) up to
- * the workgroup, that give each 32-element chunk of a row its own thread.
+/* matvec.comp's row group for rows of k elements of type t: the fewest
+ * threads, a power of two from the subgroup size (1 without subgroup
+ * arithmetic) up to the workgroup, that give each work item of a row (a
+ * 32-element chunk; VKV_MATVEC_Q6_K_CHUNKS of them for q6_K) its own thread.
  * Long rows take the whole workgroup; a short one leaves no thread idle, and
  * the workgroup then holds several groups, each with its own rows. The
  * single- and multi-column kernels take the same group for the same k, so
  * that they reduce alike (docs/ARCHITECTURE.md §1, "Matrix-vector row groups"). */
-static uint32_t matvec_group_threads(uint32_t k, uint32_t wg, uint32_t subgroup)
+static uint32_t matvec_group_threads(vkv_dtype t, uint32_t k, uint32_t wg, uint32_t subgroup)
 {
-    const uint32_t chunks = (k + 31) / 32;
+    const uint32_t items = (k + 31) / 32 / (t == VKV_Q6_K ? VKV_MATVEC_Q6_K_CHUNKS : 1);
     uint32_t g = subgroup;
-    while (g < chunks && g < wg) g *= 2;
+    while (g < items && g < wg) g *= 2;
     return g < wg ? g : wg;
 }
 
@@ -224,7 +225,7 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                                                      : (sg ? VKV_K_MATVEC_F32 : VKV_K_MATVEC_NOSG_F32), t);
                 if (sg && rb % 16 == 0) kk = matvec_aligned_kernel(kk, cols, t);
                 const uint32_t wg = vkv_kernel_workgroup_size(gpu, kk),
-                               group = matvec_group_threads(k, wg, sg ? gpu->caps->subgroup_size : 1);
+                               group = matvec_group_threads(t, k, wg, sg ? gpu->caps->subgroup_size : 1);
                 const uint32_t rows = (wg / group) * (cols ? VKV_MATVEC_COLS_ROWS : VKV_MATVEC_ROWS);
                 uint32_t gx, gy;
                 vkv_ops_spread_groups(gpu, (mm + rows - 1) / rows, &gx, &gy);

@@ -31,6 +31,10 @@
  * does not depend on it (a column stays bitwise the single-column kernel's);
  * more rows spread a workgroup's fixed cost over more of the columns' work. */
 #define VKV_MATVEC_COLS_ROWS 8u
+/* matvec.comp, q6_K rows: consecutive 32-element chunks a thread takes in
+ * turn, the four of a half block, which share its high-bit bytes (a
+ * thread's work item; every other type: one chunk). */
+#define VKV_MATVEC_Q6_K_CHUNKS 4u
 
 /* attn.comp and attn_tiered.comp (shaders/common/attn_tile.glsl): shared
  * arrays of ~29 KB, under the 32 KB of lavapipe and most GPUs. The host picks
