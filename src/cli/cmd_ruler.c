@@ -25,7 +25,7 @@
 #include "eval/ruler.h"
 
 #define RULER_MAX_LENGTHS 32
-#define RULER_MAX_ACC 128 /* (p_c, length) pairs in the summary */
+#define RULER_MAX_ACC (16 * (RULER_MAX_LENGTHS + 1)) /* (p_c, length) pairs: --compression's 16 by the lengths */
 
 /* The command's options. */
 typedef struct ruler_opts {
@@ -74,7 +74,7 @@ static bool same_source(const vkv_json *r, const ruler_run *run)
 /* A result's identity in a file: its p_c (as the settings store it), task, length and index. */
 static void sample_key(char *buf, size_t n, double compression, const char *task, size_t length, size_t index)
 {
-    snprintf(buf, n, "%.6g\n%s\n%zu\n%zu", compression, task, length, index);
+    snprintf(buf, n, "%.17g\n%s\n%zu\n%zu", compression, task, length, index);
 }
 
 /* p_c as a result line stores it: 0 for the full cache. */

@@ -85,10 +85,14 @@ static const char *parse_ratios(const char *name, const char *arg, bool below_on
     char buf[256];
     bool good = strlen(arg) < sizeof buf;
     snprintf(buf, sizeof buf, "%s", arg);
-    for (char *save, *t = strtok_r(buf, ",", &save); t && good; t = strtok_r(NULL, ",", &save)) {
+    /* every comma separates two values: an empty one ("0.25,,0.5", "0.5,") is refused */
+    for (char *t = buf, *comma; good; t = comma + 1) {
+        comma = strchr(t, ',');
+        if (comma) *comma = 0;
         double v;
-        good = *n < 16 && cli_parse_f64(t, 0, 1, &v) && !(below_one && v == 1);
+        good = *n < 16 && *t && cli_parse_f64(t, 0, 1, &v) && !(below_one && v == 1);
         if (good) values[(*n)++] = v;
+        if (!comma) break;
     }
     if (good && *n > 0 && (*n == 1 || list_ok)) return NULL;
     snprintf(msg, size, "%s wants a number in [0, 1%s%s, got '%s'", name, below_one ? ")" : "]",

@@ -483,7 +483,16 @@ vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint3
     float *k = conform_random_f32(c, a.n_rows * row), *v = conform_random_f32(c, a.n_rows * row);
     uint8_t *ref = malloc(2 * n_seq * cache_bytes), *got = malloc(cache_bytes);
     vkv_status st = VKV_OK;
-    if (!k || !v || !ref || !got || n_seq > VKV_BATCH_MAX) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (n_seq > VKV_BATCH_MAX) {
+        st = vkv_error(VKV_ERR_ARG, "kv_store_group case: %u sequences, at most %u", n_seq, VKV_BATCH_MAX);
+        goto done;
+    }
+    if (!k || !v || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (!vkv_kv_store_group_fits(c->gpu, t, n_kv, hd, n_ctx)) {
+        r->skipped = r->pass = true;
+        snprintf(r->note, sizeof r->note, "no storage-buffer array indexing, too few descriptors or too big a cache");
+        goto done;
+    }
     for (uint32_t i = 0; i < n_seq; i++) {
         a.rows[i] = n_seq - 1 - i;
         a.slots[i] = i == 0 ? n_ctx - 1 : (i * 37) % n_ctx;
@@ -495,11 +504,6 @@ vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint3
         }
         a.k_caches[i] = kc[i].view;
         a.v_caches[i] = vc[i].view;
-    }
-    if (!vkv_kv_store_group_fits(c->gpu, t, n_kv, hd, n_ctx)) {
-        r->skipped = r->pass = true;
-        snprintf(r->note, sizeof r->note, "no dynamic indexing of storage-buffer arrays or too few descriptors");
-        goto done;
     }
     double ms = 0;
     bool guards = true;

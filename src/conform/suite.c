@@ -101,6 +101,8 @@ static void family_matvec_cols(conform_ctx *c, const char *op)
     /* rows longer than one pass of the workgroup (4096), and float rows that
      * are not a multiple of 32 or of 4 (columns not 16-byte aligned) */
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_Q4_K, 193, 4096, 7));
+    /* q6_K rows of more work items (half blocks) than a workgroup has threads */
+    RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_Q6_K, 37, 16384, 3));
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F16, 37, 171, 7));
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_F32, 5, 45, VKV_BATCH_MAX));
     RUN(case_matmul(c, VKV_MATMUL_MATVEC_COLS, VKV_BF16, 70, 172, 2));

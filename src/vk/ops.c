@@ -150,7 +150,7 @@ static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtyp
 static uint32_t matvec_group_threads(vkv_dtype t, uint32_t k, uint32_t wg, uint32_t subgroup)
 {
     const uint32_t items = (k + 31) / 32 / (t == VKV_Q6_K ? VKV_MATVEC_Q6_K_CHUNKS : 1);
-    uint32_t g = subgroup;
+    uint32_t g = subgroup; /* whole subgroups (Vulkan's are at most 128 wide, and so is a matvec workgroup) */
     while (g < items && g < wg) g *= 2;
     return g < wg ? g : wg;
 }

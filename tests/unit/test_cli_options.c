@@ -479,6 +479,9 @@ static void compression_takes_a_list_where_the_command_runs_one(void **state)
         {"0.25,0.5", NULL, false, false, "--compression wants a number in [0, 1), got '0.25,0.5'"},
         {"0.25,0.5,0.75", NULL, true, false, NULL},
         {"0.25,,x", NULL, true, false, "got '0.25,,x'"},
+        {"0.25,,0.5", NULL, true, false, "got '0.25,,0.5'"}, /* empty items are refused, not skipped */
+        {"0.5,", NULL, true, false, "got '0.5,'"},
+        {",0.5", NULL, true, false, "got ',0.5'"},
         {"", NULL, true, false, "--compression wants"},
         {"0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8", NULL, true, false, "up to 16"},
         {"0.5,0.9", "0.25", true, true, "0.9"}, /* p_a + p_c > 1 at the second value */
