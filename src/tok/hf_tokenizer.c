@@ -399,7 +399,7 @@ static vkv_status read_pre_tokenizer(hf_load *h, const vkv_json *root)
         const vkv_json *step = steps ? steps->items[i] : p;
         if (steps && (st = type_of(h, step, "pre_tokenizer.pretokenizers[]", &type))) break;
         if (byte_level) {
-            st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer: a '%s' step after ByteLevel is not implemented", type);
+            st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer: a '%s' step after ByteLevel is not supported (refused)", type);
         } else if (n_re == TOK_MAX_REGEX) {
             st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer: more than %d regexes", TOK_MAX_REGEX);
         } else if (!strcmp(type, "Split")) {
@@ -413,11 +413,11 @@ static vkv_status read_pre_tokenizer(hf_load *h, const vkv_json *root)
                 break;
             /* after a Split the prefix would go in front of every piece */
             if (prefix && n_re)
-                st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer: ByteLevel add_prefix_space after a Split is not implemented");
+                st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer: ByteLevel add_prefix_space after a Split is not supported (refused)");
             tok->bpe_prefix_space = prefix;
             if (use_regex) re[n_re++] = RE_BYTE_LEVEL;
         } else {
-            st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer '%s' is not implemented (Split and ByteLevel are)", type);
+            st = fail(VKV_ERR_UNSUPPORTED, h, "pre_tokenizer '%s' is not supported (refused; Split and ByteLevel are)", type);
         }
     }
     if (!st && !byte_level)
@@ -450,7 +450,7 @@ static vkv_status read_decoder(hf_load *h, const vkv_json *root)
     vkv_status st = type_of(h, d, "decoder", &type);
     if (st) return st;
     if (strcmp(type, "ByteLevel"))
-        return fail(VKV_ERR_UNSUPPORTED, h, "decoder '%s' is not implemented (only ByteLevel)", type);
+        return fail(VKV_ERR_UNSUPPORTED, h, "decoder '%s' is not supported (refused; ByteLevel is)", type);
     return VKV_OK;
 }
 
@@ -515,7 +515,7 @@ static vkv_status read_post_processor(hf_load *h, const vkv_json *root)
         if (list && (st = type_of(h, proc, "post_processor.processors[]", &type))) return st;
         if (!strcmp(type, "ByteLevel")) continue; /* offsets only */
         if (strcmp(type, "TemplateProcessing"))
-            return fail(VKV_ERR_UNSUPPORTED, h, "post_processor '%s' is not implemented (ByteLevel and TemplateProcessing are)", type);
+            return fail(VKV_ERR_UNSUPPORTED, h, "post_processor '%s' is not supported (refused; ByteLevel and TemplateProcessing are)", type);
         if ((st = read_template(h, proc))) return st;
     }
     return VKV_OK;

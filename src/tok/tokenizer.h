@@ -58,7 +58,7 @@ vkv_status vkv_tokenizer_load(const vkv_gguf *g, vkv_tokenizer **out);
  * generation_config.json when present (eos_token_id: every id listed ends
  * generation). Special added tokens are control tokens, the others
  * user-defined. VKV_ERR_FORMAT for malformed files, VKV_ERR_UNSUPPORTED for
- * a model type or component not implemented; messages name the file. */
+ * a model type or component not supported (refused); messages name the file. */
 vkv_status vkv_tokenizer_load_hf(const char *dir, vkv_tokenizer **out);
 void vkv_tokenizer_free(vkv_tokenizer *tok);
 
