@@ -73,12 +73,14 @@ void load_w_chunk(uint row_off, uint c, out float v[32])
         v[4u * i + 2u] = uintBitsToFloat(q.z);
         v[4u * i + 3u] = uintBitsToFloat(q.w);
     }
-#elif defined(ALIGNED_ROWS) && defined(TYPE_Q4_K)
-    // A q4_K block is 144 bytes, nine 16-byte words: word 0 holds d, dmin and
-    // the twelve scale bytes, and chunk j's nibbles are the two words at
-    // 16 + 32 (j / 2) (low nibbles for even j, high for odd). Three loads
-    // instead of twenty; the values and arithmetic of weights.glsl's decoder.
-    const uint blk = (row_off >> 4) + (c >> 3) * 9u, j = c & 7u;
+#elif defined(ALIGNED_ROWS) && (defined(TYPE_Q4_K) || defined(TYPE_Q5_K))
+    // A q4_K block is 144 bytes, nine 16-byte words, a q5_K block 176, eleven:
+    // word 0 holds d, dmin and the twelve scale bytes; q5_K's words 1 and 2
+    // hold qh (bit j of byte e: bit 4 of element e of chunk j); chunk j's
+    // nibbles are the two words at byte 16 (q5_K: 48) + 32 (j / 2), low
+    // nibbles for even j, high for odd. Three loads (q5_K: five) instead of
+    // twenty (thirty); the values and arithmetic of weights.glsl's decoder.
+    const uint blk = (row_off >> 4) + (c >> 3) * (BLOCK_BYTES / 16u), j = c & 7u;
     const uvec4 head = w_vec4[blk];
     const vec2 dm = unpackHalf2x16(head.x);
     // scale byte i of the block is byte (i & 3) of head[1 + i / 4]
@@ -94,15 +96,28 @@ void load_w_chunk(uint row_off, uint c, out float v[32])
     }
     const float a = dm.x * sc, b = dm.y * mn;
     const uint shift = (j & 1u) * 4u;
+#if defined(TYPE_Q5_K)
+    const uint q0 = blk + 3u + (j >> 1) * 2u;
+#else
     const uint q0 = blk + 1u + (j >> 1) * 2u;
+#endif
     [[unroll]] for (uint h = 0u; h < 2u; h++) {
         const uvec4 q = w_vec4[q0 + h];
+#if defined(TYPE_Q5_K)
+        const uvec4 qh = w_vec4[blk + 1u + h];
+#endif
         [[unroll]] for (uint wd = 0u; wd < 4u; wd++) {
-            [[unroll]] for (uint by = 0u; by < 4u; by++)
-                v[16u * h + 4u * wd + by] = a * float((q[wd] >> (8u * by + shift)) & 0xfu) - b;
+            [[unroll]] for (uint by = 0u; by < 4u; by++) {
+#if defined(TYPE_Q5_K)
+                const uint hb = ((qh[wd] >> (8u * by + j)) & 1u) << 4;
+#else
+                const uint hb = 0u;
+#endif
+                v[16u * h + 4u * wd + by] = a * float(((q[wd] >> (8u * by + shift)) & 0xfu) | hb) - b;
+            }
         }
     }
-#elif defined(ALIGNED_ROWS)
+#elif defined(ALIGNED_ROWS) && !defined(TYPE_Q6_K)
     const uint b = (row_off >> 4) + c * 4u;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
         const uvec4 q = w_vec4[b + i];
@@ -139,12 +154,34 @@ struct q6k_half {
 
 void q6k_half_load(uint row_off, uint half_block, out q6k_half q)
 {
-    const uint off = row_off + (half_block >> 1) * 210u, half_ = half_block & 1u;
-    const float d = w_f16(off + 208u);
+    const uint blk = half_block >> 1, half_ = half_block & 1u;
+    const uint off = q6k_body_off(row_off, blk);
+    const float d = w_f16(q6k_d_off(row_off, blk));
+#if defined(ALIGNED_ROWS)
+    // The body as 16-byte words (it starts 16-byte aligned: weights.glsl's
+    // device rows): the half's ql are words 4 half_ .. 4 half_ + 3 (chunks
+    // 0 / 2, then 1 / 3), its qh words 8 + 2 half_ and 9 + 2 half_, and the
+    // scales word 12: seven loads.
+    const uint b = off >> 4;
+    [[unroll]] for (uint i = 0u; i < 2u; i++) {
+        const uvec4 l0 = w_vec4[b + 4u * half_ + i], l1 = w_vec4[b + 4u * half_ + 2u + i],
+                    h = w_vec4[b + 8u + 2u * half_ + i];
+        [[unroll]] for (uint c = 0u; c < 4u; c++) {
+            q.l0[4u * i + c] = l0[c];
+            q.l1[4u * i + c] = l1[c];
+            q.h[4u * i + c] = h[c];
+        }
+    }
+    const uvec4 sc = w_vec4[b + 12u];
+    const uint s_lo = half_ != 0u ? sc.z : sc.x, s_hi = half_ != 0u ? sc.w : sc.y;
+    [[unroll]] for (uint i = 0u; i < 8u; i++)
+        q.s[i] = d * float(int((i < 4u ? s_lo : s_hi) << (24u - 8u * (i & 3u))) >> 24);
+#else
     w_bytes32(off + half_ * 64u, q.l0);
     w_bytes32(off + half_ * 64u + 32u, q.l1);
     w_bytes32(off + 128u + half_ * 32u, q.h);
     [[unroll]] for (uint i = 0u; i < 8u; i++) q.s[i] = d * float(w_i8(off + 192u + half_ * 8u + i));
+#endif
 }
 
 // Chunk `quad` (0..3, a constant after unrolling) of the half.

@@ -84,7 +84,25 @@ W_BYTES(w_bytes32, 8u)
 #error "no weight TYPE_* defined"
 #endif
 
+#if defined(TYPE_Q6_K)
+// q6_K rows as the device holds them (src/core/dtype.c,
+// vkv_dtype_rows_to_device; docs/ARCHITECTURE.md §1, "q6_K device rows"):
+// blocks in groups of 8, each group the 8 blocks' d (16 bytes) and then
+// their 208-byte bodies (ql 128, qh 64, scales 16); a last group of r < 8
+// blocks has its r d padded to 16 bytes. Every body then starts 16-byte
+// aligned (a group is 1680 = 105 x 16 bytes), where ggml's 210-byte blocks
+// are 2-byte aligned.
+const uint Q6K_GROUP_BYTES = 1680u;
+uint row_bytes(uint k)
+{
+    const uint nb = k / 256u, r = nb & 7u;
+    return (nb >> 3) * Q6K_GROUP_BYTES + (r != 0u ? 16u + 208u * r : 0u);
+}
+uint q6k_d_off(uint row_off, uint blk) { return row_off + (blk >> 3) * Q6K_GROUP_BYTES + (blk & 7u) * 2u; }
+uint q6k_body_off(uint row_off, uint blk) { return row_off + (blk >> 3) * Q6K_GROUP_BYTES + 16u + (blk & 7u) * 208u; }
+#else
 uint row_bytes(uint k) { return k / BLOCK_ELEMS * BLOCK_BYTES; }
+#endif
 
 #if defined(TYPE_Q4_K) || defined(TYPE_Q5_K)
 // The 6-bit scale and min of sub-block j (0..7) of a q4_K block at `off`.
@@ -261,10 +279,10 @@ void dequant32(uint row_off, uint chunk, out float v[32])
         v[e] = a * float(((ql[e >> 2] >> (bit + shift)) & 0xfu) | h) - b;
     }
 #elif defined(TYPE_Q6_K)
-    uint off = row_off + (chunk >> 3) * 210u;
+    uint off = q6k_body_off(row_off, chunk >> 3);
     uint j = chunk & 7u;
     uint half_ = j >> 2, quad = j & 3u;
-    float d = w_f16(off + 208u);
+    float d = w_f16(q6k_d_off(row_off, chunk >> 3));
     uint ql = off + half_ * 64u + ((quad & 1u) != 0u ? 32u : 0u);
     uint qh = off + 128u + half_ * 32u;
     uint ql_shift = quad >= 2u ? 4u : 0u;

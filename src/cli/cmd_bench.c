@@ -150,18 +150,19 @@ static const char *const OPS_USAGE =
 static vkv_status bench_matmul_shape(vkv_gpu *gpu, const device_peak *peak, vkv_rng *rng, vkv_dtype t, uint32_t m,
                                      uint32_t k, int64_t batch, int64_t reps, double *best_gflops)
 {
-    uint64_t rb = vkv_dtype_row_bytes(t, k), wbytes = rb * m;
+    uint64_t rb = vkv_dtype_row_bytes(t, k), wbytes = vkv_dtype_device_row_bytes(t, k) * m;
     vkv_buffer *w = NULL, *x = NULL, *y = NULL;
     vkv_status st = VKV_OK;
-    uint8_t *host = malloc(wbytes);
+    uint8_t *host = malloc(rb * m), *dev = malloc(wbytes); /* the file's rows, the device's */
     float *row = malloc(4ull * k);
-    if (!host || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (!host || !dev || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     for (uint32_t i = 0; i < m; i++) {
         for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(rng, -1, 1);
         vkv_quantize_row(t, row, host + (size_t)i * rb, k);
     }
+    vkv_dtype_rows_to_device(t, k, host, dev, m);
     if ((st = vkv_buffer_create(gpu, wbytes, VKV_MEM_DEVICE, "bench weight", &w)) ||
-        (st = vkv_buffer_upload(gpu, w, 0, host, wbytes)) ||
+        (st = vkv_buffer_upload(gpu, w, 0, dev, wbytes)) ||
         (st = vkv_buffer_create(gpu, 4ull * batch * k, VKV_MEM_DEVICE, "bench input", &x)) ||
         (st = vkv_buffer_fill(gpu, x, 0, 4ull * batch * k, 0x3c000000u)) ||
         (st = vkv_buffer_create(gpu, 4ull * batch * m, VKV_MEM_DEVICE, "bench output", &y)))
@@ -200,6 +201,7 @@ done:
     vkv_buffer_destroy(gpu, x);
     vkv_buffer_destroy(gpu, y);
     free(host);
+    free(dev);
     free(row);
     return st;
 }

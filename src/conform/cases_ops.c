@@ -39,7 +39,7 @@ vkv_status case_get_rows(conform_ctx *c, vkv_dtype t, uint64_t n_rows, uint32_t 
     for (uint32_t i = 0; i < n_ids; i++)
         ids[i] = i == 0 ? 0 : i == 1 ? (int32_t)(n_rows - 1) : (int32_t)vkv_rng_below(&c->rng, (uint32_t)n_rows);
     vkv_ref_get_rows(t, table, n_cols, ids, n_ids, ref);
-    if ((st = conform_guarded_create(c, rb * n_rows, table, &a.table)) || (st = conform_guarded_create(c, 4ull * n_ids, ids, &a.ids)) ||
+    if ((st = conform_weight_create(c, t, n_cols, n_rows, table, &a.table)) || (st = conform_guarded_create(c, 4ull * n_ids, ids, &a.ids)) ||
         (st = conform_guarded_create(c, 4ull * n_ids * n_cols, NULL, &a.out)))
         goto done;
     double ms = 0;
@@ -165,7 +165,7 @@ vkv_status case_matmul(conform_ctx *c, vkv_matmul_path path, vkv_dtype t, uint32
         vkv_quantize_row(t, row, w + (size_t)i * rb, k);
     }
     vkv_ref_matmul(t, w, m, k, x, n, ref);
-    if ((st = conform_guarded_create(c, rb * m, w, &a.w)) || (st = conform_guarded_create(c, 4ull * n * k, x, &a.x)) ||
+    if ((st = conform_weight_create(c, t, k, m, w, &a.w)) || (st = conform_guarded_create(c, 4ull * n * k, x, &a.x)) ||
         (st = conform_guarded_create(c, 4ull * n * m, NULL, &a.y)))
         goto done;
     double ms = 0;

@@ -59,6 +59,17 @@ vkv_status conform_guarded_create(conform_ctx *c, uint64_t bytes, const void *in
     return VKV_OK;
 }
 
+vkv_status conform_weight_create(conform_ctx *c, vkv_dtype t, uint32_t k, uint64_t rows, const void *rows_file, guarded *g)
+{
+    const uint64_t bytes = vkv_dtype_device_row_bytes(t, k) * rows;
+    void *dev = malloc(bytes ? bytes : 1);
+    if (!dev) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_dtype_rows_to_device(t, k, rows_file, dev, rows);
+    vkv_status st = conform_guarded_create(c, bytes, dev, g);
+    free(dev);
+    return st;
+}
+
 /* Downloads the data and checks the guard words around it. */
 vkv_status conform_guarded_read(conform_ctx *c, guarded *g, void *out, bool *guards_ok)
 {

@@ -51,6 +51,9 @@ conform_result *conform_new_result(conform_ctx *c, const char *op, const char *t
 float *conform_random_f32(conform_ctx *c, size_t n);
 
 vkv_status conform_guarded_create(conform_ctx *c, uint64_t bytes, const void *init, guarded *g);
+/* A weight matrix of `rows` rows of k elements of type t, given in the file's
+ * layout (rows_file) and created in the device's (core/dtype.h). */
+vkv_status conform_weight_create(conform_ctx *c, vkv_dtype t, uint32_t k, uint64_t rows, const void *rows_file, guarded *g);
 
 /* Downloads the data and checks the guard words around it. */
 vkv_status conform_guarded_read(conform_ctx *c, guarded *g, void *out, bool *guards_ok);

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "core/fp16.h"
@@ -101,6 +102,58 @@ size_t vkv_dtype_row_bytes(vkv_dtype t, uint64_t n)
     const vkv_dtype_info *info = vkv_dtype_get(t);
     if (!info || n % info->block_size) return 0;
     return (size_t)(n / info->block_size * info->block_bytes);
+}
+
+enum { Q6K_GROUP = 8, Q6K_BODY = 208, Q6K_GROUP_BYTES = Q6K_GROUP * 210 }; /* 1680 = 105 x 16 */
+_Static_assert(offsetof(vkv_block_q6_K, d) == Q6K_BODY, "a q6_K block's body precedes its d");
+
+bool vkv_dtype_has_device_layout(vkv_dtype t) { return t == VKV_Q6_K; }
+
+size_t vkv_dtype_device_row_bytes(vkv_dtype t, uint64_t n)
+{
+    size_t rb = vkv_dtype_row_bytes(t, n);
+    if (t != VKV_Q6_K || !rb) return rb;
+    const uint64_t nb = n / VKV_QK_K, r = nb % Q6K_GROUP;
+    return (size_t)(nb / Q6K_GROUP * Q6K_GROUP_BYTES + (r ? 16 + Q6K_BODY * r : 0));
+}
+
+/* Where block b's d and body sit in a q6_K device row. */
+static size_t q6k_d_off(uint64_t b) { return (size_t)(b / Q6K_GROUP * Q6K_GROUP_BYTES + 2 * (b % Q6K_GROUP)); }
+static size_t q6k_body_off(uint64_t b) { return (size_t)(b / Q6K_GROUP * Q6K_GROUP_BYTES + 16 + Q6K_BODY * (b % Q6K_GROUP)); }
+
+/* One routine for both directions: to_device copies file -> device. */
+static void q6k_rows_convert(uint64_t n, const uint8_t *src, uint8_t *dst, uint64_t rows, bool to_device)
+{
+    const size_t frb = vkv_dtype_row_bytes(VKV_Q6_K, n), drb = vkv_dtype_device_row_bytes(VKV_Q6_K, n);
+    const uint64_t nb = n / VKV_QK_K;
+    for (uint64_t r = 0; r < rows; r++) {
+        const uint8_t *fs = src + r * (to_device ? frb : drb);
+        uint8_t *fd = dst + r * (to_device ? drb : frb);
+        if (to_device) memset(fd, 0, drb); /* the padding of a last short group */
+        for (uint64_t b = 0; b < nb; b++) {
+            const size_t file = b * sizeof(vkv_block_q6_K), dev_d = q6k_d_off(b), dev_body = q6k_body_off(b);
+            const size_t d_at = offsetof(vkv_block_q6_K, d);
+            if (to_device) {
+                memcpy(fd + dev_body, fs + file, Q6K_BODY);
+                memcpy(fd + dev_d, fs + file + d_at, 2);
+            } else {
+                memcpy(fd + file, fs + dev_body, Q6K_BODY);
+                memcpy(fd + file + d_at, fs + dev_d, 2);
+            }
+        }
+    }
+}
+
+void vkv_dtype_rows_to_device(vkv_dtype t, uint64_t n, const void *src, void *dst, uint64_t rows)
+{
+    if (vkv_dtype_has_device_layout(t)) q6k_rows_convert(n, src, dst, rows, true);
+    else memcpy(dst, src, vkv_dtype_row_bytes(t, n) * rows);
+}
+
+void vkv_dtype_rows_from_device(vkv_dtype t, uint64_t n, const void *src, void *dst, uint64_t rows)
+{
+    if (vkv_dtype_has_device_layout(t)) q6k_rows_convert(n, src, dst, rows, false);
+    else memcpy(dst, src, vkv_dtype_row_bytes(t, n) * rows);
 }
 
 /* ------------------------------------------------------------- decoders */

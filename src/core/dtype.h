@@ -4,6 +4,7 @@
 #ifndef VKV_DTYPE_H
 #define VKV_DTYPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -118,6 +119,24 @@ int vkv_dtype_index(vkv_dtype t);
 int vkv_dtype_from_name(const char *name);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t vkv_dtype_row_bytes(vkv_dtype t, uint64_t n);
+
+/* Weight rows as the device holds them (docs/ARCHITECTURE.md §1, "q6_K
+ * device rows"). Every type keeps the file's rows but q6_K, whose 210-byte
+ * blocks are 2-byte aligned: its rows are regrouped so that each block's
+ * 208-byte body (ql, qh, scales) starts 16-byte aligned, for 16-byte loads.
+ * Blocks go in groups of 8: the 8 blocks' d (16 bytes), then their bodies
+ * (1680 bytes, 105 x 16); a last group of r < 8 blocks pads its r d to 16
+ * bytes. A row grows by at most 14 bytes. shaders/common/weights.glsl reads
+ * this layout. */
+/* Whether t's device rows differ from the file's (q6_K: reordered, even
+ * where no padding makes them longer). */
+bool vkv_dtype_has_device_layout(vkv_dtype t);
+/* Bytes of a device row of n elements; 0 as vkv_dtype_row_bytes. */
+size_t vkv_dtype_device_row_bytes(vkv_dtype t, uint64_t n);
+/* `rows` rows of n elements: the file's layout at src to the device's at dst
+ * (rows x vkv_dtype_device_row_bytes bytes), and back. */
+void vkv_dtype_rows_to_device(vkv_dtype t, uint64_t n, const void *src, void *dst, uint64_t rows);
+void vkv_dtype_rows_from_device(vkv_dtype t, uint64_t n, const void *src, void *dst, uint64_t rows);
 
 /* Decodes n elements (a multiple of the block size) of type t into f32. */
 void vkv_dequantize_row(vkv_dtype t, const void *src, float *dst, uint64_t n);

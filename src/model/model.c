@@ -273,15 +273,18 @@ static uint32_t permuted_head_rows(const vkv_model *m, const char *gguf_name)
 typedef vkv_status (*chunk_fn)(void *ctx, uint64_t off, const void *data, uint64_t n);
 
 /* Visits a tensor's bytes in the order the device holds them, in slices of
- * at most 64 MB released once visited: the mapped file then holds at most
- * one slice in host memory, however large the model. With head_rows, each
+ * at most 64 MB (whole rows) released once visited: the mapped file then
+ * holds at most one slice in host memory, however large the model. With head_rows, each
  * head's rows i and i + head_rows/2 go to 2i and 2i + 1 (the interleaved
  * rotation's pairs), a head at a time through a buffer. */
 static vkv_status visit_chunks(const vkv_model *m, const weight_src *src, uint32_t head_rows, chunk_fn fn, void *ctx)
 {
     vkv_status st = VKV_OK;
+    uint64_t n_rows = src->ne[1] * src->ne[2] * src->ne[3];
+    uint64_t row_bytes = n_rows ? src->nbytes / n_rows : src->nbytes;
     if (!head_rows) {
-        const uint64_t slice = 64ull << 20;
+        /* whole rows, so that a device layout can be made slice by slice */
+        const uint64_t slice = row_bytes && row_bytes < (64ull << 20) ? (64ull << 20) / row_bytes * row_bytes : row_bytes;
         for (uint64_t off = 0; off < src->nbytes && !st; off += slice) {
             const uint8_t *p = (const uint8_t *)src->data + off;
             uint64_t n = src->nbytes - off < slice ? src->nbytes - off : slice;
@@ -290,8 +293,7 @@ static vkv_status visit_chunks(const vkv_model *m, const weight_src *src, uint32
         }
         return st;
     }
-    uint64_t n_rows = src->ne[1] * src->ne[2] * src->ne[3];
-    uint64_t row_bytes = src->nbytes / n_rows, head_bytes = row_bytes * head_rows;
+    uint64_t head_bytes = row_bytes * head_rows;
     if (n_rows % head_rows || head_rows % 2)
         return vkv_error(VKV_ERR_FORMAT, "tensor '%s' has %llu rows, not whole heads of %u", src->name,
                          (unsigned long long)n_rows, head_rows);
@@ -314,12 +316,22 @@ static vkv_status visit_chunks(const vkv_model *m, const weight_src *src, uint32
 typedef struct upload_ctx {
     vkv_gpu *gpu;
     vkv_buffer *buf;
+    vkv_dtype type;
+    uint32_t cols;
 } upload_ctx;
 
+/* Whole rows of the file, uploaded in the device's layout (core/dtype.h). */
 static vkv_status upload_chunk(void *ctx, uint64_t off, const void *data, uint64_t n)
 {
     upload_ctx *u = ctx;
-    return vkv_buffer_upload(u->gpu, u->buf, off, data, n);
+    const uint64_t frb = vkv_dtype_row_bytes(u->type, u->cols), drb = vkv_dtype_device_row_bytes(u->type, u->cols);
+    if (!vkv_dtype_has_device_layout(u->type)) return vkv_buffer_upload(u->gpu, u->buf, off, data, n);
+    void *dev = malloc(n / frb * drb);
+    if (!dev) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_dtype_rows_to_device(u->type, u->cols, data, dev, n / frb);
+    vkv_status st = vkv_buffer_upload(u->gpu, u->buf, off / frb * drb, dev, n / frb * drb);
+    free(dev);
+    return st;
 }
 
 static vkv_status hash_chunk(void *ctx, uint64_t off, const void *data, uint64_t n)
@@ -382,10 +394,11 @@ static vkv_status upload_tensor(vkv_gpu *gpu, vkv_model *m, const char *name, ui
     w->cols = cols;
     if (matrix) {
         w->type = t.type;
-        if ((st = vkv_buffer_create(gpu, t.nbytes, VKV_MEM_DEVICE, name, &w->buf))) return st;
-        upload_ctx u = {gpu, w->buf};
+        const uint64_t device_bytes = vkv_dtype_device_row_bytes(t.type, cols) * (uint64_t)rows;
+        if ((st = vkv_buffer_create(gpu, device_bytes, VKV_MEM_DEVICE, name, &w->buf))) return st;
+        upload_ctx u = {gpu, w->buf, t.type, cols};
         if ((st = visit_chunks(m, &t, head_rows, upload_chunk, &u))) return st;
-        m->weight_bytes += t.nbytes;
+        m->weight_bytes += device_bytes;
         return VKV_OK;
     }
     w->type = VKV_F32;

@@ -120,15 +120,19 @@ static vkv_status load_wo(vkv_press_session *s)
         if (w->rows != hp->n_embd || w->cols != hp->n_head * hp->head_dim)
             return vkv_error(VKV_ERR_UNSUPPORTED, "%s: layer %u's W_o is %u x %u, not %u x %u (n_embd x n_head head_dim)",
                              s->p.press->name, l, w->rows, w->cols, hp->n_embd, hp->n_head * hp->head_dim);
-        const size_t row_bytes = vkv_dtype_row_bytes(w->type, w->cols), f_bytes = 4ull * w->rows * w->cols;
+        const size_t row_bytes = vkv_dtype_row_bytes(w->type, w->cols), f_bytes = 4ull * w->rows * w->cols,
+                     dev_bytes = vkv_dtype_device_row_bytes(w->type, w->cols) * w->rows;
+        unsigned char *dev = malloc(dev_bytes);           /* the device's rows (core/dtype.h) */
         unsigned char *raw = malloc(row_bytes * w->rows); /* [rows] rows of the weight's type */
         float *f = malloc(f_bytes);                       /* [rows, cols] */
-        if (!raw || !f) st = vkv_error(VKV_ERR_OOM, "%s: out of host memory for W_o", s->p.press->name);
-        if (!st) st = vkv_buffer_download(gpu, w->buf, 0, raw, row_bytes * w->rows);
+        if (!dev || !raw || !f) st = vkv_error(VKV_ERR_OOM, "%s: out of host memory for W_o", s->p.press->name);
+        if (!st) st = vkv_buffer_download(gpu, w->buf, 0, dev, dev_bytes);
+        if (!st) vkv_dtype_rows_from_device(w->type, w->cols, dev, raw, w->rows);
         for (uint32_t r = 0; !st && r < w->rows; r++)
             vkv_dequantize_row(w->type, raw + r * row_bytes, f + (size_t)r * w->cols, w->cols);
         if (!st) st = vkv_buffer_create(gpu, f_bytes, VKV_MEM_DEVICE, "W_o in f32", &s->wo[l]);
         if (!st) st = vkv_buffer_upload(gpu, s->wo[l], 0, f, f_bytes);
+        free(dev);
         free(raw);
         free(f);
     }

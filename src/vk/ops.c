@@ -79,7 +79,7 @@ vkv_status vkv_op_get_rows(vkv_gpu *gpu, vkv_dtype t, vkv_view table, uint64_t n
     const char *op = "get_rows";
     vkv_kernel k = kernel_for_type(VKV_K_GET_ROWS_F32, t);
     if (k == VKV_KERNEL_COUNT) return vkv_error(VKV_ERR_UNSUPPORTED, "get_rows: no kernel for type %u", t);
-    uint64_t rb = vkv_dtype_row_bytes(t, n_cols);
+    uint64_t rb = vkv_dtype_device_row_bytes(t, n_cols);
     if (!rb) return vkv_error(VKV_ERR_ARG, "get_rows: %u columns is not a multiple of the block size", n_cols);
     vkv_status st;
     if ((st = vkv_ops_check_view(gpu, table, rb * n_table_rows, op, "table")) || (st = vkv_ops_check_view(gpu, ids, 4ull * n_ids, op, "ids")) ||
@@ -127,7 +127,7 @@ bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dty
 
 /* The matvec variant that reads weights as 16-byte words, for rows whole
  * words long (the same values and arithmetic, so the same bits): float
- * types and q4_K; `fallback` for other types. */
+ * types, q4_K, q5_K and q6_K (single column); `fallback` for other types. */
 static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtype t)
 {
     switch (t) {
@@ -135,6 +135,8 @@ static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtyp
     case VKV_F16: return cols ? VKV_K_MATVEC_COLS_ALIGNED_F16 : VKV_K_MATVEC_ALIGNED_F16;
     case VKV_BF16: return cols ? VKV_K_MATVEC_COLS_ALIGNED_BF16 : VKV_K_MATVEC_ALIGNED_BF16;
     case VKV_Q4_K: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q4_K : VKV_K_MATVEC_ALIGNED_Q4_K;
+    case VKV_Q5_K: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q5_K : VKV_K_MATVEC_ALIGNED_Q5_K;
+    case VKV_Q6_K: return cols ? fallback : VKV_K_MATVEC_ALIGNED_Q6_K;
     default: return fallback;
     }
 }
@@ -159,7 +161,7 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                          vkv_view x, uint32_t n, vkv_view y)
 {
     const char *op = "matmul";
-    uint64_t rb = vkv_dtype_row_bytes(t, k);
+    uint64_t rb = vkv_dtype_device_row_bytes(t, k); /* weights in the device's layout */
     if (!rb)
         return vkv_error(VKV_ERR_ARG, "matmul: row length %u is not a multiple of the %s block size", k,
                          vkv_dtype_get(t) ? vkv_dtype_get(t)->name : "?");
