@@ -1,11 +1,13 @@
 #version 450
 // Y[n, m_offset + m] = sum_k X[n, k] * W[m, k]: the prefill matrix-matrix
-// product, tiled through shared memory. A workgroup of 256 computes a
-// 64 (m) x 64 (n) tile, each thread a 4 x 4 block, stepping K by 32.
+// product, tiled through shared memory. A workgroup of 64 computes a
+// 64 (m) x 64 (n) tile, each thread an 8 x 8 block, stepping K by 32: a
+// thread's 16 shared reads a step of K feed 64 fmas (docs/ARCHITECTURE.md
+// §1, "The prefill matrix product").
 #extension GL_EXT_control_flow_attributes : require
 #extension GL_GOOGLE_include_directive : require
 
-layout(local_size_x_id = 0) in; // VKV_MATMUL_WG (256)
+layout(local_size_x_id = 0) in; // VKV_MATMUL_WG (64)
 
 layout(binding = 0) readonly buffer Wbuf { uint w_words[]; };  // [M, K] of TYPE
 layout(binding = 1) readonly buffer Xbuf { float x[]; };       // [N, K]
@@ -23,47 +25,57 @@ layout(push_constant) uniform PC {
 #define BM VKV_MATMUL_BM
 #define BN VKV_MATMUL_BN
 #define BK VKV_MATMUL_BK
-shared float ws[BM][BK + 1u];
-shared float xs[BN][BK + 1u];
+const uint T = VKV_MATMUL_THREAD_TILE;   // a thread's outputs: T (m) x T (n)
+const uint TX = BM / T, TY = BN / T;     // threads along m and n
+const uint WG = TX * TY;                 // VKV_MATMUL_WG
+const uint BK4 = BK / 4u;
+// The tile as 4-element runs of k, one 16-byte read each (rows padded by
+// one run against bank conflicts on GPUs)
+shared vec4 ws[BM][BK4 + 1u];            // [m, k / 4] of the tile, decoded
+shared vec4 xs[BN][BK4 + 1u];            // [n, k / 4]
 
 void main()
 {
     uint tid = gl_LocalInvocationID.x;
     uint m0 = gl_WorkGroupID.x * BM, n0 = gl_WorkGroupID.y * BN;
-    uint tx = tid % 16u, ty = tid / 16u;
+    uint tx = tid % TX, ty = tid / TX;
     uint rb = row_bytes(pc.K);
-    float acc[4][4];
-    [[unroll]] for (uint i = 0u; i < 4u; i++)
-        [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
+    float acc[T][T]; // [m, n]: outputs (m0 + tx + TX i, n0 + ty + TY j)
+    [[unroll]] for (uint i = 0u; i < T; i++)
+        [[unroll]] for (uint j = 0u; j < T; j++) acc[i][j] = 0.0;
 
     for (uint k0 = 0u; k0 < pc.K; k0 += BK) {
-        if (tid < BM) {
+        for (uint r = tid; r < BM; r += WG) {
             float v[32];
-            uint m = m0 + tid;
+            uint m = m0 + r;
             if (m < pc.M) dequant32_k(m * rb, k0 / 32u, pc.K, v);
             else [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = 0.0;
-            [[unroll]] for (uint i = 0u; i < 32u; i++) ws[tid][i] = v[i];
+            [[unroll]] for (uint q = 0u; q < BK4; q++) ws[r][q] = vec4(v[4u * q], v[4u * q + 1u], v[4u * q + 2u], v[4u * q + 3u]);
         }
-        [[unroll]] for (uint e = 0u; e < (BN * BK) / 256u; e++) {
-            uint idx = e * 256u + tid;
-            uint r = idx / BK, c = idx % BK;
-            uint n = n0 + r;
-            xs[r][c] = n < pc.N && k0 + c < pc.K ? x[n * pc.K + k0 + c] : 0.0;
+        [[unroll]] for (uint e = 0u; e < (BN * BK4) / WG; e++) {
+            uint idx = e * WG + tid;
+            uint r = idx / BK4, q = idx % BK4;
+            uint n = n0 + r, k = k0 + 4u * q;
+            vec4 xv;
+            [[unroll]] for (uint c = 0u; c < 4u; c++) xv[c] = n < pc.N && k + c < pc.K ? x[n * pc.K + k + c] : 0.0;
+            xs[r][q] = xv;
         }
         barrier();
-        [[unroll]] for (uint k = 0u; k < BK; k++) {
-            float a[4], b[4];
-            [[unroll]] for (uint i = 0u; i < 4u; i++) a[i] = ws[tx + 16u * i][k];
-            [[unroll]] for (uint j = 0u; j < 4u; j++) b[j] = xs[ty + 16u * j][k];
-            [[unroll]] for (uint i = 0u; i < 4u; i++)
-                [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
+        [[unroll]] for (uint q = 0u; q < BK4; q++) {
+            vec4 a[T], b[T];
+            [[unroll]] for (uint i = 0u; i < T; i++) a[i] = ws[tx + TX * i][q];
+            [[unroll]] for (uint j = 0u; j < T; j++) b[j] = xs[ty + TY * j][q];
+            // k in order, as a scalar loop would take it
+            [[unroll]] for (uint c = 0u; c < 4u; c++)
+                [[unroll]] for (uint i = 0u; i < T; i++)
+                    [[unroll]] for (uint j = 0u; j < T; j++) acc[i][j] = fma(a[i][c], b[j][c], acc[i][j]);
         }
         barrier();
     }
-    [[unroll]] for (uint i = 0u; i < 4u; i++) {
-        uint m = m0 + tx + 16u * i;
-        [[unroll]] for (uint j = 0u; j < 4u; j++) {
-            uint n = n0 + ty + 16u * j;
+    [[unroll]] for (uint i = 0u; i < T; i++) {
+        uint m = m0 + tx + TX * i;
+        [[unroll]] for (uint j = 0u; j < T; j++) {
+            uint n = n0 + ty + TY * j;
             if (m < pc.M && n < pc.N) y[n * pc.ldy + pc.m_offset + m] = acc[i][j];
         }
     }

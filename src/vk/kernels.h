@@ -117,7 +117,7 @@ typedef enum vkv_wg_class {
     VKV_WG_WIDE,      /* VKV_WG_WIDE_SIZE: the default */
     VKV_WG_ROW,       /* VKV_WG_ROW_SIZE: one row reduced per workgroup */
     VKV_WG_NARROW,    /* VKV_WG_NARROW_SIZE */
-    VKV_WG_MATMUL,    /* VKV_MATMUL_WG: 16 x 16 threads, 4 x 4 outputs each */
+    VKV_WG_MATMUL,    /* VKV_MATMUL_WG: 8 x 8 threads, 8 x 8 outputs each */
     VKV_WG_MATMUL_CM, /* VKV_MATMUL_CM_WG: 4 subgroups of 32 */
     VKV_WG_MATVEC,    /* 4 subgroups, within [64, VKV_MATVEC_MAX_WG] */
 } vkv_wg_class;

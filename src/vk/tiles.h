@@ -17,7 +17,10 @@
 #define VKV_MATMUL_BM 64u
 #define VKV_MATMUL_BN 64u
 #define VKV_MATMUL_BK 32u
-#define VKV_MATMUL_WG 256u    /* 16 x 16 threads, 4 x 4 outputs each */
+/* matmul.comp: a thread's outputs, THREAD_TILE x THREAD_TILE, and so its
+ * workgroup (BM / THREAD_TILE) x (BN / THREAD_TILE) threads */
+#define VKV_MATMUL_THREAD_TILE 8u
+#define VKV_MATMUL_WG 64u
 #define VKV_MATMUL_CM_WG 128u /* 4 subgroups of 32, each a quarter of the block */
 
 /* matvec.comp: weight rows per workgroup, and the largest workgroup its
