@@ -117,6 +117,24 @@ void load_w_chunk(uint row_off, uint c, out float v[32])
             }
         }
     }
+#elif defined(ALIGNED_ROWS) && defined(TYPE_Q8_0)
+    // a block's 32 quants, two 16-byte words of its grouped body (weights.glsl)
+    const float d = w_f16(block_d_off(row_off, c));
+    const uint b = block_body_off(row_off, c) >> 4;
+    [[unroll]] for (uint h = 0u; h < 2u; h++) {
+        const uvec4 q = w_vec4[b + h];
+        [[unroll]] for (uint e = 0u; e < 16u; e++)
+            v[16u * h + e] = d * float(int(q[e >> 2] << (24u - 8u * (e & 3u))) >> 24);
+    }
+#elif defined(ALIGNED_ROWS) && defined(TYPE_Q4_0)
+    // a block's 16 nibble bytes, one 16-byte word of its grouped body
+    const float d = w_f16(block_d_off(row_off, c));
+    const uvec4 q = w_vec4[block_body_off(row_off, c) >> 4];
+    [[unroll]] for (uint e = 0u; e < 16u; e++) {
+        const uint bt = q[e >> 2] >> (8u * (e & 3u));
+        v[e] = d * (float(bt & 0xfu) - 8.0);
+        v[e + 16u] = d * (float((bt >> 4) & 0xfu) - 8.0);
+    }
 #elif defined(ALIGNED_ROWS) && !defined(TYPE_Q6_K)
     const uint b = (row_off >> 4) + c * 4u;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
@@ -155,8 +173,8 @@ struct q6k_half {
 void q6k_half_load(uint row_off, uint half_block, out q6k_half q)
 {
     const uint blk = half_block >> 1, half_ = half_block & 1u;
-    const uint off = q6k_body_off(row_off, blk);
-    const float d = w_f16(q6k_d_off(row_off, blk));
+    const uint off = block_body_off(row_off, blk);
+    const float d = w_f16(block_d_off(row_off, blk));
 #if defined(ALIGNED_ROWS)
     // The body as 16-byte words (it starts 16-byte aligned: weights.glsl's
     // device rows): the half's ql are words 4 half_ .. 4 half_ + 3 (chunks

@@ -84,22 +84,29 @@ W_BYTES(w_bytes32, 8u)
 #error "no weight TYPE_* defined"
 #endif
 
+#if defined(TYPE_Q6_K) || defined(TYPE_Q8_0) || defined(TYPE_Q4_0)
+// Grouped device rows (src/core/dtype.c, vkv_dtype_rows_to_device;
+// docs/ARCHITECTURE.md §1, "Grouped device rows"): ggml's q6_K (210-byte),
+// q8_0 (34) and q4_0 (18) blocks start only 2-byte aligned, so the device
+// holds their blocks in groups of 8: the 8 blocks' d (16 bytes), then their
+// bodies (the block without its d: q6_K's ql, qh and scales, 208 bytes;
+// q8_0's 32 and q4_0's 16 quants). A last group of r < 8 blocks has its r d
+// padded to 16 bytes. Every body then starts 16-byte aligned.
 #if defined(TYPE_Q6_K)
-// q6_K rows as the device holds them (src/core/dtype.c,
-// vkv_dtype_rows_to_device; docs/ARCHITECTURE.md §1, "q6_K device rows"):
-// blocks in groups of 8, each group the 8 blocks' d (16 bytes) and then
-// their 208-byte bodies (ql 128, qh 64, scales 16); a last group of r < 8
-// blocks has its r d padded to 16 bytes. Every body then starts 16-byte
-// aligned (a group is 1680 = 105 x 16 bytes), where ggml's 210-byte blocks
-// are 2-byte aligned.
-const uint Q6K_GROUP_BYTES = 1680u;
+const uint BODY_BYTES = 208u;
+#elif defined(TYPE_Q8_0)
+const uint BODY_BYTES = 32u;
+#else
+const uint BODY_BYTES = 16u;
+#endif
+const uint GROUP_BYTES = 16u + 8u * BODY_BYTES;
 uint row_bytes(uint k)
 {
-    const uint nb = k / 256u, r = nb & 7u;
-    return (nb >> 3) * Q6K_GROUP_BYTES + (r != 0u ? 16u + 208u * r : 0u);
+    const uint nb = k / BLOCK_ELEMS, r = nb & 7u;
+    return (nb >> 3) * GROUP_BYTES + (r != 0u ? 16u + BODY_BYTES * r : 0u);
 }
-uint q6k_d_off(uint row_off, uint blk) { return row_off + (blk >> 3) * Q6K_GROUP_BYTES + (blk & 7u) * 2u; }
-uint q6k_body_off(uint row_off, uint blk) { return row_off + (blk >> 3) * Q6K_GROUP_BYTES + 16u + (blk & 7u) * 208u; }
+uint block_d_off(uint row_off, uint blk) { return row_off + (blk >> 3) * GROUP_BYTES + (blk & 7u) * 2u; }
+uint block_body_off(uint row_off, uint blk) { return row_off + (blk >> 3) * GROUP_BYTES + 16u + (blk & 7u) * BODY_BYTES; }
 #else
 uint row_bytes(uint k) { return k / BLOCK_ELEMS * BLOCK_BYTES; }
 #endif
@@ -173,16 +180,14 @@ void dequant32(uint row_off, uint chunk, out float v[32])
         v[2u * i + 1u] = uintBitsToFloat(w & 0xffff0000u);
     }
 #elif defined(TYPE_Q8_0)
-    uint off = row_off + chunk * 34u;
-    float d = w_f16(off);
+    float d = w_f16(block_d_off(row_off, chunk));
     uint q[8];
-    w_bytes32(off + 2u, q);
+    w_bytes32(block_body_off(row_off, chunk), q);
     [[unroll]] for (uint e = 0u; e < 32u; e++) v[e] = d * float(int(q[e >> 2] << (24u - 8u * (e & 3u))) >> 24);
 #elif defined(TYPE_Q4_0)
-    uint off = row_off + chunk * 18u;
-    float d = w_f16(off);
+    float d = w_f16(block_d_off(row_off, chunk));
     uint wd[4]; // element e < 16: low nibble of byte e; e >= 16: high nibble of byte e - 16
-    w_bytes16(off + 2u, wd);
+    w_bytes16(block_body_off(row_off, chunk), wd);
     [[unroll]] for (uint e = 0u; e < 16u; e++) {
         const uint b = wd[e >> 2] >> (8u * (e & 3u));
         v[e] = d * (float(b & 0xfu) - 8.0);
@@ -279,10 +284,10 @@ void dequant32(uint row_off, uint chunk, out float v[32])
         v[e] = a * float(((ql[e >> 2] >> (bit + shift)) & 0xfu) | h) - b;
     }
 #elif defined(TYPE_Q6_K)
-    uint off = q6k_body_off(row_off, chunk >> 3);
+    uint off = block_body_off(row_off, chunk >> 3);
     uint j = chunk & 7u;
     uint half_ = j >> 2, quad = j & 3u;
-    float d = w_f16(q6k_d_off(row_off, chunk >> 3));
+    float d = w_f16(block_d_off(row_off, chunk >> 3));
     uint ql = off + half_ * 64u + ((quad & 1u) != 0u ? 32u : 0u);
     uint qh = off + 128u + half_ * 32u;
     uint ql_shift = quad >= 2u ? 4u : 0u;
@@ -310,13 +315,11 @@ float dequant1(uint row_off, uint i)
 #elif defined(TYPE_BF16)
     return uintBitsToFloat(w_u16(row_off + 2u * i) << 16);
 #elif defined(TYPE_Q8_0)
-    uint off = row_off + (i >> 5) * 34u;
-    return w_f16(off) * float(w_i8(off + 2u + (i & 31u)));
+    return w_f16(block_d_off(row_off, i >> 5)) * float(w_i8(block_body_off(row_off, i >> 5) + (i & 31u)));
 #elif defined(TYPE_Q4_0)
-    uint off = row_off + (i >> 5) * 18u;
     uint e = i & 31u;
-    uint b = w_byte(off + 2u + (e & 15u));
-    return w_f16(off) * (float(e < 16u ? (b & 0xfu) : (b >> 4)) - 8.0);
+    uint b = w_byte(block_body_off(row_off, i >> 5) + (e & 15u));
+    return w_f16(block_d_off(row_off, i >> 5)) * (float(e < 16u ? (b & 0xfu) : (b >> 4)) - 8.0);
 #else
     float v[32];
     dequant32(row_off, i >> 5, v);

@@ -104,55 +104,79 @@ size_t vkv_dtype_row_bytes(vkv_dtype t, uint64_t n)
     return (size_t)(n / info->block_size * info->block_bytes);
 }
 
-enum { Q6K_GROUP = 8, Q6K_BODY = 208, Q6K_GROUP_BYTES = Q6K_GROUP * 210 }; /* 1680 = 105 x 16 */
-_Static_assert(offsetof(vkv_block_q6_K, d) == Q6K_BODY, "a q6_K block's body precedes its d");
+/* Grouped device rows (core/dtype.h): blocks of 2-byte-aligned types in
+ * groups of 8, the 8 d first (16 bytes), then the bodies (a block without
+ * its d), so that every body starts 16-byte aligned. */
+enum { GROUP_BLOCKS = 8, GROUP_HEAD = 16 };
 
-bool vkv_dtype_has_device_layout(vkv_dtype t) { return t == VKV_Q6_K; }
+/* Where a type keeps its d (the 2 bytes that leave the body), and whether
+ * it is grouped at all. */
+static bool grouped_d_offset(vkv_dtype t, size_t *d_at)
+{
+    switch (t) {
+    case VKV_Q6_K: *d_at = offsetof(vkv_block_q6_K, d); return true;
+    case VKV_Q8_0: *d_at = offsetof(vkv_block_q8_0, d); return true;
+    case VKV_Q4_0: *d_at = offsetof(vkv_block_q4_0, d); return true;
+    default: return false;
+    }
+}
+
+bool vkv_dtype_has_device_layout(vkv_dtype t)
+{
+    size_t d_at;
+    return grouped_d_offset(t, &d_at);
+}
 
 size_t vkv_dtype_device_row_bytes(vkv_dtype t, uint64_t n)
 {
     size_t rb = vkv_dtype_row_bytes(t, n);
-    if (t != VKV_Q6_K || !rb) return rb;
-    const uint64_t nb = n / VKV_QK_K, r = nb % Q6K_GROUP;
-    return (size_t)(nb / Q6K_GROUP * Q6K_GROUP_BYTES + (r ? 16 + Q6K_BODY * r : 0));
+    if (!rb || !vkv_dtype_has_device_layout(t)) return rb;
+    const vkv_dtype_info *info = vkv_dtype_get(t);
+    const uint64_t nb = n / info->block_size, r = nb % GROUP_BLOCKS, body = info->block_bytes - 2;
+    return (size_t)(nb / GROUP_BLOCKS * (GROUP_HEAD + GROUP_BLOCKS * body) + (r ? GROUP_HEAD + body * r : 0));
 }
 
-/* Where block b's d and body sit in a q6_K device row. */
-static size_t q6k_d_off(uint64_t b) { return (size_t)(b / Q6K_GROUP * Q6K_GROUP_BYTES + 2 * (b % Q6K_GROUP)); }
-static size_t q6k_body_off(uint64_t b) { return (size_t)(b / Q6K_GROUP * Q6K_GROUP_BYTES + 16 + Q6K_BODY * (b % Q6K_GROUP)); }
-
 /* One routine for both directions: to_device copies file -> device. */
-static void q6k_rows_convert(uint64_t n, const uint8_t *src, uint8_t *dst, uint64_t rows, bool to_device)
+static void grouped_rows_convert(vkv_dtype t, uint64_t n, const uint8_t *src, uint8_t *dst, uint64_t rows,
+                                 bool to_device)
 {
-    const size_t frb = vkv_dtype_row_bytes(VKV_Q6_K, n), drb = vkv_dtype_device_row_bytes(VKV_Q6_K, n);
-    const uint64_t nb = n / VKV_QK_K;
+    const vkv_dtype_info *info = vkv_dtype_get(t);
+    size_t d_at = 0;
+    grouped_d_offset(t, &d_at);
+    const size_t frb = vkv_dtype_row_bytes(t, n), drb = vkv_dtype_device_row_bytes(t, n);
+    const size_t block = info->block_bytes, body = block - 2, group = GROUP_HEAD + GROUP_BLOCKS * body;
+    const uint64_t nb = n / info->block_size;
     for (uint64_t r = 0; r < rows; r++) {
-        const uint8_t *fs = src + r * (to_device ? frb : drb);
-        uint8_t *fd = dst + r * (to_device ? drb : frb);
-        if (to_device) memset(fd, 0, drb); /* the padding of a last short group */
+        const uint8_t *in = src + r * (to_device ? frb : drb);
+        uint8_t *out = dst + r * (to_device ? drb : frb);
+        if (to_device) memset(out, 0, drb); /* the padding of a last short group */
         for (uint64_t b = 0; b < nb; b++) {
-            const size_t file = b * sizeof(vkv_block_q6_K), dev_d = q6k_d_off(b), dev_body = q6k_body_off(b);
-            const size_t d_at = offsetof(vkv_block_q6_K, d);
-            if (to_device) {
-                memcpy(fd + dev_body, fs + file, Q6K_BODY);
-                memcpy(fd + dev_d, fs + file + d_at, 2);
-            } else {
-                memcpy(fd + file, fs + dev_body, Q6K_BODY);
-                memcpy(fd + file + d_at, fs + dev_d, 2);
+            /* the file's block; the device's d and body */
+            const size_t file = b * block, dev_d = b / GROUP_BLOCKS * group + 2 * (b % GROUP_BLOCKS),
+                         dev_body = b / GROUP_BLOCKS * group + GROUP_HEAD + body * (b % GROUP_BLOCKS);
+            /* the body: the block's bytes before its d, then those after */
+            const size_t pieces[2][2] = {{0, d_at}, {d_at + 2, block - d_at - 2}};
+            size_t at = 0;
+            for (int p = 0; p < 2; p++) {
+                if (to_device) memcpy(out + dev_body + at, in + file + pieces[p][0], pieces[p][1]);
+                else memcpy(out + file + pieces[p][0], in + dev_body + at, pieces[p][1]);
+                at += pieces[p][1];
             }
+            if (to_device) memcpy(out + dev_d, in + file + d_at, 2);
+            else memcpy(out + file + d_at, in + dev_d, 2);
         }
     }
 }
 
 void vkv_dtype_rows_to_device(vkv_dtype t, uint64_t n, const void *src, void *dst, uint64_t rows)
 {
-    if (vkv_dtype_has_device_layout(t)) q6k_rows_convert(n, src, dst, rows, true);
+    if (vkv_dtype_has_device_layout(t)) grouped_rows_convert(t, n, src, dst, rows, true);
     else memcpy(dst, src, vkv_dtype_row_bytes(t, n) * rows);
 }
 
 void vkv_dtype_rows_from_device(vkv_dtype t, uint64_t n, const void *src, void *dst, uint64_t rows)
 {
-    if (vkv_dtype_has_device_layout(t)) q6k_rows_convert(n, src, dst, rows, false);
+    if (vkv_dtype_has_device_layout(t)) grouped_rows_convert(t, n, src, dst, rows, false);
     else memcpy(dst, src, vkv_dtype_row_bytes(t, n) * rows);
 }
 

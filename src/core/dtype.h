@@ -120,16 +120,16 @@ int vkv_dtype_from_name(const char *name);
 /* Bytes of a row of n elements; 0 if n is not a multiple of the block size. */
 size_t vkv_dtype_row_bytes(vkv_dtype t, uint64_t n);
 
-/* Weight rows as the device holds them (docs/ARCHITECTURE.md §1, "q6_K
- * device rows"). Every type keeps the file's rows but q6_K, whose 210-byte
- * blocks are 2-byte aligned: its rows are regrouped so that each block's
- * 208-byte body (ql, qh, scales) starts 16-byte aligned, for 16-byte loads.
- * Blocks go in groups of 8: the 8 blocks' d (16 bytes), then their bodies
- * (1680 bytes, 105 x 16); a last group of r < 8 blocks pads its r d to 16
- * bytes. A row grows by at most 14 bytes. shaders/common/weights.glsl reads
- * this layout. */
-/* Whether t's device rows differ from the file's (q6_K: reordered, even
- * where no padding makes them longer). */
+/* Weight rows as the device holds them (docs/ARCHITECTURE.md §1, "Grouped
+ * device rows"). Every type keeps the file's rows but q6_K, q8_0 and q4_0,
+ * whose blocks (210, 34 and 18 bytes) start only 2-byte aligned: their
+ * blocks go in groups of 8, the 8 blocks' d first (16 bytes), then the 8
+ * bodies (the block without its d: 208, 32 or 16 bytes), so that every body
+ * starts 16-byte aligned, for 16-byte loads; a last group of r < 8 blocks
+ * pads its r d to 16 bytes, and a row grows by at most 14 bytes.
+ * shaders/common/weights.glsl reads this layout. */
+/* Whether t's device rows differ from the file's (even where no padding
+ * makes them longer: the bytes are reordered). */
 bool vkv_dtype_has_device_layout(vkv_dtype t);
 /* Bytes of a device row of n elements; 0 as vkv_dtype_row_bytes. */
 size_t vkv_dtype_device_row_bytes(vkv_dtype t, uint64_t n);

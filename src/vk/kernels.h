@@ -153,6 +153,10 @@ typedef enum vkv_wg_class {
     X(MATVEC_ALIGNED_Q5_K, matvec_aligned_q5_K, 3, vkv_pc_matvec, VKV_WG_MATVEC)                       \
     X(MATVEC_COLS_ALIGNED_Q5_K, matvec_cols_aligned_q5_K, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)        \
     X(MATVEC_ALIGNED_Q6_K, matvec_aligned_q6_K, 3, vkv_pc_matvec, VKV_WG_MATVEC)                       \
+    X(MATVEC_ALIGNED_Q8_0, matvec_aligned_q8_0, 3, vkv_pc_matvec, VKV_WG_MATVEC)                       \
+    X(MATVEC_COLS_ALIGNED_Q8_0, matvec_cols_aligned_q8_0, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)        \
+    X(MATVEC_ALIGNED_Q4_0, matvec_aligned_q4_0, 3, vkv_pc_matvec, VKV_WG_MATVEC)                       \
+    X(MATVEC_COLS_ALIGNED_Q4_0, matvec_cols_aligned_q4_0, 3, vkv_pc_matvec_cols, VKV_WG_MATVEC)        \
     VKV_WEIGHT_KERNELS(X, MATMUL, matmul, 3, vkv_pc_matmul, VKV_WG_MATMUL)                             \
     VKV_WEIGHT_KERNELS(X, MATMUL_CM, matmul_cm, 3, vkv_pc_matmul, VKV_WG_MATMUL_CM)                    \
     X(ROPE, rope, 4, vkv_pc_rope, VKV_WG_WIDE)                                                         \

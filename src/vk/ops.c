@@ -127,7 +127,8 @@ bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dty
 
 /* The matvec variant that reads weights as 16-byte words, for rows whole
  * words long (the same values and arithmetic, so the same bits): float
- * types, q4_K, q5_K and q6_K (single column); `fallback` for other types. */
+ * types, q4_K, q5_K, and the grouped device rows of q8_0, q4_0 and q6_K
+ * (single column); `fallback` for other types. */
 static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtype t)
 {
     switch (t) {
@@ -137,6 +138,8 @@ static vkv_kernel matvec_aligned_kernel(vkv_kernel fallback, bool cols, vkv_dtyp
     case VKV_Q4_K: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q4_K : VKV_K_MATVEC_ALIGNED_Q4_K;
     case VKV_Q5_K: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q5_K : VKV_K_MATVEC_ALIGNED_Q5_K;
     case VKV_Q6_K: return cols ? fallback : VKV_K_MATVEC_ALIGNED_Q6_K;
+    case VKV_Q8_0: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q8_0 : VKV_K_MATVEC_ALIGNED_Q8_0;
+    case VKV_Q4_0: return cols ? VKV_K_MATVEC_COLS_ALIGNED_Q4_0 : VKV_K_MATVEC_ALIGNED_Q4_0;
     default: return fallback;
     }
 }

@@ -87,41 +87,56 @@ static void dtype_row_bytes_rejects_partial_blocks(void **state)
     assert_int_equal(vkv_dtype_row_bytes((vkv_dtype)4, 32), 0);
 }
 
-/* q6_K device rows (core/dtype.h): groups of 8 blocks, d first, every body
- * 16-byte aligned; other types keep the file's rows. */
-static void q6_K_device_rows_align_every_body_and_round_trip(void **state)
+/* Grouped device rows (core/dtype.h): q6_K, q8_0 and q4_0 blocks in groups
+ * of 8, d first, every body 16-byte aligned; other types keep the file's rows. */
+static void grouped_device_rows_align_every_body_and_round_trip(void **state)
 {
     (void)state;
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q6_K, 1024), 16 + 4 * 208);      /* 4 blocks: 848 */
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q6_K, 2048), 8 * 210);           /* one whole group */
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q6_K, 3072), 8 * 210 + 16 + 4 * 208);
+    assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q8_0, 576), 2 * 272 + 16 + 2 * 32); /* 18 blocks */
+    assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q4_0, 256), 144);
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q6_K, 128), 0);
+    assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q4_0, 48), 0);
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q4_K, 4096), vkv_dtype_row_bytes(VKV_Q4_K, 4096));
-    assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q8_0, 1024), vkv_dtype_row_bytes(VKV_Q8_0, 1024));
-    const uint64_t widths[] = {256, 1024, 2048, 3072, 4352};
-    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
-        const uint64_t n = widths[w], rows = 3, nb = n / 256;
-        const size_t frb = vkv_dtype_row_bytes(VKV_Q6_K, n), drb = vkv_dtype_device_row_bytes(VKV_Q6_K, n);
-        assert_int_equal(drb % 16, 0);
-        assert_true(drb >= frb && drb - frb <= 14);
-        uint8_t *file = malloc(frb * rows), *dev = malloc(drb * rows), *back = malloc(frb * rows);
-        assert_non_null(file); assert_non_null(dev); assert_non_null(back);
-        for (size_t i = 0; i < frb * rows; i++) file[i] = (uint8_t)(i * 131 + 7);
-        vkv_dtype_rows_to_device(VKV_Q6_K, n, file, dev, rows);
-        for (uint64_t r = 0; r < rows; r++)
-            for (uint64_t b = 0; b < nb; b++) {
-                const uint8_t *blk = file + r * frb + b * 210, *row = dev + r * drb;
-                const size_t group = b / 8 * 1680, body = group + 16 + 208 * (b % 8);
-                assert_int_equal(body % 16, 0);
-                assert_memory_equal(row + body, blk, 208);                   /* ql, qh, scales */
-                assert_memory_equal(row + group + 2 * (b % 8), blk + 208, 2); /* d */
-            }
-        vkv_dtype_rows_from_device(VKV_Q6_K, n, dev, back, rows);
-        assert_memory_equal(back, file, frb * rows);
-        free(file);
-        free(dev);
-        free(back);
-    }
+    assert_int_equal(vkv_dtype_device_row_bytes(VKV_IQ4_NL, 1024), vkv_dtype_row_bytes(VKV_IQ4_NL, 1024));
+    assert_false(vkv_dtype_has_device_layout(VKV_F16));
+    /* type, its d's offset in the block, widths (whole groups, short ones, both) */
+    static const struct { vkv_dtype t; size_t d_at; uint64_t widths[5]; } cases[] = {
+        {VKV_Q6_K, 208, {256, 1024, 2048, 3072, 4352}},
+        {VKV_Q8_0, 0, {32, 256, 576, 1024, 1056}},
+        {VKV_Q4_0, 0, {32, 256, 576, 1024, 1056}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t w = 0; w < 5; w++) {
+            const vkv_dtype t = cases[c].t;
+            const size_t block = vkv_dtype_get(t)->block_bytes, body = block - 2, group = 16 + 8 * body;
+            const uint64_t n = cases[c].widths[w], rows = 3, nb = n / vkv_dtype_get(t)->block_size;
+            const size_t frb = vkv_dtype_row_bytes(t, n), drb = vkv_dtype_device_row_bytes(t, n);
+            assert_true(vkv_dtype_has_device_layout(t));
+            assert_int_equal(drb % 16, 0);
+            assert_true(drb >= frb && drb - frb <= 14);
+            uint8_t *file = malloc(frb * rows), *dev = malloc(drb * rows), *back = malloc(frb * rows);
+            assert_non_null(file); assert_non_null(dev); assert_non_null(back);
+            for (size_t i = 0; i < frb * rows; i++) file[i] = (uint8_t)(i * 131 + 7);
+            vkv_dtype_rows_to_device(t, n, file, dev, rows);
+            for (uint64_t r = 0; r < rows; r++)
+                for (uint64_t b = 0; b < nb; b++) {
+                    const uint8_t *blk = file + r * frb + b * block, *row = dev + r * drb;
+                    const size_t g = b / 8 * group, at = g + 16 + body * (b % 8), d_at = cases[c].d_at;
+                    assert_int_equal(at % 16, 0);
+                    /* the body: the block without its d, in order */
+                    assert_memory_equal(row + at, blk, d_at);
+                    assert_memory_equal(row + at + d_at, blk + d_at + 2, block - d_at - 2);
+                    assert_memory_equal(row + g + 2 * (b % 8), blk + d_at, 2);
+                }
+            vkv_dtype_rows_from_device(t, n, dev, back, rows);
+            assert_memory_equal(back, file, frb * rows);
+            free(file);
+            free(dev);
+            free(back);
+        }
 }
 
 /* ------------------------------------------------------------ decoders */
@@ -691,7 +706,7 @@ int main(void)
         cmocka_unit_test(dtype_table_matches_ggml_numbering),
         cmocka_unit_test(dtype_from_name_is_case_insensitive),
         cmocka_unit_test(dtype_row_bytes_rejects_partial_blocks),
-        cmocka_unit_test(q6_K_device_rows_align_every_body_and_round_trip),
+        cmocka_unit_test(grouped_device_rows_align_every_body_and_round_trip),
         cmocka_unit_test(q4_0_dequantize_matches_hand_computed_block),
         cmocka_unit_test(q8_0_dequantize_matches_hand_computed_block),
         cmocka_unit_test(q4_K_dequantize_matches_hand_computed_block),
