@@ -431,6 +431,7 @@ static void host_stats_add(const vkv_gpu *gpu, vkv_host_stats *sum)
     sum->n_copies += h.n_copies;
     sum->record_ns += h.record_ns;
     sum->record_cpu_ns += h.record_cpu_ns;
+    sum->submit_ns += h.submit_ns;
     sum->fence_wait_ns += h.fence_wait_ns;
     sum->n_sync_submits += h.n_sync_submits;
     sum->sync_ns += h.sync_ns;
@@ -442,9 +443,9 @@ static void host_stats_add(const vkv_gpu *gpu, vkv_host_stats *sum)
 static void print_host_cost(const char *test, const vkv_host_stats *h, double n_tokens, double wall_s)
 {
     const double us = 1e-3 / n_tokens, wall_ns = 1e9 * wall_s;
-    printf("%s host: record+submit %.1f us/token (thread CPU %.1f), fence wait %.1f us/token, other host %.1f us/token "
-           "(wall %.1f us/token)\n",
-           test, us * h->record_ns, us * h->record_cpu_ns, us * h->fence_wait_ns,
+    printf("%s host: record+submit %.1f us/token (thread CPU %.1f; end+submit %.1f), fence wait %.1f us/token, "
+           "other host %.1f us/token (wall %.1f us/token)\n",
+           test, us * h->record_ns, us * h->record_cpu_ns, us * h->submit_ns, us * h->fence_wait_ns,
            us * (wall_ns - h->record_ns - h->fence_wait_ns), us * wall_ns);
     printf("%s recorded: %.2f submits/token, %.1f dispatches/token, %.2f copies/token; %.2f synchronous transfers/token "
            "(%.1f us/token, in other host)\n",
@@ -546,7 +547,8 @@ static int bench_model(int argc, char **argv)
         if (vkv_instance_validation_enabled(s->inst))
             printf("note: the validation layers are on; they check every command recorded, which inflates record+submit\n");
         printf("record+submit: wall time from the start of a recording to the return of vkQueueSubmit (the forward's\n"
-               "host code between dispatches, command recording, the submit), the thread's CPU time in brackets;\n"
+               "host code between dispatches, command recording, the submit); in brackets the thread's CPU time over\n"
+               "it and the wall time of vkEndCommandBuffer with vkQueueSubmit;\n"
                "fence wait: vkWaitForFences after the submit (the GPU's work, which starts at the submit);\n"
                "other host: the rest of the wall time (token ids and positions written, logits copied out,\n"
                "GPU timestamps read with --profile, synchronous transfers).\n");

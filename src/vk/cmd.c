@@ -232,6 +232,7 @@ vkv_status vkv_cmd_submit(vkv_gpu *gpu)
     };
     vkCmdPipelineBarrier(gpu->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    const double end_ns = vkv_clock_ns(CLOCK_MONOTONIC);
     VK_CHECK(vkEndCommandBuffer(gpu->cmd), "finishing a command recording");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &gpu->cmd};
     VK_CHECK(vkResetFences(gpu->device, 1, &gpu->fence), "resetting a fence");
@@ -239,6 +240,7 @@ vkv_status vkv_cmd_submit(vkv_gpu *gpu)
     const double submitted_ns = vkv_clock_ns(CLOCK_MONOTONIC);
     gpu->host.n_submits++;
     gpu->host.record_ns += submitted_ns - gpu->record_start_ns;
+    gpu->host.submit_ns += submitted_ns - end_ns;
     gpu->host.record_cpu_ns += vkv_clock_ns(CLOCK_THREAD_CPUTIME_ID) - gpu->record_start_cpu_ns;
     VK_CHECK(vkWaitForFences(gpu->device, 1, &gpu->fence, VK_TRUE, UINT64_MAX), "waiting for GPU work");
     gpu->host.fence_wait_ns += vkv_clock_ns(CLOCK_MONOTONIC) - submitted_ns;

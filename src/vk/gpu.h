@@ -170,6 +170,7 @@ typedef struct vkv_host_stats {
      * the submit; the GPU starts only at the submit. */
     double record_ns;
     double record_cpu_ns;  /* the calling thread's CPU ns over the same spans */
+    double submit_ns;      /* of record_ns, the wall ns of vkEndCommandBuffer and vkQueueSubmit */
     double fence_wait_ns;  /* wall ns in vkWaitForFences after those submits */
     /* Submissions of the synchronous copies (buffer upload, download, fill;
      * a pipeline's first dispatch) and their wall ns, recording to fence,

@@ -44,11 +44,12 @@ dispatches = {}
 for text in sys.stdin.read().split("@@@\n"):
     assert "host time per token over the timed runs" in text, text
     for test in ("pp32", "tg4"):
-        m = re.search(r"^%s host: record\+submit ([0-9.]+) us/token \(thread CPU ([0-9.]+)\), fence wait ([0-9.]+) "
-                      r"us/token, other host (-?[0-9.]+) us/token \(wall ([0-9.]+) us/token\)$" % test, text, re.M)
+        m = re.search(r"^%s host: record\+submit ([0-9.]+) us/token \(thread CPU ([0-9.]+); end\+submit ([0-9.]+)\), "
+                      r"fence wait ([0-9.]+) us/token, other host (-?[0-9.]+) us/token \(wall ([0-9.]+) us/token\)$" % test,
+                      text, re.M)
         assert m, (test, text)
-        rec, cpu, fence, other, wall = map(float, m.groups())
-        assert rec > 0 and cpu > 0 and fence > 0 and wall > 0, m.group(0)
+        rec, cpu, submit, fence, other, wall = map(float, m.groups())
+        assert rec > 0 and cpu > 0 and 0 < submit <= rec and fence > 0 and wall > 0, m.group(0)
         assert other >= -0.1 and abs(rec + fence + other - wall) <= 0.2, m.group(0)
         m = re.search(r"^%s recorded: ([0-9.]+) submits/token, ([0-9.]+) dispatches/token, ([0-9.]+) copies/token; "
                       r"([0-9.]+) synchronous transfers/token \(([0-9.]+) us/token, in other host\)$" % test, text, re.M)
