@@ -158,9 +158,9 @@ double vkv_gpu_last_submit_ns(const vkv_gpu *gpu);
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k);
 void vkv_gpu_reset_profile(vkv_gpu *gpu);
 
-/* Host cost of GPU work, counted always (two clock readings a recording or a
- * fence wait, whatever profiling says): what a decode step costs the CPU
- * beside the GPU's own time. Sums since the last reset. */
+/* Host cost of GPU work, counted always (six clock readings a submit,
+ * whatever profiling says): what a decode step costs the CPU beside the GPU's
+ * own time. Sums since the last reset. */
 typedef struct vkv_host_stats {
     uint64_t n_submits;    /* op recordings submitted (vkv_cmd_submit, vkv_cmd_abort) */
     uint64_t n_dispatches; /* vkCmdDispatch calls recorded in them (empty dispatches are not recorded) */
