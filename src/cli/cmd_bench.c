@@ -70,6 +70,61 @@ static vkv_status record_matmul(vkv_gpu *gpu, const void *arg)
     return vkv_op_matmul(gpu, c->path, c->type, c->w, c->m, c->k, c->x, c->n, c->y);
 }
 
+/* The operands of one timed matrix product: W [m, k] random values quantized
+ * to t, X [n_cols, k] and Y [n_cols, m] f32. */
+typedef struct bench_operands {
+    vkv_dtype t;
+    uint32_t m, k;
+    uint64_t w_bytes;
+    vkv_buffer *w, *x, *y;
+} bench_operands;
+
+static void bench_operands_free(vkv_gpu *gpu, bench_operands *o)
+{
+    vkv_buffer_destroy(gpu, o->w);
+    vkv_buffer_destroy(gpu, o->x);
+    vkv_buffer_destroy(gpu, o->y);
+    o->w = o->x = o->y = NULL;
+}
+
+static vkv_status bench_operands_create(vkv_gpu *gpu, vkv_rng *rng, vkv_dtype t, uint32_t m, uint32_t k,
+                                       uint64_t n_cols, bench_operands *o)
+{
+    const uint64_t rb = vkv_dtype_row_bytes(t, k);
+    /* w_bytes: what the device holds and reads (core/dtype.h's device rows) */
+    *o = (bench_operands){.t = t, .m = m, .k = k, .w_bytes = vkv_dtype_device_row_bytes(t, k) * m};
+    vkv_status st = VKV_OK;
+    uint8_t *host = malloc(rb * m), *dev = malloc(o->w_bytes); /* the file's rows, the device's */
+    float *row = malloc(4ull * k);
+    if (!host || !dev || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    for (uint32_t i = 0; i < m; i++) {
+        for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(rng, -1, 1);
+        vkv_quantize_row(t, row, host + (size_t)i * rb, k);
+    }
+    vkv_dtype_rows_to_device(t, k, host, dev, m);
+    if ((st = vkv_buffer_create(gpu, o->w_bytes, VKV_MEM_DEVICE, "bench weight", &o->w)) ||
+        (st = vkv_buffer_upload(gpu, o->w, 0, dev, o->w_bytes)) ||
+        (st = vkv_buffer_create(gpu, 4ull * n_cols * k, VKV_MEM_DEVICE, "bench input", &o->x)) ||
+        (st = vkv_buffer_fill(gpu, o->x, 0, 4ull * n_cols * k, 0x3c000000u)) ||
+        (st = vkv_buffer_create(gpu, 4ull * n_cols * m, VKV_MEM_DEVICE, "bench output", &o->y)))
+        goto done;
+done:
+    if (st) bench_operands_free(gpu, o);
+    free(host);
+    free(dev);
+    free(row);
+    return st;
+}
+
+/* GPU nanoseconds of one product of o's first n columns on `path` (0
+ * without timestamps). */
+static vkv_status time_matmul(vkv_gpu *gpu, const bench_operands *o, vkv_matmul_path path, uint32_t n, int64_t reps,
+                              double *ns)
+{
+    matmul_call call = {path, o->t, vkv_view_of(o->w), o->m, o->k, vkv_view_of(o->x), n, vkv_view_of(o->y)};
+    return time_dispatches(gpu, reps, record_matmul, &call, ns);
+}
+
 typedef struct gram_call {
     const vkv_gram_params *p;
     vkv_view x, y, out;
@@ -135,14 +190,19 @@ done:
      .help = "timed runs, after one warm-up (default " default_reps ")"}
 
 static const char *const OPS_USAGE =
-    "vkvector bench ops [--device N] [--reps R] [--batch N] [--types LIST] [--quick]\n"
+    "vkvector bench ops [--device N] [--reps R] [--batch N] [--types LIST] [--quick] [--small-batch]\n"
     "\n"
     "Times matrix-vector (decode) and matrix-matrix (prefill, N = --batch, default 512)\n"
     "products at LLM shapes (4096x4096, 14336x4096, 4096x14336) for f16, q8_0, q4_0, q4_K\n"
     "weights and prints GPU time, GB/s, GFLOP/s and the ratio to the device's peak.\n"
     "Then times the calibration's Gram accumulation (f32, per-head and joint blocks of\n"
     "Llama-3-8B's K/V: 8 KV heads x 128; 4 x 64 with --quick) over N tokens against the\n"
-    "fastest matrix product.";
+    "fastest matrix product.\n"
+    "\n"
+    "--small-batch times instead, at the same shapes and N = 2, 4, 8 and 16 columns, N\n"
+    "single-column matrix-vector dispatches (what a batch replaces), the multi-column\n"
+    "matrix-vector kernel (vkvector serve's batched decode) and the tiled matrix product:\n"
+    "GPU time, weight bytes read per second and the speed-up over the N dispatches.";
 
 /* One weight type at one M x K shape: a random matrix quantized to t, timed
  * on every matrix product path the device has for t. *best_gflops rises to
@@ -150,32 +210,17 @@ static const char *const OPS_USAGE =
 static vkv_status bench_matmul_shape(vkv_gpu *gpu, const device_peak *peak, vkv_rng *rng, vkv_dtype t, uint32_t m,
                                      uint32_t k, int64_t batch, int64_t reps, double *best_gflops)
 {
-    uint64_t rb = vkv_dtype_row_bytes(t, k), wbytes = vkv_dtype_device_row_bytes(t, k) * m;
-    vkv_buffer *w = NULL, *x = NULL, *y = NULL;
-    vkv_status st = VKV_OK;
-    uint8_t *host = malloc(rb * m), *dev = malloc(wbytes); /* the file's rows, the device's */
-    float *row = malloc(4ull * k);
-    if (!host || !dev || !row) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
-    for (uint32_t i = 0; i < m; i++) {
-        for (uint32_t j = 0; j < k; j++) row[j] = vkv_rng_uniform(rng, -1, 1);
-        vkv_quantize_row(t, row, host + (size_t)i * rb, k);
-    }
-    vkv_dtype_rows_to_device(t, k, host, dev, m);
-    if ((st = vkv_buffer_create(gpu, wbytes, VKV_MEM_DEVICE, "bench weight", &w)) ||
-        (st = vkv_buffer_upload(gpu, w, 0, dev, wbytes)) ||
-        (st = vkv_buffer_create(gpu, 4ull * batch * k, VKV_MEM_DEVICE, "bench input", &x)) ||
-        (st = vkv_buffer_fill(gpu, x, 0, 4ull * batch * k, 0x3c000000u)) ||
-        (st = vkv_buffer_create(gpu, 4ull * batch * m, VKV_MEM_DEVICE, "bench output", &y)))
-        goto done;
+    bench_operands o;
+    vkv_status st = bench_operands_create(gpu, rng, t, m, k, (uint64_t)batch, &o);
+    if (st) return st;
     vkv_matmul_path paths[3] = {VKV_MATMUL_MATVEC, VKV_MATMUL_TILED, VKV_MATMUL_COOPMAT};
     for (int p = 0; p < 3; p++) {
         if (!vkv_matmul_path_supported(gpu, paths[p], t)) continue;
         uint32_t n = paths[p] == VKV_MATMUL_MATVEC ? 1 : (uint32_t)batch;
-        matmul_call call = {paths[p], t, vkv_view_of(w), m, k, vkv_view_of(x), n, vkv_view_of(y)};
         double best;
-        if ((st = time_dispatches(gpu, reps, record_matmul, &call, &best))) goto done;
+        if ((st = time_matmul(gpu, &o, paths[p], n, reps, &best))) goto done;
         double sec = best * 1e-9;
-        double bytes = (double)wbytes + 4.0 * n * k + 4.0 * n * m;
+        double bytes = (double)o.w_bytes + 4.0 * n * k + 4.0 * n * m;
         double flops = 2.0 * m * k * n;
         const char *name = paths[p] == VKV_MATMUL_MATVEC ? "matvec" : paths[p] == VKV_MATMUL_TILED ? "matmul_tiled" : "matmul_coopmat";
         char mk[32];
@@ -197,20 +242,72 @@ static vkv_status bench_matmul_shape(vkv_gpu *gpu, const device_peak *peak, vkv_
         fflush(stdout);
     }
 done:
-    vkv_buffer_destroy(gpu, w);
-    vkv_buffer_destroy(gpu, x);
-    vkv_buffer_destroy(gpu, y);
-    free(host);
-    free(dev);
-    free(row);
+    bench_operands_free(gpu, &o);
     return st;
+}
+
+/* The column counts of --small-batch: a batched decode step's sequences. */
+static const uint32_t small_batch_cols[] = {2, 4, 8, 16};
+
+/* --small-batch at one M x K shape of type t: for each N, the N single-column
+ * matvec dispatches a batch replaces, the multi-column matvec (vkvector
+ * serve's batched step) and the tiled matmul, each timed as the GPU time of
+ * its dispatches (summed timestamps: the barriers between the N matvecs are
+ * not counted). W GB/s: weight bytes read (N matrices for the N matvecs, one
+ * for the others) per second. */
+static vkv_status bench_small_batch_shape(vkv_gpu *gpu, vkv_rng *rng, vkv_dtype t, uint32_t m, uint32_t k, int64_t reps)
+{
+    bench_operands o;
+    vkv_status st = bench_operands_create(gpu, rng, t, m, k, VKV_BATCH_MAX, &o);
+    if (st) return st;
+    const struct { vkv_matmul_path path; const char *name; } paths[] = {
+        {VKV_MATMUL_MATVEC, "matvec x N"}, {VKV_MATMUL_MATVEC_COLS, "matvec_cols"}, {VKV_MATMUL_TILED, "matmul_tiled"}};
+    char mk[32];
+    snprintf(mk, sizeof mk, "%ux%u", m, k);
+    for (size_t c = 0; c < CLI_N(small_batch_cols); c++) {
+        const uint32_t n = small_batch_cols[c];
+        double singles = 0;
+        for (size_t p = 0; p < CLI_N(paths); p++) {
+            double ns;
+            if ((st = time_matmul(gpu, &o, paths[p].path, n, reps, &ns))) goto done;
+            if (ns <= 0) {
+                printf("%-15s %-5s %-14s %6u %10s\n", paths[p].name, vkv_dtype_get(t)->name, mk, n, "n/a");
+                continue;
+            }
+            if (p == 0) singles = ns;
+            const double reads = paths[p].path == VKV_MATMUL_MATVEC ? n : 1, gbs = reads * (double)o.w_bytes / ns;
+            /* a CPU device's tiled matmul reads well under 0.1 GB/s here: three decimals keep it above 0 */
+            printf("%-15s %-5s %-14s %6u %10.4f %9.*f %12.2fx\n", paths[p].name, vkv_dtype_get(t)->name, mk, n,
+                   ns / 1e6, gbs < 1 ? 3 : 1, gbs, singles / ns);
+        }
+        fflush(stdout);
+    }
+done:
+    bench_operands_free(gpu, &o);
+    return st;
+}
+
+/* The --small-batch table: every shape and type (bench_small_batch_shape). */
+static int bench_small_batch(vkv_gpu *gpu, vkv_rng *rng, const vkv_dtype *types, int n_types,
+                             const uint32_t (*shapes)[2], int n_shapes, int64_t reps)
+{
+    printf("small batches: N columns as N single-column matvec dispatches (matvec x N: what a batch replaces),\n"
+           "the multi-column matvec (matvec_cols: vkvector serve's batched decode) and the tiled matmul;\n"
+           "GPU ms: the dispatches' summed GPU time; W GB/s: weight bytes read (N times by matvec x N, once\n"
+           "by the others) per second; speed-up: matvec x N's time over the kernel's\n");
+    printf("%-15s %-5s %-14s %6s %10s %9s %13s\n", "kernel", "type", "M x K", "N", "GPU ms", "W GB/s", "speed-up");
+    vkv_status st = VKV_OK;
+    for (int s = 0; s < n_shapes && !st; s++)
+        for (int ti = 0; ti < n_types && !st; ti++)
+            st = bench_small_batch_shape(gpu, rng, types[ti], shapes[s][0], shapes[s][1], reps);
+    return st ? cli_fail("bench", st) : 0;
 }
 
 static int bench_ops(int argc, char **argv)
 {
     int32_t device = cli_device_index_from_env();
     int64_t reps = 5, batch = 512;
-    bool quick = false, batch_given = false;
+    bool quick = false, batch_given = false, small_batch = false;
     const char *types_arg = "f16,q8_0,q4_0,q4_K";
     const cli_opt opts[] = {
         BENCH_REPS_OPTION(reps, "5"),
@@ -221,10 +318,15 @@ static int bench_ops(int argc, char **argv)
          .help = "weight types, comma-separated (default f16,q8_0,q4_0,q4_K)"},
         {.type = CLI_FLAG, .names = "--quick", .dest = &quick,
          .help = "small shapes (1024x1024, 2048x1024), for slow devices such as lavapipe"},
+        {.type = CLI_FLAG, .names = "--small-batch", .dest = &small_batch,
+         .help = "N = 2, 4, 8, 16 columns: N matrix-vector dispatches against the multi-column\n"
+                 "matrix-vector kernel and the tiled matrix product (instead of the tables above)"},
         CLI_DEVICE_OPTION(device),
     };
     int parsed = cli_parse("bench ops", OPS_USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
+    if (small_batch && batch_given)
+        return cli_usage_error("bench ops", "--batch does not apply to --small-batch (its N are 2, 4, 8 and 16)");
     vkv_dtype types[8];
     int n_types = 0;
     char tbuf[128];
@@ -255,9 +357,15 @@ static int bench_ops(int argc, char **argv)
     else printf("peak: unknown for this device (ratios not shown)\n");
     if (!caps->timestamps) printf("note: no GPU timestamps on this device; times are not available\n");
     vkv_gpu_set_profiling(gpu, true);
+    vkv_rng rng = vkv_rng_new(7);
+    if (small_batch) {
+        int rc = bench_small_batch(gpu, &rng, types, n_types, shapes, n_shapes, reps);
+        vkv_gpu_destroy(gpu);
+        vkv_instance_destroy(inst);
+        return rc;
+    }
     printf("%-15s %-5s %-14s %6s %10s %9s %10s %8s\n", "kernel", "type", "M x K", "N", "GPU ms", "GB/s", "GFLOP/s",
            "of peak");
-    vkv_rng rng = vkv_rng_new(7);
     double best_matmul_gflops = 0;
     for (int s = 0; s < n_shapes && !st; s++)
         for (int ti = 0; ti < n_types && !st; ti++)
@@ -317,6 +425,37 @@ static void print_kernel_profile(const char *test, const double *prof, double n_
     printf("| total | %.3f | 100.0%% | %.1f |\n", 1e-6 * total, 1e-3 * total / n_tokens);
 }
 
+/* Adds the host counters since the last reset (vk/gpu.h) to sum. */
+static void host_stats_add(const vkv_gpu *gpu, vkv_host_stats *sum)
+{
+    const vkv_host_stats h = vkv_gpu_host_stats(gpu);
+    sum->n_submits += h.n_submits;
+    sum->n_dispatches += h.n_dispatches;
+    sum->n_copies += h.n_copies;
+    sum->record_ns += h.record_ns;
+    sum->record_cpu_ns += h.record_cpu_ns;
+    sum->submit_ns += h.submit_ns;
+    sum->fence_wait_ns += h.fence_wait_ns;
+    sum->n_sync_submits += h.n_sync_submits;
+    sum->sync_ns += h.sync_ns;
+}
+
+/* Where the wall time of one bench -m test's timed runs went on the host,
+ * per token (n_tokens: all tokens of the timed runs), and what each token
+ * recorded. Other host: the wall time outside recording and fence waits. */
+static void print_host_cost(const char *test, const vkv_host_stats *h, double n_tokens, double wall_s)
+{
+    const double us = 1e-3 / n_tokens, wall_ns = 1e9 * wall_s;
+    printf("%s host: record+submit %.1f us/token (thread CPU %.1f; end+submit %.1f), fence wait %.1f us/token, "
+           "other host %.1f us/token (wall %.1f us/token)\n",
+           test, us * h->record_ns, us * h->record_cpu_ns, us * h->submit_ns, us * h->fence_wait_ns,
+           us * (wall_ns - h->record_ns - h->fence_wait_ns), us * wall_ns);
+    printf("%s recorded: %.2f submits/token, %.1f dispatches/token, %.2f copies/token; %.2f synchronous transfers/token "
+           "(%.1f us/token, in other host)\n",
+           test, h->n_submits / n_tokens, h->n_dispatches / n_tokens, h->n_copies / n_tokens,
+           h->n_sync_submits / n_tokens, us * h->sync_ns);
+}
+
 /* llama-bench's two figures: pp (prompt processing: one batch of n_pp tokens)
  * and tg (text generation: n_tg tokens one at a time), tokens per second,
  * mean and standard deviation over reps runs after one warm-up. */
@@ -325,8 +464,9 @@ static const char *const MODEL_USAGE =
     "\n"
     "llama-bench's two figures: pp (prompt processing: one batch of -p tokens) and tg (text\n"
     "generation: -n tokens one at a time), in tokens per second, mean and standard deviation\n"
-    "over the runs after one warm-up. --profile adds the GPU time per kernel of each, summed\n"
-    "over the timed runs.";
+    "over the runs after one warm-up; then, per token of each, the host's time recording and\n"
+    "submitting, waiting for the GPU's fence and otherwise, and the submits, dispatches and\n"
+    "copies recorded. --profile adds the GPU time per kernel of each, summed over the timed runs.";
 
 static int bench_model(int argc, char **argv)
 {
@@ -371,6 +511,7 @@ static int bench_model(int argc, char **argv)
     uint64_t params = m->n_params;
     printf("| model | size | params | backend | test | t/s |\n| --- | ---: | ---: | --- | ---: | ---: |\n");
     double prof[2][VKV_KERNEL_COUNT] = {{0}}, wall[2] = {0};
+    vkv_host_stats host[2] = {{0}};
     for (int test = 0; test < 2; test++) {
         int64_t n = test == 0 ? n_pp : n_tg;
         if (!n) continue;
@@ -378,6 +519,7 @@ static int bench_model(int argc, char **argv)
         for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up */
             if ((st = vkv_ctx_reset(ctx))) goto fail;
             profile_start(gpu, profile && r >= 0);
+            vkv_gpu_reset_host_stats(gpu);
             double t0 = now_s();
             if (test == 0) {
                 if ((st = vkv_ctx_eval(ctx, ids, (uint32_t)n, false, logits))) goto fail;
@@ -386,7 +528,7 @@ static int bench_model(int argc, char **argv)
                     if ((st = vkv_ctx_eval(ctx, &ids[i % (n_pp + 1)], 1, false, logits))) goto fail;
             }
             double sec = now_s() - t0, tps = n / sec;
-            if (r >= 0) { sum += tps; sum2 += tps * tps; wall[test] += sec; }
+            if (r >= 0) { sum += tps; sum2 += tps * tps; wall[test] += sec; host_stats_add(gpu, &host[test]); }
             if (profile && r >= 0) profile_add(gpu, prof[test]);
         }
         vkv_gpu_set_profiling(gpu, false);
@@ -396,11 +538,27 @@ static int bench_model(int argc, char **argv)
                params / 1e6, vkv_gpu_caps(gpu)->name, test == 0 ? "pp" : "tg", (long long)n, mean, sd);
         fflush(stdout);
     }
+    char names[2][32];
+    for (int test = 0; test < 2; test++)
+        snprintf(names[test], sizeof names[test], "%s%lld", test == 0 ? "pp" : "tg", (long long)(test == 0 ? n_pp : n_tg));
+    if (n_pp || n_tg) {
+        printf("\nhost time per token over the timed runs%s:\n", profile ? " (with --profile's timestamps written and read)" : "");
+        for (int test = 0; test < 2; test++) {
+            int64_t n = test == 0 ? n_pp : n_tg;
+            if (n) print_host_cost(names[test], &host[test], (double)(n * reps), wall[test]);
+        }
+        if (vkv_instance_validation_enabled(s->inst))
+            printf("note: the validation layers are on; they check every command recorded, which inflates record+submit\n");
+        printf("record+submit: wall time from the start of a recording to the return of vkQueueSubmit (the forward's\n"
+               "host code between dispatches, command recording, the submit); in brackets the thread's CPU time over\n"
+               "it and the wall time of vkEndCommandBuffer with vkQueueSubmit;\n"
+               "fence wait: vkWaitForFences after the submit (the GPU's work, which starts at the submit);\n"
+               "other host: the rest of the wall time (token ids and positions written, logits copied out,\n"
+               "GPU timestamps read with --profile, synchronous transfers).\n");
+    }
     for (int test = 0; test < 2 && profile; test++) {
         int64_t n = test == 0 ? n_pp : n_tg;
-        char name[32];
-        snprintf(name, sizeof name, "%s%lld", test == 0 ? "pp" : "tg", (long long)n);
-        if (n) print_kernel_profile(name, prof[test], (double)(n * reps), wall[test]);
+        if (n) print_kernel_profile(names[test], prof[test], (double)(n * reps), wall[test]);
     }
     /* The warm-up runs built every pipeline: the timed runs paid none. */
     printf("\n");

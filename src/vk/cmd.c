@@ -1,6 +1,7 @@
 /* Command recording: one primary command buffer per device, a full compute
  * barrier between dispatches, push descriptors (or a pool reset per submit),
- * and timestamp queries around each dispatch when profiling. */
+ * timestamp queries around each dispatch when profiling, and the host's time
+ * recording, submitting and waiting, always (vkv_host_stats). */
 #include <stdio.h>
 #include <string.h>
 
@@ -70,6 +71,8 @@ vkv_status vkv_cmd_begin(vkv_gpu *gpu)
 {
     vkv_status st = VKV_OK;
     if (gpu->recording) return vkv_error(VKV_ERR_ARG, "vkv_cmd_begin: a recording is already open");
+    gpu->record_start_ns = vkv_clock_ns(CLOCK_MONOTONIC);
+    gpu->record_start_cpu_ns = vkv_clock_ns(CLOCK_THREAD_CPUTIME_ID);
     VkCommandBufferBeginInfo bi = {
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
@@ -190,6 +193,7 @@ vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bin
     bool timed = gpu->profiling && gpu->query_pool && gpu->n_queries + 2 <= VKV_MAX_TIMESTAMPS;
     if (timed) vkCmdWriteTimestamp(gpu->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, gpu->query_pool, gpu->n_queries);
     vkCmdDispatch(gpu->cmd, gx, gy, gz);
+    gpu->host.n_dispatches++;
     if (timed) {
         vkCmdWriteTimestamp(gpu->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gpu->query_pool, gpu->n_queries + 1);
         gpu->query_kernel[gpu->n_queries / 2] = k;
@@ -212,6 +216,7 @@ vkv_status vkv_cmd_copy(vkv_gpu *gpu, const vkv_buffer *src, uint64_t src_off, v
     VkBufferCopy region = {src_off, dst_off, size};
     vkCmdCopyBuffer(gpu->cmd, src->buffer, dst->buffer, 1, &region);
     gpu->n_recorded++;
+    gpu->host.n_copies++;
     return VKV_OK;
 }
 
@@ -227,11 +232,18 @@ vkv_status vkv_cmd_submit(vkv_gpu *gpu)
     };
     vkCmdPipelineBarrier(gpu->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
+    const double end_ns = vkv_clock_ns(CLOCK_MONOTONIC);
     VK_CHECK(vkEndCommandBuffer(gpu->cmd), "finishing a command recording");
     VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO, .commandBufferCount = 1, .pCommandBuffers = &gpu->cmd};
     VK_CHECK(vkResetFences(gpu->device, 1, &gpu->fence), "resetting a fence");
     VK_CHECK(vkQueueSubmit(gpu->queue, 1, &si, gpu->fence), "submitting GPU work");
+    const double submitted_ns = vkv_clock_ns(CLOCK_MONOTONIC);
+    gpu->host.n_submits++;
+    gpu->host.record_ns += submitted_ns - gpu->record_start_ns;
+    gpu->host.submit_ns += submitted_ns - end_ns;
+    gpu->host.record_cpu_ns += vkv_clock_ns(CLOCK_THREAD_CPUTIME_ID) - gpu->record_start_cpu_ns;
     VK_CHECK(vkWaitForFences(gpu->device, 1, &gpu->fence, VK_TRUE, UINT64_MAX), "waiting for GPU work");
+    gpu->host.fence_wait_ns += vkv_clock_ns(CLOCK_MONOTONIC) - submitted_ns;
     gpu->last_submit_ns = 0;
     if (gpu->n_queries) {
         uint64_t ts[VKV_MAX_TIMESTAMPS];
@@ -262,3 +274,12 @@ void vkv_gpu_set_profiling(vkv_gpu *gpu, bool on) { gpu->profiling = on; }
 double vkv_gpu_last_submit_ns(const vkv_gpu *gpu) { return gpu->last_submit_ns; }
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_ns[k]; }
 void vkv_gpu_reset_profile(vkv_gpu *gpu) { memset(gpu->kernel_ns, 0, sizeof gpu->kernel_ns); }
+vkv_host_stats vkv_gpu_host_stats(const vkv_gpu *gpu) { return gpu->host; }
+void vkv_gpu_reset_host_stats(vkv_gpu *gpu) { gpu->host = (vkv_host_stats){0}; }
+
+double vkv_clock_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}

@@ -158,6 +158,29 @@ double vkv_gpu_last_submit_ns(const vkv_gpu *gpu);
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k);
 void vkv_gpu_reset_profile(vkv_gpu *gpu);
 
+/* Host cost of GPU work, counted always (six clock readings a submit,
+ * whatever profiling says): what a decode step costs the CPU beside the GPU's
+ * own time. Sums since the last reset. */
+typedef struct vkv_host_stats {
+    uint64_t n_submits;    /* op recordings submitted (vkv_cmd_submit, vkv_cmd_abort) */
+    uint64_t n_dispatches; /* vkCmdDispatch calls recorded in them (empty dispatches are not recorded) */
+    uint64_t n_copies;     /* vkCmdCopyBuffer calls recorded in them (vkv_cmd_copy) */
+    /* Wall ns from the start of vkv_cmd_begin to the return of vkQueueSubmit:
+     * command recording, the caller's host code between its dispatches, and
+     * the submit; the GPU starts only at the submit. */
+    double record_ns;
+    double record_cpu_ns;  /* the calling thread's CPU ns over the same spans */
+    double submit_ns;      /* of record_ns, the wall ns of vkEndCommandBuffer and vkQueueSubmit */
+    double fence_wait_ns;  /* wall ns in vkWaitForFences after those submits */
+    /* Submissions of the synchronous copies (buffer upload, download, fill;
+     * a pipeline's first dispatch) and their wall ns, recording to fence,
+     * when outside an op recording (inside one they are in record_ns). */
+    uint64_t n_sync_submits;
+    double sync_ns;
+} vkv_host_stats;
+vkv_host_stats vkv_gpu_host_stats(const vkv_gpu *gpu);
+void vkv_gpu_reset_host_stats(vkv_gpu *gpu);
+
 /* ---- pipelines ----
  * Built on first use, through a VkPipelineCache kept on disk per device
  * (README.md, "Device choice"); the time includes the driver's compilation

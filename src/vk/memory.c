@@ -224,6 +224,7 @@ vkv_status vkv_xfer_begin(vkv_gpu *gpu)
         .sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
         .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
     };
+    gpu->sync_start_ns = vkv_clock_ns(CLOCK_MONOTONIC);
     VK_CHECK(vkResetCommandBuffer(gpu->xfer_cmd, 0), "resetting the transfer command buffer");
     VK_CHECK(vkBeginCommandBuffer(gpu->xfer_cmd, &bi), "recording a transfer");
     /* Order after any earlier GPU work on the buffers. */
@@ -254,6 +255,8 @@ vkv_status vkv_xfer_end(vkv_gpu *gpu, const char *what)
     VK_CHECK(vkResetFences(gpu->device, 1, &gpu->xfer_fence), what);
     VK_CHECK(vkQueueSubmit(gpu->queue, 1, &si, gpu->xfer_fence), what);
     VK_CHECK(vkWaitForFences(gpu->device, 1, &gpu->xfer_fence, VK_TRUE, UINT64_MAX), what);
+    gpu->host.n_sync_submits++;
+    if (!gpu->recording) gpu->host.sync_ns += vkv_clock_ns(CLOCK_MONOTONIC) - gpu->sync_start_ns;
     return VKV_OK;
 error:
     return st;

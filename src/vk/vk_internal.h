@@ -2,6 +2,8 @@
 #ifndef VKV_VK_INTERNAL_H
 #define VKV_VK_INTERNAL_H
 
+#include <time.h>
+
 #include "core/range_alloc.h"
 #include "vk/gpu.h"
 
@@ -103,6 +105,11 @@ struct vkv_gpu {
     vkv_kernel query_kernel[VKV_MAX_TIMESTAMPS / 2];
     double last_submit_ns;
     double kernel_ns[VKV_KERNEL_COUNT];
+
+    /* host cost (vkv_gpu_host_stats); the clocks of the open recording and
+     * of the synchronous copy being recorded, ns */
+    vkv_host_stats host;
+    double record_start_ns, record_start_cpu_ns, sync_start_ns;
 };
 
 /* Names a Vulkan object for validation messages and debuggers (a no-op
@@ -137,6 +144,9 @@ static inline uint32_t vkv_pool_set_units(uint32_t n_buffers)
  * (in order, vkv_kernel_binding_buffers of each). */
 void vkv_descriptor_writes(vkv_kernel k, VkDescriptorBufferInfo *bi, VkWriteDescriptorSet *w);
 double vkv_pipeline_clock(void); /* seconds, monotonic */
+/* Nanoseconds of a clock: CLOCK_MONOTONIC (wall) or CLOCK_THREAD_CPUTIME_ID
+ * (the calling thread's CPU time). */
+double vkv_clock_ns(clockid_t clock);
 vkv_status vkv_cmd_init(vkv_gpu *gpu);
 void vkv_cmd_destroy(vkv_gpu *gpu);
 

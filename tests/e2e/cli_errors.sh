@@ -27,6 +27,7 @@ expect 2 "unknown option" -- "$vkv" devices --frob
 expect 2 "unknown benchmark" -- "$vkv" bench nope
 expect 2 "unknown weight type 'q3_X'" -- "$vkv" bench ops --types q3_X
 expect 2 "--reps wants" -- "$vkv" bench ops --reps 0
+expect 2 "--batch does not apply to --small-batch" -- "$vkv" bench ops --small-batch --batch 8
 expect 1 "device 99 does not exist" -- "$vkv" conform --device 99
 expect 1 "device 99 does not exist" -- env VKVECTOR_DEVICE=99 "$vkv" bench ops --quick
 expect 2 "--compression wants ratios" -- "$vkv" eval-ppl --text x --context 10 --continuation 5 --press keydiff --compression 1.5
