@@ -37,7 +37,8 @@ static void family_get_rows(conform_ctx *c, const char *op)
         /* SmolLM2-135M's width: not a multiple of 256 */
         if (sb) RUN(case_get_rows(c, t, 49, 576, 3));
     }
-    /* q6_K device rows of a whole group of 8 blocks and a short one (core/dtype.h):
+    /* q6_K grouped device rows of a whole group of 8 blocks and a short one (core/dtype.h;
+     * q8_0 and q4_0 get theirs from the 288- and 576-wide cases above):
      * Qwen3-0.6B's FFN width, 3072 = 12 blocks */
     RUN(case_get_rows(c, VKV_Q6_K, 21, 3072, 4));
     /* Qwen3-0.6B's q8_0 embedding (165 MiB): bound in several ranges on lavapipe */
@@ -82,7 +83,7 @@ static void family_matmul(conform_ctx *c, const char *op)
         RUN(case_matmul(c, path, float_types[i], mv ? 37 : 70, 172, mv ? 1 : 5));
         RUN(case_matmul(c, path, float_types[i], mv ? 5 : 33, float_types[i] == VKV_F32 ? 45 : 171, mv ? 1 : 7));
     }
-    /* q6_K device rows of a whole group and a short one (as in family_get_rows) */
+    /* q6_K grouped device rows of a whole group and a short one (as in family_get_rows) */
     RUN(case_matmul(c, path, VKV_Q6_K, mv ? 37 : 70, 3072, mv ? 1 : 5));
     if (c->big) { /* weights over 128 MiB: bound in several ranges on lavapipe */
         RUN(case_matmul(c, path, VKV_F32, 8500, 4096, mv ? 1 : 3));
