@@ -28,11 +28,14 @@ layout(push_constant) uniform PC {
 const uint T = VKV_MATMUL_THREAD_TILE;   // a thread's outputs: T (m) x T (n)
 const uint TX = BM / T, TY = BN / T;     // threads along m and n
 const uint WG = TX * TY;                 // VKV_MATMUL_WG
-const uint BK4 = BK / 4u;
-// The tile as 4-element runs of k, one 16-byte read each (rows padded by
-// one run against bank conflicts on GPUs)
-shared vec4 ws[BM][BK4 + 1u];            // [m, k / 4] of the tile, decoded
-shared vec4 xs[BN][BK4 + 1u];            // [n, k / 4]
+const uint BK4 = BK / 4u;               // 8: run q of row r is stored at column q ^ (r & 7)
+// The tile as 4-element runs of k, one 16-byte read each. Run q of row r
+// sits in column q ^ (r % 8): the 8 rows a group of threads reads at once
+// fall in 8 different columns, so 16-byte reads do not conflict in shared
+// memory banks on GPUs, without padding: the two arrays are 16 KiB, the
+// shared memory every Vulkan device has.
+shared vec4 ws[BM][BK4];                 // [m, k / 4] of the tile, decoded (swizzled)
+shared vec4 xs[BN][BK4];                 // [n, k / 4] (swizzled)
 
 void main()
 {
@@ -50,7 +53,8 @@ void main()
             uint m = m0 + r;
             if (m < pc.M) dequant32_k(m * rb, k0 / 32u, pc.K, v);
             else [[unroll]] for (uint i = 0u; i < 32u; i++) v[i] = 0.0;
-            [[unroll]] for (uint q = 0u; q < BK4; q++) ws[r][q] = vec4(v[4u * q], v[4u * q + 1u], v[4u * q + 2u], v[4u * q + 3u]);
+            [[unroll]] for (uint q = 0u; q < BK4; q++)
+                ws[r][q ^ (r & 7u)] = vec4(v[4u * q], v[4u * q + 1u], v[4u * q + 2u], v[4u * q + 3u]);
         }
         [[unroll]] for (uint e = 0u; e < (BN * BK4) / WG; e++) {
             uint idx = e * WG + tid;
@@ -58,13 +62,13 @@ void main()
             uint n = n0 + r, k = k0 + 4u * q;
             vec4 xv;
             [[unroll]] for (uint c = 0u; c < 4u; c++) xv[c] = n < pc.N && k + c < pc.K ? x[n * pc.K + k + c] : 0.0;
-            xs[r][q] = xv;
+            xs[r][q ^ (r & 7u)] = xv;
         }
         barrier();
         [[unroll]] for (uint q = 0u; q < BK4; q++) {
             vec4 a[T], b[T];
-            [[unroll]] for (uint i = 0u; i < T; i++) a[i] = ws[tx + TX * i][q];
-            [[unroll]] for (uint j = 0u; j < T; j++) b[j] = xs[ty + TY * j][q];
+            [[unroll]] for (uint i = 0u; i < T; i++) a[i] = ws[tx + TX * i][q ^ ((tx + TX * i) & 7u)];
+            [[unroll]] for (uint j = 0u; j < T; j++) b[j] = xs[ty + TY * j][q ^ ((ty + TY * j) & 7u)];
             // k in order, as a scalar loop would take it
             [[unroll]] for (uint c = 0u; c < 4u; c++)
                 [[unroll]] for (uint i = 0u; i < T; i++)

@@ -59,9 +59,11 @@ layout(push_constant) uniform PC {
 #include "common/weights.glsl"
 
 // Elements [32 c, 32 c + 32) of the row at byte row_off, a whole chunk.
-// With ALIGNED_ROWS (float weights whose rows are whole 16-byte words, chosen
-// by the host: src/vk/ops.c) the chunk is read as 16-byte words: the same
-// values, in a quarter of the loads, which CPU devices make one lane at a time.
+// With ALIGNED_ROWS (rows that are whole 16-byte words, chosen by the host:
+// src/vk/ops.c; float weights, q4_K, q5_K and the grouped rows of q8_0 and
+// q4_0; q6_K's single-column kernel reads half blocks, q6k_half_load) the
+// chunk is read as 16-byte words: the same values, in a fraction of the
+// loads, which CPU devices make one lane at a time.
 void load_w_chunk(uint row_off, uint c, out float v[32])
 {
 #if defined(ALIGNED_ROWS) && defined(TYPE_F32)

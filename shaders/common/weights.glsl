@@ -14,8 +14,9 @@ uint w_u16(uint off) { return (w_words[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu
 float w_f16(uint off) { return unpackHalf2x16(w_u16(off)).x; }
 int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
 
-// The 16 (32) bytes from byte offset off (even: blocks of q8_0, q4_0 and q6_K
-// are only 2-byte aligned) as 4 (8) words, byte 4i + b in bits 8b.. of wd[i]:
+// The 16 (32) bytes from byte offset off (even: blocks of q5_0, q3_K and
+// iq4_nl are only 2-byte aligned; the grouped rows below align q8_0's, q4_0's
+// and q6_K's bodies) as 4 (8) words, byte 4i + b in bits 8b.. of wd[i]:
 // funnel-shifted out of five (nine) 4-byte loads instead of eight (sixteen)
 // 16-bit reads, without a branch. Loads are clamped to the bound range; what a
 // clamped load returns is shifted out.

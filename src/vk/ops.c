@@ -160,6 +160,13 @@ static uint32_t matvec_group_threads(vkv_dtype t, uint32_t k, uint32_t wg, uint3
     return g < wg ? g : wg;
 }
 
+/* What matmul.comp's tile takes (vk/tiles.h): a weight chunk of 32 a row a
+ * step of K, 8 runs of 4 a row (its swizzle), the activations' runs shared
+ * evenly by the threads, and 16 KiB of shared memory, every device's least. */
+_Static_assert(VKV_MATMUL_BK == 32, "matmul.comp decodes one 32-element chunk a row a step");
+_Static_assert((VKV_MATMUL_BN * VKV_MATMUL_BK / 4) % VKV_MATMUL_WG == 0, "matmul.comp: runs of x per thread");
+_Static_assert((VKV_MATMUL_BM + VKV_MATMUL_BN) * VKV_MATMUL_BK * 4 <= 16384, "matmul.comp: Vulkan's least shared memory");
+
 vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_view w, uint32_t m, uint32_t k,
                          vkv_view x, uint32_t n, vkv_view y)
 {

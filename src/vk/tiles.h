@@ -18,9 +18,10 @@
 #define VKV_MATMUL_BN 64u
 #define VKV_MATMUL_BK 32u
 /* matmul.comp: a thread's outputs, THREAD_TILE x THREAD_TILE, and so its
- * workgroup (BM / THREAD_TILE) x (BN / THREAD_TILE) threads */
+ * workgroup (BM / THREAD_TILE) x (BN / THREAD_TILE) threads (64). The kernel
+ * takes BK = 32 (a weight chunk a row) and swizzles 8 runs of 4 a row. */
 #define VKV_MATMUL_THREAD_TILE 8u
-#define VKV_MATMUL_WG 64u
+#define VKV_MATMUL_WG ((VKV_MATMUL_BM / VKV_MATMUL_THREAD_TILE) * (VKV_MATMUL_BN / VKV_MATMUL_THREAD_TILE))
 #define VKV_MATMUL_CM_WG 128u /* 4 subgroups of 32, each a quarter of the block */
 
 /* matvec.comp: weight rows per workgroup, and the largest workgroup its

@@ -101,7 +101,10 @@ static void grouped_device_rows_align_every_body_and_round_trip(void **state)
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q4_0, 48), 0);
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_Q4_K, 4096), vkv_dtype_row_bytes(VKV_Q4_K, 4096));
     assert_int_equal(vkv_dtype_device_row_bytes(VKV_IQ4_NL, 1024), vkv_dtype_row_bytes(VKV_IQ4_NL, 1024));
-    assert_false(vkv_dtype_has_device_layout(VKV_F16));
+    /* every other type keeps the file's rows */
+    static const vkv_dtype plain[] = {VKV_F32, VKV_F16, VKV_BF16, VKV_Q4_1, VKV_Q5_0, VKV_Q5_1, VKV_Q2_K,
+                                      VKV_Q3_K, VKV_Q4_K, VKV_Q5_K, VKV_IQ4_NL, VKV_IQ4_XS};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) assert_false(vkv_dtype_has_device_layout(plain[i]));
     /* type, its d's offset in the block, widths (whole groups, short ones, both) */
     static const struct { vkv_dtype t; size_t d_at; uint64_t widths[5]; } cases[] = {
         {VKV_Q6_K, 208, {256, 1024, 2048, 3072, 4352}},
@@ -131,6 +134,9 @@ static void grouped_device_rows_align_every_body_and_round_trip(void **state)
                     assert_memory_equal(row + at + d_at, blk + d_at + 2, block - d_at - 2);
                     assert_memory_equal(row + g + 2 * (b % 8), blk + d_at, 2);
                 }
+            if (nb % 8) /* a short last group: its d padded with zeros to 16 bytes */
+                for (uint64_t r = 0; r < rows; r++)
+                    for (size_t i = 2 * (nb % 8); i < 16; i++) assert_int_equal(dev[r * drb + nb / 8 * group + i], 0);
             vkv_dtype_rows_from_device(t, n, dev, back, rows);
             assert_memory_equal(back, file, frb * rows);
             free(file);
