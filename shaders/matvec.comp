@@ -123,20 +123,13 @@ void load_w_chunk(uint row_off, uint c, out float v[32])
     // a block's 32 quants, two 16-byte words of its grouped body (weights.glsl)
     const float d = w_f16(block_d_off(row_off, c));
     const uint b = block_body_off(row_off, c) >> 4;
-    [[unroll]] for (uint h = 0u; h < 2u; h++) {
-        const uvec4 q = w_vec4[b + h];
-        [[unroll]] for (uint e = 0u; e < 16u; e++)
-            v[16u * h + e] = d * float(int(q[e >> 2] << (24u - 8u * (e & 3u))) >> 24);
-    }
+    const uvec4 q0 = w_vec4[b], q1 = w_vec4[b + 1u];
+    q8_0_values(d, uint[8](q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w), v);
 #elif defined(ALIGNED_ROWS) && defined(TYPE_Q4_0)
     // a block's 16 nibble bytes, one 16-byte word of its grouped body
     const float d = w_f16(block_d_off(row_off, c));
     const uvec4 q = w_vec4[block_body_off(row_off, c) >> 4];
-    [[unroll]] for (uint e = 0u; e < 16u; e++) {
-        const uint bt = q[e >> 2] >> (8u * (e & 3u));
-        v[e] = d * (float(bt & 0xfu) - 8.0);
-        v[e + 16u] = d * (float((bt >> 4) & 0xfu) - 8.0);
-    }
+    q4_0_values(d, uint[4](q.x, q.y, q.z, q.w), v);
 #elif defined(ALIGNED_ROWS) && !defined(TYPE_Q6_K)
     const uint b = (row_off >> 4) + c * 4u;
     [[unroll]] for (uint i = 0u; i < 4u; i++) {
@@ -195,7 +188,7 @@ void q6k_half_load(uint row_off, uint half_block, out q6k_half q)
     const uvec4 sc = w_vec4[b + 12u];
     const uint s_lo = half_ != 0u ? sc.z : sc.x, s_hi = half_ != 0u ? sc.w : sc.y;
     [[unroll]] for (uint i = 0u; i < 8u; i++)
-        q.s[i] = d * float(int((i < 4u ? s_lo : s_hi) << (24u - 8u * (i & 3u))) >> 24);
+        q.s[i] = d * float(word_i8(i < 4u ? s_lo : s_hi, i & 3u));
 #else
     w_bytes32(off + half_ * 64u, q.l0);
     w_bytes32(off + half_ * 64u + 32u, q.l1);
@@ -208,13 +201,8 @@ void q6k_half_load(uint row_off, uint half_block, out q6k_half q)
 void q6k_chunk(q6k_half q, uint quad, out float v[32])
 {
     const uint ql_shift = quad >= 2u ? 4u : 0u, qh_shift = quad * 2u;
-    const float s0 = q.s[quad * 2u], s1 = q.s[quad * 2u + 1u];
-    [[unroll]] for (uint e = 0u; e < 32u; e++) {
-        const uint b = 8u * (e & 3u);
-        const uint l = (quad & 1u) != 0u ? q.l1[e >> 2] : q.l0[e >> 2];
-        const float s = e < 16u ? s0 : s1;
-        v[e] = s * float(int(((l >> (b + ql_shift)) & 0xfu) | (((q.h[e >> 2] >> (b + qh_shift)) & 3u) << 4)) - 32);
-    }
+    if ((quad & 1u) != 0u) q6k_values(q.l1, q.h, q.s[quad * 2u], q.s[quad * 2u + 1u], ql_shift, qh_shift, v);
+    else q6k_values(q.l0, q.h, q.s[quad * 2u], q.s[quad * 2u + 1u], ql_shift, qh_shift, v);
 }
 #else
 const uint CHUNKS_PER_ITEM = 1u;

@@ -12,7 +12,9 @@ uint w_byte(uint off) { return (w_words[off >> 2] >> ((off & 3u) * 8u)) & 0xffu;
 // off must be even.
 uint w_u16(uint off) { return (w_words[off >> 2] >> ((off & 2u) * 8u)) & 0xffffu; }
 float w_f16(uint off) { return unpackHalf2x16(w_u16(off)).x; }
-int w_i8(uint off) { return int(w_byte(off) << 24) >> 24; }
+// Byte b (0..3) of word w as a signed 8-bit value.
+int word_i8(uint w, uint b) { return int(w << (24u - 8u * b)) >> 24; }
+int w_i8(uint off) { return word_i8(w_words[off >> 2], off & 3u); }
 
 // The 16 (32) bytes from byte offset off (even: blocks of q5_0, q3_K and
 // iq4_nl are only 2-byte aligned; the grouped rows below align q8_0's, q4_0's
@@ -160,6 +162,39 @@ void q45_values(uint qs, uint qh, out float v[32])
 }
 #endif
 
+// The values of one 32-element chunk from its words, for every decoder that
+// reads them (dequant32 here; matvec.comp's 16-byte loads): one arithmetic,
+// so every kernel gets the same bits.
+#if defined(TYPE_Q8_0)
+// d times the 32 signed bytes of q
+void q8_0_values(float d, uint q[8], out float v[32])
+{
+    [[unroll]] for (uint e = 0u; e < 32u; e++) v[e] = d * float(word_i8(q[e >> 2], e & 3u));
+}
+#elif defined(TYPE_Q4_0)
+// element e < 16: low nibble of byte e of wd; e >= 16: high nibble of byte e - 16
+void q4_0_values(float d, uint wd[4], out float v[32])
+{
+    [[unroll]] for (uint e = 0u; e < 16u; e++) {
+        const uint b = wd[e >> 2] >> (8u * (e & 3u));
+        v[e] = d * (float(b & 0xfu) - 8.0);
+        v[e + 16u] = d * (float((b >> 4) & 0xfu) - 8.0);
+    }
+}
+#elif defined(TYPE_Q6_K)
+// A chunk of a q6_K half block: its low nibbles at ql_shift of l's bytes,
+// its high two bits at qh_shift of h's, the scales s0 (elements 0..15) and
+// s1 (16..31), d included.
+void q6k_values(uint l[8], uint h[8], float s0, float s1, uint ql_shift, uint qh_shift, out float v[32])
+{
+    [[unroll]] for (uint e = 0u; e < 32u; e++) {
+        const uint b = 8u * (e & 3u);
+        const float s = e < 16u ? s0 : s1;
+        v[e] = s * float(int(((l[e >> 2] >> (b + ql_shift)) & 0xfu) | (((h[e >> 2] >> (b + qh_shift)) & 3u) << 4)) - 32);
+    }
+}
+#endif
+
 // Decodes elements [32*chunk, 32*chunk + 32) of the row starting at row_off.
 void dequant32(uint row_off, uint chunk, out float v[32])
 {
@@ -184,16 +219,12 @@ void dequant32(uint row_off, uint chunk, out float v[32])
     float d = w_f16(block_d_off(row_off, chunk));
     uint q[8];
     w_bytes32(block_body_off(row_off, chunk), q);
-    [[unroll]] for (uint e = 0u; e < 32u; e++) v[e] = d * float(int(q[e >> 2] << (24u - 8u * (e & 3u))) >> 24);
+    q8_0_values(d, q, v);
 #elif defined(TYPE_Q4_0)
     float d = w_f16(block_d_off(row_off, chunk));
     uint wd[4]; // element e < 16: low nibble of byte e; e >= 16: high nibble of byte e - 16
     w_bytes16(block_body_off(row_off, chunk), wd);
-    [[unroll]] for (uint e = 0u; e < 16u; e++) {
-        const uint b = wd[e >> 2] >> (8u * (e & 3u));
-        v[e] = d * (float(b & 0xfu) - 8.0);
-        v[e + 16u] = d * (float((b >> 4) & 0xfu) - 8.0);
-    }
+    q4_0_values(d, wd, v);
 #elif defined(TYPE_Q4_1)
     uint off = row_off + chunk * 20u;
     float d = w_f16(off), m = w_f16(off + 2u);
@@ -298,11 +329,7 @@ void dequant32(uint row_off, uint chunk, out float v[32])
     uint l[8], h[8]; // element e: byte e of each
     w_bytes32(ql, l);
     w_bytes32(qh, h);
-    [[unroll]] for (uint e = 0u; e < 32u; e++) {
-        const uint b = 8u * (e & 3u);
-        float s = e < 16u ? s0 : s1;
-        v[e] = s * float(int(((l[e >> 2] >> (b + ql_shift)) & 0xfu) | (((h[e >> 2] >> (b + qh_shift)) & 3u) << 4)) - 32);
-    }
+    q6k_values(l, h, s0, s1, ql_shift, qh_shift, v);
 #endif
 }
 

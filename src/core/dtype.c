@@ -136,6 +136,13 @@ size_t vkv_dtype_device_row_bytes(vkv_dtype t, uint64_t n)
     return (size_t)(nb / GROUP_BLOCKS * (GROUP_HEAD + GROUP_BLOCKS * body) + (r ? GROUP_HEAD + body * r : 0));
 }
 
+/* n bytes between a file row and a device row, in the direction asked. */
+static void copy_bytes(bool to_device, uint8_t *file, uint8_t *dev, size_t n)
+{
+    if (to_device) memcpy(dev, file, n);
+    else memcpy(file, dev, n);
+}
+
 /* One routine for both directions: to_device copies file -> device. */
 static void grouped_rows_convert(vkv_dtype t, uint64_t n, const uint8_t *src, uint8_t *dst, uint64_t rows,
                                  bool to_device)
@@ -147,23 +154,17 @@ static void grouped_rows_convert(vkv_dtype t, uint64_t n, const uint8_t *src, ui
     const size_t block = info->block_bytes, body = block - 2, group = GROUP_HEAD + GROUP_BLOCKS * body;
     const uint64_t nb = n / info->block_size;
     for (uint64_t r = 0; r < rows; r++) {
-        const uint8_t *in = src + r * (to_device ? frb : drb);
-        uint8_t *out = dst + r * (to_device ? drb : frb);
-        if (to_device) memset(out, 0, drb); /* the padding of a last short group */
+        /* the rows as both sides see them (src is only read) */
+        uint8_t *file = (uint8_t *)(to_device ? src + r * frb : dst + r * frb);
+        uint8_t *dev = (uint8_t *)(to_device ? dst + r * drb : src + r * drb);
+        if (to_device) memset(dev, 0, drb); /* the padding of a last short group */
         for (uint64_t b = 0; b < nb; b++) {
-            /* the file's block; the device's d and body */
-            const size_t file = b * block, dev_d = b / GROUP_BLOCKS * group + 2 * (b % GROUP_BLOCKS),
-                         dev_body = b / GROUP_BLOCKS * group + GROUP_HEAD + body * (b % GROUP_BLOCKS);
+            uint8_t *blk = file + b * block, *dev_group = dev + b / GROUP_BLOCKS * group;
+            uint8_t *dev_body = dev_group + GROUP_HEAD + body * (b % GROUP_BLOCKS);
             /* the body: the block's bytes before its d, then those after */
-            const size_t pieces[2][2] = {{0, d_at}, {d_at + 2, block - d_at - 2}};
-            size_t at = 0;
-            for (int p = 0; p < 2; p++) {
-                if (to_device) memcpy(out + dev_body + at, in + file + pieces[p][0], pieces[p][1]);
-                else memcpy(out + file + pieces[p][0], in + dev_body + at, pieces[p][1]);
-                at += pieces[p][1];
-            }
-            if (to_device) memcpy(out + dev_d, in + file + d_at, 2);
-            else memcpy(out + file + d_at, in + dev_d, 2);
+            copy_bytes(to_device, blk, dev_body, d_at);
+            copy_bytes(to_device, blk + d_at + 2, dev_body + d_at, block - d_at - 2);
+            copy_bytes(to_device, blk + d_at, dev_group + 2 * (b % GROUP_BLOCKS), 2);
         }
     }
 }

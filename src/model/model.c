@@ -324,8 +324,8 @@ typedef struct upload_ctx {
 static vkv_status upload_chunk(void *ctx, uint64_t off, const void *data, uint64_t n)
 {
     upload_ctx *u = ctx;
-    const uint64_t frb = vkv_dtype_row_bytes(u->type, u->cols), drb = vkv_dtype_device_row_bytes(u->type, u->cols);
     if (!vkv_dtype_has_device_layout(u->type)) return vkv_buffer_upload(u->gpu, u->buf, off, data, n);
+    const uint64_t frb = vkv_dtype_row_bytes(u->type, u->cols), drb = vkv_dtype_device_row_bytes(u->type, u->cols);
     void *dev = malloc(n / frb * drb);
     if (!dev) return vkv_error(VKV_ERR_OOM, "out of host memory");
     vkv_dtype_rows_to_device(u->type, u->cols, data, dev, n / frb);
