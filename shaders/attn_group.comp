@@ -18,14 +18,14 @@
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer Qbuf { vec4 q4[]; };    // [batch rows, n_head, head_dim] f32
-// K, V (bindings 1, 2; common/attn_tile.glsl): VKV_ATTN_GROUP x [n_kv_head, n_ctx_max, head_dim]
+// K, V (bindings 1, 2; common/attn_tile.glsl): VKV_ATTN_GROUP x [n_kv_head, n_slots[s], head_dim]
 layout(binding = 3) writeonly buffer Obuf { vec4 out4[]; }; // [batch rows, n_head, head_dim] f32
 
 layout(push_constant) uniform PC {
     uvec4 n_kv_lo, n_kv_hi;  // valid slots of sequences 0-3, 4-7
     uvec4 row_lo, row_hi;    // q and out rows of sequences 0-3, 4-7
+    uvec4 n_slots_lo, n_slots_hi; // cache slots per KV head (stride between heads) of sequences 0-3, 4-7
     uint n_head, n_kv_head, head_dim;
-    uint n_ctx_max;  // cache slots per KV head (stride between heads), the same in every cache
     float scale;     // applied to q once, on load
     uint tile_q;     // rows per workgroup; divides the workgroup size
     uint tile_k;     // keys per shared tile
@@ -41,6 +41,7 @@ void main()
     attn_seq = gl_WorkGroupID.y;
     const uint n_kv = (attn_seq < 4u ? pc.n_kv_lo : pc.n_kv_hi)[attn_seq & 3u];
     q_row = (attn_seq < 4u ? pc.row_lo : pc.row_hi)[attn_seq & 3u];
+    const uint n_slots = (attn_seq < 4u ? pc.n_slots_lo : pc.n_slots_hi)[attn_seq & 3u];
     attn_place_thread();
     const uint group = pc.n_head / pc.n_kv_head;
     const uint kh = gl_WorkGroupID.z;
@@ -53,8 +54,8 @@ void main()
     const uint tile_vis = n_kv;
 
     attn_load_q(row0, rows, group, kh);
-    // Slot j of this KV head is K/V row kh * n_ctx_max + j.
-    const uint kv_row0 = kh * pc.n_ctx_max;
+    // Slot j of this KV head is K/V row kh * n_slots + j.
+    const uint kv_row0 = kh * n_slots;
     attend_segment(0u, tile_vis, kv_row0, kv_row0, 0u, false);
     attn_sum_groups();
 

@@ -1,7 +1,7 @@
 #version 450
 // kv_store for a group: one token's keys and values of each of up to
 // VKV_ATTN_GROUP sequences, appended to its own plain caches in one dispatch:
-//   k_caches[s][h * n_ctx + slot[s], :] = k_src[row[s], h, :]   (and V alike)
+//   k_caches[s][h * n_slots[s] + slot[s], :] = k_src[row[s], h, :]   (and V alike)
 // for s < the dispatch's sequences, h < n_kv_head. Bindings 2 and 3 are the
 // arrays of the sequences' K and V caches; a workgroup's sequence is
 // gl_WorkGroupID.y, the same for all its invocations, so indexing the arrays
@@ -19,14 +19,14 @@ layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer Kbuf { float k_src[]; };          // [batch rows, n_kv_head, head_dim] f32
 layout(binding = 1) readonly buffer Vbuf { float v_src[]; };          // [batch rows, n_kv_head, head_dim] f32
-layout(binding = 2) buffer KCbuf { uint w[]; } k_caches[VKV_ATTN_GROUP]; // each [n_kv_head, n_ctx, head_dim]
-layout(binding = 3) buffer VCbuf { uint w[]; } v_caches[VKV_ATTN_GROUP]; // each [n_kv_head, n_ctx, head_dim]
+layout(binding = 2) buffer KCbuf { uint w[]; } k_caches[VKV_ATTN_GROUP]; // each [n_kv_head, n_slots[s], head_dim]
+layout(binding = 3) buffer VCbuf { uint w[]; } v_caches[VKV_ATTN_GROUP]; // each [n_kv_head, n_slots[s], head_dim]
 
 layout(push_constant) uniform PC {
     uvec4 slot_lo, slot_hi; // the new token's slot in sequences 0-3, 4-7
     uvec4 row_lo, row_hi;   // its row of k_src and v_src in sequences 0-3, 4-7
+    uvec4 n_slots_lo, n_slots_hi; // slots per head (the stride between heads) of sequences 0-3, 4-7
     uint n_kv_head, head_dim;
-    uint n_ctx;             // slots per head, the same in every cache
 } pc;
 
 #define KVQ_NO_READER
@@ -40,8 +40,9 @@ void main()
     if (gid >= pc.n_kv_head * half_dim) return;
     const uint p = gid % half_dim, h = gid / half_dim;
     const uint slot = (s < 4u ? pc.slot_lo : pc.slot_hi)[s & 3u], row = (s < 4u ? pc.row_lo : pc.row_hi)[s & 3u];
+    const uint n_slots = (s < 4u ? pc.n_slots_lo : pc.n_slots_hi)[s & 3u];
     const uint src = (row * pc.n_kv_head + h) * pc.head_dim + 2u * p;
-    const uint dst = (h * pc.n_ctx + slot) * pc.head_dim + 2u * p; // element index
+    const uint dst = (h * n_slots + slot) * pc.head_dim + 2u * p; // element index
     const vec2 k = vec2(k_src[src], k_src[src + 1u]), v = vec2(v_src[src], v_src[src + 1u]);
 #if defined(KV_F16)
     k_caches[s].w[dst / 2u] = kvq_f32_to_f16(k.x) | (kvq_f32_to_f16(k.y) << 16);

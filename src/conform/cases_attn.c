@@ -89,7 +89,8 @@ static vkv_status rec_attn_group(conform_ctx *c, void *p)
 }
 
 /* n_seq sequences of one query each, cache lengths spread over [1, 256]
- * (within one decode split), their q / out rows in reverse order, through
+ * (within one decode split), caches of their own slots per head (n_ctx_max
+ * less 3 a sequence), their q / out rows in reverse order, through
  * attn_group: two results, "attn_group"
  * against vkv_ref_attention at the f32 threshold, and "attn_group bitwise"
  * against vkv_op_attention (the per-sequence attn_rows kernel) on each
@@ -99,7 +100,7 @@ vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, ui
                                 uint32_t n_seq, uint32_t n_ctx_max)
 {
     char shape[96];
-    snprintf(shape, sizeof shape, "hd %u heads %u/%u seqs %u slots %u", hd, n_head, n_kv_head, n_seq, n_ctx_max);
+    snprintf(shape, sizeof shape, "hd %u heads %u/%u seqs %u slots %u-3i", hd, n_head, n_kv_head, n_seq, n_ctx_max);
     if (!conform_reserve_results(c, 2)) return vkv_error(VKV_ERR_OOM, "out of host memory");
     conform_result *r = conform_new_result(c, "attn_group", vkv_dtype_get(t)->name, shape);
     conform_result *rb = conform_new_result(c, "attn_group bitwise", vkv_dtype_get(t)->name, shape);
@@ -107,20 +108,27 @@ vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, ui
     attn_group_args a = {.n_seq = n_seq};
     a.p = (vkv_attn_params){1, n_head, n_kv_head, hd, n_ctx_max, 0, 0, (float)(1.0 / sqrt(hd)), t, t};
     const size_t row = (size_t)n_head * hd, qn = n_seq * row, cache_bytes = vkv_kv_cache_bytes(t, n_kv_head, n_ctx_max, hd);
-    const uint32_t max_kv = n_ctx_max < VKV_ATTN_SPLIT_KEYS ? n_ctx_max : VKV_ATTN_SPLIT_KEYS;
+    const uint32_t least_slots = n_ctx_max - 3 * (n_seq - 1);
+    const uint32_t max_kv = least_slots < VKV_ATTN_SPLIT_KEYS ? least_slots : VKV_ATTN_SPLIT_KEYS;
     guarded k[VKV_BATCH_MAX] = {0}, v[VKV_BATCH_MAX] = {0};
     attn_args one = {.path = VKV_ATTN_AUTO};
     float *q = conform_random_f32(c, qn), *ref = malloc(qn * 4), *got = malloc(qn * 4), *single = malloc(qn * 4);
     void *kc = malloc(cache_bytes), *vc = malloc(cache_bytes);
     vkv_status st = VKV_OK;
-    if (!q || !ref || !got || !single || !kc || !vc || n_seq > VKV_BATCH_MAX) {
+    if (n_seq > VKV_BATCH_MAX || n_ctx_max < 3 * n_seq) {
+        st = vkv_error(VKV_ERR_ARG, "attn_group case: %u sequences of up to %u slots", n_seq, n_ctx_max);
+        goto done;
+    }
+    if (!q || !ref || !got || !single || !kc || !vc) {
         st = vkv_error(VKV_ERR_OOM, "out of host memory");
         goto done;
     }
     for (uint32_t i = 0; i < n_seq; i++) {
-        /* lengths 1, 38, 75, ...: every sequence its own */
-        const uint32_t n_kv = 1 + (i * 37) % max_kv;
+        /* lengths 1, 38, 75, ...: every sequence its own, in a cache of its own stride */
+        const uint32_t n_kv = 1 + (i * 37) % max_kv, n_slots = n_ctx_max - 3 * i;
+        const size_t seq_cache_bytes = vkv_kv_cache_bytes(t, n_kv_head, n_slots, hd);
         vkv_attn_params pi = a.p;
+        pi.n_ctx_max = n_slots;
         pi.n_kv = n_kv;
         pi.pos0 = n_kv - 1;
         float *ksrc = conform_random_f32(c, (size_t)n_kv * n_kv_head * hd), *vsrc = conform_random_f32(c, (size_t)n_kv * n_kv_head * hd);
@@ -131,14 +139,15 @@ vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, ui
         }
         conform_poison_unused_slots(&pi, t, kc);
         conform_poison_unused_slots(&pi, t, vc);
-        vkv_kv_cache_store(t, kc, n_kv_head, n_ctx_max, hd, 0, ksrc, n_kv);
-        vkv_kv_cache_store(t, vc, n_kv_head, n_ctx_max, hd, 0, vsrc, n_kv);
+        vkv_kv_cache_store(t, kc, n_kv_head, n_slots, hd, 0, ksrc, n_kv);
+        vkv_kv_cache_store(t, vc, n_kv_head, n_slots, hd, 0, vsrc, n_kv);
         free(ksrc); free(vsrc);
         const uint32_t qrow = n_seq - 1 - i;
         vkv_ref_attention(&pi, q + qrow * row, kc, vc, ref + qrow * row);
-        if ((st = conform_guarded_create(c, cache_bytes, kc, &k[i])) || (st = conform_guarded_create(c, cache_bytes, vc, &v[i])))
+        if ((st = conform_guarded_create(c, seq_cache_bytes, kc, &k[i])) ||
+            (st = conform_guarded_create(c, seq_cache_bytes, vc, &v[i])))
             goto done;
-        a.seqs[i] = (vkv_attn_seq){k[i].view, v[i].view, n_kv, qrow};
+        a.seqs[i] = (vkv_attn_seq){k[i].view, v[i].view, n_kv, qrow, n_slots};
     }
     if (!vkv_attn_group_fits(c->gpu, &a.p, a.seqs, n_seq)) {
         r->skipped = r->pass = rb->skipped = rb->pass = true;
@@ -158,6 +167,7 @@ vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, ui
         double ms1 = 0;
         bool g1;
         one.p = a.p;
+        one.p.n_ctx_max = a.seqs[i].n_slots;
         one.p.n_kv = a.seqs[i].n_kv;
         one.p.pos0 = a.seqs[i].n_kv - 1;
         one.k = k[i];

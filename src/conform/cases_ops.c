@@ -453,8 +453,8 @@ done:
 
 typedef struct {
     vkv_dtype t;
-    uint32_t n_rows, n_kv, hd, n_ctx, n_seq;
-    uint32_t slots[VKV_BATCH_MAX], rows[VKV_BATCH_MAX];
+    uint32_t n_rows, n_kv, hd, n_seq;
+    uint32_t slots[VKV_BATCH_MAX], rows[VKV_BATCH_MAX], n_ctx[VKV_BATCH_MAX];
     vkv_view k_caches[VKV_BATCH_MAX], v_caches[VKV_BATCH_MAX];
     guarded k_src, v_src;
 } kv_store_group_args;
@@ -466,41 +466,46 @@ static vkv_status rec_kv_store_group(conform_ctx *c, void *p)
                                  a->v_caches, a->slots, a->rows, a->n_seq, a->n_ctx);
 }
 
-/* n_seq sequences, each with its own K and V cache of random bytes, one
- * token each (rows in reverse order, slots spread over the cache, the last
- * slot included), through kv_store_group: every byte of every cache must be
+/* n_seq sequences, each with its own K and V cache of random bytes (of
+ * n_ctx less 2 slots a sequence), one token each (rows in reverse order,
+ * slots spread over the cache, the last slot included), through
+ * kv_store_group: every byte of every cache must be
  * what vkv_kv_cache_store (kv_store's reference, which kv_store meets
  * exactly) leaves, and nothing is written outside the caches. */
 vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq)
 {
     char shape[96];
-    snprintf(shape, sizeof shape, "%u seqs x %u heads x %u -> slots of %u", n_seq, n_kv, hd, n_ctx);
+    snprintf(shape, sizeof shape, "%u seqs x %u heads x %u -> slots of %u-2i", n_seq, n_kv, hd, n_ctx);
     conform_result *r = conform_new_result(c, "kv_store_group", vkv_dtype_get(t)->name, shape);
     if (!r) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    kv_store_group_args a = {.t = t, .n_rows = n_seq + 1, .n_kv = n_kv, .hd = hd, .n_ctx = n_ctx, .n_seq = n_seq};
+    kv_store_group_args a = {.t = t, .n_rows = n_seq + 1, .n_kv = n_kv, .hd = hd, .n_seq = n_seq};
+    /* every cache in a place of the largest's size */
     const size_t row = (size_t)n_kv * hd, cache_bytes = vkv_kv_cache_bytes(t, n_kv, n_ctx, hd);
     guarded kc[VKV_BATCH_MAX] = {0}, vc[VKV_BATCH_MAX] = {0};
     float *k = conform_random_f32(c, a.n_rows * row), *v = conform_random_f32(c, a.n_rows * row);
     uint8_t *ref = malloc(2 * n_seq * cache_bytes), *got = malloc(cache_bytes);
     vkv_status st = VKV_OK;
-    if (n_seq > VKV_BATCH_MAX) {
-        st = vkv_error(VKV_ERR_ARG, "kv_store_group case: %u sequences, at most %u", n_seq, VKV_BATCH_MAX);
+    if (n_seq > VKV_BATCH_MAX || n_ctx < 2 * n_seq) {
+        st = vkv_error(VKV_ERR_ARG, "kv_store_group case: %u sequences (at most %u) of up to %u slots", n_seq,
+                       VKV_BATCH_MAX, n_ctx);
         goto done;
     }
     if (!k || !v || !ref || !got) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
-    if (!vkv_kv_store_group_fits(c->gpu, t, n_kv, hd, n_ctx)) {
+    if (!vkv_kv_store_group_fits(c->gpu, t, n_kv, hd, n_ctx)) { /* the largest cache */
         r->skipped = r->pass = true;
         snprintf(r->note, sizeof r->note, "no storage-buffer array indexing, too few descriptors or too big a cache");
         goto done;
     }
     for (uint32_t i = 0; i < n_seq; i++) {
         a.rows[i] = n_seq - 1 - i;
-        a.slots[i] = i == 0 ? n_ctx - 1 : (i * 37) % n_ctx;
+        a.n_ctx[i] = n_ctx - 2 * i;
+        a.slots[i] = i == 0 ? a.n_ctx[i] - 1 : (i * 37) % a.n_ctx[i];
+        const size_t bytes = vkv_kv_cache_bytes(t, n_kv, a.n_ctx[i], hd);
         for (uint32_t kvi = 0; kvi < 2; kvi++) {
             uint8_t *init = ref + (2 * i + kvi) * cache_bytes;
-            for (size_t b = 0; b < cache_bytes; b++) init[b] = (uint8_t)(vkv_rng_u64(&c->rng) & 0x3f); /* finite values */
-            if ((st = conform_guarded_create(c, cache_bytes, init, kvi ? &vc[i] : &kc[i]))) goto done;
-            vkv_kv_cache_store(t, init, n_kv, n_ctx, hd, a.slots[i], (kvi ? v : k) + a.rows[i] * row, 1);
+            for (size_t b = 0; b < bytes; b++) init[b] = (uint8_t)(vkv_rng_u64(&c->rng) & 0x3f); /* finite values */
+            if ((st = conform_guarded_create(c, bytes, init, kvi ? &vc[i] : &kc[i]))) goto done;
+            vkv_kv_cache_store(t, init, n_kv, a.n_ctx[i], hd, a.slots[i], (kvi ? v : k) + a.rows[i] * row, 1);
         }
         a.k_caches[i] = kc[i].view;
         a.v_caches[i] = vc[i].view;
@@ -511,15 +516,17 @@ vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint3
         (st = conform_guarded_create(c, a.n_rows * row * 4, v, &a.v_src)) ||
         (st = conform_run_recorded(c, rec_kv_store_group, &a, &ms)))
         goto done;
-    size_t wrong = 0;
+    size_t wrong = 0, total = 0;
     for (uint32_t i = 0; i < 2 * n_seq; i++) {
         bool g;
+        const size_t bytes = vkv_kv_cache_bytes(t, n_kv, a.n_ctx[i / 2], hd);
         if ((st = conform_guarded_read(c, i % 2 ? &vc[i / 2] : &kc[i / 2], got, &g))) goto done;
         guards &= g;
-        for (size_t b = 0; b < cache_bytes; b++) wrong += ref[i * cache_bytes + b] != got[b];
+        for (size_t b = 0; b < bytes; b++) wrong += ref[i * cache_bytes + b] != got[b];
+        total += bytes;
     }
-    conform_finish(r, (double)wrong / (2.0 * n_seq * cache_bytes), false, guards, NMSE_EXACT, ms);
-    if (wrong) snprintf(r->note, sizeof r->note, "%zu of %zu cache bytes differ", wrong, 2 * n_seq * cache_bytes);
+    conform_finish(r, (double)wrong / (double)total, false, guards, NMSE_EXACT, ms);
+    if (wrong) snprintf(r->note, sizeof r->note, "%zu of %zu cache bytes differ", wrong, total);
 done:
     for (uint32_t i = 0; i < n_seq && i < VKV_BATCH_MAX; i++) {
         conform_guarded_destroy(c, &kc[i]);

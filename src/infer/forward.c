@@ -298,8 +298,9 @@ static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
 /* A batched step's sequences whose token can share cache-append and
  * attention dispatches (vkv_kv_append_attend_group): one token each, no
  * hooks (they see one sequence's rows at a time), caches the group takes
- * (rows are read by index, so none needs staging). Sequences with caches of one shape go together; grouped[i]
- * marks those done here, the rest (a lone one too) take the per-sequence path. */
+ * (rows are read by index, so none needs staging). Sequences whose caches
+ * have one row type go together, whatever their lengths; grouped[i] marks
+ * those done here, the rest (a lone one too) take the per-sequence path. */
 static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out, bool *grouped)
 {
     vkv_ctx *s = f->s;

@@ -68,7 +68,8 @@ vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *
  * slots are one decode split, on a device that takes the kernels' binding
  * arrays (attn_group, kv_store_group). */
 bool vkv_kv_groupable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past);
-/* Whether two caches can share a group: same device, model, row types and slots. */
+/* Whether two caches can share a group: same device, model and row types (each
+ * keeps its own slots per head). */
 bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b);
 
 /* Forgets every token: compressed layers get their plain caches back. */

@@ -32,9 +32,9 @@ typedef struct vkv_pc_add { uint32_t n, nb; } vkv_pc_add;
 typedef struct vkv_pc_argmax { uint32_t rows, n; } vkv_pc_argmax;
 typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_max, n_kv, pos0; float scale;
                              uint32_t tile_q, tile_k, kv_head0, split_len, n_split, k_type, v_type; } vkv_pc_attn;
-/* attn_group: valid slots and q / out rows of its VKV_ATTN_GROUP sequences, first. */
-typedef struct vkv_pc_attn_group { uint32_t n_kv[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP];
-                                   uint32_t n_head, n_kv_head, head_dim, n_ctx_max; float scale;
+/* attn_group: valid slots, q / out rows and cache slots per head of its VKV_ATTN_GROUP sequences, first. */
+typedef struct vkv_pc_attn_group { uint32_t n_kv[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP], n_slots[VKV_ATTN_GROUP];
+                                   uint32_t n_head, n_kv_head, head_dim; float scale;
                                    uint32_t tile_q, tile_k; } vkv_pc_attn_group;
 typedef struct vkv_pc_attn_decode_reduce { uint32_t rows, d4n, n_split, groups_x; } vkv_pc_attn_decode_reduce;
 typedef struct vkv_pc_attn_tiered { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale;
@@ -45,9 +45,10 @@ typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_s
 typedef struct vkv_pc_kv_convert { uint32_t n_rows, src_row0, dst_row0, head_dim, src_type, dst_type; } vkv_pc_kv_convert;
 typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words, head_dim, src_type, k_type, v_type; } vkv_pc_kv_compact;
 typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, kv_type; } vkv_pc_kv_store;
-/* kv_store_group: the new token's slot and source row of its VKV_ATTN_GROUP sequences, first. */
-typedef struct vkv_pc_kv_store_group { uint32_t slot[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP];
-                                       uint32_t n_kv_head, head_dim, n_ctx; } vkv_pc_kv_store_group;
+/* kv_store_group: the new token's slot, its source row and the cache's slots per head of its
+ * VKV_ATTN_GROUP sequences, first. */
+typedef struct vkv_pc_kv_store_group { uint32_t slot[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP], n_slots[VKV_ATTN_GROUP];
+                                       uint32_t n_kv_head, head_dim; } vkv_pc_kv_store_group;
 typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
 typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x, group_threads; } vkv_pc_matvec;

@@ -180,15 +180,21 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
 
 _Static_assert(VKV_ATTN_GROUP == 8, "attn_group.comp reads the sequences' n_kv and rows as two uvec4 each");
 
+/* Bytes of one sequence's K (or V) cache in a group. */
+static uint64_t group_cache_bytes(const vkv_attn_params *p, const vkv_attn_seq *sq)
+{
+    return vkv_kv_row_bytes(p->k_type, p->head_dim) * sq->n_slots * p->n_kv_head;
+}
+
 bool vkv_attn_group_fits(const vkv_gpu *gpu, const vkv_attn_params *p, const vkv_attn_seq *seqs, uint32_t n_seq)
 {
     if (p->k_type != p->v_type || (p->k_type != VKV_F32 && p->k_type != VKV_F16)) return false;
     const vkv_kernel kern = p->k_type == VKV_F16 ? VKV_K_ATTN_GROUP_F16 : VKV_K_ATTN_GROUP_F32;
     if (!vkv_kernel_arrays_fit(gpu, kern) || p->n_kv_head > gpu->caps->max_workgroup_count[2]) return false;
-    const uint64_t cache = vkv_kv_row_bytes(p->k_type, p->head_dim) * p->n_ctx_max * p->n_kv_head;
-    if (cache > vkv_ops_max_range(gpu)) return false;
     for (uint32_t i = 0; i < n_seq; i++)
-        if (vkv_attn_decode_splits(seqs[i].n_kv) > 1 || seqs[i].n_kv > p->n_ctx_max) return false;
+        if (vkv_attn_decode_splits(seqs[i].n_kv) > 1 || seqs[i].n_kv > seqs[i].n_slots ||
+            group_cache_bytes(p, &seqs[i]) > vkv_ops_max_range(gpu))
+            return false;
     return true;
 }
 
@@ -203,7 +209,6 @@ vkv_status vkv_op_attention_group(vkv_gpu *gpu, const vkv_attn_params *p, const 
                                               "path (vkv_attn_group_fits)");
     const uint32_t group = p->n_head / p->n_kv_head, hd = p->head_dim;
     const uint64_t qo_bytes = 4ull * n_rows * p->n_head * hd;
-    const uint64_t cache = vkv_kv_row_bytes(p->k_type, hd) * p->n_ctx_max * p->n_kv_head;
     if ((st = check_view(gpu, q, qo_bytes, "q")) || (st = check_view(gpu, out, qo_bytes, "the output")) ||
         (st = check_single_range(gpu, qo_bytes, "q")))
         return st;
@@ -211,6 +216,7 @@ vkv_status vkv_op_attention_group(vkv_gpu *gpu, const vkv_attn_params *p, const 
         if (seqs[i].row >= n_rows)
             return vkv_error(VKV_ERR_ARG, "grouped attention: sequence %u's row %u is outside q's %u rows", i,
                              seqs[i].row, n_rows);
+        const uint64_t cache = group_cache_bytes(p, &seqs[i]);
         if ((st = check_view(gpu, seqs[i].k, cache, "a K cache")) || (st = check_view(gpu, seqs[i].v, cache, "a V cache")))
             return st;
     }
@@ -225,17 +231,18 @@ vkv_status vkv_op_attention_group(vkv_gpu *gpu, const vkv_attn_params *p, const 
     for (uint32_t s0 = 0; s0 < n_seq; s0 += VKV_ATTN_GROUP) {
         const uint32_t n = n_seq - s0 < VKV_ATTN_GROUP ? n_seq - s0 : VKV_ATTN_GROUP;
         vkv_pc_attn_group pc = {.n_head = p->n_head, .n_kv_head = p->n_kv_head, .head_dim = hd,
-                                .n_ctx_max = p->n_ctx_max, .scale = p->scale, .tile_q = tq, .tile_k = tk};
+                                .scale = p->scale, .tile_q = tq, .tile_k = tk};
         /* q, the K array, the V array, out; a partial group's unused slots
          * repeat its first sequence's caches (every descriptor must be valid). */
         vkv_binding b[2 + 2 * VKV_ATTN_GROUP];
         b[0] = vkv_ops_bind(q, 0, qo_bytes);
         for (uint32_t j = 0; j < VKV_ATTN_GROUP; j++) {
             const vkv_attn_seq *sq = &seqs[s0 + (j < n ? j : 0)];
-            b[1 + j] = vkv_ops_bind(sq->k, 0, cache);
-            b[1 + VKV_ATTN_GROUP + j] = vkv_ops_bind(sq->v, 0, cache);
+            b[1 + j] = vkv_ops_bind(sq->k, 0, group_cache_bytes(p, sq));
+            b[1 + VKV_ATTN_GROUP + j] = vkv_ops_bind(sq->v, 0, group_cache_bytes(p, sq));
             pc.n_kv[j] = j < n ? sq->n_kv : 0;
             pc.row[j] = j < n ? sq->row : 0;
+            pc.n_slots[j] = sq->n_slots;
         }
         b[1 + 2 * VKV_ATTN_GROUP] = vkv_ops_bind(out, 0, qo_bytes);
         if ((st = vkv_dispatch(gpu, kern, b, 2 + 2 * VKV_ATTN_GROUP, &pc, row_tiles, n, p->n_kv_head))) return st;

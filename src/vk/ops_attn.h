@@ -48,16 +48,17 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
                             vkv_view v, vkv_view scratch, vkv_view out);
 
 /* One sequence of a grouped decode attention: its layer caches k, v
- * ([n_kv_head, n_ctx_max, head_dim] of the group's types), its valid slots
- * (its query, at position n_kv - 1, sees them all) and the row of q and of
- * out that holds its query and gets its output. */
+ * ([n_kv_head, n_slots, head_dim] of the group's types: each sequence has
+ * its own slots per head), its valid slots (its query, at position n_kv - 1,
+ * sees them all) and the row of q and of out that holds its query and gets
+ * its output. */
 typedef struct vkv_attn_seq {
     vkv_view k, v;
-    uint32_t n_kv, row;
+    uint32_t n_kv, row, n_slots;
 } vkv_attn_seq;
 
 /* Whether vkv_op_attention_group takes these sequences with p's shape
- * (p->n_q, n_kv and pos0 are ignored): K and V both f32 or both f16, each
+ * (p->n_q, n_ctx_max, n_kv and pos0 are ignored): K and V both f32 or both f16, each
  * sequence within one decode split (n_kv <= VKV_ATTN_SPLIT_KEYS, so decode
  * runs attn_rows for it alone), its whole cache in one storage range, and a
  * device that takes attn_group's binding arrays (vkv_kernel_arrays_fit). */

@@ -85,7 +85,8 @@ static bool prefill(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal, twin
 {
     const treatment t = seqs[i].t;
     const bool press = t == KEYDIFF || t == KEYDIFF_VECTOR;
-    vkv_ctx_params cp = {.n_ctx = N_CTX, .n_batch = 16, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
+    /* contexts of different lengths: a grouped step's caches differ in slots per head */
+    vkv_ctx_params cp = {.n_ctx = N_CTX - 4 * i, .n_batch = 16, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
                          .v_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16, .compress = press || t == DECODE_BUDGET,
                          .scratch_from = owner, .stage_rows = i == 2};
     CHECK(!vkv_ctx_create(gpu, m, &cp, &s->ctx[i]), "context %u", i);
