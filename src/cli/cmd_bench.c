@@ -578,16 +578,44 @@ out:
 }
 
 /* The serve scheduler's decoding step (vkv_ctx_eval_batch) at several batch
- * sizes: n contexts of one model share one set of activation buffers, each
- * holds a prompt of --context tokens, and every step appends one token to
- * each. Wall time per step, tokens per second over all sequences and the
- * ratio to the single sequence; with --profile the GPU time per kernel of a
- * step (docs/SERVE.md, "Measuring"). */
+ * sizes: n contexts of one model share one set of activation buffers (a
+ * scratch owner sized as the server's), each holds a prompt of --context
+ * tokens, and every step appends one token to each. Wall time per step,
+ * tokens per second over all sequences and the ratio to the single sequence;
+ * the n prompts' prefill one at a time (vkv_ctx_eval) and in shared forwards
+ * (vkv_ctx_eval_chunks, as the scheduler runs them); with --profile the GPU
+ * time per kernel of a step (docs/SERVE.md, "Measuring"). */
 static const char *const BATCH_USAGE =
     "vkvector bench batch [-m MODEL] [--seqs 1,4,16] [--context 32] [--steps 32] [--reps 3] [--profile]\n"
     "\n"
     "The batched decoding step of vkvector serve: wall time per step, tokens/s over all\n"
-    "sequences and the ratio to one sequence (best of the runs after one warm-up).";
+    "sequences and the ratio to one sequence, and the prefill of the sequences' prompts one\n"
+    "at a time and batched (best of the runs after one warm-up).";
+
+/* The prompts of ctx[0..n) (ids[0..n_prompt) each) prefilled from empty
+ * caches as the serve scheduler does: chunks that fit one forward together
+ * (vkv_ctx_chunks_fit), or, unbatched, one vkv_ctx_eval each. */
+static vkv_status bench_prefill(vkv_ctx *const *ctx, uint32_t n, const int32_t *ids, uint32_t n_prompt, bool batched)
+{
+    vkv_status st;
+    for (uint32_t i = 0; i < n; i++)
+        if ((st = vkv_ctx_reset(ctx[i])) || (!batched && (st = vkv_ctx_eval(ctx[i], ids, n_prompt, false, NULL))))
+            return st;
+    if (!batched) return VKV_OK;
+    const int32_t *chunk_ids[VKV_BATCH_MAX];
+    uint32_t n_tok[VKV_BATCH_MAX];
+    float *no_logits[VKV_BATCH_MAX] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        chunk_ids[i] = ids;
+        n_tok[i] = n_prompt;
+    }
+    for (uint32_t i = 0; i < n;) {
+        const uint32_t k = vkv_ctx_chunks_fit(ctx[i], n_tok + i, n - i);
+        if ((st = vkv_ctx_eval_chunks(ctx + i, chunk_ids + i, n_tok + i, k, no_logits))) return st;
+        i += k;
+    }
+    return VKV_OK;
+}
 
 /* Parses "1,4,16" into at most VKV_BATCH_MAX sizes, each 1..VKV_BATCH_MAX. */
 static bool parse_batch_sizes(const char *s, uint32_t *sizes, uint32_t *n)
@@ -632,7 +660,7 @@ static int bench_batch(int argc, char **argv)
         return cli_usage_error("bench", "--seqs takes batch sizes 1..%u separated by commas, not '%s'", VKV_BATCH_MAX,
                                seqs_arg);
     vkv_session *s = NULL;
-    vkv_ctx *ctx[VKV_BATCH_MAX] = {0};
+    vkv_ctx *ctx[VKV_BATCH_MAX] = {0}, *owner = NULL;
     int32_t *ids = NULL;
     vkv_status st;
     int rc = 1;
@@ -645,23 +673,30 @@ static int bench_batch(int argc, char **argv)
     if (!ids) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto fail; }
     vkv_rng rng = vkv_rng_new(1);
     for (uint32_t i = 0; i < n_ctx; i++) ids[i] = (int32_t)vkv_rng_below(&rng, m->hp.n_vocab);
+    /* the activation buffers: the server's default prefill chunk (512 rows),
+     * or one whole prompt */
+    const uint32_t owner_rows = n_prompt > 512 ? (uint32_t)n_prompt : 512;
+    vkv_ctx_params op = {.n_ctx = owner_rows, .n_batch = owner_rows, .k_type = VKV_F16, .v_type = VKV_F16};
+    if ((st = vkv_ctx_create(gpu, m, &op, &owner))) goto fail;
     for (uint32_t i = 0; i < VKV_BATCH_MAX; i++) {
-        vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = i ? 0 : VKV_BATCH_MAX, .scratch_from = i ? ctx[0] : NULL};
-        if (!i && cp.n_batch < n_prompt) cp.n_batch = (uint32_t)n_prompt;
+        vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = (uint32_t)n_prompt, .scratch_from = owner};
         if ((st = vkv_ctx_create(gpu, m, &cp, &ctx[i]))) goto fail;
     }
     printf("# the batched decoding step: %s on %s, %lld-token caches, %lld steps a run\n\n", mo.model_path,
            vkv_gpu_caps(gpu)->name, (long long)n_prompt, (long long)n_steps);
-    printf("| sequences | ms a step | tokens/s | vs 1 sequence |%s\n| ---: | ---: | ---: | ---: |%s\n",
+    printf("| sequences | ms a step | tokens/s | vs 1 sequence | prefill ms, one at a time | prefill ms, batched |%s\n"
+           "| ---: | ---: | ---: | ---: | ---: | ---: |%s\n",
            profile ? " GPU ms a step |" : "", profile ? " ---: |" : "");
     double tps_one = 0;
     for (uint32_t z = 0; z < n_sizes; z++) {
         const uint32_t n = sizes[z];
-        double best = 1e30, gpu_ns = 0;
+        double best = 1e30, gpu_ns = 0, best_pf[2] = {1e30, 1e30};
         for (int64_t r = -1; r < reps; r++) { /* r = -1: warm-up (pipelines) */
-            for (uint32_t i = 0; i < n; i++) {
-                if ((st = vkv_ctx_reset(ctx[i])) || (st = vkv_ctx_eval(ctx[i], ids, (uint32_t)n_prompt, false, NULL)))
-                    goto fail;
+            for (int batched = 0; batched < 2; batched++) { /* the batched prefill last: the steps follow it */
+                double t0 = now_s();
+                if ((st = bench_prefill(ctx, n, ids, (uint32_t)n_prompt, batched))) goto fail;
+                double t = now_s() - t0;
+                if (r >= 0 && t < best_pf[batched]) best_pf[batched] = t;
             }
             profile_start(gpu, profile && r == reps - 1);
             double t0 = now_s();
@@ -681,12 +716,13 @@ static int bench_batch(int argc, char **argv)
         printf("| %u | %.2f | %.1f | ", n, 1e3 * best, tps);
         if (tps_one > 0) printf("%.2fx |", tps / tps_one);
         else printf("- |");
+        printf(" %.1f | %.1f |", 1e3 * best_pf[0], 1e3 * best_pf[1]);
         if (profile) printf(" %.2f |", 1e-6 * gpu_ns / n_steps);
         printf("\n");
         if (profile) {
             for (int k = 0; k < VKV_KERNEL_COUNT; k++) {
                 double ns = vkv_gpu_kernel_ns(gpu, (vkv_kernel)k);
-                if (ns > 0) printf("|   %s | %.3f ms | | |\n", vkv_kernel_name((vkv_kernel)k), 1e-6 * ns / n_steps);
+                if (ns > 0) printf("|   %s | %.3f ms | | | | |\n", vkv_kernel_name((vkv_kernel)k), 1e-6 * ns / n_steps);
             }
         }
         fflush(stdout);
@@ -697,6 +733,7 @@ fail:
     rc = cli_fail("bench", st);
 out:
     for (uint32_t i = VKV_BATCH_MAX; i-- > 0;) vkv_ctx_free(ctx[i]);
+    vkv_ctx_free(owner);
     free(ids);
     vkv_session_close(s);
     return rc;

@@ -12,8 +12,10 @@
  * then logits = rms_norm(x) * output_norm . Wout^T for the rows asked for.
  *
  * The batched decode (vkv_ctx_eval_batch) runs the same layer body over n
- * rows that belong to n sequences, one token each: everything but attention
- * is row-wise, and attention (with the hooks) runs per sequence on its row. */
+ * rows that belong to n sequences, one token each, and the batched prefill
+ * (vkv_ctx_eval_chunks) over several sequences' chunks of prompt: everything
+ * but attention is row-wise, and attention (with the hooks) runs per
+ * sequence on its rows. */
 #include "infer/forward.h"
 
 #include <math.h>
@@ -44,6 +46,7 @@ struct vkv_ctx {
     vkv_buffer *logits_host; /* [n_batch, n_vocab] host-visible readback */
     vkv_buffer *stage;    /* [4, stage_slot bytes]: rows of q, k, v, attn at aligned offsets */
     bool borrowed;        /* the buffers above are scratch_from's (vkv_ctx_params) */
+    uint32_t buffer_rows; /* rows the buffers above hold: their owner's n_batch */
     vkv_kv_hook kv_hook;
     void *kv_hook_user;
     vkv_q_hook q_hook;
@@ -181,7 +184,9 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
         ctx_buffers(&o, hp, owned);
         for (int i = 0; i < CTX_N_BUFFERS; i++) *bufs[i].dst = *owned[i].dst;
         c->borrowed = true;
+        c->buffer_rows = owner->buffer_rows;
     } else {
+        c->buffer_rows = c->p.n_batch;
         for (int i = 0; i < CTX_N_BUFFERS; i++)
             if ((st = make(gpu, bufs[i].bytes, bufs[i].kind, bufs[i].what, bufs[i].dst))) goto error;
     }
@@ -232,14 +237,20 @@ uint64_t vkv_ctx_kv_bytes(const vkv_ctx *c) { return vkv_kv_bytes(c->kv); }
 
 /* What one recording computes: n rows of activations in s's buffers (the
  * context that records; its own or borrowed), owned by n_seq sequences.
- * Sequence i owns the n / n_seq rows from i * (n / n_seq): one sequence with
- * all n rows (a chunk of vkv_ctx_eval), or n sequences of one row each (the
- * batched decode). Each sequence's rows are at positions seqs[i]->n_past.. */
+ * Sequence i owns the n_tok[i] rows from row[i], at positions
+ * seqs[i]->n_past..: one sequence with all n rows (a chunk of vkv_ctx_eval),
+ * n sequences of one row each (the batched decode), or sequences' chunks one
+ * after the other, each starting at an aligned row (the batched prefill; the
+ * rows between are padding nobody reads). */
 typedef struct fwd_batch {
     vkv_ctx *s;
     vkv_ctx *const *seqs;
     uint32_t n_seq, n;
-    vkv_matmul_path path; /* of every matmul (AUTO for a chunk: its own choice) */
+    uint32_t row[VKV_BATCH_MAX], n_tok[VKV_BATCH_MAX];
+    vkv_matmul_path path;     /* of every matmul (AUTO for a chunk: its own choice) */
+    /* The rows that get logits: n_out runs, run j the out_len[j] rows from
+     * out_row[j], gathered in order. */
+    uint32_t n_out_runs, out_row[VKV_BATCH_MAX], out_len[VKV_BATCH_MAX];
 } fwd_batch;
 
 static vkv_status matmul(const fwd_batch *f, const vkv_weight *w, vkv_view x, uint32_t n, vkv_view y)
@@ -247,20 +258,32 @@ static vkv_status matmul(const fwd_batch *f, const vkv_weight *w, vkv_view x, ui
     return vkv_op_matmul(f->s->gpu, f->path, w->type, W(w), w->rows, w->cols, x, n, y);
 }
 
+/* The storage alignment s's recordings keep: the device's, or with
+ * stage_rows the largest Vulkan allows (a test posing as such a device). */
+static uint64_t storage_alignment(const vkv_ctx *s)
+{
+    return s->p.stage_rows ? 256 : vkv_gpu_caps(s->gpu)->min_storage_buffer_offset_alignment;
+}
+
 /* Rows [r, r + n_rows) of b (rows of `width` floats) as a view the ops
- * accept: in place when the offset is a multiple of the device's storage
- * alignment, else `slot` of the staging buffer, which gets a copy of the rows
- * when `load` (an output is copied back by unstage). Only the batched step's
- * single rows may need a slot: a chunk's rows start at row 0. */
+ * accept: in place when the offset is a multiple of the storage alignment,
+ * else `slot` of the staging buffer, which gets a copy of the row when `load`
+ * (an output is copied back by unstage); with stage_rows every single row
+ * but row 0 is staged. Only a single row can take a slot: a chunk's rows
+ * start at row 0, and the batched prefill starts every chunk at an aligned
+ * row (chunk_rows). */
 static vkv_status row_view(vkv_ctx *s, vkv_buffer *b, uint32_t width, uint32_t r, uint32_t n_rows, uint32_t slot,
                            bool load, vkv_view *out)
 {
     const uint64_t off = 4ull * width * r;
-    const bool staged = r > 0 && (s->p.stage_rows || off % vkv_gpu_caps(s->gpu)->min_storage_buffer_offset_alignment);
-    if (!staged) {
+    const bool misaligned = off % storage_alignment(s) != 0;
+    if (!misaligned && !(s->p.stage_rows && r > 0 && n_rows == 1)) {
         *out = (vkv_view){b, off};
         return VKV_OK;
     }
+    if (n_rows != 1)
+        return vkv_error(VKV_ERR_ARG, "forward: %u rows from row %u are not aligned for a view (only one row can be "
+                         "staged)", n_rows, r);
     const uint64_t slot_off = slot * stage_slot(&s->m->hp);
     *out = (vkv_view){s->stage, slot_off};
     return load ? vkv_cmd_copy(s->gpu, b, off, s->stage, slot_off, 4ull * width * n_rows) : VKV_OK;
@@ -281,15 +304,16 @@ enum { SLOT_Q, SLOT_K, SLOT_V, SLOT_ATTN };
 static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
 {
     const vkv_hparams *hp = &f->s->m->hp;
-    const uint32_t kv_dim = hp->n_head_kv * hp->head_dim, per = f->n / f->n_seq;
+    const uint32_t kv_dim = hp->n_head_kv * hp->head_dim;
     vkv_status st;
     for (uint32_t i = 0; i < f->n_seq; i++) {
         vkv_ctx *c = f->seqs[i];
         if (!c->kv_hook) continue;
+        const uint32_t r = f->row[i], n = f->n_tok[i];
         vkv_view k, v;
-        if ((st = row_view(f->s, k_in, kv_dim, i * per, per, SLOT_K, true, &k)) ||
-            (st = row_view(f->s, f->s->v, kv_dim, i * per, per, SLOT_V, true, &v)) ||
-            (st = c->kv_hook(c->kv_hook_user, c->gpu, l, k, v, per, c->n_past)))
+        if ((st = row_view(f->s, k_in, kv_dim, r, n, SLOT_K, true, &k)) ||
+            (st = row_view(f->s, f->s->v, kv_dim, r, n, SLOT_V, true, &v)) ||
+            (st = c->kv_hook(c->kv_hook_user, c->gpu, l, k, v, n, c->n_past)))
             return st;
     }
     return VKV_OK;
@@ -305,11 +329,11 @@ static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_o
 {
     vkv_ctx *s = f->s;
     memset(grouped, 0, f->n_seq * sizeof *grouped);
-    if (f->n_seq < 2 || f->n != f->n_seq || s->p.stage_rows) return VKV_OK;
+    if (f->n_seq < 2 || s->p.stage_rows) return VKV_OK;
     bool joins[VKV_BATCH_MAX];
     for (uint32_t i = 0; i < f->n_seq; i++) {
         const vkv_ctx *c = f->seqs[i];
-        joins[i] = !c->kv_hook && !c->q_hook && vkv_kv_groupable(c->kv, l, c->n_past);
+        joins[i] = f->n_tok[i] == 1 && !c->kv_hook && !c->q_hook && vkv_kv_groupable(c->kv, l, c->n_past);
     }
     for (uint32_t i = 0; i < f->n_seq; i++) {
         if (!joins[i] || grouped[i]) continue;
@@ -320,7 +344,7 @@ static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_o
             if (!joins[j] || grouped[j] || !vkv_kv_same_group(c->kv, f->seqs[i]->kv)) continue;
             kvs[n] = c->kv;
             n_past[n] = c->n_past;
-            rows[n] = j;
+            rows[n] = f->row[j];
             n++;
         }
         if (n < 2) continue;
@@ -336,14 +360,14 @@ static vkv_status attend(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_
 {
     vkv_ctx *s = f->s;
     const vkv_hparams *hp = &s->m->hp;
-    const uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim, per = f->n / f->n_seq;
+    const uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     bool grouped[VKV_BATCH_MAX];
     vkv_status st = attend_grouped(f, l, q_out, k_out, grouped);
     if (st) return st;
     for (uint32_t i = 0; i < f->n_seq; i++) {
         if (grouped[i]) continue;
         vkv_ctx *c = f->seqs[i];
-        const uint32_t r = i * per;
+        const uint32_t r = f->row[i], per = f->n_tok[i];
         vkv_view q, k, v, a;
         if ((st = row_view(s, q_out, q_dim, r, per, SLOT_Q, true, &q)) ||
             (st = row_view(s, k_out, kv_dim, r, per, SLOT_K, true, &k)) ||
@@ -359,9 +383,17 @@ static vkv_status attend(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_
     return VKV_OK;
 }
 
+/* Rows of f that get logits. */
+static uint32_t out_rows(const fwd_batch *f)
+{
+    uint32_t n = 0;
+    for (uint32_t j = 0; j < f->n_out_runs; j++) n += f->out_len[j];
+    return n;
+}
+
 /* Records the whole forward of f's rows (ids and positions already written
- * to f->s's buffers). n_out rows starting at out_row get logits. */
-static vkv_status record_forward(const fwd_batch *f, uint32_t out_row, uint32_t n_out)
+ * to f->s's buffers), and the logits of its output runs. */
+static vkv_status record_forward(const fwd_batch *f)
 {
     vkv_ctx *c = f->s;
     const uint32_t n = f->n;
@@ -409,25 +441,30 @@ static vkv_status record_forward(const fwd_batch *f, uint32_t out_row, uint32_t 
             (st = vkv_op_add(gpu, V(c->x), V(c->proj), n * hp->n_embd, V(c->x))))
             return st;
     }
+    const uint32_t n_out = out_rows(f);
     if (!n_out) return VKV_OK;
-    uint64_t row = 4ull * hp->n_embd;
-    if ((st = vkv_cmd_copy(gpu, c->x, out_row * row, c->out_rows, 0, n_out * row)) ||
-        (st = vkv_op_rms_norm(gpu, V(c->out_rows), W(&m->output_norm), n_out, hp->n_embd, hp->rms_eps, V(c->out_rows))) ||
+    const uint64_t row = 4ull * hp->n_embd;
+    for (uint32_t j = 0, gathered = 0; j < f->n_out_runs; gathered += f->out_len[j], j++)
+        if ((st = vkv_cmd_copy(gpu, c->x, f->out_row[j] * row, c->out_rows, gathered * row, f->out_len[j] * row)))
+            return st;
+    if ((st = vkv_op_rms_norm(gpu, V(c->out_rows), W(&m->output_norm), n_out, hp->n_embd, hp->rms_eps, V(c->out_rows))) ||
         (st = matmul(f, &m->output, V(c->out_rows), n_out, V(c->logits))) ||
         (st = vkv_cmd_copy(gpu, c->logits, 0, c->logits_host, 0, 4ull * n_out * hp->n_vocab)))
         return st;
     return VKV_OK;
 }
 
-/* Records f and submits; logits (n_out rows from out_row) copied to `logits`. */
-static vkv_status run_forward(const fwd_batch *f, uint32_t out_row, uint32_t n_out, float *logits)
+/* Records f and submits; the logits of its output runs, in order, copied to
+ * `logits` ([rows, n_vocab]). */
+static vkv_status run_forward(const fwd_batch *f, float *logits)
 {
     vkv_ctx *c = f->s;
     vkv_status st = vkv_cmd_begin(c->gpu);
     if (st) return st;
-    if ((st = record_forward(f, out_row, n_out))) return vkv_cmd_abort(c->gpu, st);
+    if ((st = record_forward(f))) return vkv_cmd_abort(c->gpu, st);
     if ((st = vkv_cmd_submit(c->gpu))) return st;
-    if (n_out) memcpy(logits, vkv_buffer_map(c->logits_host), 4ull * n_out * c->m->hp.n_vocab);
+    const uint32_t n_out = out_rows(f);
+    if (n_out && logits) memcpy(logits, vkv_buffer_map(c->logits_host), 4ull * n_out * c->m->hp.n_vocab);
     return VKV_OK;
 }
 
@@ -456,42 +493,167 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
         int32_t *id_dst = vkv_buffer_map(c->ids), *pos_dst = vkv_buffer_map(c->pos);
         memcpy(id_dst, ids + done, 4ull * chunk);
         for (uint32_t i = 0; i < chunk; i++) pos_dst[i] = (int32_t)(c->n_past + i);
-        const fwd_batch f = {c, &c, 1, chunk, VKV_MATMUL_AUTO};
+        const fwd_batch f = {.s = c, .seqs = &c, .n_seq = 1, .n = chunk, .row = {0}, .n_tok = {chunk},
+                             .path = VKV_MATMUL_AUTO, .n_out_runs = n_out ? 1 : 0, .out_row = {out_row},
+                             .out_len = {n_out}};
         float *dst = !n_out ? NULL : all_logits ? logits + (size_t)done * hp->n_vocab : logits;
-        if ((st = run_forward(&f, out_row, n_out, dst))) return st;
+        if ((st = run_forward(&f, dst))) return st;
         c->n_past += chunk;
         done += chunk;
     }
     return VKV_OK;
 }
 
-vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits)
+/* What a forward over several contexts needs: 1 to VKV_BATCH_MAX distinct
+ * contexts on ctxs[0]'s device and model, each with room for n_tok[i] more
+ * tokens. */
+static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, uint32_t n, const char *what)
 {
     if (n == 0 || n > VKV_BATCH_MAX)
-        return vkv_error(VKV_ERR_ARG, "a batched step takes 1 to %u sequences, not %u", VKV_BATCH_MAX, n);
+        return vkv_error(VKV_ERR_ARG, "a %s takes 1 to %u sequences, not %u", what, VKV_BATCH_MAX, n);
+    for (uint32_t i = 0; i < n; i++) {
+        const vkv_ctx *c = ctxs[i];
+        if (c->gpu != ctxs[0]->gpu || c->m != ctxs[0]->m)
+            return vkv_error(VKV_ERR_ARG, "sequence %u of the %s is on another device or model", i, what);
+        for (uint32_t j = 0; j < i; j++)
+            if (ctxs[j] == c) return vkv_error(VKV_ERR_ARG, "sequence %u of the %s repeats sequence %u", i, what, j);
+        if ((uint64_t)c->n_past + n_tok[i] > c->p.n_ctx)
+            return vkv_error(VKV_ERR_ARG, "sequence %u of the %s: %u tokens after %u do not fit its %u-token context",
+                             i, what, n_tok[i], c->n_past, c->p.n_ctx);
+    }
+    return VKV_OK;
+}
+
+vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits)
+{
+    static const uint32_t ones[VKV_BATCH_MAX] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    _Static_assert(VKV_BATCH_MAX == 16, "one token for each of VKV_BATCH_MAX sequences");
+    vkv_status st = check_contexts(ctxs, ones, n, "batched step");
+    if (st) return st;
     vkv_ctx *s = ctxs[0];
     if (s->p.n_batch < n)
         return vkv_error(VKV_ERR_ARG, "%u sequences need a first context of n_batch >= %u (it has %u)", n, n,
                          s->p.n_batch);
-    for (uint32_t i = 0; i < n; i++) {
-        const vkv_ctx *c = ctxs[i];
-        if (c->gpu != s->gpu || c->m != s->m)
-            return vkv_error(VKV_ERR_ARG, "sequence %u of the batch is on another device or model", i);
-        for (uint32_t j = 0; j < i; j++)
-            if (ctxs[j] == c) return vkv_error(VKV_ERR_ARG, "sequence %u of the batch repeats sequence %u", i, j);
-        if (c->n_past >= c->p.n_ctx)
-            return vkv_error(VKV_ERR_ARG, "sequence %u of the batch is full (%u tokens)", i, c->p.n_ctx);
-    }
-    vkv_status st = check_ids(&s->m->hp, ids, n);
-    if (st) return st;
+    if ((st = check_ids(&s->m->hp, ids, n))) return st;
     int32_t *id_dst = vkv_buffer_map(s->ids), *pos_dst = vkv_buffer_map(s->pos);
     memcpy(id_dst, ids, 4ull * n);
     for (uint32_t i = 0; i < n; i++) pos_dst[i] = (int32_t)ctxs[i]->n_past;
     /* MATVEC_COLS: each row bitwise the single-token decode's (which AUTO
      * sends to the matvec kernel); one row takes that kernel itself, the
      * faster of the two for a single column */
-    const fwd_batch f = {s, ctxs, n, n, n == 1 ? VKV_MATMUL_MATVEC : VKV_MATMUL_MATVEC_COLS};
-    if ((st = run_forward(&f, 0, logits ? n : 0, logits))) return st;
+    const vkv_matmul_path path = n == 1 ? VKV_MATMUL_MATVEC : VKV_MATMUL_MATVEC_COLS;
+    fwd_batch f = {.s = s, .seqs = ctxs, .n_seq = n, .n = n, .path = path, .n_out_runs = logits ? 1 : 0,
+                   .out_row = {0}, .out_len = {n}};
+    for (uint32_t i = 0; i < n; i++) {
+        f.row[i] = i;
+        f.n_tok[i] = 1;
+    }
+    if ((st = run_forward(&f, logits))) return st;
     for (uint32_t i = 0; i < n; i++) ctxs[i]->n_past++;
+    return VKV_OK;
+}
+
+/* ---- the batched prefill ---- */
+
+bool vkv_ctx_chunks_share_path(uint32_t n_a, uint32_t n_b)
+{
+    /* vkv_op_matmul's AUTO: up to VKV_BATCH_MAX rows take the multi-column
+     * matvec (whose columns are each the single-column kernel's bits), more
+     * the tiled or cooperative product (whose every output is the same
+     * k-ordered sum wherever its row sits) */
+    return (n_a <= VKV_BATCH_MAX) == (n_b <= VKV_BATCH_MAX);
+}
+
+/* The first row of every chunk is a multiple of this: q, k, v and attention
+ * rows then start at offsets the storage alignment divides (a power of two,
+ * as every row count that does is a multiple of the least one). */
+static uint32_t chunk_row_step(const vkv_ctx *s)
+{
+    const vkv_hparams *hp = &s->m->hp;
+    const uint64_t a = storage_alignment(s);
+    const uint64_t widths[2] = {4ull * hp->n_head * hp->head_dim, 4ull * hp->n_head_kv * hp->head_dim};
+    uint32_t step = 1;
+    for (int i = 0; i < 2; i++)
+        while ((step * widths[i]) % a) step *= 2;
+    return step;
+}
+
+/* Rows of s's buffers that chunks n_tok[0..n) take, padding included; row[i]
+ * (may be NULL): chunk i's first row. */
+static uint64_t chunk_rows(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n, uint32_t *row)
+{
+    const uint32_t step = chunk_row_step(s);
+    uint64_t r = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        r = (r + step - 1) / step * step;
+        if (row) row[i] = (uint32_t)r;
+        r += n_tok[i];
+    }
+    return r;
+}
+
+/* The most rows one batched prefill of chunks like n_tok[0]'s takes in s's
+ * buffers: all they hold, and VKV_BATCH_MAX for the multi-column matvec (one
+ * dispatch's columns, so no slice of its input needs an aligned start). */
+static uint32_t chunk_rows_max(const vkv_ctx *s, uint32_t n_tok0)
+{
+    return n_tok0 <= VKV_BATCH_MAX && s->buffer_rows > VKV_BATCH_MAX ? VKV_BATCH_MAX : s->buffer_rows;
+}
+
+uint32_t vkv_ctx_chunks_fit(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n)
+{
+    uint32_t k = 0;
+    while (k < n && k < VKV_BATCH_MAX && vkv_ctx_chunks_share_path(n_tok[0], n_tok[k]) &&
+           chunk_rows(s, n_tok, k + 1, NULL) <= chunk_rows_max(s, n_tok[0]))
+        k++;
+    return k;
+}
+
+vkv_status vkv_ctx_eval_chunks(vkv_ctx *const *ctxs, const int32_t *const *ids, const uint32_t *n_tok, uint32_t n,
+                               float *const *logits)
+{
+    vkv_status st = check_contexts(ctxs, n_tok, n, "batched prefill");
+    if (st) return st;
+    vkv_ctx *s = ctxs[0];
+    const vkv_hparams *hp = &s->m->hp;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!n_tok[i] || n_tok[i] > ctxs[i]->p.n_batch)
+            return vkv_error(VKV_ERR_ARG, "sequence %u of the batched prefill: a chunk of %u tokens, not 1 to its "
+                             "n_batch %u", i, n_tok[i], ctxs[i]->p.n_batch);
+        if (!vkv_ctx_chunks_share_path(n_tok[0], n_tok[i]))
+            return vkv_error(VKV_ERR_ARG, "the batched prefill's chunks of %u and %u tokens take different matrix "
+                             "products (vkv_ctx_chunks_share_path)", n_tok[0], n_tok[i]);
+        if ((st = check_ids(hp, ids[i], n_tok[i]))) return st;
+    }
+    fwd_batch f = {.s = s, .seqs = ctxs, .n_seq = n};
+    const uint64_t rows = chunk_rows(s, n_tok, n, f.row);
+    if (rows > chunk_rows_max(s, n_tok[0]))
+        return vkv_error(VKV_ERR_ARG, "the batched prefill's chunks take %llu rows; the first context's buffers "
+                         "take %u for chunks of %u tokens (vkv_ctx_chunks_fit)", (unsigned long long)rows,
+                         chunk_rows_max(s, n_tok[0]), n_tok[0]);
+    f.n = (uint32_t)rows;
+    int32_t *id_dst = vkv_buffer_map(s->ids), *pos_dst = vkv_buffer_map(s->pos);
+    memset(id_dst, 0, 4ull * f.n); /* padding rows: token 0 at position 0, computed and never read */
+    memset(pos_dst, 0, 4ull * f.n);
+    for (uint32_t i = 0; i < n; i++) {
+        f.n_tok[i] = n_tok[i];
+        memcpy(id_dst + f.row[i], ids[i], 4ull * n_tok[i]);
+        for (uint32_t t = 0; t < n_tok[i]; t++) pos_dst[f.row[i] + t] = (int32_t)(ctxs[i]->n_past + t);
+        if (logits[i]) {
+            f.out_row[f.n_out_runs] = f.row[i] + n_tok[i] - 1;
+            f.out_len[f.n_out_runs++] = 1;
+        }
+    }
+    /* AUTO makes each chunk's choice alone: short chunks share at most
+     * VKV_BATCH_MAX rows, so the matvec for one row, else its columns; long
+     * ones the tiled or cooperative product. The last rows' logits (at most
+     * VKV_BATCH_MAX) take the matvec's bits, as vkv_ctx_eval's one row does. */
+    f.path = VKV_MATMUL_AUTO;
+    if ((st = run_forward(&f, NULL))) return st;
+    const float *out = vkv_buffer_map(s->logits_host);
+    for (uint32_t i = 0, j = 0; i < n; i++) {
+        if (logits[i]) memcpy(logits[i], out + (size_t)j++ * hp->n_vocab, 4ull * hp->n_vocab);
+        ctxs[i]->n_past += n_tok[i];
+    }
     return VKV_OK;
 }

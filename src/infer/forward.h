@@ -69,6 +69,28 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
  * context's n_past advances by 1. */
 vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits);
 
+/* The prefill of several sequences in one forward: chunk i, the n_tok[i]
+ * tokens ids[i], appended to ctxs[i] at its n_past (1 <= n <= VKV_BATCH_MAX
+ * distinct contexts of one device and model). Every weight is read once for
+ * all chunks' rows; attention and the hooks run per context on its rows.
+ * Each chunk is one vkv_ctx_eval would take whole (n_tok[i] <= its context's
+ * n_batch), and gives the same bits: cache, and logits[i] (NULL, or
+ * [n_vocab] of its last token: what vkv_ctx_eval(ctxs[i], ids[i], n_tok[i],
+ * false, ...) returns). The chunks must share a matrix-product path
+ * (vkv_ctx_chunks_share_path) and fit ctxs[0]'s buffers (vkv_ctx_chunks_fit),
+ * where each starts at a row the storage alignment allows. */
+vkv_status vkv_ctx_eval_chunks(vkv_ctx *const *ctxs, const int32_t *const *ids, const uint32_t *n_tok, uint32_t n,
+                               float *const *logits);
+/* Whether chunks of n_a and n_b tokens take the same matrix product alone
+ * (so one forward gives each its own bits): both up to VKV_BATCH_MAX tokens
+ * (the multi-column matvec) or both more (the tiled or cooperative product). */
+bool vkv_ctx_chunks_share_path(uint32_t n_a, uint32_t n_b);
+/* How many of the chunks n_tok[0..n), from the first, one
+ * vkv_ctx_eval_chunks in s's buffers (its own or borrowed) takes: those that
+ * share the first's path, while their rows fit (at least 1 when n_tok[0] <=
+ * s's n_batch). */
+uint32_t vkv_ctx_chunks_fit(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n);
+
 /* Called while a chunk is recorded, once per layer, with the layer's keys
  * before RoPE (after the QK-norm of qwen3, with biases) and its values, both
  * [n_tok, n_kv_head, head_dim] f32 on the device, for tokens at positions

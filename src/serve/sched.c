@@ -762,6 +762,19 @@ static void reap_waiting(vkv_engine *e)
     }
 }
 
+/* Whether q's prefill compresses nothing (no press, nothing during
+ * generation): its peak is its cache, and its chunks can share a forward
+ * with other such prompts' (vkv_session_seqs_prefill_next). */
+static bool plain_prefill(const vkv_seq *q) { return !q->c.press && !q->c.compress_every; }
+
+/* Whether an active sequence is still prefilling a prompt that compresses. */
+static bool any_compressing_prefill(const vkv_engine *e)
+{
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i]; i++)
+        if (e->active[i]->state == SEQ_PREFILL && !plain_prefill(e->active[i])) return true;
+    return false;
+}
+
 /* Whether an active sequence is still prefilling. */
 static bool any_prefilling(const vkv_engine *e)
 {
@@ -770,13 +783,14 @@ static bool any_prefilling(const vkv_engine *e)
     return false;
 }
 
-/* Admits waiting requests in order while the head fits: a free place, no
- * other sequence prefilling, and its predicted peak within the pool. Prompts
- * are prefilled one at a time anyway (one chunk per iteration), so admitting
- * the next one only when the last is prefilled costs no time, and the pool
- * then holds one prompt's uncompressed peak at most, beside compressed caches
- * (docs/SERVE.md, "The KV pool"). A request that can never run is refused
- * at once, prefill or not. */
+/* Admits waiting requests in order while the head fits: a free place, its
+ * predicted peak within the pool, and no prompt that compresses being
+ * prefilled beside it. Such prompts go one at a time, so the pool holds one
+ * uncompressed prompt at most beside compressed caches (docs/SERVE.md, "The
+ * KV pool"); prompts that compress nothing are admitted together and
+ * prefilled in shared forwards (prefill_step), as their peaks are their
+ * caches anyway. A request that can never run is refused at once, prefill
+ * or not. */
 static void admit(vkv_engine *e)
 {
     for (;;) {
@@ -786,7 +800,7 @@ static void admit(vkv_engine *e)
         pthread_mutex_unlock(&e->mu);
         if (!q || !room) return;
         bool ok = q->state == SEQ_READY || prepare(q);
-        if (ok && any_prefilling(e)) return;
+        if (ok && (plain_prefill(q) ? any_compressing_prefill(e) : any_prefilling(e))) return;
         pthread_mutex_lock(&e->mu);
         const bool fits = ok && e->pool_used + q->peak <= e->budget;
         if (!ok || fits) {
@@ -815,24 +829,17 @@ static void admit(vkv_engine *e)
 
 /* ---- the work of one iteration ---- */
 
-/* One chunk (or the compression) of the oldest prefilling sequence: false
- * when none is prefilling. *n_tok: the prompt tokens it evaluated. */
-static bool prefill_one(vkv_engine *e, uint32_t *n_tok)
+/* After a prefill step of q (st its outcome, past its tokens before): the
+ * pool's count, and at the prompt's end its first token. Returns the prompt
+ * tokens the step evaluated. */
+static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool done, uint32_t past)
 {
-    *n_tok = 0;
-    vkv_seq *q = NULL;
-    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i] && !q; i++)
-        if (e->active[i]->state == SEQ_PREFILL) q = e->active[i];
-    if (!q) return false;
-    bool done;
-    const uint32_t past = vkv_ctx_n_past(q->ss->ctx);
-    vkv_status st = vkv_session_seq_prefill_next(q->ss, &done);
     if (st) {
         logf_(e, "request %llu: prefill failed: %s", q->id, vkv_last_error());
         seq_fail_status(q, st);
-        return true;
+        return 0;
     }
-    *n_tok = vkv_ctx_n_past(q->ss->ctx) - past;
+    const uint32_t n_tok = vkv_ctx_n_past(q->ss->ctx) - past;
     uint64_t before = q->held, now = vkv_ctx_kv_bytes(q->ss->ctx);
     if (now < before) {
         pool_set(q, now);
@@ -842,7 +849,7 @@ static bool prefill_one(vkv_engine *e, uint32_t *n_tok)
         logf_(e, "request %llu holds %.2f MiB of KV cache (was %.2f); pool %.2f of %.2f MiB", q->id, mib(now),
               mib(before), mib(used), mib(e->budget));
     }
-    if (!done) return true;
+    if (!done) return n_tok;
     vkv_prefill pf;
     vkv_session_seq_prefill_end(q->ss, &pf);
     if (pf.compressed) {
@@ -863,6 +870,41 @@ static bool prefill_one(vkv_engine *e, uint32_t *n_tok)
     vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n};
     push_event(q, &ev);
     take_token(q, q->logits);
+    return n_tok;
+}
+
+/* One prefill step: the oldest prefilling sequence's next chunk (or its
+ * compression), in one forward with the next chunks of the other prompts
+ * that compress nothing, as many as share its matrix product and fit the
+ * scratch (vkv_ctx_chunks_fit; each gets the bits of its own chunk). false
+ * when none is prefilling; *n_tok: the prompt tokens evaluated. */
+static bool prefill_step(vkv_engine *e, uint32_t *n_tok)
+{
+    *n_tok = 0;
+    vkv_seq *group[VKV_BATCH_MAX];
+    vkv_session_seq *ss[VKV_BATCH_MAX];
+    uint32_t chunk[VKV_BATCH_MAX], past[VKV_BATCH_MAX], n = 0;
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i] && n < VKV_BATCH_MAX; i++) {
+        vkv_seq *q = e->active[i];
+        if (q->state != SEQ_PREFILL) continue;
+        const uint32_t c = vkv_session_seq_prefill_chunk(q->ss);
+        if (n && (!c || !vkv_ctx_chunks_share_path(chunk[0], c))) continue;
+        group[n] = q;
+        ss[n] = q->ss;
+        chunk[n] = c;
+        past[n++] = vkv_ctx_n_past(q->ss->ctx);
+        if (!c) break; /* the oldest's step runs alone */
+    }
+    if (!n) return false;
+    bool done[VKV_BATCH_MAX];
+    if (!chunk[0]) {
+        vkv_status st = vkv_session_seq_prefill_next(ss[0], &done[0]);
+        *n_tok = prefill_stepped(e, group[0], st, done[0], past[0]);
+        return true;
+    }
+    n = vkv_ctx_chunks_fit(ss[0]->ctx, chunk, n); /* in the first one's (borrowed) buffers */
+    vkv_status st = vkv_session_seqs_prefill_next(ss, n, done);
+    for (uint32_t i = 0; i < n; i++) *n_tok += prefill_stepped(e, group[i], st, done[i], past[i]);
     return true;
 }
 
@@ -874,13 +916,14 @@ static bool any_decoding(const vkv_engine *e)
     return false;
 }
 
-/* The prefill work of one iteration: chunks of the prefilling sequences, one
- * prompt at a time, admitting the next waiting request each time a prompt
- * ends, until a chunk's worth of prompt tokens (--batch) is evaluated or, while
- * other sequences decode, the time of their last step is spent. A long prompt
- * thus takes one chunk per iteration, and a burst of short ones starts in a
- * few iterations instead of one per step, while a running stream waits at
- * most about two steps for its next token (docs/SERVE.md, "How it works"). */
+/* The prefill work of one iteration: prefill steps (prefill_step: the
+ * waiting prompts that compress nothing share forwards, the others go one at
+ * a time), admitting waiting requests before each, until a chunk's worth of
+ * prompt tokens (--batch) is evaluated or, while other sequences decode, the
+ * time of their last step is spent. A long prompt thus takes one chunk per
+ * iteration, and a burst of short ones starts in one or a few forwards,
+ * while a running stream waits at most about one chunk's forward for its
+ * next token (docs/SERVE.md, "How it works"). */
 static void prefill_iteration(vkv_engine *e)
 {
     uint32_t evaluated = 0, n_tok;
@@ -890,7 +933,7 @@ static void prefill_iteration(vkv_engine *e)
     for (uint32_t calls = 0; evaluated < e->p.prefill_chunk && calls < 2 * e->p.max_seqs; calls++) {
         if (calls && any_decoding(e) && now_s() - t0 >= e->last_step_s) return;
         admit(e);
-        if (!prefill_one(e, &n_tok)) return;
+        if (!prefill_step(e, &n_tok)) return;
         evaluated += n_tok;
     }
 }

@@ -594,6 +594,33 @@ static vkv_status decode_chunk_limit(vkv_session_seq *q, size_t seg_to, size_t *
     return VKV_OK;
 }
 
+/* Where the segment of the next chunk ends: the first part (what
+ * compression sees), then the rest of the prompt. */
+static size_t segment_end(const vkv_seq_prefill_run *r) { return r->pos < r->n_first ? r->n_first : r->pr->n; }
+
+/* The tokens of the next chunk before compression during generation limits
+ * it: the segment's rest, at most the context's n_batch. */
+static size_t plain_chunk(const vkv_session_seq *q)
+{
+    const vkv_seq_prefill_run *r = q->run;
+    size_t take = segment_end(r) - r->pos;
+    return take < vkv_ctx_n_batch(q->ctx) ? take : vkv_ctx_n_batch(q->ctx);
+}
+
+/* After a chunk of `take` tokens that took `seconds`: the position, the
+ * first part's end (without compression its memory is taken there), done. */
+static void chunk_done(vkv_session_seq *q, size_t take, double seconds, bool *done)
+{
+    vkv_seq_prefill_run *r = q->run;
+    r->out.prefill_s += seconds;
+    r->pos += take;
+    if (r->pos == r->n_first && !r->press) {
+        r->out.memory = vkv_ctx_kv_memory(q->ctx);
+        r->first_done = true;
+    }
+    *done = r->pos == r->pr->n && r->first_done;
+}
+
 vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
 {
     vkv_seq_prefill_run *r = q->run;
@@ -613,8 +640,7 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
         return VKV_OK;
     }
     /* the next chunk: the first part, then the rest over the (compressed) cache */
-    size_t seg_to = r->pos < r->n_first ? r->n_first : r->pr->n, take = seg_to - r->pos;
-    if (take > vkv_ctx_n_batch(q->ctx)) take = vkv_ctx_n_batch(q->ctx);
+    size_t seg_to = segment_end(r), take = plain_chunk(q);
     bool watched, counted;
     if ((st = decode_chunk_limit(q, seg_to, &take, &watched, &counted))) return st;
     vkv_stopwatch sw = vkv_session_stopwatch(s);
@@ -622,13 +648,39 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
     if ((st = eval_chunk(q, r->pos, r->pos + take))) return st;
     if (watched) vkv_decode_observe(q->decode);
     if (counted && (st = vkv_decode_count_steps(q->decode, (uint32_t)take))) return st;
-    r->out.prefill_s += vkv_stopwatch_seconds(s, sw);
-    r->pos += take;
-    if (r->pos == r->n_first && !r->press) {
-        r->out.memory = vkv_ctx_kv_memory(q->ctx);
-        r->first_done = true;
+    chunk_done(q, take, vkv_stopwatch_seconds(s, sw), done);
+    return VKV_OK;
+}
+
+uint32_t vkv_session_seq_prefill_chunk(const vkv_session_seq *q)
+{
+    const vkv_seq_prefill_run *r = q->run;
+    if (!r || r->press || q->decode || (r->want != VKV_LOGITS_LAST && r->want != VKV_LOGITS_NONE)) return 0;
+    return (uint32_t)plain_chunk(q);
+}
+
+vkv_status vkv_session_seqs_prefill_next(vkv_session_seq *const *qs, uint32_t n, bool *done)
+{
+    if (!n || n > VKV_BATCH_MAX)
+        return vkv_error(VKV_ERR_ARG, "a batched prefill takes 1 to %u sequences, not %u", VKV_BATCH_MAX, n);
+    vkv_ctx *ctxs[VKV_BATCH_MAX];
+    const int32_t *ids[VKV_BATCH_MAX];
+    uint32_t n_tok[VKV_BATCH_MAX];
+    float *logits[VKV_BATCH_MAX];
+    for (uint32_t i = 0; i < n; i++) {
+        const vkv_seq_prefill_run *r = qs[i]->run;
+        if (!(n_tok[i] = vkv_session_seq_prefill_chunk(qs[i])))
+            return vkv_error(VKV_ERR_ARG, "sequence %u of the batched prefill has no plain chunk to evaluate "
+                             "(vkv_session_seq_prefill_chunk)", i);
+        ctxs[i] = qs[i]->ctx;
+        ids[i] = r->pr->ids + r->pos;
+        logits[i] = r->want == VKV_LOGITS_LAST && r->pos + n_tok[i] == r->pr->n ? r->logits : NULL;
     }
-    *done = r->pos == r->pr->n && r->first_done;
+    vkv_stopwatch sw = vkv_session_stopwatch(qs[0]->s);
+    vkv_status st = vkv_ctx_eval_chunks(ctxs, ids, n_tok, n, logits);
+    if (st) return st;
+    const double seconds = vkv_stopwatch_seconds(qs[0]->s, sw);
+    for (uint32_t i = 0; i < n; i++) chunk_done(qs[i], n_tok[i], seconds, &done[i]);
     return VKV_OK;
 }
 

@@ -227,6 +227,15 @@ vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compressi
                                          vkv_logits_want want, float *logits);
 vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done);
 void vkv_session_seq_prefill_end(vkv_session_seq *q, vkv_prefill *out);
+/* The tokens of q's next prefill step when it is a plain chunk that can run
+ * beside other sequences' (no compression after this prefill nor during
+ * generation, logits of the last token or none), else 0. */
+uint32_t vkv_session_seq_prefill_chunk(const vkv_session_seq *q);
+/* _next for n sequences whose steps are plain chunks, in one forward
+ * (vkv_ctx_eval_chunks: the chunks must share its path and fit the first
+ * context's buffers, vkv_ctx_chunks_fit); done[i] as _next sets it. Each
+ * sequence's cache and logits are bitwise what its own _next gives. */
+vkv_status vkv_session_seqs_prefill_next(vkv_session_seq *const *qs, uint32_t n, bool *done);
 
 /* Appends one generated token; logits: [n_vocab] of its successor. VKV_ERR_ARG
  * when the context is full (vkv_session_full says so beforehand). */

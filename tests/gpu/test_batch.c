@@ -1,9 +1,16 @@
-/* The batched decode step (vkv_ctx_eval_batch) against the single-token
- * decode (vkv_ctx_eval): outputs must not depend on batching, so every row of
- * a batched step's logits is memcmp-equal to its twin's.
+/* The batched decode step (vkv_ctx_eval_batch) and the batched prefill
+ * (vkv_ctx_eval_chunks) against the single-sequence evaluation
+ * (vkv_ctx_eval): outputs must not depend on batching, so every row of a
+ * batched step's logits, and every batched prompt's last logits, is
+ * memcmp-equal to its twin's.
  *
  * Two sets of SEQS contexts with the same prompts: the batched set shares one
  * context's activation buffers (scratch_from), the twins each have their own.
+ * The batched set prefills its prompts that compress nothing in shared
+ * forwards, chunk by chunk as vkv_ctx_eval chunks them (64 tokens): the
+ * chunks of up to 16 tokens together, the longer ones together, each group
+ * as vkv_ctx_chunks_fit sizes it, one group led by a context that aligns its
+ * chunks as a device of 256-byte storage alignment must (a padding row).
  * The prompts differ in length (1 to 100 tokens) and treatment: plain f16
  * caches, a q8_0 cache, KeyDiff at p_c 0.5 without and with VECTOR's tiers
  * (press sessions, compressed after the prefill) and KNorm under the budget
@@ -33,6 +40,7 @@
 
 #define SEQS VKV_BATCH_MAX
 #define N_CTX 256
+#define N_BATCH 64 /* prefill chunk of every context */
 
 typedef enum { PLAIN, Q8_CACHE, KEYDIFF, KEYDIFF_VECTOR, DECODE_BUDGET } treatment;
 
@@ -78,18 +86,43 @@ static int32_t argmax(const float *x, uint32_t n)
     return (int32_t)b;
 }
 
-/* Creates and prefills sequence i of a set (owner: the set's scratch owner,
- * NULL for its own buffers); logits: [n_vocab] of the prompt's last token. */
-static bool prefill(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal, twin_set *s, uint32_t i,
-                    const vkv_ctx *owner, const int32_t *prompt, float *logits)
+/* Whether sequence i's prompt compresses nothing (the batched set
+ * prefills it in shared forwards). */
+static bool plain_prompt(uint32_t i) { return seqs[i].t != KEYDIFF && seqs[i].t != KEYDIFF_VECTOR; }
+
+/* Creates sequence i's context in a set (owner: the set's scratch owner,
+ * NULL for its own buffers). */
+static bool create(vkv_gpu *gpu, const vkv_model *m, twin_set *s, uint32_t i, const vkv_ctx *owner)
 {
     const treatment t = seqs[i].t;
-    const bool press = t == KEYDIFF || t == KEYDIFF_VECTOR;
     /* contexts of different lengths: a grouped step's caches differ in slots per head */
-    vkv_ctx_params cp = {.n_ctx = N_CTX - 4 * i, .n_batch = 16, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
-                         .v_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16, .compress = press || t == DECODE_BUDGET,
-                         .scratch_from = owner, .stage_rows = i == 2};
+    vkv_ctx_params cp = {.n_ctx = N_CTX - 4 * i, .n_batch = N_BATCH, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
+                         .v_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16, .compress = !plain_prompt(i) || t == DECODE_BUDGET,
+                         .scratch_from = owner, .stage_rows = i == 2 || i == 15};
     CHECK(!vkv_ctx_create(gpu, m, &cp, &s->ctx[i]), "context %u", i);
+    return true;
+}
+
+/* After sequence i's prefill (logits: [n_vocab] of its last token): its
+ * compressor during generation, its first greedy token. */
+static bool prefilled(const vkv_model *m, twin_set *s, uint32_t i, const float *logits)
+{
+    if (seqs[i].t == DECODE_BUDGET) {
+        vkv_decode_params dp = {.press = vkv_press_find("knorm"), .pp = vkv_press_params_default(0.5), .pa = -1,
+                                .rule = VKV_DECODING_BUDGET, .every = 4, .max_tokens = 24};
+        CHECK(!vkv_decode_press_create(s->ctx[i], m, &dp, &s->decode[i]), "decode press %u", i);
+    }
+    s->next[i] = argmax(logits, m->hp.n_vocab);
+    return true;
+}
+
+/* Prefills sequence i of a set alone (compressed after the prompt when its
+ * treatment says so); logits: [n_vocab] of the prompt's last token. */
+static bool prefill(const vkv_model *m, const vkv_calib *cal, twin_set *s, uint32_t i, const int32_t *prompt,
+                    float *logits)
+{
+    const treatment t = seqs[i].t;
+    const bool press = !plain_prompt(i);
     vkv_press_session *ps = NULL;
     if (press) {
         vkv_vector_params vp = {.press = vkv_press_find("keydiff"), .pp = vkv_press_params_default(0.5),
@@ -104,13 +137,54 @@ static bool prefill(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal, twin
     }
     vkv_press_session_free(ps);
     CHECK(ok, "prefill %u", i);
-    if (t == DECODE_BUDGET) {
-        vkv_decode_params dp = {.press = vkv_press_find("knorm"), .pp = vkv_press_params_default(0.5), .pa = -1,
-                                .rule = VKV_DECODING_BUDGET, .every = 4, .max_tokens = 24};
-        CHECK(!vkv_decode_press_create(s->ctx[i], m, &dp, &s->decode[i]), "decode press %u", i);
+    return prefilled(m, s, i, logits);
+}
+
+/* The batched set's plain prompts (prompts[i]: sequence i's) in shared
+ * forwards, round by round: each round takes every unfinished prompt's next
+ * chunk (at most N_BATCH tokens, vkv_ctx_eval's chunks), the oldest first
+ * with the others of its path, as many as fit its buffers; the short chunks'
+ * forwards and the long ones' alternate as they come. logits: [SEQS, n_vocab],
+ * row i the last logits of prompt i. *n_forwards: the forwards that held more
+ * than one chunk. */
+static bool prefill_batched(const vkv_model *m, twin_set *s, int32_t *const *prompts, float *logits,
+                            uint32_t *n_forwards)
+{
+    const size_t nv = m->hp.n_vocab;
+    uint32_t done[SEQS] = {0}, order[SEQS], n_order = 0;
+    /* sequence 15 (256-byte alignment, 3 tokens) leads, then sequence 10 (9
+     * tokens): its chunk starts at row 4, not at row 3, where the default
+     * model's 384-byte rows of keys would start unaligned */
+    order[n_order++] = 15;
+    order[n_order++] = 10;
+    for (uint32_t i = 0; i < SEQS; i++)
+        if (plain_prompt(i) && i != 15 && i != 10) order[n_order++] = i;
+    *n_forwards = 0;
+    for (;;) {
+        vkv_ctx *ctxs[SEQS];
+        const int32_t *ids[SEQS];
+        uint32_t n_tok[SEQS], idx[SEQS], n = 0;
+        float *out[SEQS];
+        for (uint32_t o = 0; o < n_order; o++) {
+            const uint32_t i = order[o], left = seqs[i].n_prompt - done[i];
+            const uint32_t chunk = left < N_BATCH ? left : N_BATCH;
+            if (!left || (n && !vkv_ctx_chunks_share_path(n_tok[0], chunk))) continue;
+            ctxs[n] = s->ctx[i];
+            ids[n] = prompts[i] + done[i];
+            n_tok[n] = chunk;
+            out[n] = done[i] + chunk == seqs[i].n_prompt ? logits + i * nv : NULL;
+            idx[n++] = i;
+        }
+        if (!n) return true;
+        const uint32_t k = vkv_ctx_chunks_fit(ctxs[0], n_tok, n);
+        CHECK(k >= 1 && k <= n, "vkv_ctx_chunks_fit took %u of %u chunks", k, n);
+        CHECK(!vkv_ctx_eval_chunks(ctxs, ids, n_tok, k, out), "batched prefill of %u chunks", k);
+        *n_forwards += k > 1;
+        for (uint32_t j = 0; j < k; j++) {
+            done[idx[j]] += n_tok[j];
+            if (out[j] && !prefilled(m, s, idx[j], out[j])) return false;
+        }
     }
-    s->next[i] = argmax(logits, m->hp.n_vocab);
-    return true;
 }
 
 /* Compression during generation before a step: when the budget is spent. */
@@ -170,16 +244,47 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
     const uint32_t nv = m->hp.n_vocab;
     twin_set a = {0}, b = {0};
     float *la = malloc(4ull * SEQS * nv), *lb = malloc(4ull * SEQS * nv);
-    int32_t *prompt = malloc(4ull * N_CTX);
-    bool ok = la && lb && prompt;
+    int32_t *prompts[SEQS] = {0};
+    bool ok = la && lb;
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     for (uint32_t i = 0; ok && i < SEQS; i++) {
-        for (uint32_t t = 0; t < seqs[i].n_prompt; t++) {
+        ok = (prompts[i] = malloc(4ull * seqs[i].n_prompt)) != NULL;
+        for (uint32_t t = 0; ok && t < seqs[i].n_prompt; t++) {
             rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            prompt[t] = (int32_t)((rng >> 33) % nv);
+            prompts[i][t] = (int32_t)((rng >> 33) % nv);
         }
-        ok = prefill(gpu, m, cal, &a, i, i ? a.ctx[0] : NULL, prompt, la) &&
-             prefill(gpu, m, cal, &b, i, NULL, prompt, lb);
+        ok = ok && create(gpu, m, &a, i, i ? a.ctx[0] : NULL) && create(gpu, m, &b, i, NULL) &&
+             prefill(m, cal, &b, i, prompts[i], lb + (size_t)i * nv) &&
+             (plain_prompt(i) || prefill(m, cal, &a, i, prompts[i], la + (size_t)i * nv));
+    }
+    /* The plain prompts in shared forwards: each one's last logits are its twin's. */
+    uint32_t n_forwards = 0;
+    ok = ok && prefill_batched(m, &a, prompts, la, &n_forwards);
+    for (uint32_t i = 0; ok && i < SEQS; i++)
+        if (plain_prompt(i) && memcmp(la + (size_t)i * nv, lb + (size_t)i * nv, 4ull * nv)) {
+            printf("FAIL: the batched prefill of prompt %u (%u tokens): its last logits differ from its own "
+                   "prefill's\n", i, seqs[i].n_prompt);
+            fails++;
+            ok = false;
+        }
+    if (ok && n_forwards < 3) {
+        printf("FAIL: only %u batched prefill forwards held more than one chunk\n", n_forwards);
+        fails++;
+        ok = false;
+    }
+    /* Chunks of both paths in one forward, or more rows than the buffers hold, are refused. */
+    if (ok) {
+        vkv_ctx *two[2] = {a.ctx[0], a.ctx[3]};
+        const int32_t *ids[2] = {prompts[5], prompts[5]};
+        float *none[2] = {NULL, NULL};
+        const uint32_t mixed[2] = {16, 17}, too_many[2] = {N_BATCH, N_BATCH};
+        if (vkv_ctx_eval_chunks(two, ids, mixed, 2, none) != VKV_ERR_ARG ||
+            vkv_ctx_eval_chunks(two, ids, too_many, 2, none) != VKV_ERR_ARG ||
+            vkv_ctx_chunks_fit(two[0], too_many, 2) != 1) {
+            printf("FAIL: a batched prefill of chunks of both paths, or of too many rows, is not refused\n");
+            fails++;
+            ok = false;
+        }
     }
     /* A context sharing scratch counts none of its own. */
     vkv_ctx_params own = {.n_ctx = N_CTX, .n_batch = 16}, shared = own;
@@ -236,7 +341,7 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
     set_free(&b);
     free(la);
     free(lb);
-    free(prompt);
+    for (uint32_t i = 0; i < SEQS; i++) free(prompts[i]);
     return ok;
 }
 
