@@ -338,17 +338,17 @@ static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_o
     for (uint32_t i = 0; i < f->n_seq; i++) {
         if (!joins[i] || grouped[i]) continue;
         vkv_kv_cache *kvs[VKV_BATCH_MAX];
-        uint32_t n_past[VKV_BATCH_MAX], rows[VKV_BATCH_MAX], n = 0;
+        uint32_t n_past[VKV_BATCH_MAX], rows[VKV_BATCH_MAX], members[VKV_BATCH_MAX], n = 0;
         for (uint32_t j = i; j < f->n_seq; j++) {
             const vkv_ctx *c = f->seqs[j];
             if (!joins[j] || grouped[j] || !vkv_kv_same_group(c->kv, f->seqs[i]->kv)) continue;
             kvs[n] = c->kv;
             n_past[n] = c->n_past;
-            rows[n] = f->row[j];
-            n++;
+            rows[n] = f->row[j]; /* its row of the activations */
+            members[n++] = j;    /* its place in f */
         }
         if (n < 2) continue;
-        for (uint32_t g = 0; g < n; g++) grouped[rows[g]] = true;
+        for (uint32_t g = 0; g < n; g++) grouped[members[g]] = true;
         vkv_status st = vkv_kv_append_attend_group(kvs, n_past, rows, n, l, vkv_view_of(q_out), vkv_view_of(k_out),
                                                    vkv_view_of(s->v), vkv_view_of(s->attn), f->n);
         if (st) return st;
@@ -531,9 +531,9 @@ vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t
     vkv_status st = check_contexts(ctxs, ones, n, "batched step");
     if (st) return st;
     vkv_ctx *s = ctxs[0];
-    if (s->p.n_batch < n)
-        return vkv_error(VKV_ERR_ARG, "%u sequences need a first context of n_batch >= %u (it has %u)", n, n,
-                         s->p.n_batch);
+    if (s->buffer_rows < n)
+        return vkv_error(VKV_ERR_ARG, "%u sequences need a first context whose buffers hold %u rows (they hold %u)",
+                         n, n, s->buffer_rows);
     if ((st = check_ids(&s->m->hp, ids, n))) return st;
     int32_t *id_dst = vkv_buffer_map(s->ids), *pos_dst = vkv_buffer_map(s->pos);
     memcpy(id_dst, ids, 4ull * n);
@@ -557,11 +557,11 @@ vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t
 
 bool vkv_ctx_chunks_share_path(uint32_t n_a, uint32_t n_b)
 {
-    /* vkv_op_matmul's AUTO: up to VKV_BATCH_MAX rows take the multi-column
-     * matvec (whose columns are each the single-column kernel's bits), more
-     * the tiled or cooperative product (whose every output is the same
-     * k-ordered sum wherever its row sits) */
-    return (n_a <= VKV_BATCH_MAX) == (n_b <= VKV_BATCH_MAX);
+    /* AUTO's matrix-vector kernels (whose columns are each the single-column
+     * kernel's bits) for short chunks, the tiled or cooperative product
+     * (whose every output is the same k-ordered sum wherever its row sits)
+     * for long ones */
+    return vkv_matmul_auto_is_matvec(n_a) == vkv_matmul_auto_is_matvec(n_b);
 }
 
 /* The first row of every chunk is a multiple of this: q, k, v and attention
@@ -593,8 +593,8 @@ static uint64_t chunk_rows(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n, 
 }
 
 /* The most rows one batched prefill of chunks like n_tok[0]'s takes in s's
- * buffers: all they hold, and VKV_BATCH_MAX for the multi-column matvec (one
- * dispatch's columns, so no slice of its input needs an aligned start). */
+ * buffers: all they hold, and for short chunks VKV_BATCH_MAX, so that AUTO
+ * keeps them on the multi-column matvec (vkv_ctx_chunks_share_path). */
 static uint32_t chunk_rows_max(const vkv_ctx *s, uint32_t n_tok0)
 {
     return n_tok0 <= VKV_BATCH_MAX && s->buffer_rows > VKV_BATCH_MAX ? VKV_BATCH_MAX : s->buffer_rows;

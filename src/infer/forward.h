@@ -31,9 +31,10 @@ typedef struct vkv_ctx_params {
                                   * that share them must not evaluate at the same time: one forward at a
                                   * time (the serve scheduler's steps), as nothing is kept in them between
                                   * forwards. vkv_ctx_plan_memory then counts no scratch but the cache's. */
-    bool stage_rows;    /* tests: a batched step run in this context's buffers copies rows 1.. to aligned
-                         * staging slots for attention, as on a device whose storage alignment does
-                         * not divide a row (vkv_ctx_eval_batch) */
+    bool stage_rows;    /* tests: a forward led by this context keeps rows as a device of 256-byte storage
+                         * alignment must: a batched step copies rows 1.. to aligned staging slots for
+                         * attention (vkv_ctx_eval_batch), a batched prefill starts its chunks at rows of
+                         * 256-byte offsets and stages its one-token chunks (vkv_ctx_eval_chunks) */
 } vkv_ctx_params;
 
 vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params *p, vkv_ctx **out);
@@ -63,7 +64,7 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
  * weight is read once for the n rows (the multi-column matvec); attention,
  * the kv hook and the q hook run per context on its row (n_tok 1, pos0 its
  * n_past), so compression during generation keeps working per sequence.
- * Runs in ctxs[0]'s buffers (own or borrowed), whose n_batch must be >= n.
+ * Runs in ctxs[0]'s buffers (own or borrowed), which must hold n rows.
  * logits: [n, n_vocab], row i bitwise what vkv_ctx_eval(ctxs[i], &ids[i], 1,
  * false, ...) gives (outputs do not depend on batching); may be NULL. Each
  * context's n_past advances by 1. */

@@ -829,14 +829,20 @@ static void admit(vkv_engine *e)
 
 /* ---- the work of one iteration ---- */
 
-/* After a prefill step of q (st its outcome, past its tokens before): the
- * pool's count, and at the prompt's end its first token. Returns the prompt
- * tokens the step evaluated. */
-static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool done, uint32_t past)
+/* After a prefill step of q (st its outcome, shared: a forward with other
+ * prompts' chunks; past: its tokens before): the pool's count, and at the
+ * prompt's end its first token. Returns the prompt tokens the step
+ * evaluated. A shared forward's failure is none of its requests' doing (a
+ * lost device, or the scheduler's own mistake): each fails as a server error. */
+static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool shared, bool done, uint32_t past)
 {
     if (st) {
         logf_(e, "request %llu: prefill failed: %s", q->id, vkv_last_error());
-        seq_fail_status(q, st);
+        if (shared) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "%s", vkv_last_error());
+            seq_fail(q, OUT_FAILED, 500, "server_error", NULL, msg);
+        } else seq_fail_status(q, st);
         return 0;
     }
     const uint32_t n_tok = vkv_ctx_n_past(q->ss->ctx) - past;
@@ -896,15 +902,16 @@ static bool prefill_step(vkv_engine *e, uint32_t *n_tok)
         if (!c) break; /* the oldest's step runs alone */
     }
     if (!n) return false;
-    bool done[VKV_BATCH_MAX];
+    bool done[VKV_BATCH_MAX] = {0};
     if (!chunk[0]) {
         vkv_status st = vkv_session_seq_prefill_next(ss[0], &done[0]);
-        *n_tok = prefill_stepped(e, group[0], st, done[0], past[0]);
+        *n_tok = prefill_stepped(e, group[0], st, false, done[0], past[0]);
         return true;
     }
     n = vkv_ctx_chunks_fit(ss[0]->ctx, chunk, n); /* in the first one's (borrowed) buffers */
+    if (!n) n = 1; /* not so (its chunk is one its context takes): it then fails alone */
     vkv_status st = vkv_session_seqs_prefill_next(ss, n, done);
-    for (uint32_t i = 0; i < n; i++) *n_tok += prefill_stepped(e, group[i], st, done[i], past[i]);
+    for (uint32_t i = 0; i < n; i++) *n_tok += prefill_stepped(e, group[i], st, n > 1, done[i], past[i]);
     return true;
 }
 
@@ -922,8 +929,8 @@ static bool any_decoding(const vkv_engine *e)
  * prompt tokens (--batch) is evaluated or, while other sequences decode, the
  * time of their last step is spent. A long prompt thus takes one chunk per
  * iteration, and a burst of short ones starts in one or a few forwards,
- * while a running stream waits at most about one chunk's forward for its
- * next token (docs/SERVE.md, "How it works"). */
+ * while a running stream waits about a decoding step and one forward at
+ * most for its next token (docs/SERVE.md, "How it works"). */
 static void prefill_iteration(vkv_engine *e)
 {
     uint32_t evaluated = 0, n_tok;

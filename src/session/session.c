@@ -663,6 +663,7 @@ vkv_status vkv_session_seqs_prefill_next(vkv_session_seq *const *qs, uint32_t n,
 {
     if (!n || n > VKV_BATCH_MAX)
         return vkv_error(VKV_ERR_ARG, "a batched prefill takes 1 to %u sequences, not %u", VKV_BATCH_MAX, n);
+    memset(done, 0, n * sizeof *done);
     vkv_ctx *ctxs[VKV_BATCH_MAX];
     const int32_t *ids[VKV_BATCH_MAX];
     uint32_t n_tok[VKV_BATCH_MAX];

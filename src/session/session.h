@@ -197,7 +197,8 @@ typedef enum vkv_logits_want {
 typedef struct vkv_prefill {
     uint32_t n_first;          /* tokens prefilled before compression (the context, or all when query-aware) */
     bool compressed;
-    double prefill_s;          /* both prefill chunks, pipeline building excluded */
+    double prefill_s;          /* both prefill chunks, pipeline building excluded (a forward shared with other
+                                * sequences' chunks counts whole for each) */
     double compress_s;         /* scoring, allocation and compaction, pipeline building excluded */
     vkv_vector_report report;  /* compressed only */
     vkv_kv_memory memory;      /* the cache after the prefill */

@@ -167,6 +167,8 @@ _Static_assert(VKV_MATMUL_BK == 32, "matmul.comp decodes one 32-element chunk a 
 _Static_assert((VKV_MATMUL_BN * VKV_MATMUL_BK / 4) % VKV_MATMUL_WG == 0, "matmul.comp: runs of x per thread");
 _Static_assert((VKV_MATMUL_BM + VKV_MATMUL_BN) * VKV_MATMUL_BK * 4 <= 16384, "matmul.comp: Vulkan's least shared memory");
 
+bool vkv_matmul_auto_is_matvec(uint32_t n) { return n <= VKV_BATCH_MAX; }
+
 vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_view w, uint32_t m, uint32_t k,
                          vkv_view x, uint32_t n, vkv_view y)
 {
@@ -182,8 +184,8 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
     uint64_t x_step = align_step(gpu, 4ull * k), y_step = align_step(gpu, 4ull * m);
     uint64_t xy_step = x_step * y_step; /* a common multiple: both stay aligned */
     if (path == VKV_MATMUL_AUTO)
-        path = n == 1                ? VKV_MATMUL_MATVEC
-               : n <= VKV_BATCH_MAX ? VKV_MATMUL_MATVEC_COLS
+        path = n == 1                          ? VKV_MATMUL_MATVEC
+               : vkv_matmul_auto_is_matvec(n) ? VKV_MATMUL_MATVEC_COLS
                : vkv_matmul_path_supported(gpu, VKV_MATMUL_COOPMAT, t) ? VKV_MATMUL_COOPMAT
                                                                         : VKV_MATMUL_TILED;
     if (!vkv_matmul_path_supported(gpu, path, t))
@@ -393,7 +395,7 @@ bool vkv_kv_store_group_fits(const vkv_gpu *gpu, vkv_dtype type, uint32_t n_kv_h
            (uint64_t)n_kv_head * n_ctx * vkv_kv_row_bytes(type, head_dim) <= vkv_ops_max_range(gpu);
 }
 
-_Static_assert(VKV_ATTN_GROUP == 8, "kv_store_group.comp reads the sequences' slots and rows as two uvec4 each");
+_Static_assert(VKV_ATTN_GROUP == 8, "kv_store_group.comp reads the sequences' slot, rows and slots per head as two uvec4 each");
 
 vkv_status vkv_op_kv_store_group(vkv_gpu *gpu, vkv_dtype type, vkv_view k_src, vkv_view v_src, uint32_t n_rows,
                                  uint32_t n_kv_head, uint32_t head_dim, const vkv_view *k_caches,

@@ -26,12 +26,13 @@ vkv_status vkv_op_rms_norm(vkv_gpu *gpu, vkv_view x, vkv_view w, uint32_t rows, 
                            vkv_view out);
 
 typedef enum vkv_matmul_path {
-    VKV_MATMUL_AUTO,      /* matvec for n == 1, else coopmat when available, else tiled */
+    VKV_MATMUL_AUTO,      /* matvec for n == 1, the multi-column matvec for n <= VKV_BATCH_MAX
+                           * (vkv_matmul_auto_is_matvec), else coopmat when available, else tiled */
     VKV_MATMUL_MATVEC,    /* one matvec per activation row */
     VKV_MATMUL_TILED,
     VKV_MATMUL_COOPMAT,
     VKV_MATMUL_MATVEC_COLS, /* n <= VKV_BATCH_MAX rows in one matvec that reads W once; row j is bitwise
-                             * MATVEC's row j (the batched decode's path; AUTO never picks it) */
+                             * MATVEC's row j (the batched decode's path; AUTO's for 2..VKV_BATCH_MAX rows) */
 } vkv_matmul_path;
 
 /* y[n, m] = x[n, k] . w[m, k]^T with w of type t. */
@@ -39,6 +40,10 @@ vkv_status vkv_op_matmul(vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t, vkv_vi
                          vkv_view x, uint32_t n, vkv_view y);
 /* Whether a path can run on this device for type t. */
 bool vkv_matmul_path_supported(const vkv_gpu *gpu, vkv_matmul_path path, vkv_dtype t);
+/* Whether AUTO sends n rows to a matrix-vector kernel (MATVEC or
+ * MATVEC_COLS, whose rows are each MATVEC's bits) rather than to a tiled
+ * product: n <= VKV_BATCH_MAX. */
+bool vkv_matmul_auto_is_matvec(uint32_t n);
 
 /* out = RoPE(x) for x[n_tok, n_heads, head_dim]; pos[n_tok] int32 on the GPU;
  * inv_freq[n_rot/2] from vkv_rope_inv_freq(). */

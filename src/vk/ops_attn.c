@@ -178,7 +178,7 @@ vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_par
 
 /* ---- a group of sequences, one query each ---- */
 
-_Static_assert(VKV_ATTN_GROUP == 8, "attn_group.comp reads the sequences' n_kv and rows as two uvec4 each");
+_Static_assert(VKV_ATTN_GROUP == 8, "attn_group.comp reads the sequences' n_kv, rows and slots as two uvec4 each");
 
 /* Bytes of one sequence's K (or V) cache in a group. */
 static uint64_t group_cache_bytes(const vkv_attn_params *p, const vkv_attn_seq *sq)

@@ -58,7 +58,8 @@ typedef struct vkv_attn_seq {
 } vkv_attn_seq;
 
 /* Whether vkv_op_attention_group takes these sequences with p's shape
- * (p->n_q, n_ctx_max, n_kv and pos0 are ignored): K and V both f32 or both f16, each
+ * (p's n_q, n_kv, pos0 and n_ctx_max are not used beyond the checks every
+ * attention makes: each sequence has its own): K and V both f32 or both f16, each
  * sequence within one decode split (n_kv <= VKV_ATTN_SPLIT_KEYS, so decode
  * runs attn_rows for it alone), its whole cache in one storage range, and a
  * device that takes attn_group's binding arrays (vkv_kernel_arrays_fit). */

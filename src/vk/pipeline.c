@@ -15,9 +15,11 @@
 
 const vkv_spirv *vkv_spirv_table(size_t *count); /* generated: shaders_spirv.c */
 
-/* Each push-constant struct of vk/kernels.h is its GLSL block's size. */
+/* Each push-constant struct of vk/kernels.h is its GLSL block's size, within
+ * the 128 bytes every Vulkan device takes (maxPushConstantsSize's least). */
 #define VKV_KERNEL_PUSH_CHECK(e, nm, nb, pc, wg) \
-    _Static_assert(sizeof(pc) == VKV_SPIRV_PUSH_BYTES_##nm, #pc " differs from the push constants of " #nm);
+    _Static_assert(sizeof(pc) == VKV_SPIRV_PUSH_BYTES_##nm, #pc " differs from the push constants of " #nm); \
+    _Static_assert(sizeof(pc) <= 128, #pc " exceeds the 128 bytes of push constants every device takes");
 VKV_KERNEL_LIST(VKV_KERNEL_PUSH_CHECK)
 #undef VKV_KERNEL_PUSH_CHECK
 

@@ -230,6 +230,48 @@ static bool step(twin_set *a, twin_set *b, const uint32_t *idx, uint32_t n, uint
     return true;
 }
 
+/* Four more prompts of 2, 1, 1 and 1 tokens (ids from `ids`), the last in
+ * a q8_0 cache, in one forward of owner's buffers against each alone: the
+ * grouped attention of one-token chunks must mark its members by their
+ * place in the forward, not by their rows. */
+static bool prefill_singles(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx *owner, const int32_t *ids)
+{
+    enum { N = 4 };
+    const uint32_t n_tok[N] = {2, 1, 1, 1};
+    const size_t nv = m->hp.n_vocab;
+    vkv_ctx *batched[N] = {0}, *alone[N] = {0};
+    const int32_t *chunk_ids[N];
+    float *lb = malloc(4 * nv * N), *la = malloc(4 * nv * N), *out[N];
+    bool ok = lb && la;
+    for (uint32_t i = 0; ok && i < N; i++) {
+        const vkv_dtype t = i == N - 1 ? VKV_Q8_0 : VKV_F16;
+        vkv_ctx_params cp = {.n_ctx = 8, .n_batch = 8, .k_type = t, .v_type = t}, shared = cp;
+        shared.scratch_from = owner;
+        chunk_ids[i] = ids + 3 * i;
+        out[i] = la + i * nv;
+        ok = !vkv_ctx_create(gpu, m, &shared, &batched[i]) && !vkv_ctx_create(gpu, m, &cp, &alone[i]) &&
+             !vkv_ctx_eval(alone[i], chunk_ids[i], n_tok[i], false, lb + i * nv);
+    }
+    if (!ok) printf("FAIL: the one-token chunks' contexts (%s)\n", vkv_last_error());
+    else if (vkv_ctx_eval_chunks(batched, chunk_ids, n_tok, N, out)) {
+        printf("FAIL: a batched prefill of one-token chunks (%s)\n", vkv_last_error());
+        ok = false;
+    }
+    for (uint32_t i = 0; ok && i < N; i++)
+        if (memcmp(la + i * nv, lb + i * nv, 4 * nv)) {
+            printf("FAIL: one-token chunks in one forward: chunk %u's logits differ from its own prefill's\n", i);
+            ok = false;
+        }
+    for (uint32_t i = 0; i < N; i++) {
+        vkv_ctx_free(batched[i]);
+        vkv_ctx_free(alone[i]);
+    }
+    free(la);
+    free(lb);
+    fails += !ok;
+    return ok;
+}
+
 static void set_free(twin_set *s)
 {
     /* the borrowers before the owner of their scratch */
@@ -272,6 +314,9 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
         fails++;
         ok = false;
     }
+    /* One-token chunks after a longer one (rows 0-1, 2, 3, 4): the f16 ones
+     * append and attend in a group, the q8_0 one alone, each its own. */
+    ok = ok && prefill_singles(gpu, m, a.ctx[0], prompts[5]);
     /* Chunks of both paths in one forward, or more rows than the buffers hold, are refused. */
     if (ok) {
         vkv_ctx *two[2] = {a.ctx[0], a.ctx[3]};
