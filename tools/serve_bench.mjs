@@ -99,7 +99,7 @@ async function throughput(o) {
     const at = (c) => rows.find((r) => r.gen === g && r.concurrency === c).generated_tokens_per_s;
     console.log(`${g} tokens a request: concurrency 16 / concurrency 1: ${(at(16) / at(1)).toFixed(2)}x`);
   }
-  console.log('\nEach new request costs a prefill that no other sequence shares (prompts are prefilled one at a time), ' +
+  console.log('\nEach new request costs a prefill (the prompts that arrive together share forwards), ' +
               'so the shorter the answers, the larger the prefills\' share of the time.');
 }
 
@@ -173,7 +173,7 @@ async function admission(o) {
     console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ` +
                 `${r.before ? `${r.after} / ${r.before}` : 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
   console.log('\nA sequence is counted while it is prefilled or decoded: the peak reaches what the pool could hold only ' +
-              'when sequences outlive the prefills of the ones admitted after them (prompts are prefilled one at a time), ' +
+              'when sequences outlive the prefills of the ones admitted after them (prompts that compress are prefilled one at a time), ' +
               'and 16 (--max-seqs, the batched step\'s width) at most. Compressing the prompt alone leaves the answer\'s ' +
               'tokens and one uncompressed prompt (the one being prefilled) in the pool.');
 }
