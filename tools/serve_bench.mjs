@@ -4,7 +4,10 @@
 //
 //   1. aggregate generated tokens/s at concurrency 1, 4 and 16
 //      (tools/serve_load.mjs: streamed completions, temperature 0), and the
-//      ratio of 16 to 1, for each answer length of --gen-tokens;
+//      ratio of 16 to 1, for each answer length of --gen-tokens; with
+//      --rounds R, R rounds of all of it on the same server, one after the
+//      other (the machine's speed drifts between minutes: each round's ratio
+//      compares figures taken a minute apart), and the ratios' median;
 //   2. the sequences admitted at once under one fixed --kv-budget, for no
 //      compression, KeyDiff at 0.75 on the prompt (kvpress's protocol: the
 //      answer's tokens are kept), KeyDiff holding 0.25 of the whole context
@@ -13,7 +16,7 @@
 //      peak of vkvector_sequences_active_peak is read from /metrics.
 //
 //   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens N]
-//        [--max-tokens N] [--gen-tokens 32,128] [--skip-throughput] [--skip-admission]
+//        [--max-tokens N] [--gen-tokens 32,128] [--rounds 1] [--skip-throughput] [--skip-admission]
 //
 // Figures only: nothing here is a pass/fail test, and figures from another
 // day or another machine are not comparable (README, "Measuring speed").
@@ -28,7 +31,7 @@ const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], throughput: true, admission: true };
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], rounds: 1, throughput: true, admission: true };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => argv[++i];
     if (a === '--vkvector') o.vkv = v();
@@ -37,9 +40,14 @@ function parseArgs(argv) {
     else if (a === '--prompt-tokens') o.promptTokens = Number(v());
     else if (a === '--max-tokens') o.maxTokens = Number(v());
     else if (a === '--gen-tokens') o.genTokens = v().split(',').map(Number);
+    else if (a === '--rounds') o.rounds = Number(v());
     else if (a === '--skip-throughput') o.throughput = false;
     else if (a === '--skip-admission') o.admission = false;
     else { console.error(`serve_bench: unknown option '${a}'`); process.exit(2); }
+  }
+  if (!Number.isInteger(o.rounds) || o.rounds < 1) {
+    console.error('serve_bench: --rounds takes a positive integer');
+    process.exit(2);
   }
   return o;
 }
@@ -77,27 +85,37 @@ async function throughput(o) {
   const s = await startServer(o, ['--max-seqs', '16']);
   const rows = [];
   try {
-    for (const g of o.genTokens) {
-      for (const c of [1, 4, 16]) {
-        const n = c === 1 ? 4 : 2 * c;
-        const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
-                                                    '--concurrency', String(c), '--max-tokens', String(g), '--json']);
-        rows.push({ gen: g, ...JSON.parse(stdout) });
+    for (let round = 1; round <= o.rounds; round++) {
+      for (const g of o.genTokens) {
+        for (const c of [1, 4, 16]) {
+          const n = c === 1 ? 4 : 2 * c;
+          const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
+                                                      '--concurrency', String(c), '--max-tokens', String(g), '--json']);
+          rows.push({ round, gen: g, ...JSON.parse(stdout) });
+        }
       }
     }
   } finally {
     await stopServer(s);
   }
   console.log(`\n## Aggregate throughput (streamed completions of prompts of up to ${rows[0].prompt_tokens_max} tokens, temperature 0)\n`);
-  console.log('| tokens a request | concurrency | requests | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| round | tokens a request | concurrency | requests | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
   for (const r of rows)
-    console.log(`| ${r.gen} | ${r.concurrency} | ${r.requests} | ${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
-                `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
+    console.log(`| ${r.round} | ${r.gen} | ${r.concurrency} | ${r.requests} | ${r.generated_tokens_per_s.toFixed(1)} | ` +
+                `${r.requests_per_s.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ` +
+                `${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
   console.log('');
   for (const g of o.genTokens) {
-    const at = (c) => rows.find((r) => r.gen === g && r.concurrency === c).generated_tokens_per_s;
-    console.log(`${g} tokens a request: concurrency 16 / concurrency 1: ${(at(16) / at(1)).toFixed(2)}x`);
+    const ratios = [];
+    for (let round = 1; round <= o.rounds; round++) {
+      const at = (c) => rows.find((r) => r.round === round && r.gen === g && r.concurrency === c).generated_tokens_per_s;
+      ratios.push(at(16) / at(1));
+    }
+    const sorted = [...ratios].sort((a, b) => a - b), mid = sorted.length >> 1;
+    const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+    console.log(`${g} tokens a request: concurrency 16 / concurrency 1: ${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` +
+                (o.rounds > 1 ? ` (median ${median.toFixed(2)}x)` : ''));
   }
   console.log('\nEach new request costs a prefill (the prompts that arrive together share forwards), ' +
               'so the shorter the answers, the larger the prefills\' share of the time.');

@@ -319,8 +319,9 @@ static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
     return VKV_OK;
 }
 
-/* A batched step's sequences whose token can share cache-append and
- * attention dispatches (vkv_kv_append_attend_group): one token each, no
+/* The sequences of a forward whose token can share cache-append and
+ * attention dispatches (vkv_kv_append_attend_group; a batched step's, or a
+ * batched prefill's one-token chunks): one token each, no
  * hooks (they see one sequence's rows at a time), caches the group takes
  * (rows are read by index, so none needs staging). Sequences whose caches
  * have one row type go together, whatever their lengths; grouped[i] marks
@@ -592,19 +593,19 @@ static uint64_t chunk_rows(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n, 
     return r;
 }
 
-/* The most rows one batched prefill of chunks like n_tok[0]'s takes in s's
- * buffers: all they hold, and for short chunks VKV_BATCH_MAX, so that AUTO
- * keeps them on the multi-column matvec (vkv_ctx_chunks_share_path). */
-static uint32_t chunk_rows_max(const vkv_ctx *s, uint32_t n_tok0)
+/* Whether one batched prefill of `rows` rows, of chunks like n_tok0's, fits
+ * s's buffers and keeps AUTO's choice: short chunks must stay on the
+ * matrix-vector kernels all together (vkv_ctx_chunks_share_path). */
+static bool chunk_rows_fit(const vkv_ctx *s, uint32_t n_tok0, uint64_t rows)
 {
-    return n_tok0 <= VKV_BATCH_MAX && s->buffer_rows > VKV_BATCH_MAX ? VKV_BATCH_MAX : s->buffer_rows;
+    return rows <= s->buffer_rows && (!vkv_matmul_auto_is_matvec(n_tok0) || vkv_matmul_auto_is_matvec((uint32_t)rows));
 }
 
 uint32_t vkv_ctx_chunks_fit(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n)
 {
     uint32_t k = 0;
     while (k < n && k < VKV_BATCH_MAX && vkv_ctx_chunks_share_path(n_tok[0], n_tok[k]) &&
-           chunk_rows(s, n_tok, k + 1, NULL) <= chunk_rows_max(s, n_tok[0]))
+           chunk_rows_fit(s, n_tok[0], chunk_rows(s, n_tok, k + 1, NULL)))
         k++;
     return k;
 }
@@ -627,10 +628,10 @@ vkv_status vkv_ctx_eval_chunks(vkv_ctx *const *ctxs, const int32_t *const *ids, 
     }
     fwd_batch f = {.s = s, .seqs = ctxs, .n_seq = n};
     const uint64_t rows = chunk_rows(s, n_tok, n, f.row);
-    if (rows > chunk_rows_max(s, n_tok[0]))
-        return vkv_error(VKV_ERR_ARG, "the batched prefill's chunks take %llu rows; the first context's buffers "
-                         "take %u for chunks of %u tokens (vkv_ctx_chunks_fit)", (unsigned long long)rows,
-                         chunk_rows_max(s, n_tok[0]), n_tok[0]);
+    if (!chunk_rows_fit(s, n_tok[0], rows))
+        return vkv_error(VKV_ERR_ARG, "the batched prefill's chunks of %u tokens and more take %llu rows: more than "
+                         "the first context's buffers hold (%u) or the matrix-vector kernels take (vkv_ctx_chunks_fit)",
+                         n_tok[0], (unsigned long long)rows, s->buffer_rows);
     f.n = (uint32_t)rows;
     int32_t *id_dst = vkv_buffer_map(s->ids), *pos_dst = vkv_buffer_map(s->pos);
     memset(id_dst, 0, 4ull * f.n); /* padding rows: token 0 at position 0, computed and never read */

@@ -83,13 +83,14 @@ vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t
 vkv_status vkv_ctx_eval_chunks(vkv_ctx *const *ctxs, const int32_t *const *ids, const uint32_t *n_tok, uint32_t n,
                                float *const *logits);
 /* Whether chunks of n_a and n_b tokens take the same matrix product alone
- * (so one forward gives each its own bits): both up to VKV_BATCH_MAX tokens
- * (the multi-column matvec) or both more (the tiled or cooperative product). */
+ * (so one forward gives each its own bits): both the matrix-vector kernels
+ * (vkv_matmul_auto_is_matvec: up to VKV_BATCH_MAX tokens) or both the tiled
+ * or cooperative product. */
 bool vkv_ctx_chunks_share_path(uint32_t n_a, uint32_t n_b);
 /* How many of the chunks n_tok[0..n), from the first, one
  * vkv_ctx_eval_chunks in s's buffers (its own or borrowed) takes: those that
- * share the first's path, while their rows fit (at least 1 when n_tok[0] <=
- * s's n_batch). */
+ * share the first's path, while their rows fit the buffers and, for short
+ * chunks, the matrix-vector kernels (at least 1 when n_tok[0] <= s's n_batch). */
 uint32_t vkv_ctx_chunks_fit(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n);
 
 /* Called while a chunk is recorded, once per layer, with the layer's keys

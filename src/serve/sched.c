@@ -784,8 +784,8 @@ static bool any_prefilling(const vkv_engine *e)
 }
 
 /* Admits waiting requests in order while the head fits: a free place, its
- * predicted peak within the pool, and no prompt that compresses being
- * prefilled beside it. Such prompts go one at a time, so the pool holds one
+ * predicted peak within the pool, and, if it or a prompt being prefilled
+ * compresses, no other prompt being prefilled. Such prompts go one at a time, so the pool holds one
  * uncompressed prompt at most beside compressed caches (docs/SERVE.md, "The
  * KV pool"); prompts that compress nothing are admitted together and
  * prefilled in shared forwards (prefill_step), as their peaks are their

@@ -10,7 +10,8 @@
  * forwards, chunk by chunk as vkv_ctx_eval chunks them (64 tokens): the
  * chunks of up to 16 tokens together, the longer ones together, each group
  * as vkv_ctx_chunks_fit sizes it, one group led by a context that aligns its
- * chunks as a device of 256-byte storage alignment must (a padding row).
+ * chunks as a device of 256-byte storage alignment must (a padding row);
+ * and a forward of one-token chunks in caches of two kinds (prefill_singles).
  * The prompts differ in length (1 to 100 tokens) and treatment: plain f16
  * caches, a q8_0 cache, KeyDiff at p_c 0.5 without and with VECTOR's tiers
  * (press sessions, compressed after the prefill) and KNorm under the budget
@@ -230,21 +231,25 @@ static bool step(twin_set *a, twin_set *b, const uint32_t *idx, uint32_t n, uint
     return true;
 }
 
-/* Four more prompts of 2, 1, 1 and 1 tokens (ids from `ids`), the last in
- * a q8_0 cache, in one forward of owner's buffers against each alone: the
- * grouped attention of one-token chunks must mark its members by their
- * place in the forward, not by their rows. */
+/* Six more prompts of 2 tokens, then 1 token each (ids from `ids`), the
+ * one-token ones in f16 and q8_0 caches by turns, in one forward of owner's
+ * buffers against each alone: the f16 ones' grouped attention must mark its
+ * members by their place in the forward, not by their rows (which differ
+ * from the places whether chunks start every row or every second one, and
+ * then name q8_0 places). Then a batched step of nine fresh contexts led by
+ * one whose own n_batch is 4: it runs in owner's buffers, which hold the
+ * nine rows. */
 static bool prefill_singles(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx *owner, const int32_t *ids)
 {
-    enum { N = 4 };
-    const uint32_t n_tok[N] = {2, 1, 1, 1};
+    enum { N = 6, STEP = 9 };
+    const uint32_t n_tok[N] = {2, 1, 1, 1, 1, 1};
     const size_t nv = m->hp.n_vocab;
     vkv_ctx *batched[N] = {0}, *alone[N] = {0};
     const int32_t *chunk_ids[N];
-    float *lb = malloc(4 * nv * N), *la = malloc(4 * nv * N), *out[N];
+    float *lb = malloc(4 * nv * N), *la = malloc(4 * nv * STEP), *out[N]; /* la: the step's rows too */
     bool ok = lb && la;
     for (uint32_t i = 0; ok && i < N; i++) {
-        const vkv_dtype t = i == N - 1 ? VKV_Q8_0 : VKV_F16;
+        const vkv_dtype t = i % 2 == 0 && i ? VKV_Q8_0 : VKV_F16; /* places 2 and 4 */
         vkv_ctx_params cp = {.n_ctx = 8, .n_batch = 8, .k_type = t, .v_type = t}, shared = cp;
         shared.scratch_from = owner;
         chunk_ids[i] = ids + 3 * i;
@@ -266,6 +271,20 @@ static bool prefill_singles(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx *own
         vkv_ctx_free(batched[i]);
         vkv_ctx_free(alone[i]);
     }
+    vkv_ctx *step[STEP] = {0};
+    int32_t step_ids[STEP];
+    bool step_ok = ok;
+    for (uint32_t i = 0; step_ok && i < STEP; i++) {
+        vkv_ctx_params cp = {.n_ctx = 8, .n_batch = i ? 8 : 4, .scratch_from = owner};
+        step_ids[i] = ids[i];
+        step_ok = !vkv_ctx_create(gpu, m, &cp, &step[i]);
+    }
+    if (step_ok && vkv_ctx_eval_batch(step, step_ids, STEP, la)) {
+        printf("FAIL: a batched step of %u led by a context of n_batch 4 in buffers of more rows (%s)\n", STEP,
+               vkv_last_error());
+        ok = false;
+    }
+    for (uint32_t i = STEP; i-- > 0;) vkv_ctx_free(step[i]);
     free(la);
     free(lb);
     fails += !ok;
@@ -314,8 +333,8 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
         fails++;
         ok = false;
     }
-    /* One-token chunks after a longer one (rows 0-1, 2, 3, 4): the f16 ones
-     * append and attend in a group, the q8_0 one alone, each its own. */
+    /* One-token chunks after a longer one: the f16 ones append and attend in
+     * a group, the q8_0 ones alone, each its own. */
     ok = ok && prefill_singles(gpu, m, a.ctx[0], prompts[5]);
     /* Chunks of both paths in one forward, or more rows than the buffers hold, are refused. */
     if (ok) {
@@ -372,7 +391,7 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
         fails++;
         ok = false;
     }
-    /* The errors: a repeated context, a first context with too small a batch. */
+    /* The errors: a repeated context. */
     if (ok) {
         vkv_ctx *rep[2] = {a.ctx[1], a.ctx[1]};
         int32_t ids[2] = {0, 0};
