@@ -93,9 +93,12 @@ struct vkv_engine {
     vkv_ctx *scratch_owner;
     /* Fault injection for the tests (docs/SERVE.md, "Faults"):
      * VKVECTOR_SERVE_FAULT=decode:N[,M...] fails the Nth (Mth, ...)
-     * decoding step, as a lost device would. decode_steps counts the steps. */
-    uint64_t fault_steps[8], decode_steps;
+     * decoding step, prefill:N[,M...] the Nth prefill forward (one prompt's
+     * chunk, or several prompts' together), as a lost device would.
+     * decode_steps and prefill_forwards count them. */
+    uint64_t fault_steps[8], decode_steps, prefill_forwards;
     uint32_t n_fault_steps;
+    bool fault_prefill;         /* fault_steps count prefill forwards, not decoding steps */
 
     /* Under mu: the waiting list, the stop flag, what metrics read. */
     pthread_mutex_t mu;
@@ -829,6 +832,15 @@ static void admit(vkv_engine *e)
 
 /* ---- the work of one iteration ---- */
 
+/* Whether VKVECTOR_SERVE_FAULT fails decoding step (prefill: prefill
+ * forward) `step`. */
+static bool injected_fault(const vkv_engine *e, bool prefill, uint64_t step)
+{
+    for (uint32_t i = 0; i < e->n_fault_steps && prefill == e->fault_prefill; i++)
+        if (e->fault_steps[i] == step) return true;
+    return false;
+}
+
 /* After a prefill step of q (st its outcome, shared: a forward with other
  * prompts' chunks; past: its tokens before): the pool's count, and at the
  * prompt's end its first token. Returns the prompt tokens the step
@@ -903,14 +915,18 @@ static bool prefill_step(vkv_engine *e, uint32_t *n_tok)
     }
     if (!n) return false;
     bool done[VKV_BATCH_MAX] = {0};
+    const bool fault = injected_fault(e, true, ++e->prefill_forwards);
+    const vkv_status injected = fault ? vkv_error(VKV_ERR_DEVICE_LOST, "prefill forward %llu failed: a fault injected "
+                                                 "by VKVECTOR_SERVE_FAULT", (unsigned long long)e->prefill_forwards)
+                                      : VKV_OK;
     if (!chunk[0]) {
-        vkv_status st = vkv_session_seq_prefill_next(ss[0], &done[0]);
+        vkv_status st = fault ? injected : vkv_session_seq_prefill_next(ss[0], &done[0]);
         *n_tok = prefill_stepped(e, group[0], st, false, done[0], past[0]);
         return true;
     }
     n = vkv_ctx_chunks_fit(ss[0]->ctx, chunk, n); /* in the first one's (borrowed) buffers */
     if (!n) n = 1; /* not so (its chunk is one its context takes): it then fails alone */
-    vkv_status st = vkv_session_seqs_prefill_next(ss, n, done);
+    vkv_status st = fault ? injected : vkv_session_seqs_prefill_next(ss, n, done);
     for (uint32_t i = 0; i < n; i++) *n_tok += prefill_stepped(e, group[i], st, n > 1, done[i], past[i]);
     return true;
 }
@@ -945,19 +961,13 @@ static void prefill_iteration(vkv_engine *e)
     }
 }
 
-/* Whether VKVECTOR_SERVE_FAULT fails decoding step `step`. */
-static bool injected_fault(const vkv_engine *e, uint64_t step)
-{
-    for (uint32_t i = 0; i < e->n_fault_steps; i++)
-        if (e->fault_steps[i] == step) return true;
-    return false;
-}
-
-/* VKVECTOR_SERVE_FAULT's steps: "decode:N[,M...]", each >= 1, at most 8. */
+/* VKVECTOR_SERVE_FAULT's steps: "decode:N[,M...]" or "prefill:N[,M...]",
+ * each >= 1, at most 8. */
 static vkv_status parse_faults(vkv_engine *e, const char *spec)
 {
-    const char *p = spec + 7;
-    if (strncmp(spec, "decode:", 7)) goto bad;
+    e->fault_prefill = !strncmp(spec, "prefill:", 8);
+    if (!e->fault_prefill && strncmp(spec, "decode:", 7)) goto bad;
+    const char *p = strchr(spec, ':') + 1;
     for (;;) {
         char *end = NULL;
         errno = 0;
@@ -969,7 +979,8 @@ static vkv_status parse_faults(vkv_engine *e, const char *spec)
         p = end + 1;
     }
 bad:
-    return vkv_error(VKV_ERR_ARG, "VKVECTOR_SERVE_FAULT is 'decode:N[,M...]' (up to 8 steps, each >= 1), not '%s'", spec);
+    return vkv_error(VKV_ERR_ARG, "VKVECTOR_SERVE_FAULT is 'decode:N[,M...]' or 'prefill:N[,M...]' (up to 8 steps, "
+                     "each >= 1), not '%s'", spec);
 }
 
 /* One decoding step of the n sequences: each appends its pending token and
@@ -989,7 +1000,7 @@ static void decode_step(vkv_engine *e, vkv_seq *const *seqs, uint32_t n)
     }
     /* One forward for every row: a failure fails them all. */
     const vkv_status st =
-        injected_fault(e, ++e->decode_steps)
+        injected_fault(e, false, ++e->decode_steps)
             ? vkv_error(VKV_ERR_DEVICE_LOST, "decoding step %llu failed: a fault injected by VKVECTOR_SERVE_FAULT",
                         (unsigned long long)e->decode_steps)
         : m ? vkv_ctx_eval_batch(e->eval_ctx, e->eval_ids, m, e->eval_logits)

@@ -93,6 +93,7 @@ expect 2 "--compress-every needs --press NAME" -- bounded "$vkv" serve --decodin
 expect 1 "the KV pool .* cannot hold one sequence" -- bounded "$vkv" serve -m "$model" --port 0 --kv-budget 0.0001
 expect 1 "cannot listen on not-a-host" -- bounded "$vkv" serve -m "$model" --port 0 --host not-a-host
 expect 1 "VKVECTOR_SERVE_FAULT is 'decode:N\[,M...\]'.*not 'decode:0'" -- bounded env VKVECTOR_SERVE_FAULT=decode:0 "$vkv" serve -m "$model" --port 0
+expect 1 "VKVECTOR_SERVE_FAULT is .*'prefill:N\[,M...\]'.*not 'prefill:x'" -- bounded env VKVECTOR_SERVE_FAULT=prefill:x "$vkv" serve -m "$model" --port 0
 
 # No driver at all: point the loader at a driver manifest that does not exist.
 expect 1 "no Vulkan (driver|device) found" -- env -u VKVECTOR_SKIP_WITHOUT_DEVICE VK_DRIVER_FILES=/nonexistent/icd.json VK_ICD_FILENAMES=/nonexistent/icd.json "$vkv" devices

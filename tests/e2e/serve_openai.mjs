@@ -326,6 +326,42 @@ async function main() {
     check(code === 0, 'after device faults, SIGTERM: exit 0', String(code));
   }
 
+  // A fault in a prefill forward (injected: the second fails). The first
+  // request's prompt is forward 1; three more are sent once it streams, so
+  // forward 2 holds one or more of them (as many as arrived together, in one
+  // shared forward): each request it held fails with a 500 error object
+  // naming the fault, every other one runs to its length, and /metrics and
+  // the log count each failure once.
+  const pf = await startServer(['--max-seqs', '4', '--ctx', '512'], { VKVECTOR_SERVE_FAULT: 'prefill:2' });
+  try {
+    const pc = new OpenAI({ baseURL: `${pf.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const first = await pc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[0], max_tokens: 40,
+                                                temperature: 0, stream: true });
+    const it = first[Symbol.asyncIterator]();
+    await it.next(); // its prompt is in: forward 1 is done
+    const rest = await Promise.all([1, 2, 3].map((i) =>
+      pc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[i], max_tokens: 8, temperature: 0 })
+        .then((r) => ({ ok: r }), (e) => ({ err: e }))));
+    let finish = null;
+    for (let x = await it.next(); !x.done; x = await it.next()) finish = x.value.choices[0]?.finish_reason ?? finish;
+    check(finish === 'length', 'a prefill fault: the stream whose prompt was in before it runs to its length', String(finish));
+    const failedRest = rest.filter((r) => r.err);
+    check(failedRest.length >= 1 && failedRest.every((r) => r.err instanceof OpenAI.InternalServerError &&
+                                                       r.err.type === 'server_error' && /VKVECTOR_SERVE_FAULT/.test(r.err.message)),
+          'a prefill fault: the requests of the failed forward get 500 server_error naming it',
+          rest.map((r) => (r.err ? `${r.err.status} ${r.err.message}` : 'ok')).join('; '));
+    check(rest.filter((r) => r.ok).every((r) => r.ok.choices[0].finish_reason === 'length'),
+          'a prefill fault: the requests after it run to their length', JSON.stringify(rest.map((r) => r.ok?.choices[0])));
+    const failed = await metric(pf.url, 'vkvector_requests_total\\{outcome="failed"\\}');
+    const logged = (pf.log().match(/prefill failed: prefill forward 2 failed/g) || []).length;
+    check(failed === failedRest.length && logged === failedRest.length,
+          'a prefill fault: metrics and the log count each failed request once',
+          `${failedRest.length} failed, metrics ${failed}, log ${logged}`);
+  } finally {
+    const { code } = await stopServer(pf);
+    check(code === 0, 'after a prefill fault, SIGTERM: exit 0', String(code));
+  }
+
   console.log(`serve_openai: ${checks - failures}/${checks} checks passed`);
   process.exit(failures ? 1 : 0);
 }
