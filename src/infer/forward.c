@@ -507,7 +507,7 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
 
 /* What a forward over several contexts needs: 1 to VKV_BATCH_MAX distinct
  * contexts on ctxs[0]'s device and model, each with room for n_tok[i] more
- * tokens. */
+ * tokens (n_tok NULL: one each). */
 static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, uint32_t n, const char *what)
 {
     if (n == 0 || n > VKV_BATCH_MAX)
@@ -518,18 +518,17 @@ static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, ui
             return vkv_error(VKV_ERR_ARG, "sequence %u of the %s is on another device or model", i, what);
         for (uint32_t j = 0; j < i; j++)
             if (ctxs[j] == c) return vkv_error(VKV_ERR_ARG, "sequence %u of the %s repeats sequence %u", i, what, j);
-        if ((uint64_t)c->n_past + n_tok[i] > c->p.n_ctx)
+        const uint32_t more = n_tok ? n_tok[i] : 1;
+        if ((uint64_t)c->n_past + more > c->p.n_ctx)
             return vkv_error(VKV_ERR_ARG, "sequence %u of the %s: %u tokens after %u do not fit its %u-token context",
-                             i, what, n_tok[i], c->n_past, c->p.n_ctx);
+                             i, what, more, c->n_past, c->p.n_ctx);
     }
     return VKV_OK;
 }
 
 vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits)
 {
-    static const uint32_t ones[VKV_BATCH_MAX] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    _Static_assert(VKV_BATCH_MAX == 16, "one token for each of VKV_BATCH_MAX sequences");
-    vkv_status st = check_contexts(ctxs, ones, n, "batched step");
+    vkv_status st = check_contexts(ctxs, NULL, n, "batched step");
     if (st) return st;
     vkv_ctx *s = ctxs[0];
     if (s->buffer_rows < n)

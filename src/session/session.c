@@ -476,17 +476,25 @@ struct vkv_seq_prefill_run {
     vkv_prefill out;
 };
 
+/* Where the logits of the chunk ids [from, to) go, as the caller wants
+ * them (NULL: nowhere); *all: every position's, not only the last's. */
+static float *chunk_logits(const vkv_session_seq *q, size_t from, size_t to, bool *all)
+{
+    const vkv_seq_prefill_run *r = q->run;
+    const size_t nv = q->s->model->hp.n_vocab;
+    *all = r->want == VKV_LOGITS_ALL || r->want == VKV_LOGITS_REST;
+    return r->want == VKV_LOGITS_ALL    ? r->logits + from * nv
+           : r->want == VKV_LOGITS_REST ? (from < r->n_first ? NULL : r->logits + (from - r->n_first) * nv)
+           : r->want == VKV_LOGITS_LAST ? (to == r->pr->n ? r->logits : NULL)
+                                        : NULL;
+}
+
 /* Evaluates ids [from, to) as one chunk, with the logits the caller wants. */
 static vkv_status eval_chunk(vkv_session_seq *q, size_t from, size_t to)
 {
-    const vkv_seq_prefill_run *r = q->run;
-    size_t nv = q->s->model->hp.n_vocab;
-    bool all = r->want == VKV_LOGITS_ALL || r->want == VKV_LOGITS_REST;
-    float *dst = r->want == VKV_LOGITS_ALL    ? r->logits + from * nv
-                 : r->want == VKV_LOGITS_REST ? (from < r->n_first ? NULL : r->logits + (from - r->n_first) * nv)
-                 : r->want == VKV_LOGITS_LAST ? (to == r->pr->n ? r->logits : NULL)
-                                              : NULL;
-    return vkv_ctx_eval(q->ctx, r->pr->ids + from, (uint32_t)(to - from), all && dst, dst);
+    bool all;
+    float *dst = chunk_logits(q, from, to, &all);
+    return vkv_ctx_eval(q->ctx, q->run->pr->ids + from, (uint32_t)(to - from), all && dst, dst);
 }
 
 /* The compressor of compression during generation for c (NULL when off). */
@@ -673,9 +681,10 @@ vkv_status vkv_session_seqs_prefill_next(vkv_session_seq *const *qs, uint32_t n,
         if (!(n_tok[i] = vkv_session_seq_prefill_chunk(qs[i])))
             return vkv_error(VKV_ERR_ARG, "sequence %u of the batched prefill has no plain chunk to evaluate "
                              "(vkv_session_seq_prefill_chunk)", i);
+        bool all; /* false: a plain chunk wants the last logits or none */
         ctxs[i] = qs[i]->ctx;
         ids[i] = r->pr->ids + r->pos;
-        logits[i] = r->want == VKV_LOGITS_LAST && r->pos + n_tok[i] == r->pr->n ? r->logits : NULL;
+        logits[i] = chunk_logits(qs[i], r->pos, r->pos + n_tok[i], &all);
     }
     vkv_stopwatch sw = vkv_session_stopwatch(qs[0]->s);
     vkv_status st = vkv_ctx_eval_chunks(ctxs, ids, n_tok, n, logits);
