@@ -23,7 +23,7 @@ typedef struct serve_opts {
     const char *host, *api_key;
     int64_t port, max_seqs, queue, max_body;
     double kv_budget_mib;
-    bool quiet;
+    bool quiet, no_prefix_cache;
     const vkv_press_ops *press;
 } serve_opts;
 
@@ -53,6 +53,8 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
         {.type = CLI_I64, .names = "--max-body", .metavar = "BYTES", .dest = &o->max_body, .min = 1024, .max = 64 << 20,
          .help = "larger request bodies are refused with 413 (default 4 MiB, at most 64 MiB)"},
         {.type = CLI_FLAG, .names = "--quiet", .dest = &o->quiet, .help = "no line per request and pool change on stderr"},
+        {.type = CLI_FLAG, .names = "--no-prefix-cache", .dest = &o->no_prefix_cache,
+         .help = "keep no finished prompt's cache for the prompts that start with it"},
         {.type = CLI_SECTION,
          .names = "KV-cache compression, every request's default (a request's \"vkvector\" object overrides it):"},
         CLI_PRESS_OPTIONS(o->po),
@@ -140,7 +142,8 @@ int cmd_serve(int argc, char **argv)
     if (st) goto out;
     vkv_engine_params ep = {.max_seqs = (uint32_t)o.max_seqs, .queue = (uint32_t)o.queue,
                             .kv_budget = (uint64_t)(o.kv_budget_mib * 1048576.0), .n_ctx = (uint32_t)o.mo.n_ctx,
-                            .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet};
+                            .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet,
+                            .no_prefix_cache = o.no_prefix_cache};
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
                           .log = !o.quiet};

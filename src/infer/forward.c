@@ -223,6 +223,17 @@ vkv_status vkv_ctx_reset(vkv_ctx *c)
     return VKV_OK;
 }
 
+vkv_status vkv_ctx_copy_prefix(vkv_ctx *c, const vkv_ctx *src, uint32_t n)
+{
+    if (n > src->n_past) return vkv_error(VKV_ERR_ARG, "a %u-token prefix of a %u-token sequence", n, src->n_past);
+    if (n > c->p.n_ctx) return vkv_error(VKV_ERR_ARG, "a %u-token prefix does not fit a %u-token context", n, c->p.n_ctx);
+    vkv_status st = vkv_ctx_reset(c);
+    if (!st) st = vkv_kv_copy_prefix(c->kv, src->kv, n);
+    if (st) return st;
+    c->n_past = n;
+    return VKV_OK;
+}
+
 vkv_status vkv_ctx_truncate(vkv_ctx *c, uint32_t n)
 {
     if (n > c->n_past) return vkv_error(VKV_ERR_ARG, "cannot truncate %u tokens to %u", c->n_past, n);

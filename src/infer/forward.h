@@ -146,6 +146,11 @@ uint32_t vkv_ctx_kv_slots(const vkv_ctx *c);
 /* Forgets the sequence (the cache is overwritten from position 0); compressed
  * layers get their plain caches back. */
 vkv_status vkv_ctx_reset(vkv_ctx *c);
+/* Forgets the sequence, then takes the first n tokens of src's cache as its
+ * own (vkv_kv_copy_prefix: bit for bit what src's evaluation wrote): the
+ * next evaluation continues at position n. n <= src's n_past; both caches
+ * plain, of the same row types. */
+vkv_status vkv_ctx_copy_prefix(vkv_ctx *c, const vkv_ctx *src, uint32_t n);
 /* Forgets the tokens after the first n (n <= n_past): the next evaluation
  * continues at position n and overwrites their slots (KVzip's reconstruction
  * pass is dropped this way). Plain caches only: VKV_ERR_ARG once a layer is

@@ -240,6 +240,34 @@ vkv_status vkv_kv_reset(vkv_kv_cache *kv)
     return VKV_OK;
 }
 
+vkv_status vkv_kv_copy_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32_t n)
+{
+    const vkv_hparams *hp = &dst->m->hp;
+    if (dst->m != src->m || dst->gpu != src->gpu) return vkv_error(VKV_ERR_ARG, "a prefix copies between caches of one model");
+    if (dst->plain_k != src->plain_k || dst->plain_v != src->plain_v)
+        return vkv_error(VKV_ERR_ARG, "a prefix of %s/%s rows cannot fill a cache of %s/%s rows",
+                         vkv_dtype_get(src->plain_k)->name, vkv_dtype_get(src->plain_v)->name,
+                         vkv_dtype_get(dst->plain_k)->name, vkv_dtype_get(dst->plain_v)->name);
+    if (dst->n_ctx0 || src->n_ctx0) return vkv_error(VKV_ERR_ARG, "a prefix copies between plain caches only");
+    if (n > dst->n_slots || n > src->n_slots)
+        return vkv_error(VKV_ERR_ARG, "a %u-token prefix does not fit %u and %u slots a head", n, src->n_slots,
+                         dst->n_slots);
+    if (!n) return VKV_OK;
+    vkv_status st = vkv_cmd_begin(dst->gpu);
+    if (st) return st;
+    for (uint32_t l = 0; l < hp->n_layer && !st; l++)
+        for (int v = 0; v < 2 && !st; v++) {
+            /* [n_kv_head, n_slots] rows: head h's first n rows start at h * n_slots rows */
+            const uint64_t row = vkv_kv_row_bytes(v ? dst->plain_v : dst->plain_k, hp->head_dim);
+            vkv_buffer *to = v ? dst->v_cache[l] : dst->k_cache[l];
+            const vkv_buffer *from = v ? src->v_cache[l] : src->k_cache[l];
+            for (uint32_t h = 0; h < hp->n_head_kv && !st; h++)
+                st = vkv_cmd_copy(dst->gpu, from, (uint64_t)h * src->n_slots * row, to,
+                                  (uint64_t)h * dst->n_slots * row, (uint64_t)n * row);
+        }
+    return st ? vkv_cmd_abort(dst->gpu, st) : vkv_cmd_submit(dst->gpu);
+}
+
 vkv_status vkv_kv_set_materialized(vkv_kv_cache *kv, bool materialized)
 {
     if (kv->n_ctx0 && materialized != kv->materialized)

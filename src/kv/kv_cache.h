@@ -72,6 +72,14 @@ bool vkv_kv_groupable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past);
  * keeps its own slots per head). */
 bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b);
 
+/* Copies the first n tokens' K and V rows of every layer of src into dst,
+ * head by head (each cache keeps its own slots per head), on the device: the
+ * bytes as stored, so dst then holds what src's evaluation of them wrote, bit
+ * for bit (a prefix computed once: docs/SERVE.md, "The prefix cache"). Both
+ * plain on every layer, of the same model and row types; n at most either's
+ * slots. Records and submits on its own. */
+vkv_status vkv_kv_copy_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32_t n);
+
 /* Forgets every token: compressed layers get their plain caches back. */
 vkv_status vkv_kv_reset(vkv_kv_cache *kv);
 

@@ -98,6 +98,7 @@ typedef struct vkv_seq_event {
     /* VKV_SEQ_DONE */
     const char *finish_reason;  /* "stop" (end of generation or a stop sequence) or "length" */
     uint32_t prompt_tokens, completion_tokens;
+    uint32_t cached_tokens;     /* prompt tokens whose KV rows came from the prefix cache */
     vkv_gen_compression compression;
     /* VKV_SEQ_ERROR: an OpenAI error object's fields and its HTTP status */
     int http_status;            /* 400, 404, 429, 500, 503 */
@@ -120,6 +121,8 @@ typedef struct vkv_engine_params {
     uint32_t prefill_chunk;     /* prompt tokens per chunk, interleaved with decode steps; 0: 512 */
     vkv_press_request defaults; /* the server's flags: every has_* true */
     bool log;                   /* one line per request and pool change on stderr */
+    bool no_prefix_cache;       /* finished prompts' caches are not kept for reuse */
+    uint32_t prefix_page;       /* the prefix cache's unit of reuse in tokens; 0: 16 */
 } vkv_engine_params;
 
 /* Starts the scheduler thread on an open session (its device, model,

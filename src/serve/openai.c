@@ -491,6 +491,11 @@ static void write_usage(vkv_json_writer *w, const vkv_seq_event *done)
     vkv_json_uint(w, done->completion_tokens);
     vkv_json_key(w, "total_tokens");
     vkv_json_uint(w, (uint64_t)done->prompt_tokens + done->completion_tokens);
+    vkv_json_key(w, "prompt_tokens_details");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "cached_tokens");
+    vkv_json_uint(w, done->cached_tokens);
+    vkv_json_end_object(w);
     vkv_json_end_object(w);
 }
 

@@ -25,6 +25,10 @@
  * allocations, press sessions' scoring buffers at compression). */
 #define POOL_MARGIN_DIV 16
 
+#define DEFAULT_PREFIX_PAGE 16
+/* Finished prompts' caches kept at most (the least recently used go first). */
+#define MAX_PREFIX_ENTRIES 256
+
 /* Upper bounds (seconds) of the step-time histogram's buckets. */
 static const double STEP_BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 #define N_STEP_BUCKETS (sizeof STEP_BUCKETS / sizeof STEP_BUCKETS[0])
@@ -77,8 +81,21 @@ struct vkv_seq {
     int32_t next_id;            /* the token the next decoding step appends */
     uint32_t n_gen;
     vkv_gen_compression comp;
+    uint32_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     vkv_seq_event refusal;      /* why prepare refused it */
 };
+
+/* A finished prompt's cache kept for the prompts that start with it
+ * (docs/SERVE.md, "The prefix cache"): the sequence, whose rows of the prompt
+ * tokens ids[0, n_ids) a later prefill copies instead of evaluating them. */
+typedef struct prefix_entry {
+    vkv_session_seq *ss;
+    int32_t *ids;               /* [n_ids] */
+    uint32_t n_ids;
+    vkv_dtype kv_type;
+    uint64_t bytes;             /* its cache's device bytes, counted in the pool */
+    uint64_t last_used;         /* the engine's use clock when it was kept or last reused */
+} prefix_entry;
 
 struct vkv_engine {
     vkv_session *s;
@@ -114,6 +131,12 @@ struct vkv_engine {
     uint64_t step_hist[N_STEP_BUCKETS + 1];
     double step_sum;
     uint64_t step_count;
+    /* the prefix cache: entries (the scheduler's; their count and bytes under mu) */
+    prefix_entry *prefix;       /* [MAX_PREFIX_ENTRIES] */
+    uint32_t n_prefix;
+    uint64_t prefix_bytes;      /* device bytes its entries hold (pool_used does not count them) */
+    uint64_t prefix_clock;
+    uint64_t prefix_queries, prefix_hits, prefix_evictions; /* prompt tokens looked up, reused; entries dropped */
 
     /* The scheduler thread's. */
     vkv_seq **active;           /* [max_seqs], in admission order */
@@ -498,6 +521,138 @@ static bool prepare(vkv_seq *q)
     return true;
 }
 
+/* ---- the prefix cache (docs/SERVE.md, "The prefix cache") ---- */
+
+/* Whether q's prefill compresses nothing (no press, nothing during
+ * generation): its peak is its cache, its chunks can share a forward with
+ * other such prompts' (vkv_session_seqs_prefill_next), and its prompt's rows
+ * can be reused and kept. */
+static bool plain_prefill(const vkv_seq *q) { return !q->c.press && !q->c.compress_every; }
+
+static uint32_t common_prefix(const int32_t *a, size_t na, const int32_t *b, size_t nb)
+{
+    size_t n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return (uint32_t)i;
+}
+
+/* Frees entry i (the last entry takes its place). */
+static void prefix_drop(vkv_engine *e, uint32_t i, bool evicted)
+{
+    prefix_entry *p = &e->prefix[i];
+    vkv_session_seq_free(p->ss);
+    free(p->ids);
+    pthread_mutex_lock(&e->mu);
+    e->prefix_bytes -= p->bytes;
+    e->prefix_evictions += evicted;
+    *p = e->prefix[--e->n_prefix];
+    pthread_mutex_unlock(&e->mu);
+}
+
+/* The least recently used entry other than `keep` (-1: none). */
+static int prefix_lru(const vkv_engine *e, int keep)
+{
+    int best = -1;
+    for (uint32_t i = 0; i < e->n_prefix; i++)
+        if ((int)i != keep && (best < 0 || e->prefix[i].last_used < e->prefix[best].last_used)) best = (int)i;
+    return best;
+}
+
+/* The entry sharing the longest start with q's prompt, at least a page (-1: none). */
+static int prefix_match(const vkv_engine *e, const vkv_seq *q)
+{
+    int best = -1;
+    uint32_t most = e->p.prefix_page - 1;
+    if (e->p.no_prefix_cache || !plain_prefill(q)) return -1;
+    for (uint32_t i = 0; i < e->n_prefix; i++) {
+        const prefix_entry *p = &e->prefix[i];
+        uint32_t m = p->kv_type == q->kv_type ? common_prefix(p->ids, p->n_ids, q->pr.ids, q->pr.n) : 0;
+        if (m > most) {
+            most = m;
+            best = (int)i;
+        }
+    }
+    return best;
+}
+
+/* The entry a started q reuses most rows of (-1: none), and their count. */
+static int prefix_find(vkv_engine *e, const vkv_seq *q, uint32_t *n_reuse)
+{
+    int best = -1;
+    *n_reuse = 0;
+    if (e->p.no_prefix_cache || !plain_prefill(q)) return -1;
+    for (uint32_t i = 0; i < e->n_prefix; i++) {
+        const prefix_entry *p = &e->prefix[i];
+        if (p->kv_type != q->kv_type) continue;
+        uint32_t m = common_prefix(p->ids, p->n_ids, q->pr.ids, q->pr.n);
+        uint32_t r = m >= e->p.prefix_page ? vkv_session_seq_reusable(q->ss, p->ss, &q->pr, m, e->p.prefix_page) : 0;
+        if (r > *n_reuse) {
+            *n_reuse = r;
+            best = (int)i;
+        }
+    }
+    return best;
+}
+
+/* Drops entries, the least recently used first, until q's peak fits the
+ * pool beside them, when dropping them all would make it fit; the entry q
+ * would reuse goes last. */
+static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
+{
+    pthread_mutex_lock(&e->mu);
+    const uint64_t used = e->pool_used;
+    pthread_mutex_unlock(&e->mu);
+    if (used + q->peak > e->budget) return;
+    const int keep = prefix_match(e, q);
+    while (e->n_prefix && used + e->prefix_bytes + q->peak > e->budget) {
+        int i = prefix_lru(e, keep);
+        if (i < 0) i = keep;
+        logf_(e, "request %llu: the prefix cache drops a %u-token prompt's cache (%.2f MiB) to make room", q->id,
+              e->prefix[i].n_ids, mib(e->prefix[i].bytes));
+        prefix_drop(e, (uint32_t)i, true);
+        if (i == keep) break;
+    }
+}
+
+/* Keeps a finished q's cache for the prompts that start with its prompt:
+ * the rows its prefill evaluated (an entry already holding them is used
+ * instead; entries holding a part of them go). Its bytes move from the
+ * sequence's count to the cache's. */
+static void prefix_keep(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    if (e->p.no_prefix_cache || !plain_prefill(q) || !q->ss || !q->ss->row_chunk) return;
+    uint32_t n = 0;
+    while (n < q->pr.n && n < vkv_ctx_n_past(q->ss->ctx) && q->ss->row_chunk[n]) n++;
+    if (n < e->p.prefix_page) return;
+    for (uint32_t i = 0; i < e->n_prefix;) {
+        prefix_entry *p = &e->prefix[i];
+        uint32_t m = p->kv_type == q->kv_type ? common_prefix(p->ids, p->n_ids, q->pr.ids, n) : 0;
+        if (m == n) {
+            p->last_used = ++e->prefix_clock; /* it holds them all already */
+            return;
+        }
+        if (m && m == p->n_ids) prefix_drop(e, i, false); /* a part of them */
+        else i++;
+    }
+    if (e->n_prefix == MAX_PREFIX_ENTRIES) prefix_drop(e, (uint32_t)prefix_lru(e, -1), true);
+    int32_t *ids = malloc(sizeof *ids * n);
+    if (!ids) return;
+    memcpy(ids, q->pr.ids, sizeof *ids * n);
+    const uint64_t bytes = vkv_ctx_kv_bytes(q->ss->ctx);
+    e->prefix[e->n_prefix] = (prefix_entry){.ss = q->ss, .ids = ids, .n_ids = n, .kv_type = q->kv_type,
+                                            .bytes = bytes, .last_used = ++e->prefix_clock};
+    q->ss = NULL;
+    pthread_mutex_lock(&e->mu);
+    e->n_prefix++;
+    e->pool_used -= q->held;
+    e->prefix_bytes += bytes;
+    pthread_mutex_unlock(&e->mu);
+    q->held = 0;
+    logf_(e, "request %llu: its %u prompt tokens' cache is kept for reuse (%.2f MiB; %u kept, %.2f MiB)", q->id, n,
+          mib(bytes), e->n_prefix, mib(e->prefix_bytes));
+}
+
 /* ---- a sequence's end ---- */
 
 /* Frees what the sequence holds on the scheduler's side and returns its
@@ -602,12 +757,13 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
     }
     if (q->ss && q->ss->decode) q->comp.decode_compressions = vkv_decode_press_stats(q->ss->decode).compressions;
     vkv_seq_event ev = {.kind = VKV_SEQ_DONE, .finish_reason = reason, .prompt_tokens = (uint32_t)q->pr.n,
-                        .completion_tokens = q->n_gen, .compression = q->comp};
+                        .completion_tokens = q->n_gen, .cached_tokens = q->cached_tokens, .compression = q->comp};
     logf_(e, "request %llu done (%s): %u prompt + %u generated tokens, %u compressions during generation", q->id,
           reason, ev.prompt_tokens, q->n_gen, q->comp.decode_compressions);
     pthread_mutex_lock(&e->mu);
     e->decode_compressions += q->comp.decode_compressions;
     pthread_mutex_unlock(&e->mu);
+    prefix_keep(q);
     seq_drop_resources(q);
     count_outcome(e, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
     seq_leave_active(q);
@@ -716,10 +872,22 @@ static void start(vkv_seq *q)
     }
     q->cp.scratch_from = e->scratch_owner;
     if ((st = vkv_session_seq_create(e->s, &q->cp, &q->ss)) ||
-        (st = vkv_sampler_create(&q->req->sampling, (int32_t)nv, &q->smp)) ||
-        (st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits))) {
+        (st = vkv_sampler_create(&q->req->sampling, (int32_t)nv, &q->smp))) {
         seq_fail_status(q, st);
         return;
+    }
+    uint32_t n_reuse = 0;
+    const int from = prefix_find(e, q, &n_reuse);
+    st = from >= 0 ? vkv_session_seq_prefill_begin_from(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits,
+                                                         e->prefix[from].ss, n_reuse)
+                   : vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits);
+    if (st) {
+        seq_fail_status(q, st);
+        return;
+    }
+    if (from >= 0) {
+        e->prefix[from].last_used = ++e->prefix_clock;
+        q->cached_tokens = n_reuse;
     }
     pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx) > q->peak ? vkv_ctx_kv_bytes(q->ss->ctx) : q->peak);
     for (size_t i = 0; i < q->pr.n; i++) vkv_sampler_accept(q->smp, q->pr.ids[i]);
@@ -733,10 +901,15 @@ static void start(vkv_seq *q)
     q->state = SEQ_PREFILL;
     pthread_mutex_lock(&e->mu);
     e->prompt_tokens += q->pr.n;
+    if (!e->p.no_prefix_cache && plain_prefill(q)) {
+        e->prefix_queries += q->pr.n;
+        e->prefix_hits += q->cached_tokens;
+    }
     uint64_t used = e->pool_used;
     pthread_mutex_unlock(&e->mu);
-    logf_(e, "request %llu admitted: %zu prompt tokens, a %u-token context, press %s, peak KV %.2f MiB; pool %.2f of "
-             "%.2f MiB", q->id, q->pr.n, q->cp.n_ctx, q->comp.press, mib(q->peak), mib(used), mib(e->budget));
+    logf_(e, "request %llu admitted: %zu prompt tokens (%u from the prefix cache), a %u-token context, press %s, peak "
+             "KV %.2f MiB; pool %.2f of %.2f MiB", q->id, q->pr.n, q->cached_tokens, q->cp.n_ctx, q->comp.press,
+          mib(q->peak), mib(used), mib(e->budget));
 }
 
 /* Takes cancelled requests off the waiting list. */
@@ -765,10 +938,6 @@ static void reap_waiting(vkv_engine *e)
     }
 }
 
-/* Whether q's prefill compresses nothing (no press, nothing during
- * generation): its peak is its cache, and its chunks can share a forward
- * with other such prompts' (vkv_session_seqs_prefill_next). */
-static bool plain_prefill(const vkv_seq *q) { return !q->c.press && !q->c.compress_every; }
 
 /* Whether an active sequence is still prefilling a prompt that compresses. */
 static bool any_compressing_prefill(const vkv_engine *e)
@@ -804,8 +973,9 @@ static void admit(vkv_engine *e)
         if (!q || !room) return;
         bool ok = q->state == SEQ_READY || prepare(q);
         if (ok && (plain_prefill(q) ? any_compressing_prefill(e) : any_prefilling(e))) return;
+        if (ok) prefix_make_room(e, q);
         pthread_mutex_lock(&e->mu);
-        const bool fits = ok && e->pool_used + q->peak <= e->budget;
+        const bool fits = ok && e->pool_used + e->prefix_bytes + q->peak <= e->budget;
         if (!ok || fits) {
             e->wait_head = q->next;
             if (!e->wait_head) e->wait_tail = NULL;
@@ -1128,6 +1298,7 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     if (!e->p.queue) e->p.queue = DEFAULT_QUEUE;
     if (!e->p.n_ctx) e->p.n_ctx = hp->n_ctx_train;
     if (!e->p.prefill_chunk) e->p.prefill_chunk = DEFAULT_PREFILL_CHUNK;
+    if (!e->p.prefix_page) e->p.prefix_page = DEFAULT_PREFIX_PAGE;
     e->p.defaults = server_defaults(&p->defaults);
     if (e->p.max_seqs > VKV_BATCH_MAX || e->p.max_seqs > e->p.prefill_chunk) {
         vkv_status st = vkv_error(VKV_ERR_ARG, "up to %u sequences at once, and no more than the prefill chunk (%u tokens), "
@@ -1181,7 +1352,8 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     e->eval_ctx = calloc(m, sizeof *e->eval_ctx);
     e->eval_ids = calloc(m, sizeof *e->eval_ids);
     e->eval_logits = malloc(sizeof *e->eval_logits * m * hp->n_vocab);
-    if (!e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits) {
+    e->prefix = calloc(MAX_PREFIX_ENTRIES, sizeof *e->prefix);
+    if (!e->prefix || !e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits) {
         vkv_engine_free(e);
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
@@ -1217,6 +1389,8 @@ void vkv_engine_free(vkv_engine *e)
 {
     if (!e) return;
     vkv_engine_drain(e);
+    while (e->n_prefix) prefix_drop(e, e->n_prefix - 1, false);
+    free(e->prefix);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e->active);
@@ -1253,6 +1427,12 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
     metric(out, "sequences_queued", "gauge", "Requests waiting for admission.", e->n_waiting);
     metric(out, "kv_pool_bytes_in_use", "gauge", "Device bytes the sequences' KV caches hold.", e->pool_used);
     metric(out, "kv_pool_budget_bytes", "gauge", "The KV pool's size.", e->budget);
+    metric(out, "prefix_cache_entries", "gauge", "Finished prompts' caches kept for reuse.", e->n_prefix);
+    metric(out, "prefix_cache_bytes", "gauge", "Device bytes of the pool the prefix cache holds.", e->prefix_bytes);
+    metric(out, "prefix_cache_queries_total", "counter", "Prompt tokens of requests that may reuse a cached prefix.",
+           e->prefix_queries);
+    metric(out, "prefix_cache_hits_total", "counter", "Prompt tokens taken from the prefix cache.", e->prefix_hits);
+    metric(out, "prefix_cache_evictions_total", "counter", "Cached prefixes dropped to make room.", e->prefix_evictions);
     bufprintf(out, "# HELP vkvector_compressions_total KV-cache compressions, after a prefill or during generation.\n"
                    "# TYPE vkvector_compressions_total counter\n"
                    "vkvector_compressions_total{when=\"prefill\"} %llu\nvkvector_compressions_total{when=\"decode\"} %llu\n",

@@ -145,6 +145,7 @@ void vkv_session_seq_free(vkv_session_seq *q)
     vkv_session_seq_prefill_end(q, NULL);
     vkv_decode_press_free(q->decode);
     vkv_ctx_free(q->ctx);
+    free(q->row_chunk);
     free(q);
 }
 
@@ -472,6 +473,7 @@ struct vkv_seq_prefill_run {
     size_t n_first;            /* the part compression sees */
     size_t pos;                /* ids [0, pos) are in the cache */
     bool first_done;           /* the first part is in (and compressed): out.memory taken */
+    bool on_grid;              /* chunks end on the n_batch grid of their segment (a reused prefix) */
     vkv_press_session *ps;
     vkv_prefill out;
 };
@@ -554,6 +556,11 @@ vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compressi
     *r = (vkv_seq_prefill_run){.pr = pr, .want = want, .logits = logits, .press = press,
                                .n_first = vkv_prompt_compressed_part(pr, press && c->query_aware)};
     r->out.n_first = (uint32_t)r->n_first;
+    if (!q->row_chunk && !(q->row_chunk = malloc(sizeof *q->row_chunk * vkv_ctx_n_ctx(q->ctx)))) {
+        st = oom();
+        goto fail;
+    }
+    memset(q->row_chunk, 0, sizeof *q->row_chunk * vkv_ctx_n_ctx(q->ctx));
     if ((st = vkv_ctx_reset(q->ctx)) || (st = make_decode_press(q, c))) goto fail;
     if (press) {
         vkv_vector_params vp;
@@ -606,11 +613,35 @@ static vkv_status decode_chunk_limit(vkv_session_seq *q, size_t seg_to, size_t *
  * compression sees), then the rest of the prompt. */
 static size_t segment_end(const vkv_seq_prefill_run *r) { return r->pos < r->n_first ? r->n_first : r->pr->n; }
 
+/* Where the segment of position pos starts and ends: the first part (what
+ * compression sees) or the rest. */
+static void segment_of(size_t pos, size_t n_first, size_t n, size_t *from, size_t *to)
+{
+    *from = pos < n_first ? 0 : n_first;
+    *to = pos < n_first ? n_first : n;
+}
+
+/* The chunk of a prefill from 0 that evaluates position pos: [*from, *to),
+ * n_batch tokens from its segment's start on. */
+static void grid_chunk(size_t pos, size_t n_first, size_t n, uint32_t n_batch, size_t *from, size_t *to)
+{
+    size_t seg_from, seg_to;
+    segment_of(pos, n_first, n, &seg_from, &seg_to);
+    *from = seg_from + (pos - seg_from) / n_batch * n_batch;
+    *to = *from + n_batch < seg_to ? *from + n_batch : seg_to;
+}
+
 /* The tokens of the next chunk before compression during generation limits
- * it: the segment's rest, at most the context's n_batch. */
+ * it: the segment's rest, at most the context's n_batch (on the grid: up to
+ * the end of the grid's chunk). */
 static size_t plain_chunk(const vkv_session_seq *q)
 {
     const vkv_seq_prefill_run *r = q->run;
+    if (r->on_grid) {
+        size_t from, to;
+        grid_chunk(r->pos, r->n_first, r->pr->n, vkv_ctx_n_batch(q->ctx), &from, &to);
+        return to - r->pos;
+    }
     size_t take = segment_end(r) - r->pos;
     return take < vkv_ctx_n_batch(q->ctx) ? take : vkv_ctx_n_batch(q->ctx);
 }
@@ -621,6 +652,7 @@ static void chunk_done(vkv_session_seq *q, size_t take, double seconds, bool *do
 {
     vkv_seq_prefill_run *r = q->run;
     r->out.prefill_s += seconds;
+    for (size_t i = r->pos; i < r->pos + take; i++) q->row_chunk[i] = (uint32_t)take;
     r->pos += take;
     if (r->pos == r->n_first && !r->press) {
         r->out.memory = vkv_ctx_kv_memory(q->ctx);
@@ -657,6 +689,61 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
     if (watched) vkv_decode_observe(q->decode);
     if (counted && (st = vkv_decode_count_steps(q->decode, (uint32_t)take))) return st;
     chunk_done(q, take, vkv_stopwatch_seconds(s, sw), done);
+    return VKV_OK;
+}
+
+uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_seq *from, const vkv_prompt *pr,
+                                  uint32_t n_match, uint32_t page)
+{
+    if (!from->row_chunk || !page || !pr->n) return 0;
+    const size_t n = pr->n, n_first = vkv_prompt_compressed_part(pr, false);
+    const uint32_t n_batch = vkv_ctx_n_batch(q->ctx);
+    size_t most = n_match < n - 1 ? n_match : n - 1;
+    if (most > vkv_ctx_n_past(from->ctx)) most = vkv_ctx_n_past(from->ctx);
+    if (most > vkv_ctx_n_ctx(q->ctx)) most = vkv_ctx_n_ctx(q->ctx);
+    /* the rows from 0 on whose chunk took the product a prefill from 0 of pr gives them */
+    size_t same = 0, from_g, to_g;
+    while (same < most && from->row_chunk[same]) {
+        grid_chunk(same, n_first, n, n_batch, &from_g, &to_g);
+        if (!vkv_ctx_chunks_share_path(from->row_chunk[same], (uint32_t)(to_g - from_g))) break;
+        same++;
+    }
+    for (size_t l = same / page * page; l; l -= page) {
+        /* the first chunk after the prefix is the rest of the grid's chunk of l */
+        grid_chunk(l, n_first, n, n_batch, &from_g, &to_g);
+        if (vkv_ctx_chunks_share_path((uint32_t)(to_g - l), (uint32_t)(to_g - from_g))) return (uint32_t)l;
+    }
+    return 0;
+}
+
+vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *pr,
+                                              vkv_logits_want want, float *logits, const vkv_session_seq *from,
+                                              uint32_t n_reuse)
+{
+    if (c && (c->press || c->compress_every))
+        return vkv_error(VKV_ERR_ARG, "a prefill that compresses evaluates its whole prompt (its scorer watches it)");
+    if (n_reuse && n_reuse >= pr->n)
+        return vkv_error(VKV_ERR_ARG, "%u reused tokens of a %zu-token prompt (its last is evaluated)", n_reuse, pr->n);
+    if (n_reuse && from->row_chunk)
+        for (uint32_t i = 0; i < n_reuse; i++)
+            if (!from->row_chunk[i])
+                return vkv_error(VKV_ERR_ARG, "row %u of the reused cache was not evaluated by a prefill", i);
+    vkv_status st = vkv_session_seq_prefill_begin(q, c, pr, want, logits);
+    if (st || !n_reuse) return st;
+    if (!from->row_chunk) st = vkv_error(VKV_ERR_ARG, "the reused sequence has no prefill");
+    if (!st) st = vkv_ctx_copy_prefix(q->ctx, from->ctx, n_reuse);
+    if (st) {
+        vkv_session_seq_prefill_end(q, NULL);
+        return st;
+    }
+    memcpy(q->row_chunk, from->row_chunk, sizeof *q->row_chunk * n_reuse);
+    q->run->pos = n_reuse;
+    q->run->on_grid = true;
+    if (n_reuse >= q->run->n_first) {
+        /* the first part is in (nothing compresses it) */
+        q->run->out.memory = vkv_ctx_kv_memory(q->ctx);
+        q->run->first_done = true;
+    }
     return VKV_OK;
 }
 

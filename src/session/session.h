@@ -49,6 +49,11 @@ typedef struct vkv_session_seq {
     vkv_ctx *ctx;             /* NULL until reserved */
     vkv_decode_press *decode; /* compression during generation of its last prefill (vkv_compression.compress_every) */
     vkv_seq_prefill_run *run; /* the prefill in progress (vkv_session_seq_prefill_begin .. _end) */
+    /* [n_ctx] the tokens of the prefill chunk that evaluated each cache row
+     * since the last prefill began (0: not evaluated by a prefill chunk): the
+     * matrix product it took (vkv_ctx_chunks_share_path), which a reuse of
+     * the row must match (vkv_session_seq_reusable); NULL before a prefill */
+    uint32_t *row_chunk;
 } vkv_session_seq;
 
 /* Read-only for callers; vkv_session_close frees everything. */
@@ -227,6 +232,24 @@ vkv_status vkv_session_seq_prefill(vkv_session_seq *q, const vkv_compression *c,
 vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *prompt,
                                          vkv_logits_want want, float *logits);
 vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done);
+/* begin without a press or compression during generation, its first
+ * n_reuse prompt tokens taken from `from`'s cache instead of evaluated
+ * (vkv_ctx_copy_prefix), n_reuse at most vkv_session_seq_reusable's: the
+ * chunks after them start on the grid of n_batch chunks a prefill from 0
+ * takes, so cache and logits are the same bit for bit as begin's. `from` is
+ * read only here. */
+vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *prompt,
+                                              vkv_logits_want want, float *logits, const vkv_session_seq *from,
+                                              uint32_t n_reuse);
+/* The most of prompt's first tokens a plain prefill on q (its n_batch) may
+ * take from `from`'s cache and still give begin's bits: a multiple of page,
+ * at most n_match (the tokens of prompt whose ids equal those from's prefill
+ * evaluated: the caller knows them), below prompt->n (the last token's
+ * logits are evaluated), every row evaluated by a chunk of the matrix product
+ * its chunk of a prefill from 0 takes, and the first chunk evaluated after
+ * them of that product too (docs/SERVE.md, "The prefix cache"). 0: none. */
+uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_seq *from, const vkv_prompt *prompt,
+                                  uint32_t n_match, uint32_t page);
 void vkv_session_seq_prefill_end(vkv_session_seq *q, vkv_prefill *out);
 /* The tokens of q's next prefill step when it is a plain chunk that can run
  * beside other sequences' (no compression after this prefill nor during

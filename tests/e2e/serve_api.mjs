@@ -68,7 +68,7 @@ async function main() {
   eq([c.object, c.model, c.choices.length], ['chat.completion', 'fake-model', 1], 'chat object');
   eq(c.choices[0].message, { role: 'assistant', content: 'the quick brown fox' }, 'chat message');
   eq([c.choices[0].index, c.choices[0].finish_reason, c.choices[0].logprobs], [0, 'stop', null], 'chat choice');
-  eq(c.usage, { prompt_tokens: 4, completion_tokens: 4, total_tokens: 8 }, 'chat usage');
+  eq(c.usage, { prompt_tokens: 4, completion_tokens: 4, total_tokens: 8, prompt_tokens_details: { cached_tokens: 0 } }, 'chat usage');
   check(Math.abs(c.created - Date.now() / 1000) < 60, 'chat created is now');
 
   c = await client.chat.completions.create({ model: 'fake-model', messages: user('the quick brown fox'), max_tokens: 2 });
@@ -90,7 +90,7 @@ async function main() {
   eq(chunks[0].choices[0].delta, { role: 'assistant', content: '' }, 'first chunk');
   eq(chunks.slice(1, 4).map((x) => x.choices[0].delta.content).join(''), 'one two three', 'streamed text');
   eq([chunks[4].choices[0].finish_reason, chunks[4].choices[0].delta], ['stop', {}], 'finish chunk');
-  eq([chunks[5].choices, chunks[5].usage], [[], { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 }], 'usage chunk');
+  eq([chunks[5].choices, chunks[5].usage], [[], { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6, prompt_tokens_details: { cached_tokens: 0 } }], 'usage chunk');
   check(chunks.every((x) => x.object === 'chat.completion.chunk' && x.id === chunks[0].id), 'chunks share id and object');
   check(chunks.slice(0, 5).every((x) => x.usage === null), 'usage: null before the usage chunk');
 
@@ -99,7 +99,7 @@ async function main() {
   check(t.id.startsWith('cmpl-'), `completion id ${t.id}`);
   eq([t.object, t.choices[0].text, t.choices[0].finish_reason, t.choices[0].index, t.choices[0].logprobs],
     ['text_completion', 'Once upon a', 'length', 0, null], 'completion');
-  eq(t.usage, { prompt_tokens: 4, completion_tokens: 3, total_tokens: 7 }, 'completion usage');
+  eq(t.usage, { prompt_tokens: 4, completion_tokens: 3, total_tokens: 7, prompt_tokens_details: { cached_tokens: 0 } }, 'completion usage');
   t = await client.completions.create({ model: 'fake-model', prompt: [5, 6, 7] });
   eq([t.choices[0].text, t.usage.prompt_tokens], ['t5 t6 t7', 3], 'token id prompt');
   t = await client.completions.create({ model: 'fake-model', prompt: ['a single prompt'] });
