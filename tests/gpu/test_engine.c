@@ -71,6 +71,7 @@ typedef struct tcase {
     bool ref_eog;
     int32_t *ids;                /* IDS: the prompt (TEXT's tokens of text) */
     size_t n_ids;
+    uint32_t chunk;              /* the reference's prefill chunk; 0: CHUNK */
 } tcase;
 
 static tcase cases[] = {
@@ -143,7 +144,7 @@ static vkv_status reference(vkv_session *s, tcase *c)
     const vkv_hparams *hp = &s->model->hp;
     vkv_compression comp = case_compression(c);
     const int kt = c->kv_type ? vkv_dtype_from_name(c->kv_type) : (int)VKV_F16;
-    vkv_ctx_params cp = {.n_batch = CHUNK, .k_type = (vkv_dtype)kt, .v_type = (vkv_dtype)kt, .compress = comp.press != NULL};
+    vkv_ctx_params cp = {.n_batch = c->chunk ? c->chunk : CHUNK, .k_type = (vkv_dtype)kt, .v_type = (vkv_dtype)kt, .compress = comp.press != NULL};
     uint32_t room = 0;
     size_t first = vkv_prompt_compressed_part(&pr, comp.query_aware);
     if ((st = vkv_session_press_room(s, &comp, (uint32_t)first, &room))) goto out;
@@ -574,6 +575,177 @@ static void refusals(vkv_session *s)
     vkv_engine_free(e);
 }
 
+/* The prefix cache (docs/SERVE.md, "The prefix cache"). */
+#define PREFIX_CHUNK 48  /* the tiled product, and pages of 16 that start off its grid */
+static const char PREFIX_DOC[] =
+    "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You are all "
+    "resolved rather to die than to famish? All: Resolved. resolved. First Citizen: First, you know Caius Marcius is "
+    "chief enemy to the people. All: We know't, we know't. First Citizen: Let us kill him, and we'll have corn at our "
+    "own price. Is't a verdict? All: No more talking on't; let it be done: away, away! Second Citizen: One word, good "
+    "citizens.";
+
+/* A session-level check: a prefill that takes n tokens of another
+ * sequence's cache (vkv_session_seq_prefill_begin_from, n from
+ * vkv_session_seq_reusable) gives the logits of every later position of a
+ * prefill from 0, bit for bit, for every row type of the cache. */
+static void reused_prefill_matches_the_prefill(vkv_session *s)
+{
+    const size_t nv = s->model->hp.n_vocab;
+    static const char *const types[] = {"f16", "f32", "q8_0", "q4_0"};
+    char a_text[1024], b_text[1024];
+    snprintf(a_text, sizeof a_text, "%s ROMEO: What light", PREFIX_DOC);
+    snprintf(b_text, sizeof b_text, "%s JULIET: O Romeo, Romeo!", PREFIX_DOC);
+    vkv_prompt a = {0}, b = {0};
+    if (vkv_session_tokenize(s, a_text, strlen(a_text), strlen(a_text), false, VKV_SPLIT_APART, &a) ||
+        vkv_session_tokenize(s, b_text, strlen(b_text), strlen(b_text), false, VKV_SPLIT_APART, &b)) {
+        fail("reuse: tokenize: %s", vkv_last_error());
+        return;
+    }
+    uint32_t shared = 0;
+    while (shared < a.n && shared < b.n && a.ids[shared] == b.ids[shared]) shared++;
+    float *want = malloc(sizeof(float) * nv * b.n), *got = malloc(sizeof(float) * nv * b.n), *last = malloc(sizeof(float) * nv);
+    for (size_t t = 0; t < sizeof types / sizeof *types && want && got && last; t++) {
+        const vkv_dtype kt = (vkv_dtype)vkv_dtype_from_name(types[t]);
+        vkv_compression none = {.pool = VKV_POOL_DEFAULT, .p_a = -1};
+        /* each context its own size: the caches' slots per head differ */
+        vkv_ctx_params cp = {.n_ctx = (uint32_t)b.n + 40, .n_batch = PREFIX_CHUNK, .k_type = kt, .v_type = kt};
+        vkv_ctx_params cpa = cp;
+        cpa.n_ctx = (uint32_t)a.n + 3;
+        vkv_session_seq *qa = NULL, *qb = NULL;
+        vkv_prefill pf;
+        bool done = false;
+        uint32_t n_reuse = 0;
+        vkv_status st = vkv_session_reserve(s, &cp);
+        if (!st) st = vkv_session_prefill(s, &none, &b, VKV_LOGITS_ALL, want, &pf);
+        if (!st) vkv_prefill_free(&pf);
+        if (!st) st = vkv_session_seq_create(s, &cpa, &qa);
+        if (!st) st = vkv_session_seq_prefill(qa, &none, &a, VKV_LOGITS_LAST, last, &pf);
+        if (!st) vkv_prefill_free(&pf);
+        if (!st) st = vkv_session_seq_create(s, &cp, &qb);
+        if (!st) {
+            n_reuse = vkv_session_seq_reusable(qb, qa, &b, shared, 16);
+            CHECK(n_reuse % 16 == 0 && n_reuse + 48 > shared && n_reuse <= shared,
+                  "reuse %s: %u of %u shared tokens reusable", types[t], n_reuse, shared);
+        }
+        /* every page the rule allows, on the chunk grid and off it */
+        uint32_t tried = 0, off_grid_short = 0;
+        for (uint32_t l = 16; !st && l <= shared; l += 16) {
+            if (vkv_session_seq_reusable(qb, qa, &b, l, 16) != l) continue;
+            tried++;
+            /* a reuse off the grid whose chunks from l would end in a short one: the grid is what keeps the bits */
+            off_grid_short += l % PREFIX_CHUNK && (b.n - l) % PREFIX_CHUNK && (b.n - l) % PREFIX_CHUNK <= 16;
+            done = false;
+            st = vkv_session_seq_prefill_begin_from(qb, &none, &b, VKV_LOGITS_ALL, got, qa, l);
+            while (!st && !done) st = vkv_session_seq_prefill_next(qb, &done);
+            if (!st) vkv_session_seq_prefill_end(qb, NULL);
+            if (!st)
+                CHECK(!memcmp(want + (size_t)l * nv, got + (size_t)l * nv, sizeof(float) * nv * (b.n - l)),
+                      "reuse %s: the logits after %u reused tokens differ from the prefill's", types[t], l);
+        }
+        CHECK(tried >= 3 && off_grid_short, "reuse %s: %u reuses tried, %u off the grid", types[t], tried, off_grid_short);
+        if (st) fail("reuse %s: %s", types[t], vkv_last_error());
+        /* a reuse past what vkv_session_seq_reusable allows is refused, not silently different */
+        if (!st) {
+            st = vkv_session_seq_prefill_begin_from(qb, &none, &b, VKV_LOGITS_ALL, got, qa, (uint32_t)b.n);
+            CHECK(st == VKV_ERR_ARG, "reuse %s: a reuse of the whole prompt was taken", types[t]);
+        }
+        vkv_session_seq_free(qa);
+        vkv_session_seq_free(qb);
+    }
+    free(want);
+    free(got);
+    free(last);
+    vkv_prompt_free(&a);
+    vkv_prompt_free(&b);
+}
+
+/* The engine keeps a finished plain prompt's cache: a later prompt that
+ * starts with it reuses its rows (cached_tokens, a multiple of the page) and
+ * still gives the text the session gives it alone; the entry stays as it was
+ * (its own prompt again gives its text); compressing requests and another
+ * cache type reuse nothing; --no-prefix-cache reuses nothing; under a pool
+ * that holds one sequence, a new prompt evicts the entry. */
+static void prefix_cache(vkv_session *s)
+{
+    char a_text[1024], b_text[1024];
+    snprintf(a_text, sizeof a_text, "%s ROMEO: What light", PREFIX_DOC);
+    snprintf(b_text, sizeof b_text, "%s JULIET: O Romeo, Romeo!", PREFIX_DOC);
+    tcase ca = {.name = "prefix-a", .kind = VKV_GEN_TEXT, .text = a_text, .max_tokens = 12, .chunk = PREFIX_CHUNK};
+    tcase cb = {.name = "prefix-b", .kind = VKV_GEN_TEXT, .text = b_text, .max_tokens = 12, .chunk = PREFIX_CHUNK};
+    if (reference(s, &ca) || reference(s, &cb)) {
+        fail("prefix: the references: %s", vkv_last_error());
+        goto out;
+    }
+    for (int off = 0; off < 2; off++) {
+        vkv_engine_params p = {.max_seqs = 2, .n_ctx = N_CTX, .prefill_chunk = PREFIX_CHUNK, .log = true,
+                               .no_prefix_cache = off};
+        vkv_engine *e;
+        if (vkv_engine_create(s, &p, &e)) {
+            fail("vkv_engine_create: %s", vkv_last_error());
+            goto out;
+        }
+        const tcase *order[] = {&ca, &cb, &ca};
+        uint32_t cached_sum = 0;
+        for (int i = 0; i < 3; i++) {
+            outcome o;
+            one(e, make_request(order[i]), &o);
+            check_case(order[i], &o);
+            const uint32_t c = o.last.cached_tokens;
+            cached_sum += c;
+            if (off || !i) CHECK(c == 0, "prefix %s request %d: %u cached tokens", off ? "off" : "on", i, c);
+            else
+                CHECK(c % 16 == 0 && c >= ca.ref_prompt / 2 && c < o.last.prompt_tokens,
+                      "prefix request %d: %u cached tokens of %u", i, c, o.last.prompt_tokens);
+            free(o.text);
+        }
+        CHECK(metric(e, "vkvector_prefix_cache_hits_total") == cached_sum, "prefix hits metric %g, want %u",
+              metric(e, "vkvector_prefix_cache_hits_total"), cached_sum);
+        CHECK(metric(e, "vkvector_prefix_cache_entries") == (off ? 0 : 2), "prefix %s: %g entries", off ? "off" : "on",
+              metric(e, "vkvector_prefix_cache_entries"));
+        /* a compressing request and a q8_0 cache reuse nothing */
+        tcase kd = ca, q8 = ca;
+        kd.press = "keydiff";
+        kd.compression = 0.5;
+        q8.kv_type = "q8_0";
+        const tcase *others[] = {&kd, &q8};
+        for (int i = 0; i < 2; i++) {
+            outcome o;
+            one(e, make_request(others[i]), &o);
+            CHECK(o.last.kind == VKV_SEQ_DONE && o.last.cached_tokens == 0, "prefix: %s request: %d, %u cached tokens",
+                  i ? "a q8_0" : "a compressing", o.last.kind, o.last.cached_tokens);
+            free(o.text);
+        }
+        vkv_engine_free(e);
+    }
+    /* a pool of one sequence: the next prompt evicts the entry, and runs */
+    vkv_ctx_params one_seq = {.n_ctx = ca.ref_prompt + ca.max_tokens + 8, .k_type = VKV_F16, .v_type = VKV_F16};
+    vkv_engine_params p = {.max_seqs = 2, .n_ctx = N_CTX, .prefill_chunk = PREFIX_CHUNK, .log = true,
+                           .kv_budget = vkv_ctx_plan_memory(&s->model->hp, &one_seq).kv_bytes};
+    vkv_engine *e;
+    if (vkv_engine_create(s, &p, &e)) {
+        fail("vkv_engine_create: %s", vkv_last_error());
+        goto out;
+    }
+    outcome o;
+    one(e, make_request(&ca), &o);
+    check_case(&ca, &o);
+    free(o.text);
+    CHECK(metric(e, "vkvector_prefix_cache_entries") == 1, "pressure: %g entries", metric(e, "vkvector_prefix_cache_entries"));
+    one(e, text_request("ROMEO: What light", 4), &o);
+    CHECK(o.last.kind == VKV_SEQ_DONE, "pressure: a new prompt: %d %s", o.last.kind, o.last.message);
+    free(o.text);
+    CHECK(metric(e, "vkvector_prefix_cache_evictions_total") == 1, "pressure: %g evictions",
+          metric(e, "vkvector_prefix_cache_evictions_total"));
+    one(e, make_request(&ca), &o);
+    check_case(&ca, &o);
+    CHECK(o.last.cached_tokens == 0, "pressure: %u cached tokens of an evicted prompt", o.last.cached_tokens);
+    free(o.text);
+    vkv_engine_free(e);
+out:
+    free(ca.ref_text);
+    free(cb.ref_text);
+}
+
 /* A model without a chat template vkvector knows: chat messages go as
  * ChatML, the text the chat case gives on the ChatML session. */
 static void chat_falls_back_to_chatml(void)
@@ -631,6 +803,8 @@ int main(void)
         stepped_prefills_match_the_prefill(s);
         concurrent_requests_match_the_session(s);
         refusals(s);
+        reused_prefill_matches_the_prefill(s);
+        prefix_cache(s);
         chat_falls_back_to_chatml();
     }
     uint32_t verr = vkv_instance_validation_errors(s->inst);
