@@ -13,10 +13,33 @@
 //      answer's tokens are kept), KeyDiff holding 0.25 of the whole context
 //      (a --max-kv-tokens budget through prefill and generation), each with
 //      VECTOR and with q8_0 tiers: 16 long prompts are sent together and the
-//      peak of vkvector_sequences_active_peak is read from /metrics.
+//      peak of vkvector_sequences_active_peak is read from /metrics;
+//   3. questions about one cached document: a document of about --doc-tokens
+//      tokens (the first whole lines of --text, counted by `vkvector
+//      tokenize`), then 4 questions about it one at a time (document, a blank
+//      line, a speaker's name: streamed completions of 8 tokens, temperature
+//      0), on a server with the prefix cache and on one with
+//      --no-prefix-cache: each question's prompt tokens,
+//      usage.prompt_tokens_details.cached_tokens and time to first token, and
+//      the median of the later questions' TTFT over the first's; the same
+//      with KeyDiff 0.75 + VECTOR on each request (a compressed prompt is not
+//      cached today: the baseline for caching one);
+//   4. a multi-turn chat: 8 turns of /v1/chat/completions, each the whole
+//      conversation so far (the previous answers and a new short line of the
+//      play), 24 tokens an answer, streamed, with and without the prefix
+//      cache: each turn's prompt tokens, cached tokens and TTFT.
+//   Sections 3 and 4 start their servers once a round (--rounds), the prefix
+//   cache on then off, and send each a short warm-up request first (a fresh
+//   server's first forward builds its GPU pipelines).
 //
 //   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens N]
-//        [--max-tokens N] [--gen-tokens 32,128] [--rounds 1] [--skip-throughput] [--skip-admission]
+//        [--max-tokens N] [--gen-tokens 32,128] [--rounds 1] [--doc-tokens 900] [--text FILE]
+//        [--skip-throughput] [--skip-admission] [--skip-document] [--skip-chat]
+//
+// --text is the play the document and the chat's lines come from (default
+// ../shared/data/tinyshakespeare.txt beside the repository). Each section
+// prints its rows as they come; the --skip flags leave sections out, so one
+// section runs alone with the other three skipped.
 //
 // Figures only: nothing here is a pass/fail test, and figures from another
 // day or another machine are not comparable (README, "Measuring speed").
@@ -24,6 +47,7 @@ import { spawn, execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { readFileSync } from 'node:fs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
@@ -31,7 +55,8 @@ const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], rounds: 1, throughput: true, admission: true };
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], rounds: 1, throughput: true, admission: true,
+              docTokens: 900, text: path.resolve(repo, '..', 'shared', 'data', 'tinyshakespeare.txt'), document: true, chat: true };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => argv[++i];
     if (a === '--vkvector') o.vkv = v();
@@ -43,10 +68,18 @@ function parseArgs(argv) {
     else if (a === '--rounds') o.rounds = Number(v());
     else if (a === '--skip-throughput') o.throughput = false;
     else if (a === '--skip-admission') o.admission = false;
+    else if (a === '--doc-tokens') o.docTokens = Number(v());
+    else if (a === '--text') o.text = v();
+    else if (a === '--skip-document') o.document = false;
+    else if (a === '--skip-chat') o.chat = false;
     else { console.error(`serve_bench: unknown option '${a}'`); process.exit(2); }
   }
   if (!Number.isInteger(o.rounds) || o.rounds < 1) {
     console.error('serve_bench: --rounds takes a positive integer');
+    process.exit(2);
+  }
+  if (!Number.isInteger(o.docTokens) || o.docTokens < 16) {
+    console.error('serve_bench: --doc-tokens takes an integer of at least 16');
     process.exit(2);
   }
   return o;
@@ -78,7 +111,17 @@ async function metrics(url) {
     return m ? Number(m[1]) : NaN;
   };
   return { peak: get('vkvector_sequences_active_peak'), budget: get('vkvector_kv_pool_budget_bytes'),
-           used: get('vkvector_kv_pool_bytes_in_use') };
+           used: get('vkvector_kv_pool_bytes_in_use'), prefixHits: get('vkvector_prefix_cache_hits_total'),
+           prefixQueries: get('vkvector_prefix_cache_queries_total') };
+}
+
+function post(url, route, body) {
+  return fetch(`${url}${route}`, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+function median(xs) {
+  const sorted = [...xs].sort((a, b) => a - b), mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
 }
 
 async function throughput(o) {
@@ -112,10 +155,8 @@ async function throughput(o) {
       const at = (c) => rows.find((r) => r.round === round && r.gen === g && r.concurrency === c).generated_tokens_per_s;
       ratios.push(at(16) / at(1));
     }
-    const sorted = [...ratios].sort((a, b) => a - b), mid = sorted.length >> 1;
-    const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
     console.log(`${g} tokens a request: concurrency 16 / concurrency 1: ${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` +
-                (o.rounds > 1 ? ` (median ${median.toFixed(2)}x)` : ''));
+                (o.rounds > 1 ? ` (median ${median(ratios).toFixed(2)}x)` : ''));
   }
   console.log('\nEach new request costs a prefill (the prompts that arrive together share forwards), ' +
               'so the shorter the answers, the larger the prefills\' share of the time.');
@@ -134,8 +175,7 @@ async function admitted(o, label, args, ext) {
     const reqs = Array.from({ length: 16 }, (_, i) => {
       const body = { prompt: longPrompt(o.promptTokens, i), max_tokens: o.maxTokens, temperature: 0 };
       if (ext) body.vkvector = ext;
-      return fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-                                                 body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+      return post(s.url, '/v1/completions', body).then(async (r) => ({ status: r.status, body: await r.json() }));
     });
     const res = await Promise.all(reqs);
     const m = await metrics(s.url);
@@ -154,9 +194,8 @@ async function admission(o) {
   const s = await startServer(o, ['--max-seqs', '1']);
   let x, promptTokens;
   try {
-    const r = await fetch(`${s.url}/v1/completions`, { method: 'POST', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ prompt: longPrompt(o.promptTokens, 0), max_tokens: 1, temperature: 0,
-                             vkvector: { press: 'keydiff', compression: 0.75 } }) });
+    const r = await post(s.url, '/v1/completions', { prompt: longPrompt(o.promptTokens, 0), max_tokens: 1, temperature: 0,
+                                                     vkvector: { press: 'keydiff', compression: 0.75 } });
     const body = await r.json();
     if (!body.vkvector) throw new Error(`the sizing request failed: ${JSON.stringify(body).slice(0, 300)}`);
     x = body.vkvector;
@@ -196,12 +235,161 @@ async function admission(o) {
               'tokens and one uncompressed prompt (the one being prefilled) in the pool.');
 }
 
+// One streamed request (temperature 0, the usage chunk asked for): the
+// milliseconds from sending it to the first chunk that carries text (null:
+// none did), its text, finish reason and usage; { error } where the server
+// refused it or the stream carried an error.
+async function streamed(url, route, body) {
+  const t0 = performance.now();
+  const res = await post(url, route, { ...body, temperature: 0, stream: true, stream_options: { include_usage: true } });
+  if (!res.ok) return { error: `HTTP ${res.status}: ${(await res.json().catch(() => ({}))).error?.message}` };
+  const out = { ttft: null, text: '', finish: null, usage: null }, decoder = new TextDecoder();
+  let pending = '';
+  for await (const bytes of res.body) {
+    const events = (pending + decoder.decode(bytes, { stream: true })).split('\n\n');
+    pending = events.pop();
+    for (const event of events.map((e) => e.replace(/^data: /, '')).filter((e) => e !== '[DONE]')) {
+      const chunk = JSON.parse(event);
+      if (chunk.error) return { error: chunk.error.message };
+      out.usage = chunk.usage || out.usage;
+      for (const c of chunk.choices || []) {
+        const piece = c.text ?? c.delta?.content ?? '';
+        if (piece && out.ttft === null) out.ttft = performance.now() - t0;
+        out.text += piece;
+        out.finish = c.finish_reason || out.finish;
+      }
+    }
+  }
+  if (!out.usage) return { error: 'the stream ended without a usage chunk' };
+  return out;
+}
+
+const ms = (x) => (x === null || Number.isNaN(x) ? 'n/a' : x.toFixed(0));
+const cached = (usage) => usage.prompt_tokens_details?.cached_tokens ?? 'n/a';
+
+// For each round, a fresh server with the prefix cache and then one without
+// it: fn(server, its label, round) after a short warm-up request (a fresh
+// server's first forward builds its GPU pipelines; a prompt shorter than the
+// cache's 16-token page is not kept), then what /metrics says it reused.
+async function eachCacheMode(o, fn) {
+  for (let round = 1; round <= o.rounds; round++) {
+    for (const [label, args] of [['prefix cache', []], ['no prefix cache', ['--no-prefix-cache']]]) {
+      const s = await startServer(o, args);
+      try {
+        await (await post(s.url, '/v1/completions', { prompt: 'Hi', max_tokens: 2 })).json();
+        await fn(s, label, round);
+        const m = await metrics(s.url);
+        console.log(`\n${label}, round ${round}: /metrics: vkvector_prefix_cache_hits_total ${m.prefixHits} of ` +
+                    `vkvector_prefix_cache_queries_total ${m.prefixQueries} prompt tokens`);
+      } finally {
+        await stopServer(s);
+      }
+    }
+  }
+}
+
+// The text's first whole lines that make at most n tokens (vkvector
+// tokenize, BOS not counted).
+async function documentOf(o, text, n) {
+  const lines = text.split('\n'), head = (k) => `${lines.slice(0, k).join('\n')}\n`;
+  const tokens = async (k) => (await execFileP(o.vkv, ['tokenize', '-m', o.model, '--text', head(k)])).stdout.trim().split(/\s+/).length;
+  let lo = 1, hi = Math.min(lines.length - 1, n); // a line is a token at least
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if ((await tokens(mid)) <= n) lo = mid;
+    else hi = mid - 1;
+  }
+  return { text: head(lo), lines: lo, tokens: await tokens(lo) };
+}
+
+async function documentQuestions(o) {
+  const doc = await documentOf(o, readFileSync(o.text, 'utf8'), o.docTokens);
+  const questions = ['ROMEO:', 'JULIET:', 'First Citizen:', 'MENENIUS:'], maxTokens = 8;
+  const compressions = [['none', null], ['KeyDiff 0.75 + VECTOR', { press: 'keydiff', compression: 0.75, vector: true }]];
+  console.log(`\n## Questions about one cached document (the first ${doc.lines} lines of ${path.basename(o.text)}, ` +
+              `${doc.tokens} tokens, then a blank line and a speaker's name; one question at a time, ${maxTokens} tokens ` +
+              'each, streamed, temperature 0)');
+  await eachCacheMode(o, async (s, mode, round) => {
+    for (const [label, ext] of compressions) {
+      console.log('\n| round | server | compression | question | prompt tokens | cached tokens | TTFT ms |');
+      console.log('| --- | --- | --- | --- | --- | --- | --- |');
+      const ttft = [];
+      for (const [k, q] of questions.entries()) {
+        const r = await streamed(s.url, '/v1/completions', { prompt: `${doc.text}\n${q}`, max_tokens: maxTokens,
+                                                            ...(ext && { vkvector: ext }) });
+        if (r.error) throw new Error(`question ${k + 1} (${label}): ${r.error} (a smaller --doc-tokens?)`);
+        ttft.push(r.ttft);
+        console.log(`| ${round} | ${mode} | ${label} | ${k + 1} (${q}) | ${r.usage.prompt_tokens} | ${cached(r.usage)} | ${ms(r.ttft)} |`);
+      }
+      const later = median(ttft.slice(1).filter((x) => x !== null));
+      console.log(`\n${mode}, ${label}: first question's TTFT ${ms(ttft[0])} ms, the later ones' median ${ms(later)} ms: ` +
+                  `later / first ${(later / ttft[0]).toFixed(2)}x`);
+    }
+  });
+  console.log('\nA compressed prompt is neither cached nor taken from the cache (the press scores the whole prompt): ' +
+              'its rows are the baseline for caching compressed contexts.');
+}
+
+// Short lines of the play: each speech's first words, whole words up to
+// maxChars characters, where that makes at least half of them.
+function playLines(text, count, maxChars) {
+  const out = [];
+  for (const speech of text.split('\n\n')) {
+    let line = '';
+    for (const w of speech.split('\n').slice(1).join(' ').split(' ')) {
+      if (line.length + 1 + w.length > maxChars) break;
+      line = line ? `${line} ${w}` : w;
+    }
+    if (line.length >= maxChars / 2) out.push(line);
+    if (out.length === count) break;
+  }
+  return out;
+}
+
+async function chat(o) {
+  const turns = 8, maxTokens = 24, lines = playLines(readFileSync(o.text, 'utf8'), turns, 90);
+  console.log(`\n## A multi-turn chat (${lines.length} turns of /v1/chat/completions, each the conversation so far: the ` +
+              `previous answers and a new line of ${path.basename(o.text)} of up to 90 characters; ${maxTokens} tokens ` +
+              'an answer, streamed, temperature 0)');
+  await eachCacheMode(o, async (s, mode, round) => {
+    console.log('\n| round | server | turn | prompt tokens | cached tokens | TTFT ms | answer tokens |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- |');
+    const messages = [], later = [];
+    let prompt = 0, fromCache = 0;
+    for (const [i, line] of lines.entries()) {
+      messages.push({ role: 'user', content: line });
+      const r = await streamed(s.url, '/v1/chat/completions', { messages, max_tokens: maxTokens });
+      if (r.error && /context length/.test(r.error)) {
+        console.log(`\nTurn ${i + 1} does not fit the context (${r.error}): stopped.`);
+        break;
+      }
+      if (r.error) throw new Error(`turn ${i + 1}: ${r.error}`);
+      console.log(`| ${round} | ${mode} | ${i + 1} | ${r.usage.prompt_tokens} | ${cached(r.usage)} | ${ms(r.ttft)} | ` +
+                  `${r.usage.completion_tokens} |`);
+      if (i) later.push(r.ttft);
+      prompt += r.usage.prompt_tokens;
+      fromCache += r.usage.prompt_tokens_details?.cached_tokens ?? 0;
+      if (r.finish === 'length' && r.usage.completion_tokens < maxTokens) {
+        console.log(`\nTurn ${i + 1}'s answer reached the end of the context: stopped.`);
+        break;
+      }
+      messages.push({ role: 'assistant', content: r.text });
+    }
+    console.log(`\n${mode}: ${fromCache} of ${prompt} prompt tokens from the cache; turns 2 on: TTFT median ` +
+                `${ms(median(later.filter((x) => x !== null)))} ms`);
+  });
+  console.log('\nThe cache keeps a finished request\'s prompt rows, not its answer\'s: a turn reuses at most the previous ' +
+              'turn\'s prompt (a multiple of 16 tokens of it) and prefills the rest: the previous answer and the new line.');
+}
+
 async function main() {
   const o = parseArgs(process.argv);
   const { stdout } = await execFileP(o.vkv, ['devices']);
   console.log(`# vkvector serve benchmark: ${path.basename(o.model)}\n\n${stdout.split('\n')[0]}`);
   if (o.throughput) await throughput(o);
   if (o.admission) await admission(o);
+  if (o.document) await documentQuestions(o);
+  if (o.chat) await chat(o);
 }
 
 main().catch((e) => { console.error(`serve_bench: ${e.stack || e}`); process.exit(1); });
