@@ -151,6 +151,20 @@ async function main() {
       check(Math.abs(x.kv_bytes_after / x.kv_bytes_before - 0.25) < 0.05, 'about a quarter of the KV bytes', JSON.stringify(x));
     }
 
+    // The prefix cache: a second prompt that starts with the first's document reuses its rows
+    // (usage.prompt_tokens_details.cached_tokens, a multiple of 16) and still gives run's text.
+    const doc = PROMPTS.join('\n\n'), second = `${doc}\n\nJULIET:\n`;
+    const first = await client.completions.create({ model: id, prompt: `${doc}\n\nROMEO:\n`, max_tokens: 4, temperature: 0 });
+    check(first.usage.prompt_tokens_details?.cached_tokens === 0, 'a new document: no cached tokens', JSON.stringify(first.usage));
+    const [cached, secondCli] = await Promise.all([
+      client.completions.create({ model: id, prompt: second, max_tokens: N_NEW, temperature: 0 }), runCli(second, N_NEW)]);
+    const nCached = cached.usage.prompt_tokens_details?.cached_tokens;
+    check(nCached > 0 && nCached % 16 === 0 && nCached < cached.usage.prompt_tokens,
+          'a question about the same document reuses its rows', JSON.stringify(cached.usage));
+    check(cached.choices[0].text === secondCli.text, 'a reused prefix gives run\'s text',
+          `${JSON.stringify(cached.choices[0].text)} vs ${JSON.stringify(secondCli.text)}`);
+    check(await metric(s.url, 'vkvector_prefix_cache_hits_total') >= nCached, 'the prefix cache hits metric');
+
     // Chat: the template's rendering, streamed and not, equals the same text as a completion prompt.
     const messages = [{ role: 'system', content: 'Speak as a Roman.' }, { role: 'user', content: 'Who comes here?' }];
     const chat = await client.chat.completions.create({ model: id, messages, max_tokens: 12, temperature: 0 });
