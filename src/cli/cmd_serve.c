@@ -44,8 +44,8 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
          .flags = CLI_MIN_EXCLUSIVE,
          .help = "the KV pool every sequence's cache lives in, MiB (default: what the device\n"
                  "heap has left after the weights and scratch, less a margin)"},
-        {.type = CLI_I64, .names = "--max-seqs", .metavar = "N", .dest = &o->max_seqs, .min = 1, .max = 16,
-         .help = "sequences decoded together, one token each per step (default 16)"},
+        {.type = CLI_I64, .names = "--max-seqs", .metavar = "N", .dest = &o->max_seqs, .min = 1, .max = VKV_STEP_MAX,
+         .help = "sequences decoded together, one token each per step (default 16, at most 256)"},
         {.type = CLI_I64, .names = "--queue", .metavar = "N", .dest = &o->queue, .min = 1, .max = 1 << 20,
          .help = "requests waiting for a place beyond those; more get 429 (default 64)"},
         {.type = CLI_STR, .names = "--api-key", .metavar = "KEY", .dest = &o->api_key,

@@ -257,7 +257,7 @@ typedef struct fwd_batch {
     vkv_ctx *s;
     vkv_ctx *const *seqs;
     uint32_t n_seq, n;
-    uint32_t row[VKV_BATCH_MAX], n_tok[VKV_BATCH_MAX];
+    uint32_t row[VKV_STEP_MAX], n_tok[VKV_STEP_MAX]; /* [n_seq] (a batched prefill: at most VKV_BATCH_MAX) */
     vkv_matmul_path path;     /* of every matmul (AUTO for a chunk: its own choice) */
     /* The rows that get logits: n_out runs, run j the out_len[j] rows from
      * out_row[j], gathered in order. */
@@ -342,15 +342,15 @@ static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_o
     vkv_ctx *s = f->s;
     memset(grouped, 0, f->n_seq * sizeof *grouped);
     if (f->n_seq < 2 || s->p.stage_rows) return VKV_OK;
-    bool joins[VKV_BATCH_MAX];
+    bool joins[VKV_STEP_MAX];
     for (uint32_t i = 0; i < f->n_seq; i++) {
         const vkv_ctx *c = f->seqs[i];
         joins[i] = f->n_tok[i] == 1 && !c->kv_hook && !c->q_hook && vkv_kv_groupable(c->kv, l, c->n_past);
     }
     for (uint32_t i = 0; i < f->n_seq; i++) {
         if (!joins[i] || grouped[i]) continue;
-        vkv_kv_cache *kvs[VKV_BATCH_MAX];
-        uint32_t n_past[VKV_BATCH_MAX], rows[VKV_BATCH_MAX], members[VKV_BATCH_MAX], n = 0;
+        vkv_kv_cache *kvs[VKV_STEP_MAX];
+        uint32_t n_past[VKV_STEP_MAX], rows[VKV_STEP_MAX], members[VKV_STEP_MAX], n = 0;
         for (uint32_t j = i; j < f->n_seq; j++) {
             const vkv_ctx *c = f->seqs[j];
             if (!joins[j] || grouped[j] || !vkv_kv_same_group(c->kv, f->seqs[i]->kv)) continue;
@@ -373,7 +373,7 @@ static vkv_status attend(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_
     vkv_ctx *s = f->s;
     const vkv_hparams *hp = &s->m->hp;
     const uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    bool grouped[VKV_BATCH_MAX];
+    bool grouped[VKV_STEP_MAX];
     vkv_status st = attend_grouped(f, l, q_out, k_out, grouped);
     if (st) return st;
     for (uint32_t i = 0; i < f->n_seq; i++) {
@@ -519,10 +519,10 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
 /* What a forward over several contexts needs: 1 to VKV_BATCH_MAX distinct
  * contexts on ctxs[0]'s device and model, each with room for n_tok[i] more
  * tokens (n_tok NULL: one each). */
-static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, uint32_t n, const char *what)
+static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, uint32_t n, uint32_t most,
+                                 const char *what)
 {
-    if (n == 0 || n > VKV_BATCH_MAX)
-        return vkv_error(VKV_ERR_ARG, "a %s takes 1 to %u sequences, not %u", what, VKV_BATCH_MAX, n);
+    if (n == 0 || n > most) return vkv_error(VKV_ERR_ARG, "a %s takes 1 to %u sequences, not %u", what, most, n);
     for (uint32_t i = 0; i < n; i++) {
         const vkv_ctx *c = ctxs[i];
         if (c->gpu != ctxs[0]->gpu || c->m != ctxs[0]->m)
@@ -539,7 +539,7 @@ static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, ui
 
 vkv_status vkv_ctx_eval_batch(vkv_ctx *const *ctxs, const int32_t *ids, uint32_t n, float *logits)
 {
-    vkv_status st = check_contexts(ctxs, NULL, n, "batched step");
+    vkv_status st = check_contexts(ctxs, NULL, n, VKV_STEP_MAX, "batched step");
     if (st) return st;
     vkv_ctx *s = ctxs[0];
     if (s->buffer_rows < n)
@@ -623,7 +623,7 @@ uint32_t vkv_ctx_chunks_fit(const vkv_ctx *s, const uint32_t *n_tok, uint32_t n)
 vkv_status vkv_ctx_eval_chunks(vkv_ctx *const *ctxs, const int32_t *const *ids, const uint32_t *n_tok, uint32_t n,
                                float *const *logits)
 {
-    vkv_status st = check_contexts(ctxs, n_tok, n, "batched prefill");
+    vkv_status st = check_contexts(ctxs, n_tok, n, VKV_BATCH_MAX, "batched prefill");
     if (st) return st;
     vkv_ctx *s = ctxs[0];
     const vkv_hparams *hp = &s->m->hp;

@@ -58,10 +58,14 @@ void vkv_ctx_free(vkv_ctx *c);
  * else [n_vocab] for the last token; may be NULL to skip the output layer. */
 vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_logits, float *logits);
 
-/* One decode step of n distinct contexts (1 <= n <= VKV_BATCH_MAX, one
+/* Sequences one batched decoding step takes. */
+#define VKV_STEP_MAX 256u
+
+/* One decode step of n distinct contexts (1 <= n <= VKV_STEP_MAX, one
  * device and model, each with room for one more token): ids[i] is appended
  * to ctxs[i] at its n_past, in one recording and one submission. Every
- * weight is read once for the n rows (the multi-column matvec); attention,
+ * weight is read once for each VKV_BATCH_MAX rows (the multi-column matvec,
+ * in slices of its width above it: each row keeps its bits); attention,
  * the kv hook and the q hook run per context on its row (n_tok 1, pos0 its
  * n_past), so compression during generation keeps working per sequence.
  * Runs in ctxs[0]'s buffers (own or borrowed), which must hold n rows.

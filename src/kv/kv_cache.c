@@ -641,13 +641,11 @@ bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b)
     return a->gpu == b->gpu && a->m == b->m && a->plain_k == b->plain_k && a->plain_v == b->plain_v;
 }
 
-vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+/* vkv_kv_append_attend_group for up to VKV_BATCH_MAX sequences. */
+static vkv_status append_attend_slice(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
                                       uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
                                       vkv_view out, uint32_t n_rows)
 {
-    if (!n_seq) return VKV_OK;
-    if (n_seq > VKV_BATCH_MAX)
-        return vkv_error(VKV_ERR_ARG, "a grouped attention takes at most %u sequences, not %u", VKV_BATCH_MAX, n_seq);
     const vkv_hparams *hp = &kvs[0]->m->hp;
     vkv_attn_seq seqs[VKV_BATCH_MAX];
     vkv_view k_caches[VKV_BATCH_MAX], v_caches[VKV_BATCH_MAX];
@@ -670,6 +668,19 @@ vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *
     if (st) return st;
     const vkv_attn_params ap = plain_attn_params(kvs[0], 1, 0);
     return vkv_op_attention_group(kvs[0]->gpu, &ap, seqs, n_seq, q, out, n_rows);
+}
+
+vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
+                                      vkv_view out, uint32_t n_rows)
+{
+    /* each sequence's token and attention are its own: slices of the group give the same bits */
+    vkv_status st = VKV_OK;
+    for (uint32_t s0 = 0; s0 < n_seq && !st; s0 += VKV_BATCH_MAX) {
+        const uint32_t n = n_seq - s0 < VKV_BATCH_MAX ? n_seq - s0 : VKV_BATCH_MAX;
+        st = append_attend_slice(kvs + s0, n_past + s0, rows + s0, n, layer, q, k, v, out, n_rows);
+    }
+    return st;
 }
 
 vkv_kv_memory vkv_kv_memory_of(const vkv_kv_cache *kv, uint32_t n_past)

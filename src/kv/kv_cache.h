@@ -53,7 +53,7 @@ vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv);
 vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vkv_view k, vkv_view v, uint32_t n,
                                 uint32_t n_past, vkv_view out);
 
-/* One token of each of n_seq sequences at layer `layer`: row rows[i] of k
+/* One token of each of n_seq sequences (any number) at layer `layer`: row rows[i] of k
  * and v [n_rows, n_kv_head, head_dim] f32 appended to kvs[i] at n_past[i]
  * (one kv_store_group dispatch per VKV_ATTN_GROUP sequences), then row
  * rows[i] of out [n_rows, n_head, head_dim] = attention of q's row rows[i]

@@ -113,7 +113,8 @@ typedef struct vkv_engine vkv_engine;
 typedef struct vkv_seq vkv_seq;
 
 typedef struct vkv_engine_params {
-    uint32_t max_seqs;          /* sequences decoded together in one step; 0: 16 */
+    uint32_t max_seqs;          /* sequences decoded together in one step (at most VKV_STEP_MAX and
+                                 * prefill_chunk); 0: 16 */
     uint32_t queue;             /* requests waiting for a place beyond those (then 429); 0: 64 */
     uint64_t kv_budget;         /* bytes of the KV pool every sequence's cache lives in; 0: what the
                                  * device heap has left after the weights and scratch, less a margin */

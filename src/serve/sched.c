@@ -131,6 +131,7 @@ struct vkv_engine {
     uint64_t step_hist[N_STEP_BUCKETS + 1];
     double step_sum;
     uint64_t step_count;
+    uint32_t step_seqs_max;     /* the most sequences one decoding step has held */
     /* the prefix cache: entries (the scheduler's; their count and bytes under mu) */
     prefix_entry *prefix;       /* [MAX_PREFIX_ENTRIES] */
     uint32_t n_prefix;
@@ -1180,11 +1181,12 @@ static void decode_step(vkv_engine *e, vkv_seq *const *seqs, uint32_t n)
             e->batch_st[i] = vkv_session_seq_step_after(seqs[i]->ss);
 }
 
-static void record_step_time(vkv_engine *e, double s)
+static void record_step_time(vkv_engine *e, double s, uint32_t n_seqs)
 {
     size_t b = 0;
     while (b < N_STEP_BUCKETS && s > STEP_BUCKETS[b]) b++;
     pthread_mutex_lock(&e->mu);
+    if (n_seqs > e->step_seqs_max) e->step_seqs_max = n_seqs;
     e->step_hist[b]++;
     e->step_sum += s;
     e->step_count++;
@@ -1201,7 +1203,7 @@ static void decode_all(vkv_engine *e)
     double t0 = now_s();
     decode_step(e, e->batch, n);
     e->last_step_s = now_s() - t0;
-    record_step_time(e, e->last_step_s);
+    record_step_time(e, e->last_step_s, n);
     const size_t nv = e->s->model->hp.n_vocab;
     for (uint32_t i = 0; i < n; i++) {
         vkv_seq *q = e->batch[i];
@@ -1300,9 +1302,10 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     if (!e->p.prefill_chunk) e->p.prefill_chunk = DEFAULT_PREFILL_CHUNK;
     if (!e->p.prefix_page) e->p.prefix_page = DEFAULT_PREFIX_PAGE;
     e->p.defaults = server_defaults(&p->defaults);
-    if (e->p.max_seqs > VKV_BATCH_MAX || e->p.max_seqs > e->p.prefill_chunk) {
+    if (e->p.max_seqs > VKV_STEP_MAX || e->p.max_seqs > e->p.prefill_chunk) {
+        /* a step's rows live in the scratch owner's buffers of one prefill chunk */
         vkv_status st = vkv_error(VKV_ERR_ARG, "up to %u sequences at once, and no more than the prefill chunk (%u tokens), "
-                                  "not %u", VKV_BATCH_MAX, e->p.prefill_chunk, e->p.max_seqs);
+                                  "not %u", VKV_STEP_MAX, e->p.prefill_chunk, e->p.max_seqs);
         free(e);
         return st;
     }
@@ -1424,6 +1427,8 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
     metric(out, "generation_tokens_total", "counter", "Tokens generated.", e->gen_tokens);
     metric(out, "sequences_active", "gauge", "Sequences prefilling or decoding.", e->n_active);
     metric(out, "sequences_active_peak", "gauge", "The most sequences active at once since the start.", e->n_active_peak);
+    metric(out, "decode_step_sequences_max", "gauge", "The most sequences one decoding step has held since the start.",
+           e->step_seqs_max);
     metric(out, "sequences_queued", "gauge", "Requests waiting for admission.", e->n_waiting);
     metric(out, "kv_pool_bytes_in_use", "gauge", "Device bytes the sequences' KV caches hold.", e->pool_used);
     metric(out, "kv_pool_budget_bytes", "gauge", "The KV pool's size.", e->budget);

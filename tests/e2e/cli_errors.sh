@@ -84,7 +84,7 @@ expect 1 "the model has no chat template" -- bounded "$vkv" tokenize -m "$model"
 # a pool that cannot hold one sequence, an address it cannot listen on and a
 # bad fault-injection spec after the model loads (status 1); none listens.
 expect 2 "--port wants an integer in 0..65535, got '70000'" -- bounded "$vkv" serve --port 70000
-expect 2 "--max-seqs wants an integer in 1..16, got '17'" -- bounded "$vkv" serve --max-seqs 17
+expect 2 "--max-seqs wants an integer in 1..256, got '257'" -- bounded "$vkv" serve --max-seqs 257
 expect 2 "--queue wants an integer in 1..1048576, got '0'" -- bounded "$vkv" serve --queue 0
 expect 2 "--kv-budget wants a number in \(0," -- bounded "$vkv" serve --kv-budget -1
 expect 2 "unknown press 'bogus'" -- bounded "$vkv" serve --press bogus

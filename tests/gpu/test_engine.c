@@ -24,7 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer/forward.h"
 #include "press/press.h"
+#include "vk/tiles.h"
 #include "serve/engine.h"
 #include "session/session.h"
 
@@ -746,6 +748,60 @@ out:
     free(cb.ref_text);
 }
 
+/* 64 requests at once, every one in the engine's steps together (one step
+ * takes them all, in matrix-vector slices of VKV_BATCH_MAX columns): each
+ * gives the text the session gives it alone. */
+#define WIDE_SEQS 64
+static void sixty_four_sequences(vkv_session *s)
+{
+    static const char *const lines[] = {"ROMEO: What light", "JULIET: Ay me", "HAMLET: To be, or not",
+                                        "MENENIUS: What work's", "KING HENRY: Once more", "BRUTUS: There is a tide",
+                                        "PORTIA: The quality of mercy", "GLOUCESTER: Now is the winter"};
+    tcase *cs = calloc(WIDE_SEQS, sizeof *cs);
+    char (*texts)[64] = calloc(WIDE_SEQS, sizeof *texts);
+    vkv_seq **q = calloc(WIDE_SEQS, sizeof *q);
+    vkv_engine *e = NULL;
+    if (!cs || !texts || !q) {
+        fail("64 sequences: out of host memory");
+        goto out;
+    }
+    for (int i = 0; i < WIDE_SEQS; i++) {
+        snprintf(texts[i], sizeof texts[i], "%s%.*s", lines[i % 8], i / 8, "!?,;.-:'");
+        cs[i] = (tcase){.name = texts[i], .kind = VKV_GEN_TEXT, .text = texts[i], .max_tokens = 32, .chunk = WIDE_SEQS};
+        if (i % 16 == 5) { /* a few that compress, prefilled alone between the others' steps */
+            cs[i].press = "keydiff";
+            cs[i].compression = 0.5;
+        }
+        if (reference(s, &cs[i])) {
+            fail("64 sequences: the reference of '%s': %s", texts[i], vkv_last_error());
+            goto out;
+        }
+    }
+    vkv_engine_params p = {.max_seqs = WIDE_SEQS, .n_ctx = N_CTX, .prefill_chunk = WIDE_SEQS, .log = false};
+    if (vkv_engine_create(s, &p, &e)) {
+        fail("64 sequences: vkv_engine_create: %s", vkv_last_error());
+        goto out;
+    }
+    for (int i = 0; i < WIDE_SEQS; i++) {
+        vkv_gen_request r = make_request(&cs[i]);
+        vkv_engine_submit(e, &r, &q[i]);
+    }
+    for (int i = 0; i < WIDE_SEQS; i++) {
+        outcome o;
+        read_all(q[i], &o);
+        check_case(&cs[i], &o);
+        free(o.text);
+    }
+    CHECK(metric(e, "vkvector_decode_step_sequences_max") > 2 * VKV_BATCH_MAX,
+          "64 sequences: the widest step held %g sequences", metric(e, "vkvector_decode_step_sequences_max"));
+out:
+    vkv_engine_free(e);
+    for (int i = 0; cs && i < WIDE_SEQS; i++) free(cs[i].ref_text);
+    free(cs);
+    free(texts);
+    free(q);
+}
+
 /* A model without a chat template vkvector knows: chat messages go as
  * ChatML, the text the chat case gives on the ChatML session. */
 static void chat_falls_back_to_chatml(void)
@@ -805,6 +861,7 @@ int main(void)
         refusals(s);
         reused_prefill_matches_the_prefill(s);
         prefix_cache(s);
+        sixty_four_sequences(s);
         chat_falls_back_to_chatml();
     }
     uint32_t verr = vkv_instance_validation_errors(s->inst);
