@@ -2,9 +2,10 @@
 // `vkvector serve`'s benchmark (docs/SERVE.md, "Measuring"): it starts the
 // server itself, on loopback, and prints
 //
-//   1. aggregate generated tokens/s at concurrency 1, 4 and 16
-//      (tools/serve_load.mjs: streamed completions, temperature 0), and the
-//      ratio of 16 to 1, for each answer length of --gen-tokens; with
+//   1. aggregate generated tokens/s at each --concurrency (default 1, 4,
+//      16, 64 and 256; the server's --max-seqs the largest) (tools/serve_load.mjs:
+//      streamed completions, temperature 0), each row as it lands, and the
+//      ratio of each concurrency to the one before it, for each answer length of --gen-tokens; with
 //      --rounds R, R rounds of all of it on the same server, one after the
 //      other (the machine's speed drifts between minutes: each round's ratio
 //      compares figures taken a minute apart), and the ratios' median;
@@ -33,7 +34,7 @@
 //   server's first forward builds its GPU pipelines).
 //
 //   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens N]
-//        [--max-tokens N] [--gen-tokens 32,128] [--rounds 1] [--doc-tokens 900] [--text FILE]
+//        [--max-tokens N] [--gen-tokens 32,128] [--concurrency 1,4,16,64,256] [--rounds 1] [--doc-tokens 900] [--text FILE]
 //        [--skip-throughput] [--skip-admission] [--skip-document] [--skip-chat]
 //
 // --text is the play the document and the chat's lines come from (default
@@ -55,7 +56,7 @@ const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], rounds: 1, throughput: true, admission: true,
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], rounds: 1, concurrency: [1, 4, 16, 64, 256], throughput: true, admission: true,
               docTokens: 900, text: path.resolve(repo, '..', 'shared', 'data', 'tinyshakespeare.txt'), document: true, chat: true };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => argv[++i];
@@ -66,6 +67,7 @@ function parseArgs(argv) {
     else if (a === '--max-tokens') o.maxTokens = Number(v());
     else if (a === '--gen-tokens') o.genTokens = v().split(',').map(Number);
     else if (a === '--rounds') o.rounds = Number(v());
+    else if (a === '--concurrency') o.concurrency = v().split(',').map(Number);
     else if (a === '--skip-throughput') o.throughput = false;
     else if (a === '--skip-admission') o.admission = false;
     else if (a === '--doc-tokens') o.docTokens = Number(v());
@@ -76,6 +78,10 @@ function parseArgs(argv) {
   }
   if (!Number.isInteger(o.rounds) || o.rounds < 1) {
     console.error('serve_bench: --rounds takes a positive integer');
+    process.exit(2);
+  }
+  if (!o.concurrency.length || o.concurrency.some((c) => !Number.isInteger(c) || c < 1 || c > 256)) {
+    console.error('serve_bench: --concurrency takes a list of integers in 1..256');
     process.exit(2);
   }
   if (!Number.isInteger(o.docTokens) || o.docTokens < 16) {
@@ -125,38 +131,42 @@ function median(xs) {
 }
 
 async function throughput(o) {
-  const s = await startServer(o, ['--max-seqs', '16']);
+  const widest = Math.max(...o.concurrency);
+  const s = await startServer(o, ['--max-seqs', String(widest), '--queue', String(2 * widest)]);
   const rows = [];
+  console.log(`\n## Aggregate throughput (streamed completions, temperature 0; --max-seqs ${widest})\n`);
+  console.log('| round | tokens a request | concurrency | requests | prompt tokens | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   try {
     for (let round = 1; round <= o.rounds; round++) {
       for (const g of o.genTokens) {
-        for (const c of [1, 4, 16]) {
+        for (const c of o.concurrency) {
           const n = c === 1 ? 4 : 2 * c;
           const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
                                                       '--concurrency', String(c), '--max-tokens', String(g), '--json']);
-          rows.push({ round, gen: g, ...JSON.parse(stdout) });
+          const r = { round, gen: g, ...JSON.parse(stdout) };
+          rows.push(r);
+          console.log(`| ${r.round} | ${r.gen} | ${r.concurrency} | ${r.requests} | up to ${r.prompt_tokens_max} | ` +
+                      `${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
+                      `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
         }
       }
     }
   } finally {
     await stopServer(s);
   }
-  console.log(`\n## Aggregate throughput (streamed completions of prompts of up to ${rows[0].prompt_tokens_max} tokens, temperature 0)\n`);
-  console.log('| round | tokens a request | concurrency | requests | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-  for (const r of rows)
-    console.log(`| ${r.round} | ${r.gen} | ${r.concurrency} | ${r.requests} | ${r.generated_tokens_per_s.toFixed(1)} | ` +
-                `${r.requests_per_s.toFixed(2)} | ${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ` +
-                `${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
   console.log('');
+  // each concurrency against the one before it in the list
   for (const g of o.genTokens) {
-    const ratios = [];
-    for (let round = 1; round <= o.rounds; round++) {
-      const at = (c) => rows.find((r) => r.round === round && r.gen === g && r.concurrency === c).generated_tokens_per_s;
-      ratios.push(at(16) / at(1));
+    for (let k = 1; k < o.concurrency.length; k++) {
+      const [lo, hi] = [o.concurrency[k - 1], o.concurrency[k]], ratios = [];
+      for (let round = 1; round <= o.rounds; round++) {
+        const at = (c) => rows.find((r) => r.round === round && r.gen === g && r.concurrency === c).generated_tokens_per_s;
+        ratios.push(at(hi) / at(lo));
+      }
+      console.log(`${g} tokens a request: concurrency ${hi} / concurrency ${lo}: ${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` +
+                  (o.rounds > 1 ? ` (median ${median(ratios).toFixed(2)}x)` : ''));
     }
-    console.log(`${g} tokens a request: concurrency 16 / concurrency 1: ${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` +
-                (o.rounds > 1 ? ` (median ${median(ratios).toFixed(2)}x)` : ''));
   }
   console.log('\nEach new request costs a prefill (the prompts that arrive together share forwards), ' +
               'so the shorter the answers, the larger the prefills\' share of the time.');
