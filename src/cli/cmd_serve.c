@@ -145,8 +145,9 @@ int cmd_serve(int argc, char **argv)
                             .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet,
                             .no_prefix_cache = o.no_prefix_cache};
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
+    /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
-                          .log = !o.quiet};
+                          .log = !o.quiet, .max_connections = (unsigned)(o.max_seqs + o.queue + 32)};
     if ((st = vkv_http_start(&hp, e, &http))) goto out;
     bool v6 = strchr(o.host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
     fprintf(stderr, "vkvector serve: listening on http://%s%s%s:%u (model %s, up to %lld sequences at once)\n",

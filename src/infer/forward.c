@@ -23,6 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk/ops_attn.h"
+
 struct vkv_ctx {
     vkv_gpu *gpu;
     const vkv_model *m;
@@ -573,6 +575,11 @@ bool vkv_ctx_chunks_share_path(uint32_t n_a, uint32_t n_b)
      * (whose every output is the same k-ordered sum wherever its row sits)
      * for long ones */
     return vkv_matmul_auto_is_matvec(n_a) == vkv_matmul_auto_is_matvec(n_b);
+}
+
+bool vkv_ctx_rows_share_bits(uint32_t n_a, uint32_t n_b)
+{
+    return n_a > VKV_ATTN_DECODE_MAX_Q && n_b > VKV_ATTN_DECODE_MAX_Q && vkv_ctx_chunks_share_path(n_a, n_b);
 }
 
 /* The first row of every chunk is a multiple of this: q, k, v and attention

@@ -91,6 +91,13 @@ vkv_status vkv_ctx_eval_chunks(vkv_ctx *const *ctxs, const int32_t *const *ids, 
  * (vkv_matmul_auto_is_matvec: up to VKV_BATCH_MAX tokens) or both the tiled
  * or cooperative product. */
 bool vkv_ctx_chunks_share_path(uint32_t n_a, uint32_t n_b);
+/* Whether a prompt row evaluated in a chunk of n_a tokens has the bits it
+ * gets in a chunk of n_b (at the same position, after the same rows): both
+ * take the same matrix product (vkv_ctx_chunks_share_path) and the prefill
+ * attention kernel, whose every row is its own. Chunks of up to
+ * VKV_ATTN_DECODE_MAX_Q tokens take the split decode attention, whose tiles
+ * and splits follow the chunk: a row of one is never taken for another's. */
+bool vkv_ctx_rows_share_bits(uint32_t n_a, uint32_t n_b);
 /* How many of the chunks n_tok[0..n), from the first, one
  * vkv_ctx_eval_chunks in s's buffers (its own or borrowed) takes: those that
  * share the first's path, while their rows fit the buffers and, for short

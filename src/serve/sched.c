@@ -604,7 +604,7 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
     const uint64_t used = e->pool_used;
     pthread_mutex_unlock(&e->mu);
     if (used + q->peak > e->budget) return;
-    const int keep = prefix_match(e, q);
+    int keep = prefix_match(e, q);
     while (e->n_prefix && used + e->prefix_bytes + q->peak > e->budget) {
         int i = prefix_lru(e, keep);
         if (i < 0) i = keep;
@@ -612,6 +612,7 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
               e->prefix[i].n_ids, mib(e->prefix[i].bytes));
         prefix_drop(e, (uint32_t)i, true);
         if (i == keep) break;
+        if (keep == (int)e->n_prefix) keep = i; /* the last entry took the dropped one's place */
     }
 }
 

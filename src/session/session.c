@@ -193,6 +193,8 @@ vkv_status vkv_session_reserve(vkv_session *s, const vkv_ctx_params *cp)
     s->seq->decode = NULL;
     vkv_ctx_free(s->seq->ctx);
     s->seq->ctx = NULL;
+    free(s->seq->row_chunk); /* sized to the old context */
+    s->seq->row_chunk = NULL;
     vkv_ctx_memory plan;
     const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
     if (ctx_fits(s, cp, heap, &plan)) return make_ctx(s, cp, &s->seq->ctx);
@@ -705,13 +707,13 @@ uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_se
     size_t same = 0, from_g, to_g;
     while (same < most && from->row_chunk[same]) {
         grid_chunk(same, n_first, n, n_batch, &from_g, &to_g);
-        if (!vkv_ctx_chunks_share_path(from->row_chunk[same], (uint32_t)(to_g - from_g))) break;
+        if (!vkv_ctx_rows_share_bits(from->row_chunk[same], (uint32_t)(to_g - from_g))) break;
         same++;
     }
     for (size_t l = same / page * page; l; l -= page) {
-        /* the first chunk after the prefix is the rest of the grid's chunk of l */
+        /* the first chunk after the prefix is the rest of the grid's chunk of l (the chunk itself when l starts it) */
         grid_chunk(l, n_first, n, n_batch, &from_g, &to_g);
-        if (vkv_ctx_chunks_share_path((uint32_t)(to_g - l), (uint32_t)(to_g - from_g))) return (uint32_t)l;
+        if (l == from_g || vkv_ctx_rows_share_bits((uint32_t)(to_g - l), (uint32_t)(to_g - from_g))) return (uint32_t)l;
     }
     return 0;
 }
@@ -724,14 +726,15 @@ vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_comp
         return vkv_error(VKV_ERR_ARG, "a prefill that compresses evaluates its whole prompt (its scorer watches it)");
     if (n_reuse && n_reuse >= pr->n)
         return vkv_error(VKV_ERR_ARG, "%u reused tokens of a %zu-token prompt (its last is evaluated)", n_reuse, pr->n);
-    if (n_reuse && from->row_chunk)
-        for (uint32_t i = 0; i < n_reuse; i++)
-            if (!from->row_chunk[i])
-                return vkv_error(VKV_ERR_ARG, "row %u of the reused cache was not evaluated by a prefill", i);
+    if (n_reuse && n_reuse > vkv_ctx_n_past(from->ctx))
+        return vkv_error(VKV_ERR_ARG, "%u reused tokens of a %u-token cache", n_reuse, vkv_ctx_n_past(from->ctx));
+    /* the rule, at exactly n_reuse (the caller vouches for the ids) */
+    if (n_reuse && vkv_session_seq_reusable(q, from, pr, n_reuse, n_reuse) != n_reuse)
+        return vkv_error(VKV_ERR_ARG, "%u reused tokens would not give a prefill's bits (vkv_session_seq_reusable)",
+                         n_reuse);
     vkv_status st = vkv_session_seq_prefill_begin(q, c, pr, want, logits);
     if (st || !n_reuse) return st;
-    if (!from->row_chunk) st = vkv_error(VKV_ERR_ARG, "the reused sequence has no prefill");
-    if (!st) st = vkv_ctx_copy_prefix(q->ctx, from->ctx, n_reuse);
+    st = vkv_ctx_copy_prefix(q->ctx, from->ctx, n_reuse);
     if (st) {
         vkv_session_seq_prefill_end(q, NULL);
         return st;
@@ -827,6 +830,9 @@ vkv_status vkv_session_seq_step_before(vkv_session_seq *q)
 
 vkv_status vkv_session_seq_step_after(vkv_session_seq *q)
 {
+    /* the token's row is a decoding step's, not a prefill chunk's */
+    const uint32_t pos = vkv_ctx_n_past(q->ctx);
+    if (q->row_chunk && pos && pos <= vkv_ctx_n_ctx(q->ctx)) q->row_chunk[pos - 1] = 0;
     if (!q->decode) return VKV_OK;
     vkv_decode_observe(q->decode);
     /* kvpress's rule: the token just computed is in the cache the check compresses */

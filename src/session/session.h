@@ -234,10 +234,12 @@ vkv_status vkv_session_seq_prefill_begin(vkv_session_seq *q, const vkv_compressi
 vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done);
 /* begin without a press or compression during generation, its first
  * n_reuse prompt tokens taken from `from`'s cache instead of evaluated
- * (vkv_ctx_copy_prefix), n_reuse at most vkv_session_seq_reusable's: the
- * chunks after them start on the grid of n_batch chunks a prefill from 0
- * takes, so cache and logits are the same bit for bit as begin's. `from` is
- * read only here. */
+ * (vkv_ctx_copy_prefix): the chunks after them end on the grid of n_batch
+ * chunks a prefill from 0 takes, so cache and logits are the same bit for
+ * bit as begin's. n_reuse must be a count vkv_session_seq_reusable accepts
+ * (it returns n_reuse for n_match = page = n_reuse; VKV_ERR_ARG otherwise),
+ * and the caller vouches that those tokens' ids are the ones from's prefill
+ * evaluated. `from` is read only here. */
 vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *prompt,
                                               vkv_logits_want want, float *logits, const vkv_session_seq *from,
                                               uint32_t n_reuse);

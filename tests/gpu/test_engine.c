@@ -26,6 +26,7 @@
 
 #include "infer/forward.h"
 #include "press/press.h"
+#include "vk/ops_attn.h"
 #include "vk/tiles.h"
 #include "serve/engine.h"
 #include "session/session.h"
@@ -605,7 +606,8 @@ static void reused_prefill_matches_the_prefill(vkv_session *s)
     }
     uint32_t shared = 0;
     while (shared < a.n && shared < b.n && a.ids[shared] == b.ids[shared]) shared++;
-    float *want = malloc(sizeof(float) * nv * b.n), *got = malloc(sizeof(float) * nv * b.n), *last = malloc(sizeof(float) * nv);
+    const size_t most = b.n + 16; /* logits rows: b's, and c's below */
+    float *want = malloc(sizeof(float) * nv * most), *got = malloc(sizeof(float) * nv * most), *last = malloc(sizeof(float) * nv);
     for (size_t t = 0; t < sizeof types / sizeof *types && want && got && last; t++) {
         const vkv_dtype kt = (vkv_dtype)vkv_dtype_from_name(types[t]);
         vkv_compression none = {.pool = VKV_POOL_DEFAULT, .p_a = -1};
@@ -654,6 +656,47 @@ static void reused_prefill_matches_the_prefill(vkv_session *s)
         vkv_session_seq_free(qa);
         vkv_session_seq_free(qb);
     }
+    /* Chunks of `odd` tokens leave a's prefill a last chunk of 3 or 4 (the split decode attention);
+     * c is a and a few tokens more, whose prefill from 0 evaluates those rows in a chunk of 5 to 16
+     * (the prefill attention, with the same matrix product): they are never reused (a reuse of
+     * them is refused), and the reuse up to them gives the bits. */
+    vkv_prompt c = {0};
+    char c_text[1100];
+    snprintf(c_text, sizeof c_text, "%s JULIET: Ay me!", a_text);
+    const uint32_t odd = (uint32_t)(a.n - 3) / 2;
+    vkv_session_seq *qa = NULL, *qc = NULL;
+    vkv_status st = vkv_session_tokenize(s, c_text, strlen(c_text), strlen(c_text), false, VKV_SPLIT_APART, &c);
+    if (!st) {
+        CHECK(c.n > a.n && !memcmp(c.ids, a.ids, a.n * sizeof *a.ids) && c.n - 2 * odd > VKV_ATTN_DECODE_MAX_Q &&
+                  c.n - 2 * odd <= 16, "reuse: c (%zu tokens) no longer extends a (%zu) by a short chunk", c.n, a.n);
+        vkv_ctx_params cp = {.n_ctx = (uint32_t)c.n + 8, .n_batch = odd, .k_type = VKV_F16, .v_type = VKV_F16};
+        vkv_compression none = {.pool = VKV_POOL_DEFAULT, .p_a = -1};
+        vkv_prefill pf;
+        bool done = false;
+        if (!(st = vkv_session_reserve(s, &cp)) && !(st = vkv_session_prefill(s, &none, &c, VKV_LOGITS_ALL, want, &pf)))
+            vkv_prefill_free(&pf);
+        if (!st && !(st = vkv_session_seq_create(s, &cp, &qa)) &&
+            !(st = vkv_session_seq_prefill(qa, &none, &a, VKV_LOGITS_LAST, last, &pf)))
+            vkv_prefill_free(&pf);
+        if (!st) st = vkv_session_seq_create(s, &cp, &qc);
+        if (!st) {
+            const uint32_t n = vkv_session_seq_reusable(qc, qa, &c, (uint32_t)a.n, 1);
+            CHECK(n == 2 * odd, "reuse: %u of a's %zu rows reusable, want %u (its short chunk's rows are not)", n, a.n,
+                  2 * odd);
+            CHECK(vkv_session_seq_prefill_begin_from(qc, &none, &c, VKV_LOGITS_ALL, got, qa, (uint32_t)a.n) ==
+                      VKV_ERR_ARG, "reuse: a reuse of a short chunk's rows was taken");
+            st = vkv_session_seq_prefill_begin_from(qc, &none, &c, VKV_LOGITS_ALL, got, qa, 2 * odd);
+            while (!st && !done) st = vkv_session_seq_prefill_next(qc, &done);
+            if (!st) vkv_session_seq_prefill_end(qc, NULL);
+            if (!st)
+                CHECK(!memcmp(want + (size_t)2 * odd * nv, got + (size_t)2 * odd * nv, sizeof(float) * nv * (c.n - 2 * odd)),
+                      "reuse: the logits after %u reused tokens (chunks of %u) differ from the prefill's", 2 * odd, odd);
+        }
+    }
+    if (st) fail("reuse, chunks of %u: %s", odd, vkv_last_error());
+    vkv_session_seq_free(qa);
+    vkv_session_seq_free(qc);
+    vkv_prompt_free(&c);
     free(want);
     free(got);
     free(last);
