@@ -518,7 +518,7 @@ vkv_status vkv_ctx_eval(vkv_ctx *c, const int32_t *ids, uint32_t n, bool all_log
     return VKV_OK;
 }
 
-/* What a forward over several contexts needs: 1 to VKV_BATCH_MAX distinct
+/* What a forward over several contexts needs: 1 to `most` distinct
  * contexts on ctxs[0]'s device and model, each with room for n_tok[i] more
  * tokens (n_tok NULL: one each). */
 static vkv_status check_contexts(vkv_ctx *const *ctxs, const uint32_t *n_tok, uint32_t n, uint32_t most,

@@ -537,6 +537,12 @@ static uint32_t common_prefix(const int32_t *a, size_t na, const int32_t *b, siz
     return (uint32_t)i;
 }
 
+/* How many of ids[0, n) entry p holds the rows of (0 for another cache type). */
+static uint32_t prefix_shared(const prefix_entry *p, const vkv_seq *q, size_t n)
+{
+    return p->kv_type == q->kv_type ? common_prefix(p->ids, p->n_ids, q->pr.ids, n) : 0;
+}
+
 /* Frees entry i (the last entry takes its place). */
 static void prefix_drop(vkv_engine *e, uint32_t i, bool evicted)
 {
@@ -566,8 +572,7 @@ static int prefix_match(const vkv_engine *e, const vkv_seq *q)
     uint32_t most = e->p.prefix_page - 1;
     if (e->p.no_prefix_cache || !plain_prefill(q)) return -1;
     for (uint32_t i = 0; i < e->n_prefix; i++) {
-        const prefix_entry *p = &e->prefix[i];
-        uint32_t m = p->kv_type == q->kv_type ? common_prefix(p->ids, p->n_ids, q->pr.ids, q->pr.n) : 0;
+        const uint32_t m = prefix_shared(&e->prefix[i], q, q->pr.n);
         if (m > most) {
             most = m;
             best = (int)i;
@@ -584,8 +589,7 @@ static int prefix_find(vkv_engine *e, const vkv_seq *q, uint32_t *n_reuse)
     if (e->p.no_prefix_cache || !plain_prefill(q)) return -1;
     for (uint32_t i = 0; i < e->n_prefix; i++) {
         const prefix_entry *p = &e->prefix[i];
-        if (p->kv_type != q->kv_type) continue;
-        uint32_t m = common_prefix(p->ids, p->n_ids, q->pr.ids, q->pr.n);
+        const uint32_t m = prefix_shared(p, q, q->pr.n);
         uint32_t r = m >= e->p.prefix_page ? vkv_session_seq_reusable(q->ss, p->ss, &q->pr, m, e->p.prefix_page) : 0;
         if (r > *n_reuse) {
             *n_reuse = r;
@@ -629,7 +633,7 @@ static void prefix_keep(vkv_seq *q)
     if (n < e->p.prefix_page) return;
     for (uint32_t i = 0; i < e->n_prefix;) {
         prefix_entry *p = &e->prefix[i];
-        uint32_t m = p->kv_type == q->kv_type ? common_prefix(p->ids, p->n_ids, q->pr.ids, n) : 0;
+        const uint32_t m = prefix_shared(p, q, n);
         if (m == n) {
             p->last_used = ++e->prefix_clock; /* it holds them all already */
             return;
@@ -939,7 +943,6 @@ static void reap_waiting(vkv_engine *e)
         seq_fail(q, OUT_CANCELLED, 400, "invalid_request_error", "cancelled", "the request was cancelled");
     }
 }
-
 
 /* Whether an active sequence is still prefilling a prompt that compresses. */
 static bool any_compressing_prefill(const vkv_engine *e)

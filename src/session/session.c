@@ -615,20 +615,12 @@ static vkv_status decode_chunk_limit(vkv_session_seq *q, size_t seg_to, size_t *
  * compression sees), then the rest of the prompt. */
 static size_t segment_end(const vkv_seq_prefill_run *r) { return r->pos < r->n_first ? r->n_first : r->pr->n; }
 
-/* Where the segment of position pos starts and ends: the first part (what
- * compression sees) or the rest. */
-static void segment_of(size_t pos, size_t n_first, size_t n, size_t *from, size_t *to)
-{
-    *from = pos < n_first ? 0 : n_first;
-    *to = pos < n_first ? n_first : n;
-}
-
 /* The chunk of a prefill from 0 that evaluates position pos: [*from, *to),
- * n_batch tokens from its segment's start on. */
+ * n_batch tokens from the start of its segment (the first part, what
+ * compression sees, or the rest) on. */
 static void grid_chunk(size_t pos, size_t n_first, size_t n, uint32_t n_batch, size_t *from, size_t *to)
 {
-    size_t seg_from, seg_to;
-    segment_of(pos, n_first, n, &seg_from, &seg_to);
+    const size_t seg_from = pos < n_first ? 0 : n_first, seg_to = pos < n_first ? n_first : n;
     *from = seg_from + (pos - seg_from) / n_batch * n_batch;
     *to = *from + n_batch < seg_to ? *from + n_batch : seg_to;
 }
@@ -703,7 +695,7 @@ uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_se
     size_t most = n_match < n - 1 ? n_match : n - 1;
     if (most > vkv_ctx_n_past(from->ctx)) most = vkv_ctx_n_past(from->ctx);
     if (most > vkv_ctx_n_ctx(q->ctx)) most = vkv_ctx_n_ctx(q->ctx);
-    /* the rows from 0 on whose chunk took the product a prefill from 0 of pr gives them */
+    /* the rows from 0 on whose chunk took the kernels a prefill from 0 of pr gives them */
     size_t same = 0, from_g, to_g;
     while (same < most && from->row_chunk[same]) {
         grid_chunk(same, n_first, n, n_batch, &from_g, &to_g);
