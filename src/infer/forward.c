@@ -216,6 +216,7 @@ vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c) { return c->gpu; }
 uint32_t vkv_ctx_n_past(const vkv_ctx *c) { return c->n_past; }
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c) { return c->p.n_ctx; }
 uint32_t vkv_ctx_n_batch(const vkv_ctx *c) { return c->p.n_batch; }
+uint32_t vkv_ctx_n_compressed(const vkv_ctx *c) { return vkv_kv_n_compressed_ctx(c->kv); }
 uint32_t vkv_ctx_kv_slots(const vkv_ctx *c) { return c->p.n_kv_slots; }
 vkv_status vkv_ctx_reset(vkv_ctx *c)
 {
@@ -231,6 +232,18 @@ vkv_status vkv_ctx_copy_prefix(vkv_ctx *c, const vkv_ctx *src, uint32_t n)
     if (n > c->p.n_ctx) return vkv_error(VKV_ERR_ARG, "a %u-token prefix does not fit a %u-token context", n, c->p.n_ctx);
     vkv_status st = vkv_ctx_reset(c);
     if (!st) st = vkv_kv_copy_prefix(c->kv, src->kv, n);
+    if (st) return st;
+    c->n_past = n;
+    return VKV_OK;
+}
+
+vkv_status vkv_ctx_copy_compressed(vkv_ctx *c, const vkv_ctx *src)
+{
+    const uint32_t n = vkv_kv_n_compressed_ctx(src->kv);
+    if (!n || n > src->n_past) return vkv_error(VKV_ERR_ARG, "the source sequence holds no compressed context");
+    if (n > c->p.n_ctx) return vkv_error(VKV_ERR_ARG, "a %u-token context does not fit a %u-token one", n, c->p.n_ctx);
+    vkv_status st = vkv_ctx_reset(c);
+    if (!st) st = vkv_kv_copy_compressed(c->kv, src->kv);
     if (st) return st;
     c->n_past = n;
     return VKV_OK;

@@ -150,6 +150,8 @@ vkv_gpu *vkv_ctx_gpu(const vkv_ctx *c);
 /* Tokens in the cache. */
 uint32_t vkv_ctx_n_past(const vkv_ctx *c);
 uint32_t vkv_ctx_n_ctx(const vkv_ctx *c);
+/* The context length at its compression (0: nothing compressed). */
+uint32_t vkv_ctx_n_compressed(const vkv_ctx *c);
 /* Tokens per forward of vkv_ctx_eval's chunks (n_batch, at most n_ctx). */
 uint32_t vkv_ctx_n_batch(const vkv_ctx *c);
 /* Slots per KV head of the plain cache (the stride of vkv_ctx_k_cache's views). */
@@ -162,6 +164,11 @@ vkv_status vkv_ctx_reset(vkv_ctx *c);
  * next evaluation continues at position n. n <= src's n_past; both caches
  * plain, of the same row types. */
 vkv_status vkv_ctx_copy_prefix(vkv_ctx *c, const vkv_ctx *src, uint32_t n);
+/* Forgets the sequence, then takes src's compressed context as its own
+ * (vkv_kv_copy_compressed: what its own compression of the same rows would
+ * hold): the next evaluation continues at the context's end. src's tokens
+ * after its compression are not taken. */
+vkv_status vkv_ctx_copy_compressed(vkv_ctx *c, const vkv_ctx *src);
 /* Forgets the tokens after the first n (n <= n_past): the next evaluation
  * continues at position n and overwrites their slots (KVzip's reconstruction
  * pass is dropped this way). Plain caches only: VKV_ERR_ARG once a layer is

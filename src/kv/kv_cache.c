@@ -324,27 +324,21 @@ vkv_status vkv_kv_layer_w(vkv_kv_cache *kv, uint32_t layer, const float *w, vkv_
     return VKV_OK;
 }
 
-/* A layer's new tiered layout from a source in the plain layout (k, v:
- * [n_kv_head, src_slots, head_dim], tiers [n_kv_head, n] over its first n
- * slots): n_ret / n_apx per head, room for cap_new appended tokens, the first
- * of them at position n_base. pos_host [n_kv_head, n] gives the source slots'
- * positions (NULL: slot j is position j). On success the layer's previous
- * buffers (plain or tiered) are freed. */
-static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src, vkv_view v_src, vkv_dtype src_type,
-                               uint32_t src_slots, uint32_t n, vkv_view tiers, const uint32_t *n_ret,
-                               const uint32_t *n_apx, uint32_t cap_new, uint32_t n_base, const int32_t *pos_host,
-                               const uint8_t *tiers_host)
+/* A layer's tiered layout, allocated: per head n_ret / n_apx of n compressed
+ * tokens, room for cap_new appended tokens, the first of them at position
+ * n_base; the metadata uploaded, the rows and positions not yet written.
+ * *meta_out: its host copy (the caller's until it lands in t). */
+static vkv_status alloc_tiered(vkv_kv_cache *kv, uint32_t layer, uint32_t n, const uint32_t *n_ret,
+                               const uint32_t *n_apx, uint32_t cap_new, uint32_t n_base, tiered_layer *t,
+                               vkv_tier_head **meta_out)
 {
     const vkv_hparams *hp = &kv->m->hp;
     vkv_gpu *gpu = kv->gpu;
-    uint32_t H = hp->n_head_kv, hd = hp->head_dim;
-    if (kv->plain_k != kv->plain_v || vkv_kv_type_quantized(kv->plain_k))
-        return vkv_error(VKV_ERR_UNSUPPORTED, "compressing a plain cache of %s keys and %s values: compression reads "
-                         "f16 or f32 rows of one type (reserve the context for compression)",
-                         vkv_dtype_get(kv->plain_k)->name, vkv_dtype_get(kv->plain_v)->name);
+    const uint32_t H = hp->n_head_kv, hd = hp->head_dim;
+    *t = (tiered_layer){.on = true, .n_base = n_base, .cap_new = cap_new};
+    *meta_out = NULL;
     vkv_tier_head *meta = calloc(H, sizeof *meta);
     if (!meta) return vkv_error(VKV_ERR_OOM, "out of host memory");
-    tiered_layer t = {.on = true, .n_base = n_base, .cap_new = cap_new};
     uint64_t k_rows = 0, v_rows = 0, p_entries = 0;
     for (uint32_t h = 0; h < H; h++) {
         if (n_ret[h] + n_apx[h] > n) {
@@ -360,35 +354,78 @@ static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src,
         k_rows += n_ret[h] + n_apx[h] + cap_new;
         v_rows += n_ret[h] + cap_new;
         p_entries += n_ret[h] + n_apx[h];
-        t.n_ret_total += n_ret[h];
-        t.n_apx_total += n_apx[h];
-        if (n_apx[h] > t.max_apx) t.max_apx = n_apx[h];
-        if (n_ret[h] + n_apx[h] > t.max_comp) t.max_comp = n_ret[h] + n_apx[h];
+        t->n_ret_total += n_ret[h];
+        t->n_apx_total += n_apx[h];
+        if (n_apx[h] > t->max_apx) t->max_apx = n_apx[h];
+        if (n_ret[h] + n_apx[h] > t->max_comp) t->max_comp = n_ret[h] + n_apx[h];
     }
-    t.k_rows = k_rows ? k_rows : 1;
-    t.v_rows = v_rows ? v_rows : 1;
-    t.p_entries = p_entries ? p_entries : 1;
-    uint64_t k_rb = vkv_kv_row_bytes(kv->tier_k, hd), v_rb = vkv_kv_row_bytes(kv->tier_v, hd);
+    t->k_rows = k_rows ? k_rows : 1;
+    t->v_rows = v_rows ? v_rows : 1;
+    t->p_entries = p_entries ? p_entries : 1;
+    const uint64_t k_rb = vkv_kv_row_bytes(kv->tier_k, hd), v_rb = vkv_kv_row_bytes(kv->tier_v, hd), wb = w_bytes(kv);
+    const uint64_t sb = vkv_tiered_attn_scratch_bytes(VKV_ATTN_DECODE_MAX_Q, hp->n_head, hd, kv->n_ctx);
+    vkv_status st;
+    if (t->n_apx_total && !kv->w[layer])
+        st = vkv_error(VKV_ERR_ARG, "layer %u approximates tokens but has no OLS map", layer);
+    else if ((st = make(gpu, k_rb * t->k_rows, "the compressed K cache", &t->k)) ||
+             (st = make(gpu, v_rb * t->v_rows, "the compressed V cache", &t->v)) ||
+             (st = make(gpu, sizeof *meta * H, "tier metadata", &t->meta)) ||
+             (st = vkv_buffer_upload(gpu, t->meta, 0, meta, sizeof *meta * H)) ||
+             (st = make(gpu, 4ull * t->p_entries, "tier positions", &t->pos)))
+        ;
+    else if (!kv->w_zero &&
+             ((st = make(gpu, wb, "an empty map", &kv->w_zero)) || (st = vkv_buffer_fill(gpu, kv->w_zero, 0, wb, 0))))
+        ;
+    else if (sb && !kv->tiered_scratch && (st = make(gpu, sb, "tiered attention scratch", &kv->tiered_scratch)))
+        ;
+    else if (kv->materialized)
+        st = make(gpu, 4ull * t->k_rows * hd, "rebuilt values", &t->vhat);
+    if (st) {
+        free(meta);
+        free_tiers(kv, t);
+        return st;
+    }
+    *meta_out = meta;
+    return VKV_OK;
+}
+
+/* Layer `layer` becomes the tiered layout t (meta its host copy): its
+ * previous buffers (plain or tiered) are freed for real. */
+static void install_tiered(vkv_kv_cache *kv, uint32_t layer, tiered_layer *t, vkv_tier_head *meta)
+{
+    t->meta_host = meta;
+    vkv_buffer_destroy(kv->gpu, kv->k_cache[layer]);
+    vkv_buffer_destroy(kv->gpu, kv->v_cache[layer]);
+    kv->k_cache[layer] = kv->v_cache[layer] = NULL;
+    free_tiers(kv, &kv->tiers[layer]);
+    kv->tiers[layer] = *t;
+}
+
+/* A layer's new tiered layout from a source in the plain layout (k, v:
+ * [n_kv_head, src_slots, head_dim], tiers [n_kv_head, n] over its first n
+ * slots): n_ret / n_apx per head, room for cap_new appended tokens, the first
+ * of them at position n_base. pos_host [n_kv_head, n] gives the source slots'
+ * positions (NULL: slot j is position j). On success the layer's previous
+ * buffers (plain or tiered) are freed. */
+static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src, vkv_view v_src, vkv_dtype src_type,
+                               uint32_t src_slots, uint32_t n, vkv_view tiers, const uint32_t *n_ret,
+                               const uint32_t *n_apx, uint32_t cap_new, uint32_t n_base, const int32_t *pos_host,
+                               const uint8_t *tiers_host)
+{
+    const vkv_hparams *hp = &kv->m->hp;
+    vkv_gpu *gpu = kv->gpu;
+    const uint32_t H = hp->n_head_kv;
+    if (kv->plain_k != kv->plain_v || vkv_kv_type_quantized(kv->plain_k))
+        return vkv_error(VKV_ERR_UNSUPPORTED, "compressing a plain cache of %s keys and %s values: compression reads "
+                         "f16 or f32 rows of one type (reserve the context for compression)",
+                         vkv_dtype_get(kv->plain_k)->name, vkv_dtype_get(kv->plain_v)->name);
+    tiered_layer t;
+    vkv_tier_head *meta;
+    vkv_status st = alloc_tiered(kv, layer, n, n_ret, n_apx, cap_new, n_base, &t, &meta);
+    if (st) return st;
     vkv_vector_geom g = geom(kv);
     g.kv_type = src_type; /* the plain cache, or a gathered layer */
     int32_t *pos_new = NULL;
-    vkv_status st;
-    if (t.n_apx_total && !kv->w[layer]) {
-        st = vkv_error(VKV_ERR_ARG, "layer %u approximates tokens but has no OLS map", layer);
-        goto error;
-    }
-    if ((st = make(gpu, k_rb * t.k_rows, "the compressed K cache", &t.k)) ||
-        (st = make(gpu, v_rb * t.v_rows, "the compressed V cache", &t.v)) ||
-        (st = make(gpu, sizeof *meta * H, "tier metadata", &t.meta)) ||
-        (st = vkv_buffer_upload(gpu, t.meta, 0, meta, sizeof *meta * H)) ||
-        (st = make(gpu, 4ull * t.p_entries, "tier positions", &t.pos)))
-        goto error;
-    uint64_t wb = w_bytes(kv);
-    if (!kv->w_zero && ((st = make(gpu, wb, "an empty map", &kv->w_zero)) || (st = vkv_buffer_fill(gpu, kv->w_zero, 0, wb, 0))))
-        goto error;
-    uint64_t sb = vkv_tiered_attn_scratch_bytes(VKV_ATTN_DECODE_MAX_Q, hp->n_head, hd, kv->n_ctx);
-    if (sb && !kv->tiered_scratch && (st = make(gpu, sb, "tiered attention scratch", &kv->tiered_scratch))) goto error;
-    if (kv->materialized && (st = make(gpu, 4ull * t.k_rows * hd, "rebuilt values", &t.vhat))) goto error;
     if (pos_host) {
         /* kv_compact writes source slot indices: the positions come from the host's table */
         if (!(pos_new = malloc(4 * t.p_entries))) {
@@ -424,21 +461,84 @@ static vkv_status build_tiered(vkv_kv_cache *kv, uint32_t layer, vkv_view k_src,
         }
         if ((st = vkv_cmd_submit(gpu))) goto error;
     }
-    t.meta_host = meta;
     free(pos_new);
-    /* The layer's previous buffers are no longer needed: free them for real. */
-    vkv_buffer_destroy(gpu, kv->k_cache[layer]);
-    vkv_buffer_destroy(gpu, kv->v_cache[layer]);
-    kv->k_cache[layer] = kv->v_cache[layer] = NULL;
-    free_tiers(kv, &kv->tiers[layer]);
-    kv->tiers[layer] = t;
+    install_tiered(kv, layer, &t, meta);
     return VKV_OK;
 error:
     free(meta);
     free(pos_new);
-    t.meta_host = NULL;
     free_tiers(kv, &t);
     return st;
+}
+
+vkv_status vkv_kv_copy_compressed(vkv_kv_cache *dst, const vkv_kv_cache *src)
+{
+    const vkv_hparams *hp = &dst->m->hp;
+    const uint32_t n = src->n_ctx0, H = hp->n_head_kv, hd = hp->head_dim;
+    if (dst->m != src->m || dst->gpu != src->gpu)
+        return vkv_error(VKV_ERR_ARG, "a compressed context copies between caches of one model");
+    if (!n) return vkv_error(VKV_ERR_ARG, "the source cache holds no compressed context");
+    if (dst->n_ctx0) return vkv_error(VKV_ERR_ARG, "a compressed context copies into a cache that is not compressed");
+    if (dst->plain_k != src->plain_k || dst->plain_v != src->plain_v || dst->tier_k != src->tier_k ||
+        dst->tier_v != src->tier_v)
+        return vkv_error(VKV_ERR_ARG, "a context compressed into %s/%s tiers cannot fill a cache of %s/%s tiers",
+                         vkv_dtype_get(src->tier_k)->name, vkv_dtype_get(src->tier_v)->name,
+                         vkv_dtype_get(dst->tier_k)->name, vkv_dtype_get(dst->tier_v)->name);
+    if (n > dst->n_slots)
+        return vkv_error(VKV_ERR_ARG, "a %u-token compressed context does not fit %u slots a head", n, dst->n_slots);
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        if (!src->tiers[l].on) return vkv_error(VKV_ERR_ARG, "layer %u of the source cache is not compressed", l);
+    vkv_status st = vkv_kv_set_map_shifts(dst, src->map_shifts);
+    if (st || (st = vkv_kv_set_materialized(dst, src->materialized))) return st;
+    const uint64_t k_rb = vkv_kv_row_bytes(dst->tier_k, hd), v_rb = vkv_kv_row_bytes(dst->tier_v, hd);
+    uint32_t *n_ret = malloc(sizeof *n_ret * H * 2);
+    if (!n_ret) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    uint32_t *n_apx = n_ret + H;
+    for (uint32_t l = 0; l < hp->n_layer && !st; l++) {
+        const tiered_layer *from = &src->tiers[l];
+        for (uint32_t h = 0; h < H; h++) {
+            n_ret[h] = from->meta_host[h].n_ret;
+            n_apx[h] = from->meta_host[h].n_apx;
+        }
+        /* the maps first: a layer that approximates needs them to be laid out */
+        if (src->w[l] && !dst->w[l] &&
+            ((st = make(dst->gpu, w_bytes(dst), "the OLS maps", &dst->w[l])) ||
+             (st = vkv_cmd_begin(dst->gpu)) ||
+             (st = vkv_cmd_copy(dst->gpu, src->w[l], 0, dst->w[l], 0, w_bytes(dst))) ||
+             (st = vkv_cmd_submit(dst->gpu))))
+            break;
+        /* room for every token still to come, as vkv_kv_compress_layer leaves it */
+        tiered_layer t;
+        vkv_tier_head *meta;
+        if ((st = alloc_tiered(dst, l, n, n_ret, n_apx, dst->n_slots - n, n, &t, &meta))) break;
+        if ((st = vkv_cmd_begin(dst->gpu))) {
+            free(meta);
+            free_tiers(dst, &t);
+            break;
+        }
+        /* per head: its compressed rows (retained then approximated keys, retained values, and the
+         * materialised path's rebuilt values) at its offsets, which the room after them moves */
+        for (uint32_t h = 0; h < H && !st; h++) {
+            const vkv_tier_head *a = &from->meta_host[h], *b = &meta[h];
+            const uint64_t nk = (uint64_t)a->n_ret + a->n_apx, nv = a->n_ret;
+            if (nk) st = vkv_cmd_copy(dst->gpu, from->k, a->k_off * k_rb, t.k, b->k_off * k_rb, nk * k_rb);
+            if (!st && nv) st = vkv_cmd_copy(dst->gpu, from->v, a->v_off * v_rb, t.v, b->v_off * v_rb, nv * v_rb);
+            if (!st && nk && t.vhat)
+                st = vkv_cmd_copy(dst->gpu, from->vhat, a->k_off * 4ull * hd, t.vhat, b->k_off * 4ull * hd, nk * 4ull * hd);
+        }
+        if (!st) st = vkv_cmd_copy(dst->gpu, from->pos, 0, t.pos, 0, 4ull * t.p_entries);
+        st = st ? vkv_cmd_abort(dst->gpu, st) : vkv_cmd_submit(dst->gpu);
+        if (st) {
+            free(meta);
+            free_tiers(dst, &t);
+            break;
+        }
+        install_tiered(dst, l, &t, meta);
+    }
+    free(n_ret);
+    if (st) return st;
+    dst->n_ctx0 = n;
+    return VKV_OK;
 }
 
 vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, vkv_view tiers, const uint32_t *n_ret,

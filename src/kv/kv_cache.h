@@ -80,6 +80,17 @@ bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b);
  * slots. Records and submits on its own. */
 vkv_status vkv_kv_copy_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32_t n);
 
+/* Copies src's compressed context (every layer tiered at the same n tokens:
+ * vkv_kv_n_compressed_ctx) into dst, which holds nothing compressed, on the
+ * device: each layer's tiered rows, positions, maps and rebuilt values as
+ * stored, laid out with the room for appended tokens dst's own compression
+ * of them would leave (n_slots - n), so dst then holds what its own
+ * compression would have made of the same rows, bit for bit (a context
+ * compressed once: docs/SERVE.md, "The compressed-context cache"). src's
+ * tokens appended after its compression are not copied. Same model, row and
+ * tier types. Records and submits on its own. */
+vkv_status vkv_kv_copy_compressed(vkv_kv_cache *dst, const vkv_kv_cache *src);
+
 /* Forgets every token: compressed layers get their plain caches back. */
 vkv_status vkv_kv_reset(vkv_kv_cache *kv);
 

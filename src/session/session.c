@@ -661,6 +661,10 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
     vkv_session *s = q->s;
     *done = false;
     if (!r) return vkv_error(VKV_ERR_ARG, "no prefill in progress (vkv_session_seq_prefill_begin)");
+    if (r->pos == r->pr->n && r->first_done) {
+        *done = true; /* a reused compressed context that is the whole prompt */
+        return VKV_OK;
+    }
     vkv_status st;
     if (r->pos == r->n_first && !r->first_done) {
         /* the compressed part is in: compress it, a step of its own */
@@ -742,10 +746,46 @@ vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_comp
     return VKV_OK;
 }
 
+vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vkv_compression *c,
+                                                    const vkv_prompt *pr, vkv_logits_want want, float *logits,
+                                                    const vkv_session_seq *from, const float *context_logits)
+{
+    if (!c || !c->press || c->query_aware || c->compress_every)
+        return vkv_error(VKV_ERR_ARG, "only a query-agnostic compression after the prefill reuses a compressed context");
+    const size_t n_first = vkv_prompt_compressed_part(pr, false);
+    if (!from->ctx || vkv_ctx_n_compressed(from->ctx) != n_first)
+        return vkv_error(VKV_ERR_ARG, "the source sequence did not compress a %zu-token context", n_first);
+    if (vkv_ctx_n_batch(from->ctx) != vkv_ctx_n_batch(q->ctx))
+        return vkv_error(VKV_ERR_ARG, "the source sequence prefilled chunks of %u tokens, this one takes %u",
+                         vkv_ctx_n_batch(from->ctx), vkv_ctx_n_batch(q->ctx));
+    if (want == VKV_LOGITS_ALL)
+        return vkv_error(VKV_ERR_ARG, "a reused compressed context has no logits of its own positions");
+    if (want == VKV_LOGITS_LAST && n_first == pr->n && !context_logits)
+        return vkv_error(VKV_ERR_ARG, "the context is the whole prompt: its last token's logits must come with it");
+    /* begin without the press (nothing here scores), then the compressed context in place of the first part */
+    vkv_compression plain = *c;
+    plain.press = NULL;
+    vkv_status st = vkv_session_seq_prefill_begin(q, &plain, pr, want, logits);
+    if (st) return st;
+    if ((st = vkv_ctx_copy_compressed(q->ctx, from->ctx))) {
+        vkv_session_seq_prefill_end(q, NULL);
+        return st;
+    }
+    vkv_seq_prefill_run *r = q->run;
+    if (want == VKV_LOGITS_LAST && n_first == pr->n)
+        memcpy(logits, context_logits, sizeof *logits * q->s->model->hp.n_vocab);
+    r->pos = n_first;
+    r->first_done = true;
+    r->out.compressed = r->out.reused = true;
+    r->out.memory = vkv_ctx_kv_memory(q->ctx);
+    return VKV_OK;
+}
+
 uint32_t vkv_session_seq_prefill_chunk(const vkv_session_seq *q)
 {
     const vkv_seq_prefill_run *r = q->run;
-    if (!r || r->press || q->decode || (r->want != VKV_LOGITS_LAST && r->want != VKV_LOGITS_NONE)) return 0;
+    if (!r || r->press || r->out.reused || q->decode || (r->want != VKV_LOGITS_LAST && r->want != VKV_LOGITS_NONE))
+        return 0;
     return (uint32_t)plain_chunk(q);
 }
 

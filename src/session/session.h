@@ -202,6 +202,7 @@ typedef enum vkv_logits_want {
 typedef struct vkv_prefill {
     uint32_t n_first;          /* tokens prefilled before compression (the context, or all when query-aware) */
     bool compressed;
+    bool reused;               /* the compressed context is another sequence's (begin_compressed): no report */
     double prefill_s;          /* both prefill chunks, pipeline building excluded (a forward shared with other
                                 * sequences' chunks counts whole for each) */
     double compress_s;         /* scoring, allocation and compaction, pipeline building excluded */
@@ -243,6 +244,22 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done);
 vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *prompt,
                                               vkv_logits_want want, float *logits, const vkv_session_seq *from,
                                               uint32_t n_reuse);
+/* begin for a query-agnostic compression c (a press, no compression during
+ * generation) whose compressed context (prompt ids [0, n_context)) is taken
+ * from `from`'s cache instead of evaluated and compressed
+ * (vkv_ctx_copy_compressed): only the rest of the prompt is evaluated, over
+ * it, in the chunks begin's prefill takes, so cache and logits are the same
+ * bit for bit as begin's. The caller vouches that from's prefill compressed
+ * those same ids with the same compression (press, p_c, VECTOR and its
+ * settings, row types, calibration: docs/SERVE.md, "The compressed-context
+ * cache"); both contexts take chunks of the same n_batch. When the context is
+ * the whole prompt, the last token's logits are context_logits [n_vocab]
+ * (from's, kept when it was evaluated), else NULL. want: LAST, REST or NONE
+ * (the context's rows are not evaluated here). out.reused says so;
+ * out.report is empty. */
+vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vkv_compression *c,
+                                                    const vkv_prompt *prompt, vkv_logits_want want, float *logits,
+                                                    const vkv_session_seq *from, const float *context_logits);
 /* The most of prompt's first tokens a plain prefill on q (its n_batch) may
  * take from `from`'s cache and still give begin's bits: a multiple of page,
  * at most n_match (the tokens of prompt whose ids equal those from's prefill

@@ -704,6 +704,106 @@ static void reused_prefill_matches_the_prefill(vkv_session *s)
     vkv_prompt_free(&b);
 }
 
+/* A session-level check: a prefill that takes another sequence's compressed
+ * context (vkv_session_seq_prefill_begin_compressed) gives the logits of
+ * every position after it, and of the next decoded token, that its own
+ * compression of the same context gives, bit for bit: keydiff at 0.75 with
+ * and without VECTOR, f16 and q8_0 tiers, the materialised attention, a
+ * question after the context and a context that is the whole prompt, in
+ * contexts of other sizes than the source's. */
+static void reused_compressed_context_matches_the_compression(vkv_session *s)
+{
+    const size_t nv = s->model->hp.n_vocab;
+    static const struct {
+        const char *kv_type;
+        bool vector, materialized;
+    } variants[] = {{"f16", true, false}, {"q8_0", true, false}, {"f16", false, false}, {"f16", true, true}};
+    static const char *const questions[] = {"ROMEO: What light", "JULIET: O Romeo, Romeo!", NULL};
+    const size_t doc_len = strlen(PREFIX_DOC);
+    vkv_prompt pr[3] = {{0}};
+    char text[1100];
+    for (int i = 0; i < 3; i++) {
+        const size_t len = (size_t)snprintf(text, sizeof text, "%s%s%s", PREFIX_DOC, questions[i] ? " " : "",
+                                            questions[i] ? questions[i] : "");
+        if (vkv_session_tokenize(s, text, len, doc_len, false, VKV_SPLIT_APART, &pr[i])) {
+            fail("compressed context: tokenize: %s", vkv_last_error());
+            goto out;
+        }
+    }
+    CHECK(pr[0].n_context == pr[1].n_context && pr[0].n_context < pr[0].n && pr[2].n_context == pr[2].n &&
+              !memcmp(pr[0].ids, pr[2].ids, pr[2].n * sizeof *pr[2].ids),
+          "compressed context: the prompts no longer share their context");
+    float *want = malloc(sizeof(float) * nv * 64), *got = malloc(sizeof(float) * nv * 64);
+    float *ctx_logits = malloc(sizeof(float) * nv);
+    for (size_t v = 0; v < sizeof variants / sizeof *variants && want && got && ctx_logits; v++) {
+        const vkv_dtype kt = (vkv_dtype)vkv_dtype_from_name(variants[v].kv_type);
+        vkv_compression c = {.press = vkv_press_find("keydiff"), .compression_ratio = 0.75, .vector = variants[v].vector,
+                             .p_a = -1, .pool = VKV_POOL_DEFAULT, .materialized = variants[v].materialized,
+                             .plain_prompt = true, .decoding = VKV_DECODING_BUDGET};
+        /* the source: the whole-prompt context compressed, in a context of its own size */
+        vkv_ctx_params cps = {.n_ctx = (uint32_t)pr[2].n + 5, .n_batch = PREFIX_CHUNK, .k_type = kt, .v_type = kt,
+                              .compress = true};
+        vkv_session_seq *src = NULL, *q = NULL;
+        vkv_prefill pf;
+        bool done = false;
+        vkv_status st = vkv_session_seq_create(s, &cps, &src);
+        if (!st) st = vkv_session_seq_prefill(src, &c, &pr[2], VKV_LOGITS_LAST, ctx_logits, &pf);
+        if (!st) {
+            CHECK(pf.compressed && !pf.reused, "compressed context %zu: the source did not compress", v);
+            vkv_prefill_free(&pf);
+        }
+        for (int i = 0; i < 3 && !st; i++) {
+            const size_t rest = pr[i].n - pr[i].n_context;
+            const vkv_logits_want w = rest ? VKV_LOGITS_REST : VKV_LOGITS_LAST;
+            vkv_ctx_params cp = {.n_ctx = (uint32_t)pr[i].n + 24 + 8 * (uint32_t)i, .n_batch = PREFIX_CHUNK,
+                                 .k_type = kt, .v_type = kt, .compress = true};
+            /* the reference: its own compression; then one decoded token */
+            const size_t rows = rest ? rest : 1;
+            int32_t next = (int32_t)(7 + i);
+            if ((st = vkv_session_reserve(s, &cp)) || (st = vkv_session_prefill(s, &c, &pr[i], w, want, &pf))) break;
+            vkv_prefill_free(&pf);
+            if ((st = vkv_session_step(s, next, want + rows * nv))) break;
+            /* the reuse */
+            if (!q && (st = vkv_session_seq_create(s, &cp, &q))) break;
+            if (q && vkv_ctx_n_ctx(q->ctx) != cp.n_ctx) {
+                vkv_session_seq_free(q);
+                if ((st = vkv_session_seq_create(s, &cp, &q))) break;
+            }
+            st = vkv_session_seq_prefill_begin_compressed(q, &c, &pr[i], w, got, src, ctx_logits);
+            for (done = false; !st && !done;) st = vkv_session_seq_prefill_next(q, &done);
+            if (st) break;
+            vkv_session_seq_prefill_end(q, &pf);
+            CHECK(pf.compressed && pf.reused && pf.n_first == pr[i].n_context,
+                  "compressed context %zu/%d: the prefill does not say it reused the context", v, i);
+            vkv_prefill_free(&pf);
+            if ((st = vkv_session_seq_step(q, next, got + rows * nv))) break;
+            CHECK(!memcmp(want, got, sizeof(float) * nv * (rows + 1)),
+                  "compressed context %s%s%s, question %d: the logits differ from its own compression's",
+                  variants[v].kv_type, variants[v].vector ? " VECTOR" : "", variants[v].materialized ? " materialised" : "",
+                  i);
+        }
+        if (!st) {
+            /* what a reuse cannot give is refused */
+            vkv_compression qa = c;
+            qa.query_aware = true;
+            CHECK(vkv_session_seq_prefill_begin_compressed(q, &qa, &pr[0], VKV_LOGITS_REST, got, src, NULL) == VKV_ERR_ARG,
+                  "compressed context: a query-aware compression reused one");
+            CHECK(vkv_session_seq_prefill_begin_compressed(q, &c, &pr[2], VKV_LOGITS_LAST, got, src, NULL) == VKV_ERR_ARG,
+                  "compressed context: a whole-prompt context was reused without its logits");
+            CHECK(vkv_session_seq_prefill_begin_compressed(q, &c, &pr[0], VKV_LOGITS_ALL, got, src, NULL) == VKV_ERR_ARG,
+                  "compressed context: every position's logits were promised");
+        }
+        if (st) fail("compressed context %s: %s", variants[v].kv_type, vkv_last_error());
+        vkv_session_seq_free(src);
+        vkv_session_seq_free(q);
+    }
+    free(want);
+    free(got);
+    free(ctx_logits);
+out:
+    for (int i = 0; i < 3; i++) vkv_prompt_free(&pr[i]);
+}
+
 /* The engine keeps a finished plain prompt's cache: a later prompt that
  * starts with it reuses its rows (cached_tokens, a multiple of the page) and
  * still gives the text the session gives it alone; the entry stays as it was
@@ -903,6 +1003,7 @@ int main(void)
         concurrent_requests_match_the_session(s);
         refusals(s);
         reused_prefill_matches_the_prefill(s);
+        reused_compressed_context_matches_the_compression(s);
         prefix_cache(s);
         sixty_four_sequences(s);
         chat_falls_back_to_chatml();
