@@ -17,14 +17,16 @@
 //      peak of vkvector_sequences_active_peak is read from /metrics;
 //   3. questions about one cached document: a document of about --doc-tokens
 //      tokens (the first whole lines of --text, counted by `vkvector
-//      tokenize`), then 4 questions about it one at a time (document, a blank
-//      line, a speaker's name: streamed completions of 8 tokens, temperature
-//      0), on a server with the prefix cache and on one with
+//      tokenize`), then 4 questions about it one at a time (a chat: the
+//      document as a user message, the assistant's "I have read it.", a
+//      speaker's name as the last user message; streamed, 8 tokens,
+//      temperature 0), on a server with the prefix cache and on one with
 //      --no-prefix-cache: each question's prompt tokens,
-//      usage.prompt_tokens_details.cached_tokens and time to first token, and
-//      the median of the later questions' TTFT over the first's; the same
-//      with KeyDiff 0.75 + VECTOR on each request (a compressed prompt is not
-//      cached today: the baseline for caching one);
+//      usage.prompt_tokens_details.cached_tokens, vkvector.context_cache's
+//      status and time to first token, and the median of the later
+//      questions' TTFT over the first's; the same with KeyDiff 0.75 + VECTOR
+//      on each request (the document compressed once: the compressed-context
+//      cache);
 //   4. a multi-turn chat: 8 turns of /v1/chat/completions, each the whole
 //      conversation so far (the previous answers and a new short line of the
 //      play), 24 tokens an answer, streamed, with and without the prefix
@@ -253,7 +255,7 @@ async function streamed(url, route, body) {
   const t0 = performance.now();
   const res = await post(url, route, { ...body, temperature: 0, stream: true, stream_options: { include_usage: true } });
   if (!res.ok) return { error: `HTTP ${res.status}: ${(await res.json().catch(() => ({}))).error?.message}` };
-  const out = { ttft: null, text: '', finish: null, usage: null }, decoder = new TextDecoder();
+  const out = { ttft: null, text: '', finish: null, usage: null, vkvector: null }, decoder = new TextDecoder();
   let pending = '';
   for await (const bytes of res.body) {
     const events = (pending + decoder.decode(bytes, { stream: true })).split('\n\n');
@@ -262,6 +264,7 @@ async function streamed(url, route, body) {
       const chunk = JSON.parse(event);
       if (chunk.error) return { error: chunk.error.message };
       out.usage = chunk.usage || out.usage;
+      out.vkvector = chunk.vkvector || out.vkvector;
       for (const c of chunk.choices || []) {
         const piece = c.text ?? c.delta?.content ?? '';
         if (piece && out.ttft === null) out.ttft = performance.now() - t0;
@@ -312,32 +315,36 @@ async function documentOf(o, text, n) {
   return { text: head(lo), lines: lo, tokens: await tokens(lo) };
 }
 
+const READ = 'I have read it.';
+
 async function documentQuestions(o) {
   const doc = await documentOf(o, readFileSync(o.text, 'utf8'), o.docTokens);
   const questions = ['ROMEO:', 'JULIET:', 'First Citizen:', 'MENENIUS:'], maxTokens = 8;
   const compressions = [['none', null], ['KeyDiff 0.75 + VECTOR', { press: 'keydiff', compression: 0.75, vector: true }]];
-  console.log(`\n## Questions about one cached document (the first ${doc.lines} lines of ${path.basename(o.text)}, ` +
-              `${doc.tokens} tokens, then a blank line and a speaker's name; one question at a time, ${maxTokens} tokens ` +
-              'each, streamed, temperature 0)');
+  console.log(`\n## Questions about one cached document (/v1/chat/completions: a user message of the first ` +
+              `${doc.lines} lines of ${path.basename(o.text)}, ${doc.tokens} tokens, the assistant's "${READ}", then a ` +
+              `speaker's name as the question; one question at a time, ${maxTokens} tokens each, streamed, temperature 0)`);
   await eachCacheMode(o, async (s, mode, round) => {
     for (const [label, ext] of compressions) {
-      console.log('\n| round | server | compression | question | prompt tokens | cached tokens | TTFT ms |');
-      console.log('| --- | --- | --- | --- | --- | --- | --- |');
+      console.log('\n| round | server | compression | question | prompt tokens | cached tokens | context cache | TTFT ms |');
+      console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
       const ttft = [];
       for (const [k, q] of questions.entries()) {
-        const r = await streamed(s.url, '/v1/completions', { prompt: `${doc.text}\n${q}`, max_tokens: maxTokens,
-                                                            ...(ext && { vkvector: ext }) });
+        const messages = [{ role: 'user', content: doc.text }, { role: 'assistant', content: READ }, { role: 'user', content: q }];
+        const r = await streamed(s.url, '/v1/chat/completions', { messages, max_tokens: maxTokens, ...(ext && { vkvector: ext }) });
         if (r.error) throw new Error(`question ${k + 1} (${label}): ${r.error} (a smaller --doc-tokens?)`);
         ttft.push(r.ttft);
-        console.log(`| ${round} | ${mode} | ${label} | ${k + 1} (${q}) | ${r.usage.prompt_tokens} | ${cached(r.usage)} | ${ms(r.ttft)} |`);
+        console.log(`| ${round} | ${mode} | ${label} | ${k + 1} (${q}) | ${r.usage.prompt_tokens} | ${cached(r.usage)} | ` +
+                    `${r.vkvector?.context_cache?.status ?? '-'} | ${ms(r.ttft)} |`);
       }
       const later = median(ttft.slice(1).filter((x) => x !== null));
       console.log(`\n${mode}, ${label}: first question's TTFT ${ms(ttft[0])} ms, the later ones' median ${ms(later)} ms: ` +
                   `later / first ${(later / ttft[0]).toFixed(2)}x`);
     }
   });
-  console.log('\nA compressed prompt is neither cached nor taken from the cache (the press scores the whole prompt): ' +
-              'its rows are the baseline for caching compressed contexts.');
+  console.log('\nThe plain rows reuse the document\'s prompt rows (the prefix cache); the compressed rows take the ' +
+              'document compressed once (the compressed-context cache: the chat\'s messages before its last user turn are ' +
+              'the context KeyDiff compresses) and prefill only the question.');
 }
 
 // Short lines of the play: each speech's first words, whole words up to

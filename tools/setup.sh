@@ -23,11 +23,14 @@ for p in "${packages[@]}"; do
 done
 # The visualizer's browser test (tests/e2e/viz_browser.sh): chromium, and any node >= 18 with npm
 # (the chat template test, tests/e2e/chat_templates.sh, and the OpenAI client test of vkvector serve's
-# front, tests/e2e/serve_api.sh, need node and npm too).
+# front, tests/e2e/serve_api.sh, need node and npm too). nginx for the load-balancer test,
+# tests/e2e/serve_nginx.sh, which runs its own on a free port beside any the package starts
+# (Debian's is /usr/sbin/nginx, which a non-root PATH may lack).
 if [ "$mode" = --test ]; then
   command -v chromium >/dev/null || missing+=(chromium)
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
+  command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"

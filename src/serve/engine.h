@@ -81,6 +81,13 @@ typedef struct vkv_gen_compression {
     uint64_t kv_bytes_before;   /* K/V bytes of those tokens uncompressed */
     uint64_t kv_bytes_after;    /* and as compressed */
     uint32_t decode_compressions; /* compressions during generation */
+    /* The compressed-context cache (docs/SERVE.md): "hit" (the context came
+     * from it, sharing context_shared_bytes), "miss" (compressed here, and
+     * kept for the next request), "not_reusable" (context_cache_reason
+     * says why); NULL without a press. */
+    const char *context_cache;
+    const char *context_cache_reason;
+    uint64_t context_shared_bytes;
 } vkv_gen_compression;
 
 typedef enum vkv_seq_event_kind {

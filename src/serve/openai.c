@@ -518,6 +518,19 @@ static void write_compression(vkv_json_writer *w, const vkv_gen_compression *c)
         vkv_json_key(w, counts[i].key);
         vkv_json_uint(w, counts[i].v);
     }
+    if (c->context_cache) {
+        /* the compressed-context cache (docs/SERVE.md) */
+        vkv_json_key(w, "context_cache");
+        vkv_json_begin_object(w);
+        vkv_json_key(w, "status");
+        vkv_json_str(w, c->context_cache);
+        vkv_json_key(w, "shared_bytes");
+        vkv_json_uint(w, c->context_shared_bytes);
+        vkv_json_key(w, "reason");
+        if (c->context_cache_reason) vkv_json_str(w, c->context_cache_reason);
+        else vkv_json_null(w);
+        vkv_json_end_object(w);
+    }
     vkv_json_end_object(w);
 }
 

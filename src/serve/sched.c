@@ -82,6 +82,8 @@ struct vkv_seq {
     uint32_t n_gen;
     vkv_gen_compression comp;
     uint32_t cached_tokens;     /* prompt tokens taken from the prefix cache */
+    bool context_reused;        /* its compressed context came from the cache */
+    float *context_logits;      /* [n_vocab] its compressed context's last token's, when that is the whole prompt */
     vkv_seq_event refusal;      /* why prepare refused it */
 };
 
@@ -95,6 +97,14 @@ typedef struct prefix_entry {
     vkv_dtype kv_type;
     uint64_t bytes;             /* its cache's device bytes, counted in the pool */
     uint64_t last_used;         /* the engine's use clock when it was kept or last reused */
+    /* A compressed context instead (docs/SERVE.md, "The compressed-context
+     * cache"): ss holds only the context ids[0, n_ids) as compression c left
+     * it, which a later request with the same context and compression takes
+     * whole (vkv_session_seq_prefill_begin_compressed). */
+    bool compressed;
+    vkv_compression c;
+    vkv_gen_compression comp;   /* what the compression did (the reusing responses' counts) */
+    float *logits;              /* [n_vocab] the context's last token's when it was a whole prompt, else NULL */
 } prefix_entry;
 
 struct vkv_engine {
@@ -138,6 +148,7 @@ struct vkv_engine {
     uint64_t prefix_bytes;      /* device bytes its entries hold (pool_used does not count them) */
     uint64_t prefix_clock;
     uint64_t prefix_queries, prefix_hits, prefix_evictions; /* prompt tokens looked up, reused; entries dropped */
+    uint64_t context_queries, context_hits; /* requests that may reuse a compressed context, and did */
 
     /* The scheduler thread's. */
     vkv_seq **active;           /* [max_seqs], in admission order */
@@ -537,10 +548,11 @@ static uint32_t common_prefix(const int32_t *a, size_t na, const int32_t *b, siz
     return (uint32_t)i;
 }
 
-/* How many of ids[0, n) entry p holds the rows of (0 for another cache type). */
+/* How many of ids[0, n) entry p holds the plain rows of (0 for another
+ * cache type or a compressed context). */
 static uint32_t prefix_shared(const prefix_entry *p, const vkv_seq *q, size_t n)
 {
-    return p->kv_type == q->kv_type ? common_prefix(p->ids, p->n_ids, q->pr.ids, n) : 0;
+    return p->kv_type == q->kv_type && !p->compressed ? common_prefix(p->ids, p->n_ids, q->pr.ids, n) : 0;
 }
 
 /* Frees entry i (the last entry takes its place). */
@@ -549,6 +561,7 @@ static void prefix_drop(vkv_engine *e, uint32_t i, bool evicted)
     prefix_entry *p = &e->prefix[i];
     vkv_session_seq_free(p->ss);
     free(p->ids);
+    free(p->logits);
     pthread_mutex_lock(&e->mu);
     e->prefix_bytes -= p->bytes;
     e->prefix_evictions += evicted;
@@ -599,6 +612,44 @@ static int prefix_find(vkv_engine *e, const vkv_seq *q, uint32_t *n_reuse)
     return best;
 }
 
+/* Why q's compressed context may not come from the cache or go into it
+ * (NULL: it may): the response's context_cache.reason. */
+static const char *context_not_cached(const vkv_seq *q)
+{
+    if (!q->c.press) return "no press";
+    if (q->c.compress_every) return "compression during generation changes the cache as the answer grows";
+    if (q->c.query_aware) return "a query-aware press scores the context with the question";
+    if (q->e->p.no_prefix_cache) return "the server runs with --no-prefix-cache";
+    return NULL;
+}
+
+/* Whether two compressions of one context leave the same cache: press, p_c,
+ * VECTOR and its settings, the attention path and the prompt KVzip
+ * reconstructs (the calibration and the cache types are the server's and
+ * the entry's). */
+static bool same_compression(const vkv_compression *a, const vkv_compression *b)
+{
+    return a->press == b->press && a->compression_ratio == b->compression_ratio && a->vector == b->vector &&
+           a->p_a == b->p_a && a->pool == b->pool && a->map == b->map && a->materialized == b->materialized &&
+           a->plain_prompt == b->plain_prompt && a->press_seed == b->press_seed;
+}
+
+/* The cached compressed context q may take whole (-1: none): its context's
+ * ids, compressed as q asks, into q's cache type, with the last token's
+ * logits when the context is q's whole prompt. */
+static int context_find(const vkv_engine *e, const vkv_seq *q)
+{
+    if (context_not_cached(q)) return -1;
+    const size_t n = vkv_prompt_compressed_part(&q->pr, false);
+    for (uint32_t i = 0; i < e->n_prefix; i++) {
+        const prefix_entry *p = &e->prefix[i];
+        if (p->compressed && p->kv_type == q->kv_type && p->n_ids == n && same_compression(&p->c, &q->c) &&
+            (n < q->pr.n || p->logits) && !memcmp(p->ids, q->pr.ids, n * sizeof *p->ids))
+            return (int)i;
+    }
+    return -1;
+}
+
 /* Drops entries, the least recently used first, until q's peak fits the
  * pool beside them, when dropping them all would make it fit; the entry q
  * would reuse goes last. */
@@ -608,12 +659,13 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
     const uint64_t used = e->pool_used;
     pthread_mutex_unlock(&e->mu);
     if (used + q->peak > e->budget) return;
-    int keep = prefix_match(e, q);
+    int keep = plain_prefill(q) ? prefix_match(e, q) : context_find(e, q);
     while (e->n_prefix && used + e->prefix_bytes + q->peak > e->budget) {
         int i = prefix_lru(e, keep);
         if (i < 0) i = keep;
-        logf_(e, "request %llu: the prefix cache drops a %u-token prompt's cache (%.2f MiB) to make room", q->id,
-              e->prefix[i].n_ids, mib(e->prefix[i].bytes));
+        logf_(e, "request %llu: the prefix cache drops a %u-token %s (%.2f MiB) to make room", q->id,
+              e->prefix[i].n_ids, e->prefix[i].compressed ? "compressed context" : "prompt's cache",
+              mib(e->prefix[i].bytes));
         prefix_drop(e, (uint32_t)i, true);
         if (i == keep) break;
         if (keep == (int)e->n_prefix) keep = i; /* the last entry took the dropped one's place */
@@ -659,6 +711,49 @@ static void prefix_keep(vkv_seq *q)
           mib(bytes), e->n_prefix, mib(e->prefix_bytes));
 }
 
+/* Keeps a finished q's compressed context for the requests with the same
+ * context and compression: copied into a sequence of its own, as long as
+ * the context (its room for appended tokens and q's tokens after the
+ * context are not kept). An entry already holding it is used instead. */
+static void context_keep(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    if (context_not_cached(q) || !q->ss || !q->ss->ctx) return;
+    const size_t n = vkv_prompt_compressed_part(&q->pr, false);
+    if (vkv_ctx_n_compressed(q->ss->ctx) != n) return;
+    const int have = context_find(e, q);
+    if (have >= 0) {
+        e->prefix[have].last_used = ++e->prefix_clock;
+        return;
+    }
+    if (n == q->pr.n && !q->context_logits) return; /* a whole prompt's context needs its logits */
+    if (e->n_prefix == MAX_PREFIX_ENTRIES) prefix_drop(e, (uint32_t)prefix_lru(e, -1), true);
+    vkv_ctx_params cp = {.n_ctx = (uint32_t)n, .n_batch = q->cp.n_batch, .k_type = q->kv_type, .v_type = q->kv_type,
+                         .compress = true, .scratch_from = e->scratch_owner};
+    vkv_session_seq *ss = NULL;
+    int32_t *ids = malloc(sizeof *ids * n);
+    vkv_status st = ids ? vkv_session_seq_create(e->s, &cp, &ss) : vkv_error(VKV_ERR_OOM, "out of host memory");
+    if (!st) st = vkv_ctx_copy_compressed(ss->ctx, q->ss->ctx);
+    if (st) {
+        logf_(e, "request %llu: its compressed context is not kept: %s", q->id, vkv_last_error());
+        vkv_session_seq_free(ss);
+        free(ids);
+        return;
+    }
+    memcpy(ids, q->pr.ids, sizeof *ids * n);
+    const uint64_t bytes = vkv_ctx_kv_bytes(ss->ctx);
+    e->prefix[e->n_prefix] = (prefix_entry){.ss = ss, .ids = ids, .n_ids = (uint32_t)n, .kv_type = q->kv_type,
+                                            .bytes = bytes, .last_used = ++e->prefix_clock, .compressed = true,
+                                            .c = q->c, .comp = q->comp, .logits = q->context_logits};
+    q->context_logits = NULL;
+    pthread_mutex_lock(&e->mu);
+    e->n_prefix++;
+    e->prefix_bytes += bytes;
+    pthread_mutex_unlock(&e->mu);
+    logf_(e, "request %llu: its %zu-token compressed context is kept for reuse (%.2f MiB; %u kept, %.2f MiB)", q->id,
+          n, mib(bytes), e->n_prefix, mib(e->prefix_bytes));
+}
+
 /* ---- a sequence's end ---- */
 
 /* Frees what the sequence holds on the scheduler's side and returns its
@@ -680,6 +775,8 @@ static void seq_drop_resources(vkv_seq *q)
     q->detok_on = false;
     free(q->logits);
     q->logits = NULL;
+    free(q->context_logits);
+    q->context_logits = NULL;
     free(q->text.p);
     memset(&q->text, 0, sizeof q->text);
     vkv_prompt_free(&q->pr);
@@ -770,6 +867,7 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
     e->decode_compressions += q->comp.decode_compressions;
     pthread_mutex_unlock(&e->mu);
     prefix_keep(q);
+    context_keep(q);
     seq_drop_resources(q);
     count_outcome(e, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
     seq_leave_active(q);
@@ -883,15 +981,34 @@ static void start(vkv_seq *q)
         return;
     }
     uint32_t n_reuse = 0;
-    const int from = prefix_find(e, q, &n_reuse);
-    st = from >= 0 ? vkv_session_seq_prefill_begin_from(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits,
-                                                         e->prefix[from].ss, n_reuse)
-                   : vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits);
+    const int from = prefix_find(e, q, &n_reuse), context = context_find(e, q);
+    if (context >= 0) {
+        const prefix_entry *p = &e->prefix[context];
+        st = vkv_session_seq_prefill_begin_compressed(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits, p->ss,
+                                                      p->logits);
+    } else if (from >= 0)
+        st = vkv_session_seq_prefill_begin_from(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits, e->prefix[from].ss,
+                                                n_reuse);
+    else st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits);
     if (st) {
         seq_fail_status(q, st);
         return;
     }
-    if (from >= 0) {
+    q->comp.context_cache_reason = context_not_cached(q);
+    q->comp.context_cache = !q->c.press ? NULL : e->p.no_prefix_cache ? "off"
+                            : q->comp.context_cache_reason ? "not_reusable" : "miss";
+    if (!q->c.press) q->comp.context_cache_reason = NULL;
+    if (context >= 0) {
+        prefix_entry *p = &e->prefix[context];
+        p->last_used = ++e->prefix_clock;
+        q->cached_tokens = p->n_ids;
+        q->context_reused = true;
+        q->comp = p->comp; /* what the compression that made it did */
+        q->comp.decode_compressions = 0;
+        q->comp.context_cache = "hit";
+        q->comp.context_cache_reason = NULL;
+        q->comp.context_shared_bytes = p->bytes;
+    } else if (from >= 0) {
         e->prefix[from].last_used = ++e->prefix_clock;
         q->cached_tokens = n_reuse;
     }
@@ -911,10 +1028,15 @@ static void start(vkv_seq *q)
         e->prefix_queries += q->pr.n;
         e->prefix_hits += q->cached_tokens;
     }
+    if (!context_not_cached(q)) {
+        e->context_queries++;
+        e->context_hits += q->context_reused;
+    }
     uint64_t used = e->pool_used;
     pthread_mutex_unlock(&e->mu);
-    logf_(e, "request %llu admitted: %zu prompt tokens (%u from the prefix cache), a %u-token context, press %s, peak "
-             "KV %.2f MiB; pool %.2f of %.2f MiB", q->id, q->pr.n, q->cached_tokens, q->cp.n_ctx, q->comp.press,
+    logf_(e, "request %llu admitted: %zu prompt tokens (%u from the prefix cache%s), a %u-token context, press %s, peak "
+             "KV %.2f MiB; pool %.2f of %.2f MiB", q->id, q->pr.n, q->cached_tokens,
+          q->context_reused ? ", its compressed context" : "", q->cp.n_ctx, q->comp.press,
           mib(q->peak), mib(used), mib(e->budget));
 }
 
@@ -1045,7 +1167,7 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
     if (!done) return n_tok;
     vkv_prefill pf;
     vkv_session_seq_prefill_end(q->ss, &pf);
-    if (pf.compressed) {
+    if (pf.compressed && !pf.reused) {
         const vkv_vector_report *r = &pf.report;
         for (size_t i = 0; i < (size_t)r->n_layer * r->n_kv_head; i++) {
             q->comp.n_retained += r->n_ret[i];
@@ -1059,6 +1181,11 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
         e->prefill_compressions++;
         pthread_mutex_unlock(&e->mu);
     }
+    /* a whole prompt compressed: its last token's logits go with the context into the cache (the sampler may
+     * change q->logits) */
+    if (pf.compressed && !pf.reused && pf.n_first == q->pr.n && !context_not_cached(q) &&
+        (q->context_logits = malloc(sizeof *q->context_logits * e->s->model->hp.n_vocab)))
+        memcpy(q->context_logits, q->logits, sizeof *q->context_logits * e->s->model->hp.n_vocab);
     vkv_prefill_free(&pf);
     vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n};
     push_event(q, &ev);
@@ -1436,12 +1563,17 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
     metric(out, "sequences_queued", "gauge", "Requests waiting for admission.", e->n_waiting);
     metric(out, "kv_pool_bytes_in_use", "gauge", "Device bytes the sequences' KV caches hold.", e->pool_used);
     metric(out, "kv_pool_budget_bytes", "gauge", "The KV pool's size.", e->budget);
-    metric(out, "prefix_cache_entries", "gauge", "Finished prompts' caches kept for reuse.", e->n_prefix);
+    metric(out, "prefix_cache_entries", "gauge", "Finished prompts' caches and compressed contexts kept for reuse.",
+           e->n_prefix);
     metric(out, "prefix_cache_bytes", "gauge", "Device bytes of the pool the prefix cache holds.", e->prefix_bytes);
     metric(out, "prefix_cache_queries_total", "counter", "Prompt tokens of requests that may reuse a cached prefix.",
            e->prefix_queries);
     metric(out, "prefix_cache_hits_total", "counter", "Prompt tokens taken from the prefix cache.", e->prefix_hits);
     metric(out, "prefix_cache_evictions_total", "counter", "Cached prefixes dropped to make room.", e->prefix_evictions);
+    metric(out, "context_cache_queries_total", "counter",
+           "Requests whose query-agnostic compression may take a cached compressed context.", e->context_queries);
+    metric(out, "context_cache_hits_total", "counter", "Requests that took a cached compressed context.",
+           e->context_hits);
     bufprintf(out, "# HELP vkvector_compressions_total KV-cache compressions, after a prefill or during generation.\n"
                    "# TYPE vkvector_compressions_total counter\n"
                    "vkvector_compressions_total{when=\"prefill\"} %llu\nvkvector_compressions_total{when=\"decode\"} %llu\n",

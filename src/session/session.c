@@ -321,6 +321,39 @@ vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t l
     return st;
 }
 
+/* Where a chat's context ends (docs/SERVE.md, "The compressed-context
+ * cache"): before the last user turn when messages come before it, so a
+ * conversation's history, system prompt or document is the context and its
+ * last question is not; the whole prompt when the last user message is the
+ * first (there is nothing else to call the context) or when the rendered
+ * history is not a token-aligned start of the rendered chat (the template
+ * renders it otherwise alone, or a token straddles the boundary). text[0,
+ * len): the chat rendered, out: its tokens, all context so far. */
+static vkv_status chat_context_end(const vkv_session *s, vkv_chat_template t, const vkv_chat_msg *msgs, size_t n_msgs,
+                                   const char *text, size_t len, vkv_prompt *out)
+{
+    size_t last_user = n_msgs;
+    for (size_t i = 0; i < n_msgs; i++)
+        if (!strcmp(msgs[i].role, "user")) last_user = i;
+    if (last_user == n_msgs || last_user == 0) return VKV_OK;
+    char *history;
+    size_t history_len;
+    vkv_status st = vkv_chat_apply(t, msgs, last_user, false, &history, &history_len);
+    if (st) return st;
+    int32_t *head = NULL, *tail = NULL;
+    size_t n_head = 0, n_tail = 0;
+    if (history_len && history_len < len && !memcmp(history, text, history_len) &&
+        !(st = vkv_tokenize(s->tok, text, history_len, true, true, &head, &n_head)) &&
+        !(st = vkv_tokenize(s->tok, text + history_len, len - history_len, false, true, &tail, &n_tail)) &&
+        n_head + n_tail == out->n && !memcmp(head, out->ids, n_head * sizeof *head) &&
+        !memcmp(tail, out->ids + n_head, n_tail * sizeof *tail))
+        out->n_context = n_head;
+    free(head);
+    free(tail);
+    free(history);
+    return st;
+}
+
 vkv_status vkv_session_tokenize_chat(const vkv_session *s, vkv_chat_template t, const vkv_chat_msg *msgs,
                                      size_t n_msgs, vkv_prompt *out)
 {
@@ -332,6 +365,7 @@ vkv_status vkv_session_tokenize_chat(const vkv_session *s, vkv_chat_template t, 
     vkv_status st = vkv_chat_apply(t, msgs, n_msgs, true, &text, &len);
     if (st) return st;
     st = tokenize_apart(s->tok, text, len, len, true, out);
+    if (!st) st = chat_context_end(s, t, msgs, n_msgs, text, len, out);
     free(text);
     if (!st) st = set_query_end(s, t, true, out);
     if (st) vkv_prompt_free(out);
@@ -755,9 +789,12 @@ vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vk
     const size_t n_first = vkv_prompt_compressed_part(pr, false);
     if (!from->ctx || vkv_ctx_n_compressed(from->ctx) != n_first)
         return vkv_error(VKV_ERR_ARG, "the source sequence did not compress a %zu-token context", n_first);
-    if (vkv_ctx_n_batch(from->ctx) != vkv_ctx_n_batch(q->ctx))
-        return vkv_error(VKV_ERR_ARG, "the source sequence prefilled chunks of %u tokens, this one takes %u",
-                         vkv_ctx_n_batch(from->ctx), vkv_ctx_n_batch(q->ctx));
+    /* the context's chunks (a context no longer than n_batch is one chunk; a copy's n_batch is at most its context) */
+    const size_t from_chunk = vkv_ctx_n_batch(from->ctx) < n_first ? vkv_ctx_n_batch(from->ctx) : n_first;
+    const size_t q_chunk = vkv_ctx_n_batch(q->ctx) < n_first ? vkv_ctx_n_batch(q->ctx) : n_first;
+    if (from_chunk != q_chunk)
+        return vkv_error(VKV_ERR_ARG, "the source sequence prefilled the context in chunks of %zu tokens, this one "
+                         "takes %zu", from_chunk, q_chunk);
     if (want == VKV_LOGITS_ALL)
         return vkv_error(VKV_ERR_ARG, "a reused compressed context has no logits of its own positions");
     if (want == VKV_LOGITS_LAST && n_first == pr->n && !context_logits)

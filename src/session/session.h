@@ -182,8 +182,10 @@ vkv_status vkv_session_tokenize(const vkv_session *s, const char *text, size_t l
 /* A chat as a prompt: the messages rendered with template t (the session's
  * own or another), the generation prompt after them, tokenized as
  * vkv_session_tokenize tokenizes a chat prompt without a question (BOS,
- * special tokens, all of it context; n_query_end before the closing of the
- * last user turn when the prompt ends with it). */
+ * special tokens). The context is everything before the last user turn when
+ * other messages come before it, else the whole prompt (docs/SERVE.md, "The
+ * compressed-context cache"); n_query_end before the closing of the last
+ * user turn when the prompt ends with it. */
 vkv_status vkv_session_tokenize_chat(const vkv_session *s, vkv_chat_template t, const vkv_chat_msg *msgs,
                                      size_t n_msgs, vkv_prompt *out);
 
@@ -252,7 +254,8 @@ vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_comp
  * bit for bit as begin's. The caller vouches that from's prefill compressed
  * those same ids with the same compression (press, p_c, VECTOR and its
  * settings, row types, calibration: docs/SERVE.md, "The compressed-context
- * cache"); both contexts take chunks of the same n_batch. When the context is
+ * cache"); both contexts take the context in the same chunks (the same
+ * n_batch, or both at least the context). When the context is
  * the whole prompt, the last token's logits are context_logits [n_vocab]
  * (from's, kept when it was evaluated), else NULL. want: LAST, REST or NONE
  * (the context's rows are not evaluated here). out.reused says so;

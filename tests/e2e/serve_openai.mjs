@@ -165,6 +165,30 @@ async function main() {
           `${JSON.stringify(cached.choices[0].text)} vs ${JSON.stringify(secondCli.text)}`);
     check(await metric(s.url, 'vkvector_prefix_cache_hits_total') >= nCached, 'the prefix cache hits metric');
 
+    // The compressed-context cache: a chat's history before its last user turn, compressed by a
+    // query-agnostic press, is kept; the next question about it takes it whole ("hit", its bytes
+    // shared, its tokens cached); a query-aware press never reuses it, and says why.
+    const press = { press: 'keydiff', compression: 0.75, vector: true };
+    const history = [{ role: 'user', content: PROMPTS.slice(0, 2).join('\n\n') },
+                     { role: 'assistant', content: 'I have read it.' }];
+    const ask = (q, extra = {}) => client.chat.completions.create({
+      model: id, messages: [...history, { role: 'user', content: q }], max_tokens: 4, temperature: 0,
+      vkvector: { ...press, ...extra } });
+    const q1 = await ask('Who speaks first?'), q2 = await ask('Who speaks last?');
+    const cc1 = q1.vkvector?.context_cache, cc2 = q2.vkvector?.context_cache;
+    check(cc1?.status === 'miss' && cc1.shared_bytes === 0 && q1.usage.prompt_tokens_details?.cached_tokens === 0,
+          'a new chat history compresses: context_cache miss', JSON.stringify(q1.vkvector));
+    check(cc2?.status === 'hit' && cc2.shared_bytes > 0 && cc2.reason === null &&
+          q2.usage.prompt_tokens_details?.cached_tokens > 0 &&
+          q2.usage.prompt_tokens_details.cached_tokens < q2.usage.prompt_tokens &&
+          q2.vkvector.n_compressed === q1.vkvector.n_compressed && q2.vkvector.kv_bytes_after === q1.vkvector.kv_bytes_after,
+          'the next question takes the compressed history: context_cache hit', JSON.stringify([q2.vkvector, q2.usage]));
+    const qa = await ask('Who speaks last?', { query_aware: true });
+    check(qa.vkvector?.context_cache?.status === 'not_reusable' && /query-aware/.test(qa.vkvector.context_cache.reason) &&
+          qa.usage.prompt_tokens_details?.cached_tokens === 0,
+          'a query-aware press reuses nothing and says why', JSON.stringify(qa.vkvector));
+    check(await metric(s.url, 'vkvector_context_cache_hits_total') >= 1, 'the context cache hits metric');
+
     // Chat: the template's rendering, streamed and not, equals the same text as a completion prompt.
     const messages = [{ role: 'system', content: 'Speak as a Roman.' }, { role: 'user', content: 'Who comes here?' }];
     const chat = await client.chat.completions.create({ model: id, messages, max_tokens: 12, temperature: 0 });

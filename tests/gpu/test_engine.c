@@ -59,6 +59,7 @@ typedef struct tcase {
     vkv_gen_kind kind;
     const char *text;            /* TEXT, or the user message of CHAT */
     const char *system;          /* CHAT: a system message first, or NULL */
+    const char *earlier, *reply; /* CHAT: an earlier user message and the assistant's reply before text, or NULL */
     uint32_t max_tokens;
     const char *press;           /* NULL: none */
     double compression;
@@ -125,9 +126,16 @@ static vkv_status case_prompt(const vkv_session *s, const tcase *c, vkv_prompt *
 {
     size_t len = strlen(c->text);
     if (c->kind != VKV_GEN_CHAT) return vkv_session_tokenize(s, c->text, len, len, false, VKV_SPLIT_APART, pr);
-    if (!c->system) return vkv_session_tokenize(s, c->text, len, len, true, VKV_SPLIT_APART, pr);
-    vkv_chat_msg msgs[2] = {{"system", c->system}, {"user", c->text}};
-    return vkv_session_tokenize_chat(s, s->chat, msgs, 2, pr);
+    if (!c->system && !c->earlier) return vkv_session_tokenize(s, c->text, len, len, true, VKV_SPLIT_APART, pr);
+    vkv_chat_msg msgs[4];
+    size_t n = 0;
+    if (c->system) msgs[n++] = (vkv_chat_msg){"system", c->system};
+    if (c->earlier) {
+        msgs[n++] = (vkv_chat_msg){"user", c->earlier};
+        msgs[n++] = (vkv_chat_msg){"assistant", c->reply};
+    }
+    msgs[n++] = (vkv_chat_msg){"user", c->text};
+    return vkv_session_tokenize_chat(s, s->chat, msgs, n, pr);
 }
 
 /* The case alone on the session's default sequence, as `vkvector run -n
@@ -292,8 +300,12 @@ static vkv_gen_request make_request(const tcase *c)
         r->n_prompt_ids = c->n_ids;
     }
     if (c->kind == VKV_GEN_CHAT) {
-        r->messages = calloc(2, sizeof *r->messages);
+        r->messages = calloc(4, sizeof *r->messages);
         if (c->system) r->messages[r->n_messages++] = (vkv_gen_message){dup("system"), dup(c->system)};
+        if (c->earlier) {
+            r->messages[r->n_messages++] = (vkv_gen_message){dup("user"), dup(c->earlier)};
+            r->messages[r->n_messages++] = (vkv_gen_message){dup("assistant"), dup(c->reply)};
+        }
         r->messages[r->n_messages++] = (vkv_gen_message){dup("user"), dup(c->text)};
     }
     vkv_press_request *p = &r->press;
@@ -804,6 +816,19 @@ out:
     for (int i = 0; i < 3; i++) vkv_prompt_free(&pr[i]);
 }
 
+/* The prefix and context caches' engine: two sequences, chunks of
+ * PREFIX_CHUNK, the cache off or on, a pool of budget bytes (0: the
+ * default). NULL (a failure recorded) when it does not start. */
+static vkv_engine *cache_engine(vkv_session *s, bool off, uint64_t budget)
+{
+    vkv_engine_params p = {.max_seqs = 2, .n_ctx = N_CTX, .prefill_chunk = PREFIX_CHUNK, .log = true,
+                           .no_prefix_cache = off, .kv_budget = budget};
+    vkv_engine *e;
+    if (!vkv_engine_create(s, &p, &e)) return e;
+    fail("vkv_engine_create: %s", vkv_last_error());
+    return NULL;
+}
+
 /* The engine keeps a finished plain prompt's cache: a later prompt that
  * starts with it reuses its rows (cached_tokens, a multiple of the page) and
  * still gives the text the session gives it alone; the entry stays as it was
@@ -822,13 +847,8 @@ static void prefix_cache(vkv_session *s)
         goto out;
     }
     for (int off = 0; off < 2; off++) {
-        vkv_engine_params p = {.max_seqs = 2, .n_ctx = N_CTX, .prefill_chunk = PREFIX_CHUNK, .log = true,
-                               .no_prefix_cache = off};
-        vkv_engine *e;
-        if (vkv_engine_create(s, &p, &e)) {
-            fail("vkv_engine_create: %s", vkv_last_error());
-            goto out;
-        }
+        vkv_engine *e = cache_engine(s, off, 0);
+        if (!e) goto out;
         const tcase *order[] = {&ca, &cb, &ca};
         uint32_t cached_sum = 0;
         for (int i = 0; i < 3; i++) {
@@ -864,13 +884,8 @@ static void prefix_cache(vkv_session *s)
     }
     /* a pool of one sequence: the next prompt evicts the entry, and runs */
     vkv_ctx_params one_seq = {.n_ctx = ca.ref_prompt + ca.max_tokens + 8, .k_type = VKV_F16, .v_type = VKV_F16};
-    vkv_engine_params p = {.max_seqs = 2, .n_ctx = N_CTX, .prefill_chunk = PREFIX_CHUNK, .log = true,
-                           .kv_budget = vkv_ctx_plan_memory(&s->model->hp, &one_seq).kv_bytes};
-    vkv_engine *e;
-    if (vkv_engine_create(s, &p, &e)) {
-        fail("vkv_engine_create: %s", vkv_last_error());
-        goto out;
-    }
+    vkv_engine *e = cache_engine(s, false, vkv_ctx_plan_memory(&s->model->hp, &one_seq).kv_bytes);
+    if (!e) goto out;
     outcome o;
     one(e, make_request(&ca), &o);
     check_case(&ca, &o);
@@ -889,6 +904,110 @@ static void prefix_cache(vkv_session *s)
 out:
     free(ca.ref_text);
     free(cb.ref_text);
+}
+
+/* The engine keeps a query-agnostic compression's context (a chat's
+ * history before its last user turn; a completion's whole prompt) as
+ * compressed: a later request with the same context and compression takes
+ * it (context_cache "hit", cached_tokens its tokens) and gives the text its
+ * own compression gives (the session's, alone); a query-aware compression
+ * reuses nothing and says why; --no-prefix-cache says "off"; under a pool
+ * that holds one request, another context evicts the entry. */
+static const char CONTEXT_DOC[] =
+    "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You are all "
+    "resolved rather to die than to famish? All: Resolved. resolved. First Citizen: First, you know Caius Marcius is "
+    "chief enemy to the people.";
+
+static void context_cache(vkv_session *s)
+{
+    tcase c1 = {.name = "context-1", .kind = VKV_GEN_CHAT, .earlier = CONTEXT_DOC, .reply = "Speak.",
+                .text = "Who is the chief enemy?", .max_tokens = 12, .press = "keydiff", .compression = 0.75,
+                .vector = true, .chunk = PREFIX_CHUNK};
+    tcase c2 = c1, c3 = c1, c4 = c1;
+    c2.name = "context-2";
+    c2.text = "What do the citizens want?";
+    c3 = (tcase){.name = "context-whole", .kind = VKV_GEN_TEXT, .text = CONTEXT_DOC, .max_tokens = 12,
+                 .press = "keydiff", .compression = 0.75, .vector = true, .chunk = PREFIX_CHUNK};
+    c4.name = "context-other";
+    c4.reply = "Speak, speak.";
+    tcase *refs[] = {&c1, &c2, &c3, &c4};
+    for (int i = 0; i < 4; i++)
+        if (reference(s, refs[i])) {
+            fail("context cache: the reference of %s: %s", refs[i]->name, vkv_last_error());
+            goto out;
+        }
+    vkv_prompt p1;
+    if (case_prompt(s, &c1, &p1)) {
+        fail("context cache: tokenize: %s", vkv_last_error());
+        goto out;
+    }
+    const uint32_t ctx_tokens = (uint32_t)p1.n_context;
+    CHECK(p1.n_context > 64 && p1.n_context + 8 < p1.n, "context cache: a chat's context is %zu of %zu tokens",
+          p1.n_context, p1.n);
+    vkv_prompt_free(&p1);
+    for (int off = 0; off < 2; off++) {
+        vkv_engine *e = cache_engine(s, off, 0);
+        if (!e) goto out;
+        static const char *const want_on[] = {"miss", "hit", "hit", "miss", "hit"};
+        const tcase *order[] = {&c1, &c2, &c1, &c3, &c3};
+        for (int i = 0; i < 5; i++) {
+            outcome o;
+            one(e, make_request(order[i]), &o);
+            check_case(order[i], &o);
+            const vkv_gen_compression *g = &o.last.compression;
+            const char *want = off ? "off" : want_on[i];
+            const bool hit = !strcmp(want, "hit");
+            const uint32_t cached = !hit ? 0 : order[i] == &c3 ? c3.ref_prompt : ctx_tokens;
+            CHECK(o.last.kind == VKV_SEQ_DONE && g->context_cache && !strcmp(g->context_cache, want) &&
+                      o.last.cached_tokens == cached && (g->context_shared_bytes > 0) == hit &&
+                      (g->context_shared_bytes < g->kv_bytes_before),
+                  "context cache %s, request %d (%s): status %s, %u cached tokens (want %s, %u), %llu shared bytes",
+                  off ? "off" : "on", i, order[i]->name, g->context_cache ? g->context_cache : "(none)",
+                  o.last.cached_tokens, want, cached, (unsigned long long)g->context_shared_bytes);
+            free(o.text);
+        }
+        CHECK(metric(e, "vkvector_context_cache_hits_total") == (off ? 0 : 3), "context cache %s: %g hits",
+              off ? "off" : "on", metric(e, "vkvector_context_cache_hits_total"));
+        CHECK(metric(e, "vkvector_prefix_cache_entries") == (off ? 0 : 2), "context cache %s: %g entries",
+              off ? "off" : "on", metric(e, "vkvector_prefix_cache_entries"));
+        /* a query-aware compression of the same context reuses nothing, and says why */
+        vkv_gen_request r = make_request(&c2);
+        r.press.has_query_aware = r.press.query_aware = true;
+        outcome o;
+        one(e, r, &o);
+        const vkv_gen_compression *g = &o.last.compression;
+        CHECK(o.last.kind == VKV_SEQ_DONE && o.last.cached_tokens == 0 && g->context_cache &&
+                  !strcmp(g->context_cache, off ? "off" : "not_reusable") &&
+                  (off || (g->context_cache_reason && strstr(g->context_cache_reason, "query-aware"))),
+              "context cache: a query-aware request: %s (%s), %u cached tokens", g->context_cache ? g->context_cache : "-",
+              g->context_cache_reason ? g->context_cache_reason : "-", o.last.cached_tokens);
+        free(o.text);
+        vkv_engine_free(e);
+    }
+    /* a pool of one request's peak: another context evicts the entry */
+    vkv_prompt p4;
+    if (case_prompt(s, &c4, &p4)) {
+        fail("context cache: tokenize: %s", vkv_last_error());
+        goto out;
+    }
+    vkv_ctx_params one_seq = {.n_ctx = (uint32_t)p4.n + c4.max_tokens, .k_type = VKV_F16, .v_type = VKV_F16,
+                              .compress = true};
+    vkv_prompt_free(&p4);
+    vkv_engine *e = cache_engine(s, false, vkv_ctx_plan_memory(&s->model->hp, &one_seq).kv_bytes + 64);
+    if (!e) goto out;
+    const tcase *order[] = {&c1, &c4, &c1};
+    for (int i = 0; i < 3; i++) {
+        outcome o;
+        one(e, make_request(order[i]), &o);
+        check_case(order[i], &o);
+        CHECK(o.last.cached_tokens == 0, "context pressure %d: %u cached tokens", i, o.last.cached_tokens);
+        free(o.text);
+    }
+    CHECK(metric(e, "vkvector_prefix_cache_evictions_total") == 2, "context pressure: %g evictions",
+          metric(e, "vkvector_prefix_cache_evictions_total"));
+    vkv_engine_free(e);
+out:
+    for (int i = 0; i < 4; i++) free(refs[i]->ref_text);
 }
 
 /* 64 requests at once, every one in the engine's steps together (one step
@@ -998,6 +1117,22 @@ int main(void)
         vkv_prompt_free(&a);
         vkv_prompt_free(&b);
     } else fail("chat tokenization: %s", vkv_last_error());
+    /* a chat's context is its history before the last user turn: the history's own tokens */
+    vkv_chat_msg conv[3] = {{"user", "Who is Romeo?"}, {"assistant", "A Montague."}, {"user", "And Juliet?"}};
+    char *history = NULL;
+    size_t history_len = 0, n_history = 0;
+    int32_t *history_ids = NULL;
+    if (!vkv_session_tokenize_chat(s, s->chat, conv, 3, &a) &&
+        !vkv_chat_apply(s->chat, conv, 2, false, &history, &history_len) &&
+        !vkv_tokenize(s->tok, history, history_len, true, true, &history_ids, &n_history)) {
+        CHECK(a.n_context == n_history && !memcmp(a.ids, history_ids, n_history * sizeof *history_ids) &&
+                  a.n_query_end > a.n_context && a.n_query_end < a.n,
+              "a chat's context: %zu of %zu tokens (the history has %zu), the question ends at %zu", a.n_context, a.n,
+              n_history, a.n_query_end);
+        vkv_prompt_free(&a);
+    } else fail("chat context: %s", vkv_last_error());
+    free(history);
+    free(history_ids);
     if (!failures) {
         stepped_prefills_match_the_prefill(s);
         concurrent_requests_match_the_session(s);
@@ -1005,6 +1140,7 @@ int main(void)
         reused_prefill_matches_the_prefill(s);
         reused_compressed_context_matches_the_compression(s);
         prefix_cache(s);
+        context_cache(s);
         sixty_four_sequences(s);
         chat_falls_back_to_chatml();
     }
