@@ -136,6 +136,8 @@ struct vkv_engine {
     bool stopping;
     unsigned long long next_id;
     uint64_t pool_used;
+    vkv_mem_stats mem;          /* the device's memory as the scheduler last saw it (for /metrics) */
+    bool reserved;              /* the pool's memory is set aside (vkv_memory_reserve) */
     uint64_t outcomes[N_OUTCOMES];
     uint64_t prompt_tokens, gen_tokens, prefill_compressions, decode_compressions;
     uint64_t step_hist[N_STEP_BUCKETS + 1];
@@ -1366,6 +1368,7 @@ static void *sched_main(void *arg)
     vkv_engine *e = arg;
     for (;;) {
         pthread_mutex_lock(&e->mu);
+        e->mem = vkv_gpu_mem_stats(e->s->gpu); /* only this thread touches the device */
         while (!e->stopping && !e->wait_head && !e->n_active) pthread_cond_wait(&e->cv, &e->mu);
         vkv_seq *refused = NULL;
         if (e->stopping) {
@@ -1452,6 +1455,12 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     /* the smallest sequence: a one-token prompt and one new token */
     vkv_ctx_params one = {.n_ctx = 2, .n_batch = 2, .k_type = VKV_F16, .v_type = VKV_F16};
     const uint64_t smallest = vkv_ctx_plan_memory(hp, &one).kv_bytes;
+    if (e->budget > heap) {
+        vkv_status st = vkv_error(VKV_ERR_ARG, "--kv-budget %.2f MiB is larger than the %.2f MiB heap of device '%s'",
+                                  mib(e->budget), mib(heap), vkv_gpu_caps(s->gpu)->name);
+        free(e);
+        return st;
+    }
     if (e->budget < smallest) {
         vkv_status st = vkv_error(VKV_ERR_OOM, "the KV pool (%.2f MiB) cannot hold one sequence (%.4f MiB): device "
                                   "'%s' has a %.2f MiB heap, the weights take %.2f MiB and the sequences' scratch %.2f MiB",
@@ -1465,6 +1474,24 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
         free(e);
         return st;
     }
+    /* The pool is allocated here, once: every sequence's cache, its attention
+     * partials and its compression's buffers are suballocated from it
+     * (docs/SERVE.md, "How it works"). The partials and a prefill chunk's worth
+     * of compression buffers per sequence are beyond the budget the admission
+     * counts. */
+    const uint64_t per_seq = vkv_kv_plan_scratch_bytes(hp, e->p.n_ctx) + plan.scratch_bytes / 4;
+    const uint64_t reserve = e->budget + (uint64_t)e->p.max_seqs * per_seq;
+    if ((st = vkv_memory_reserve(s->gpu, reserve, "the KV pool"))) {
+        st = vkv_error_context(st, "cannot allocate the KV pool of %.2f MiB (a %.2f MiB budget and %u sequences' "
+                               "scratch; give a smaller --kv-budget or --max-seqs): ", mib(reserve), mib(e->budget),
+                               e->p.max_seqs);
+        vkv_memory_release_reserve(s->gpu); /* what was reserved before the failure */
+        vkv_ctx_free(e->scratch_owner);
+        free(e);
+        return st;
+    }
+    e->reserved = true;
+    e->mem = vkv_gpu_mem_stats(s->gpu);
     const char *fault = getenv("VKVECTOR_SERVE_FAULT");
     if (fault && *fault && (st = parse_faults(e, fault))) {
         vkv_ctx_free(e->scratch_owner);
@@ -1535,6 +1562,7 @@ void vkv_engine_free(vkv_engine *e)
     free(e->eval_ids);
     free(e->eval_logits);
     vkv_ctx_free(e->scratch_owner); /* after the thread: every borrower is gone */
+    if (e->reserved) vkv_memory_release_reserve(e->s->gpu);
     free(e);
 }
 
@@ -1563,6 +1591,12 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
     metric(out, "sequences_queued", "gauge", "Requests waiting for admission.", e->n_waiting);
     metric(out, "kv_pool_bytes_in_use", "gauge", "Device bytes the sequences' KV caches hold.", e->pool_used);
     metric(out, "kv_pool_budget_bytes", "gauge", "The KV pool's size.", e->budget);
+    metric(out, "device_allocations_total", "counter",
+           "Device memory allocations (vkAllocateMemory) since the start, the weights' and the pool's included.",
+           e->mem.n_allocations);
+    metric(out, "device_memory_bytes", "gauge", "Device memory allocated: weights, scratch and the KV pool.",
+           e->mem.device_bytes_allocated);
+    metric(out, "device_memory_used_bytes", "gauge", "Of that, the bytes buffers hold.", e->mem.device_bytes_used);
     metric(out, "prefix_cache_entries", "gauge", "Finished prompts' caches and compressed contexts kept for reuse.",
            e->n_prefix);
     metric(out, "prefix_cache_bytes", "gauge", "Device bytes of the pool the prefix cache holds.", e->prefix_bytes);

@@ -129,8 +129,18 @@ typedef struct vkv_mem_stats {
     uint64_t host_bytes_allocated;
     uint32_t n_blocks;
     uint64_t device_heap_bytes;      /* size of the heap device-kind buffers come from */
+    uint64_t n_allocations;          /* vkAllocateMemory calls so far, every kind */
+    uint64_t device_bytes_reserved;  /* set aside up front by vkv_memory_reserve */
 } vkv_mem_stats;
 vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu);
+/* Allocates device memory for `bytes` of later buffers at once (a server's KV
+ * pool: docs/SERVE.md, "How it works"), so that buffers created afterwards,
+ * tensors larger than half an ordinary block included, are suballocated from
+ * it instead of allocating. */
+vkv_status vkv_memory_reserve(vkv_gpu *gpu, uint64_t bytes, const char *what);
+/* Frees the reserved blocks no buffer holds any more (a server's end); the
+ * others become ordinary blocks. */
+void vkv_memory_release_reserve(vkv_gpu *gpu);
 
 /* ---- command recording ---- */
 

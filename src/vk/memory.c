@@ -36,6 +36,10 @@ vkv_status vkv_memory_init(vkv_gpu *gpu)
     uint64_t heap = mp->memoryHeaps[mp->memoryTypes[gpu->mem_type_device].heapIndex].size;
     gpu->stats.device_heap_bytes = heap;
     gpu->block_size = DEFAULT_BLOCK_BYTES;
+    /* Smaller blocks make every buffer that does not fit allocate (the tests
+     * that check where memory comes from set this). */
+    const char *block_mib = getenv("VKVECTOR_BLOCK_MIB");
+    if (block_mib && atoi(block_mib) > 0) gpu->block_size = (uint64_t)atoi(block_mib) << 20;
     if (gpu->block_size > heap / 4) gpu->block_size = heap / 4;
     if (gpu->caps->max_memory_allocation && gpu->block_size > gpu->caps->max_memory_allocation)
         gpu->block_size = gpu->caps->max_memory_allocation;
@@ -73,6 +77,7 @@ static vkv_status allocate_memory(vkv_gpu *gpu, uint64_t size, uint32_t type, co
     };
     snprintf(msg, sizeof msg, "allocating %.1f MiB of device memory for %s", size / 1048576.0, what);
     VK_CHECK(vkAllocateMemory(gpu->device, &ai, NULL, mem), msg);
+    gpu->stats.n_allocations++;
     vkv_debug_name(gpu, VK_OBJECT_TYPE_DEVICE_MEMORY, (uint64_t)*mem, what);
     *mapped = NULL;
     /* Map only coherent memory: the copies through the mapping neither flush
@@ -101,6 +106,81 @@ static void account(vkv_gpu *gpu, vkv_mem_kind kind, int64_t allocated, int64_t 
     gpu->stats.device_bytes_used += (uint64_t)used;
     if (gpu->stats.device_bytes_used > gpu->stats.device_peak_used)
         gpu->stats.device_peak_used = gpu->stats.device_bytes_used;
+}
+
+/* Allocates a block of `bytes` that buffers are suballocated from. */
+static vkv_status add_block(vkv_gpu *gpu, vkv_mem_kind kind, uint32_t type, uint64_t bytes, const char *what,
+                            vkv_mem_block **out)
+{
+    vkv_status st = VKV_OK;
+    *out = NULL;
+    if (gpu->n_blocks == gpu->cap_blocks) {
+        uint32_t cap = gpu->cap_blocks ? gpu->cap_blocks * 2 : 8;
+        vkv_mem_block **nb = realloc(gpu->blocks, cap * sizeof *nb);
+        if (!nb) return vkv_error(VKV_ERR_OOM, "out of host memory");
+        gpu->blocks = nb;
+        gpu->cap_blocks = cap;
+    }
+    vkv_mem_block *blk = calloc(1, sizeof *blk);
+    if (!blk) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    if ((st = allocate_memory(gpu, bytes, type, what, &blk->memory, &blk->mapped)) != VKV_OK) {
+        free(blk);
+        return st;
+    }
+    if (!vkv_range_alloc_init(&blk->ranges, bytes)) {
+        if (blk->mapped) vkUnmapMemory(gpu->device, blk->memory);
+        vkFreeMemory(gpu->device, blk->memory, NULL);
+        free(blk);
+        return vkv_error(VKV_ERR_OOM, "out of host memory");
+    }
+    blk->memory_type = type;
+    blk->kind = kind;
+    gpu->blocks[gpu->n_blocks++] = blk;
+    account(gpu, kind, (int64_t)bytes, 0);
+    if (kind == VKV_MEM_DEVICE) gpu->stats.n_blocks++;
+    *out = blk;
+    return VKV_OK;
+}
+
+vkv_status vkv_memory_reserve(vkv_gpu *gpu, uint64_t bytes, const char *what)
+{
+    /* Blocks as large as the device allows (up to 4 GiB, and never below the
+     * ordinary block size), so that few tensors straddle a block's end. */
+    uint64_t bsize = bytes < (4ull << 30) ? bytes : (4ull << 30);
+    if (gpu->caps->max_memory_allocation && bsize > gpu->caps->max_memory_allocation)
+        bsize = gpu->caps->max_memory_allocation;
+    if (bsize < gpu->block_size) bsize = gpu->block_size;
+    bsize = (bsize + 65535) & ~65535ull;
+    const uint32_t type = (uint32_t)gpu->mem_type_device;
+    for (uint64_t done = 0; done < bytes; done += bsize) {
+        vkv_mem_block *blk;
+        vkv_status st = add_block(gpu, VKV_MEM_DEVICE, type, bsize, what, &blk);
+        if (st) return st;
+        blk->pool = true;
+    }
+    gpu->stats.device_bytes_reserved += bytes;
+    return VKV_OK;
+}
+
+void vkv_memory_release_reserve(vkv_gpu *gpu)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < gpu->n_blocks; i++) {
+        vkv_mem_block *b = gpu->blocks[i];
+        if (b->pool && b->ranges.used == 0) {
+            account(gpu, b->kind, -(int64_t)b->ranges.capacity, 0);
+            if (b->kind == VKV_MEM_DEVICE) gpu->stats.n_blocks--;
+            if (b->mapped) vkUnmapMemory(gpu->device, b->memory);
+            vkFreeMemory(gpu->device, b->memory, NULL);
+            vkv_range_alloc_destroy(&b->ranges);
+            free(b);
+            continue;
+        }
+        b->pool = false; /* still holds buffers: an ordinary block from now on */
+        gpu->blocks[kept++] = b;
+    }
+    gpu->n_blocks = kept;
+    gpu->stats.device_bytes_reserved = 0;
 }
 
 vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, const char *what, vkv_buffer **out)
@@ -134,46 +214,28 @@ vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, con
     uint64_t align = req.alignment;
     if (align < gpu->caps->min_storage_buffer_offset_alignment) align = gpu->caps->min_storage_buffer_offset_alignment;
 
-    if (req.size > gpu->block_size / 2) {
-        /* Large tensors get their own allocation: no fragmentation of blocks. */
+    /* A large tensor goes to a reserved block when one has room (the pool
+     * vkv_memory_reserve set aside), else to its own allocation, which keeps it
+     * from fragmenting the ordinary blocks; the rest go to the first block
+     * with room, or a new one. */
+    const bool large = req.size > gpu->block_size / 2;
+    vkv_mem_block *blk = NULL;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < gpu->n_blocks && !blk; i++)
+        if ((!large || gpu->blocks[i]->pool) && gpu->blocks[i]->memory_type == type &&
+            vkv_range_alloc_take(&gpu->blocks[i]->ranges, req.size, align, &off))
+            blk = gpu->blocks[i];
+    if (!blk && large) {
         if ((st = allocate_memory(gpu, req.size, type, what, &b->dedicated, &b->mapped)) != VKV_OK) goto error;
         VK_CHECK(vkBindBufferMemory(gpu->device, b->buffer, b->dedicated, 0), msg);
         b->reserved = req.size;
         account(gpu, kind, (int64_t)req.size, (int64_t)req.size);
         if (kind == VKV_MEM_DEVICE) gpu->stats.n_blocks++;
     } else {
-        vkv_mem_block *blk = NULL;
-        uint64_t off = 0;
-        for (uint32_t i = 0; i < gpu->n_blocks && !blk; i++)
-            if (gpu->blocks[i]->memory_type == type && vkv_range_alloc_take(&gpu->blocks[i]->ranges, req.size, align, &off))
-                blk = gpu->blocks[i];
         if (!blk) {
-            if (gpu->n_blocks == gpu->cap_blocks) {
-                uint32_t cap = gpu->cap_blocks ? gpu->cap_blocks * 2 : 8;
-                vkv_mem_block **nb = realloc(gpu->blocks, cap * sizeof *nb);
-                if (!nb) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
-                gpu->blocks = nb;
-                gpu->cap_blocks = cap;
-            }
-            blk = calloc(1, sizeof *blk);
-            if (!blk) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto error; }
             uint64_t bsize = kind == VKV_MEM_HOST ? STAGING_BYTES : gpu->block_size;
             if (bsize < req.size) bsize = req.size;
-            if ((st = allocate_memory(gpu, bsize, type, "a memory block", &blk->memory, &blk->mapped)) != VKV_OK) {
-                free(blk);
-                goto error;
-            }
-            if (!vkv_range_alloc_init(&blk->ranges, bsize)) {
-                vkFreeMemory(gpu->device, blk->memory, NULL);
-                free(blk);
-                st = vkv_error(VKV_ERR_OOM, "out of host memory");
-                goto error;
-            }
-            blk->memory_type = type;
-            blk->kind = kind;
-            gpu->blocks[gpu->n_blocks++] = blk;
-            account(gpu, kind, (int64_t)bsize, 0);
-            if (kind == VKV_MEM_DEVICE) gpu->stats.n_blocks++;
+            if ((st = add_block(gpu, kind, type, bsize, "a memory block", &blk)) != VKV_OK) goto error;
             vkv_range_alloc_take(&blk->ranges, req.size, align, &off);
         }
         b->block = blk;

@@ -40,6 +40,7 @@ typedef struct vkv_mem_block {
     vkv_mem_kind kind;
     void *mapped; /* host kind only */
     vkv_range_alloc ranges;
+    bool pool;    /* set aside by vkv_memory_reserve: large tensors fit here too */
 } vkv_mem_block;
 
 struct vkv_buffer {

@@ -109,8 +109,11 @@ async function main() {
   for (let i = 0; i < PROMPTS.length; i += 2)
     cli.push(...await Promise.all([i, i + 1].map((j) => runCli(PROMPTS[j], N_NEW, pressOf(j).flags))));
 
-  const s = await startServer(['--max-seqs', '16', '--ctx', '512']);
+  // 1 MiB memory blocks: a request's buffers would each allocate if the pool were not set aside at start.
+  const s = await startServer(['--max-seqs', '16', '--ctx', '512'], { VKVECTOR_BLOCK_MIB: '1' });
   const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  // The pool is allocated at start: no request allocates device memory.
+  const allocationsAtStart = await metric(s.url, 'vkvector_device_allocations_total');
   try {
     const models = await client.models.list();
     const id = models.data[0]?.id;
@@ -264,6 +267,11 @@ async function main() {
                                           '--max-tokens', '8'], { maxBuffer: 1 << 20 }).catch((e) => e);
     console.log(load.stdout);
     check(!load.code, 'tools/serve_load.mjs: every response complete, nothing errored', load.stderr);
+
+    const allocations = await metric(s.url, 'vkvector_device_allocations_total');
+    check(allocationsAtStart > 0 && allocations === allocationsAtStart,
+          'no device allocation after start, through every request above (the pool is allocated once)',
+          `${allocationsAtStart} at start, ${allocations} now`);
   } finally {
     const { code } = await stopServer(s);
     check(code === 0, 'SIGTERM with nothing running: exit 0', String(code));
