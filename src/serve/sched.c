@@ -24,6 +24,7 @@
 /* The default pool leaves this share of the device heap free (driver
  * allocations, press sessions' scoring buffers at compression). */
 #define POOL_MARGIN_DIV 16
+#define COMPRESSION_F32S 16 /* a compression's buffers: f32s a (token, layer, KV head), at most */
 
 #define DEFAULT_PREFIX_PAGE 16
 /* Finished prompts' caches kept at most (the least recently used go first). */
@@ -112,6 +113,8 @@ struct vkv_engine {
     vkv_engine_params p;        /* defaults applied */
     uint64_t budget;
     vkv_chat_template chat;     /* the session's, or ChatML */
+    char *model_path;           /* for GET /props; NULL: not known */
+    char *bos_text, *eos_text;  /* the special tokens' text, NUL-terminated (GET /props) */
     pthread_t thread;
     bool thread_started;
     /* The activation buffers every sequence's context borrows
@@ -1400,6 +1403,18 @@ static void *sched_main(void *arg)
 
 /* ---- the engine ---- */
 
+/* A special token's text as a string of its own; "" for VKV_TOKEN_NULL. */
+static char *token_text(const vkv_tokenizer *tok, int32_t id)
+{
+    size_t n = 0;
+    const char *p = id == VKV_TOKEN_NULL ? "" : vkv_token_to_piece(tok, id, true, &n);
+    char *t = malloc(n + 1);
+    if (!t) return NULL;
+    memcpy(t, p, n);
+    t[n] = 0;
+    return t;
+}
+
 /* The server's defaults with every field given: the caller's where its has_*
  * is set, else no compression on an f16 cache. */
 static vkv_press_request server_defaults(const vkv_press_request *d)
@@ -1451,7 +1466,15 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
     const uint64_t scratch = plan.scratch_bytes + plan.kv_bytes, others = s->model->weight_bytes + scratch;
     const uint64_t margin = heap / POOL_MARGIN_DIV;
-    e->budget = e->p.kv_budget ? e->p.kv_budget : heap > others + margin ? heap - others - margin : 0;
+    /* Beyond the KV bytes the admission counts, the pool holds every
+     * sequence's attention partials and the buffers of the compressions that
+     * may run at once (one after a prefill, others during generation): up to
+     * COMPRESSION_F32S f32 a (token, layer, KV head) each (scores, masks,
+     * residuals, tiers), two of them counted. */
+    const uint64_t compression_bytes = 4ull * COMPRESSION_F32S * e->p.n_ctx * hp->n_head_kv * hp->n_layer;
+    const uint64_t headroom = (uint64_t)e->p.max_seqs * vkv_kv_plan_scratch_bytes(hp, e->p.n_ctx) + 2 * compression_bytes;
+    e->budget = e->p.kv_budget ? e->p.kv_budget
+              : heap > others + margin + headroom ? heap - others - margin - headroom : 0;
     /* the smallest sequence: a one-token prompt and one new token */
     vkv_ctx_params one = {.n_ctx = 2, .n_batch = 2, .k_type = VKV_F16, .v_type = VKV_F16};
     const uint64_t smallest = vkv_ctx_plan_memory(hp, &one).kv_bytes;
@@ -1476,15 +1499,12 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     }
     /* The pool is allocated here, once: every sequence's cache, its attention
      * partials and its compression's buffers are suballocated from it
-     * (docs/SERVE.md, "How it works"). The partials and a prefill chunk's worth
-     * of compression buffers per sequence are beyond the budget the admission
-     * counts. */
-    const uint64_t per_seq = vkv_kv_plan_scratch_bytes(hp, e->p.n_ctx) + plan.scratch_bytes / 4;
-    const uint64_t reserve = e->budget + (uint64_t)e->p.max_seqs * per_seq;
+     * (docs/SERVE.md, "How it works"). */
+    const uint64_t reserve = e->budget + headroom;
     if ((st = vkv_memory_reserve(s->gpu, reserve, "the KV pool"))) {
-        st = vkv_error_context(st, "cannot allocate the KV pool of %.2f MiB (a %.2f MiB budget and %u sequences' "
-                               "scratch; give a smaller --kv-budget or --max-seqs): ", mib(reserve), mib(e->budget),
-                               e->p.max_seqs);
+        st = vkv_error_context(st, "cannot allocate the KV pool of %.2f MiB (a %.2f MiB budget and %.2f MiB of %u "
+                               "sequences' scratch; give a smaller --kv-budget or --max-seqs): ", mib(reserve),
+                               mib(e->budget), mib(headroom), e->p.max_seqs);
         vkv_memory_release_reserve(s->gpu); /* what was reserved before the failure */
         vkv_ctx_free(e->scratch_owner);
         free(e);
@@ -1514,7 +1534,12 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     e->eval_ids = calloc(m, sizeof *e->eval_ids);
     e->eval_logits = malloc(sizeof *e->eval_logits * m * hp->n_vocab);
     e->prefix = calloc(MAX_PREFIX_ENTRIES, sizeof *e->prefix);
-    if (!e->prefix || !e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits) {
+    e->p.model_path = NULL; /* the caller's: the copy is e->model_path */
+    e->model_path = p->model_path ? strdup(p->model_path) : NULL;
+    e->bos_text = token_text(s->tok, vkv_tokenizer_bos(s->tok));
+    e->eos_text = token_text(s->tok, vkv_tokenizer_eos(s->tok));
+    if (!e->prefix || !e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits ||
+        (p->model_path && !e->model_path) || !e->bos_text || !e->eos_text) {
         vkv_engine_free(e);
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
@@ -1561,12 +1586,43 @@ void vkv_engine_free(vkv_engine *e)
     free(e->eval_ctx);
     free(e->eval_ids);
     free(e->eval_logits);
+    free(e->model_path);
+    free(e->bos_text);
+    free(e->eos_text);
     vkv_ctx_free(e->scratch_owner); /* after the thread: every borrower is gone */
     if (e->reserved) vkv_memory_release_reserve(e->s->gpu);
     free(e);
 }
 
 const char *vkv_engine_model_id(const vkv_engine *e) { return e->s->model_name; }
+
+void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out)
+{
+    const vkv_tokenizer *tok = e->s->tok;
+    const char *src = vkv_tokenizer_chat_template_source(tok);
+    *out = (vkv_engine_props){
+        .model_id = e->s->model_name, .model_path = e->model_path ? e->model_path : "", .n_ctx = e->p.n_ctx,
+        .max_seqs = e->p.max_seqs, .n_vocab = vkv_tokenizer_n_vocab(tok),
+        .chat_template = vkv_chat_template_name(e->chat), .chat_template_source = src ? src : "",
+        .bos_token = e->bos_text, .eos_token = e->eos_text, .defaults = e->p.defaults,
+    };
+}
+
+/* The session's tokenizer is read-only once loaded (vkv_engine_create
+ * refuses a session without one): these need neither the lock nor the
+ * scheduler. */
+vkv_status vkv_engine_tokenize(const vkv_engine *e, const char *text, size_t len, bool add_special, bool parse_special,
+                               int32_t **ids, size_t *n_ids)
+{
+    return vkv_tokenize(e->s->tok, text, len, add_special, parse_special, ids, n_ids);
+}
+
+const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, size_t *len)
+{
+    *len = 0;
+    if (id < 0 || id >= vkv_tokenizer_n_vocab(e->s->tok)) return NULL;
+    return vkv_token_to_piece(e->s->tok, id, true, len);
+}
 
 /* One unlabelled metric with its HELP and TYPE lines. */
 static void metric(vkv_strbuf *out, const char *name, const char *type, const char *help, uint64_t value)
