@@ -143,7 +143,7 @@ int cmd_serve(int argc, char **argv)
     vkv_engine_params ep = {.max_seqs = (uint32_t)o.max_seqs, .queue = (uint32_t)o.queue,
                             .kv_budget = (uint64_t)(o.kv_budget_mib * 1048576.0), .n_ctx = (uint32_t)o.mo.n_ctx,
                             .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet,
-                            .no_prefix_cache = o.no_prefix_cache};
+                            .no_prefix_cache = o.no_prefix_cache, .model_path = o.mo.model_path};
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
     /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,

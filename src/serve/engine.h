@@ -5,8 +5,9 @@
  * sequence's events until the last; the scheduler owns the GPU on one thread
  * of its own and never blocks on a client (docs/ARCHITECTURE.md §1).
  *
- * Threads: vkv_engine_submit, vkv_seq_next, vkv_seq_cancel, vkv_seq_release
- * and vkv_engine_metrics may be called from any thread (one reader per
+ * Threads: vkv_engine_submit, vkv_seq_next, vkv_seq_cancel, vkv_seq_release,
+ * vkv_engine_metrics, vkv_engine_get_props, vkv_engine_tokenize and
+ * vkv_engine_token_piece may be called from any thread (one reader per
  * sequence). */
 #ifndef VKV_SERVE_ENGINE_H
 #define VKV_SERVE_ENGINE_H
@@ -131,6 +132,7 @@ typedef struct vkv_engine_params {
     bool log;                   /* one line per request and pool change on stderr */
     bool no_prefix_cache;       /* finished prompts' caches are not kept for reuse */
     uint32_t prefix_page;       /* the prefix cache's unit of reuse in tokens; 0: 16 */
+    const char *model_path;     /* the model file as given (GET /props); NULL: unknown. Copied */
 } vkv_engine_params;
 
 /* Starts the scheduler thread on an open session (its device, model,
@@ -157,6 +159,38 @@ void vkv_seq_release(vkv_seq *q);
 void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out);
 /* The model's id as /v1/models lists it (the GGUF file's name without .gguf). */
 const char *vkv_engine_model_id(const vkv_engine *e);
+
+/* What GET /props reports: the served model and the engine's settings.
+ * Strings point into the engine or its tokenizer (valid until
+ * vkv_engine_free); none is NULL. */
+typedef struct vkv_engine_props {
+    const char *model_id;       /* vkv_engine_model_id */
+    const char *model_path;     /* the model file as the server was given it ("" when not known) */
+    uint32_t n_ctx;             /* tokens a sequence may reach */
+    uint32_t max_seqs;          /* sequences decoded together */
+    int32_t n_vocab;
+    /* The template chat requests are rendered with ("chatml", "llama3", ...:
+     * vkv_chat_template_name), and the model's own Jinja source ("" when the
+     * GGUF has none; it may be one vkvector does not know, then rendered as
+     * chat_template says). */
+    const char *chat_template;
+    const char *chat_template_source;
+    const char *bos_token, *eos_token; /* their text ("" when the vocabulary has none) */
+    vkv_press_request defaults; /* the server's compression flags, every has_* true */
+} vkv_engine_props;
+void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out);
+
+/* POST /tokenize and /detokenize run these on the caller's thread, never the
+ * scheduler's: the tokenizer is immutable after load (tok/tokenizer.h), so
+ * any number of threads may call them at once, beside running steps. */
+/* Text to ids (malloc'ed, NULL when none): BOS first when add_special and the
+ * vocabulary adds one; parse_special: special tokens' text becomes them. */
+vkv_status vkv_engine_tokenize(const vkv_engine *e, const char *text, size_t len, bool add_special, bool parse_special,
+                               int32_t **ids, size_t *n_ids);
+/* The bytes one token stands for, special tokens' text included (not
+ * NUL-terminated; valid until vkv_engine_free); NULL for an id outside
+ * [0, n_vocab). */
+const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, size_t *len);
 /* Stops admitting at once, without waiting: waiting requests and new submits
  * get 503; running sequences go on to their end (serve's first step of a
  * shutdown, before the HTTP front stops). */

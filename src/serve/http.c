@@ -24,9 +24,12 @@
  * client sees the 413. */
 #define DISCARD_LIMIT ((uint64_t)64 << 20)
 
-enum route { R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_OTHER, R_COUNT };
+enum route {
+    R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_OTHER, R_COUNT
+};
 static const char *const route_label[R_COUNT] = {
-    "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{id}", "/health", "/metrics", "other",
+    "/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{id}", "/health", "/metrics",
+    "/tokenize", "/detokenize", "/props", "other",
 };
 
 #define MAX_COUNTS 96
@@ -323,17 +326,94 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 static void stream_free(void *cls) { req_unref(cls); }
 
+/* A body over the cap was read and dropped: 413. */
+static enum MHD_Result send_too_large(req *r)
+{
+    vkv_oai_error err;
+    vkv_oai_error_set(&err, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body is larger than %zu bytes", r->srv->max_body);
+    return send_error(r, &err, NULL);
+}
+
+/* ---- llama-server's utility routes ---- */
+
+/* Tokenizing runs here, on the connection's thread: the engine's tokenizer
+ * is read-only, so the scheduler's steps go on meanwhile. */
+static enum MHD_Result tokenize(req *r)
+{
+    vkv_engine *e = r->srv->e;
+    vkv_oai_error err;
+    if (r->too_large) return send_too_large(r);
+    vkv_oai_tokenize q;
+    if (!vkv_oai_parse_tokenize(r->body.p ? r->body.p : "", r->body.n, &q, &err)) return send_error(r, &err, NULL);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    vkv_status st = vkv_engine_tokenize(e, q.content, q.len, q.add_special, q.parse_special, &ids, &n);
+    free(q.content);
+    if (st) {
+        vkv_oai_error_set(&err, st == VKV_ERR_OOM ? 500 : 400, NULL, st == VKV_ERR_OOM ? NULL : "content", NULL,
+                          "cannot tokenize 'content': %s", vkv_last_error());
+        vkv_clear_error();
+        return send_error(r, &err, NULL);
+    }
+    /* no tokens: {"tokens": []} either way */
+    vkv_oai_piece *pieces = NULL;
+    vkv_strbuf b = {0};
+    if (q.with_pieces && n && !(pieces = malloc(n * sizeof *pieces))) {
+        b.oom = true;
+    } else {
+        for (size_t i = 0; pieces && i < n; i++) {
+            pieces[i].p = vkv_engine_token_piece(e, ids[i], &pieces[i].n);
+            if (!pieces[i].p) pieces[i] = (vkv_oai_piece){"", 0};
+        }
+        vkv_oai_write_tokens(&b, ids, n, pieces);
+    }
+    free(pieces);
+    free(ids);
+    return send_json(r, 200, &b);
+}
+
+static enum MHD_Result detokenize(req *r)
+{
+    vkv_engine *e = r->srv->e;
+    vkv_oai_error err;
+    if (r->too_large) return send_too_large(r);
+    vkv_engine_props props;
+    vkv_engine_get_props(e, &props);
+    int32_t *ids;
+    size_t n;
+    if (!vkv_oai_parse_detokenize(r->body.p ? r->body.p : "", r->body.n, props.n_vocab, &ids, &n, &err))
+        return send_error(r, &err, NULL);
+    /* every id is in the vocabulary: each has a piece */
+    vkv_strbuf text = {0}, b = {0};
+    for (size_t i = 0; i < n; i++) {
+        size_t len;
+        const char *p = vkv_engine_token_piece(e, ids[i], &len);
+        if (p) vkv_strbuf_put(&text, p, len);
+    }
+    free(ids);
+    if (text.oom) b.oom = true;
+    else vkv_oai_write_content(&b, text.p, text.n);
+    free(text.p);
+    return send_json(r, 200, &b);
+}
+
+static enum MHD_Result props(req *r)
+{
+    vkv_engine_props p;
+    vkv_engine_get_props(r->srv->e, &p);
+    vkv_strbuf b = {0};
+    vkv_oai_write_props(&b, &p);
+    return send_json(r, 200, &b);
+}
+
 /* ---- the generation routes ---- */
 
 static enum MHD_Result generate(req *r)
 {
     vkv_http_server *s = r->srv;
     vkv_oai_error err;
-    if (r->too_large) {
-        vkv_oai_error_set(&err, 413, "invalid_request_error", NULL, "request_too_large",
-                          "the request body is larger than %zu bytes", s->max_body);
-        return send_error(r, &err, NULL);
-    }
+    if (r->too_large) return send_too_large(r);
     vkv_oai_request q;
     vkv_oai_route route = r->route == R_CHAT ? VKV_OAI_CHAT : VKV_OAI_COMPLETIONS;
     if (!vkv_oai_parse(route, r->body.p ? r->body.p : "", r->body.n, &q, &err)) return send_error(r, &err, NULL);
@@ -421,6 +501,9 @@ static int route_of(const char *url)
     if (!strncmp(url, "/v1/models/", 11) && url[11]) return R_MODEL;
     if (!strcmp(url, "/health")) return R_HEALTH;
     if (!strcmp(url, "/metrics")) return R_METRICS;
+    if (!strcmp(url, "/tokenize")) return R_TOKENIZE;
+    if (!strcmp(url, "/detokenize")) return R_DETOKENIZE;
+    if (!strcmp(url, "/props")) return R_PROPS;
     return R_OTHER;
 }
 
@@ -452,7 +535,8 @@ static enum MHD_Result respond(req *r)
         vkv_oai_error_set(&err, 404, "invalid_request_error", NULL, NULL, "Invalid URL (%s %s)", r->method, r->url);
         return send_error(r, &err, NULL);
     }
-    bool wants_post = r->route == R_CHAT || r->route == R_COMPLETIONS;
+    bool wants_post = r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE ||
+                      r->route == R_DETOKENIZE;
     if (wants_post ? !post : !get) {
         vkv_oai_error_set(&err, 405, "invalid_request_error", NULL, NULL, "%s %s: method not allowed (use %s)",
                           r->method, r->url, wants_post ? "POST" : "GET");
@@ -470,6 +554,9 @@ static enum MHD_Result respond(req *r)
                                   "You didn't provide an API key (Authorization: Bearer KEY)");
         return send_error(r, &err, NULL);
     }
+    if (r->route == R_TOKENIZE) return tokenize(r);
+    if (r->route == R_DETOKENIZE) return detokenize(r);
+    if (r->route == R_PROPS) return props(r);
     const char *model = vkv_engine_model_id(s->e);
     vkv_strbuf b = {0};
     if (r->route == R_MODELS) {

@@ -3,9 +3,11 @@
  * (serve/engine.h). docs/ARCHITECTURE.md §1 describes its threads.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
- * GET /v1/models/{id}, GET /health, GET /metrics (Prometheus text). With an
- * API key, the /v1/ routes want `Authorization: Bearer KEY` (401 otherwise);
- * /health and /metrics are open.
+ * GET /v1/models/{id}, GET /health, GET /metrics (Prometheus text), and
+ * llama-server's POST /tokenize, POST /detokenize and GET /props (answered
+ * on the connection's thread, without the scheduler). With an API key, the
+ * /v1/ routes and llama-server's want `Authorization: Bearer KEY` (401
+ * otherwise); /health and /metrics are open.
  *
  * Statuses: 400 a body that is not JSON or has a field of the wrong type or
  * range (the error names it); 404 an unknown route or `model`; 405 a known

@@ -337,6 +337,17 @@ static bool parse_press(const vkv_json *root, vkv_press_request *p, vkv_oai_erro
     return true;
 }
 
+/* What a request gets for the fields it leaves out (GET /props reports them):
+ * OpenAI's temperature and top_p, the sampler's defaults for the rest. */
+#define DEFAULT_MAX_TOKENS 0u /* until the context is full */
+static vkv_sampler_params sampling_defaults(void)
+{
+    vkv_sampler_params p = vkv_sampler_defaults();
+    p.temperature = 1.0f;
+    p.top_p = 1.0f;
+    return p;
+}
+
 /* The fields both routes share. */
 static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error *err)
 {
@@ -349,6 +360,7 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         if (n != 1) return bad(err, "n", "'n': only one choice per request is supported (got %lld)", (long long)n);
     }
     /* max_completion_tokens is the newer name; it wins when both are given */
+    g->max_tokens = DEFAULT_MAX_TOKENS;
     const vkv_json *mt = field(root, "max_completion_tokens");
     const char *mt_name = "max_completion_tokens";
     if (!mt) {
@@ -359,9 +371,7 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         if (!get_int(mt, mt_name, 1, INT32_MAX, &n, err)) return false;
         g->max_tokens = (uint32_t)n;
     }
-    g->sampling = vkv_sampler_defaults();
-    g->sampling.temperature = 1.0f;
-    g->sampling.top_p = 1.0f;
+    g->sampling = sampling_defaults();
     double d = 0;
     if ((v = field(root, "temperature"))) {
         if (!get_number(v, "temperature", &d, err)) return false;
@@ -408,28 +418,91 @@ static bool valid_utf8(const char *s, size_t n)
     return true;
 }
 
-bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err)
+/* A body that is a JSON object (*doc to free, *root its object); else a 400
+ * and nothing to free. */
+static bool parse_object(const char *body, size_t len, vkv_json_doc **doc, const vkv_json **root, vkv_oai_error *err)
 {
-    memset(out, 0, sizeof *out);
-    out->route = route;
     if (!valid_utf8(body, len)) return bad(err, NULL, "the request body is not valid UTF-8");
-    vkv_json_doc *doc;
-    if (vkv_json_parse(body, len, &doc)) {
+    if (vkv_json_parse(body, len, doc)) {
         bad(err, NULL, "could not parse the JSON body of the request: %s", vkv_last_error());
         vkv_clear_error();
         return false;
     }
-    const vkv_json *root = vkv_json_root(doc);
-    bool ok;
-    if (root->type != VKV_JSON_OBJECT) {
-        ok = bad(err, NULL, "the request body must be a JSON object, not %s", type_name(root));
-    } else {
-        out->gen.kind = VKV_GEN_CHAT;
-        ok = route == VKV_OAI_CHAT ? parse_messages(root, &out->gen, err) : parse_prompt(root, &out->gen, err);
-        ok = ok && parse_common(root, out, err);
-    }
+    *root = vkv_json_root(*doc);
+    if ((*root)->type == VKV_JSON_OBJECT) return true;
+    bad(err, NULL, "the request body must be a JSON object, not %s", type_name(*root));
+    vkv_json_free(*doc);
+    return false;
+}
+
+bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->route = route;
+    vkv_json_doc *doc;
+    const vkv_json *root;
+    if (!parse_object(body, len, &doc, &root, err)) return false;
+    out->gen.kind = VKV_GEN_CHAT;
+    bool ok = route == VKV_OAI_CHAT ? parse_messages(root, &out->gen, err) : parse_prompt(root, &out->gen, err);
+    ok = ok && parse_common(root, out, err);
     vkv_json_free(doc);
     if (!ok) vkv_gen_request_free(&out->gen);
+    return ok;
+}
+
+/* ---- llama-server's utility routes ---- */
+
+bool vkv_oai_parse_tokenize(const char *body, size_t len, vkv_oai_tokenize *out, vkv_oai_error *err)
+{
+    *out = (vkv_oai_tokenize){.parse_special = true}; /* llama-server's defaults */
+    vkv_json_doc *doc;
+    const vkv_json *root, *v;
+    if (!parse_object(body, len, &doc, &root, err)) return false;
+    bool ok = true;
+    /* llama-server also takes a mixed array of strings and ids; here text only */
+    if (!(v = field(root, "content"))) ok = bad(err, "content", "'content' is required");
+    else ok = dup_string(v, "content", &out->content, err);
+    if (ok) out->len = v->string_len;
+    if (ok && (v = field(root, "add_special"))) ok = get_bool(v, "add_special", &out->add_special, err);
+    if (ok && (v = field(root, "parse_special"))) ok = get_bool(v, "parse_special", &out->parse_special, err);
+    if (ok && (v = field(root, "with_pieces"))) ok = get_bool(v, "with_pieces", &out->with_pieces, err);
+    vkv_json_free(doc);
+    if (!ok) {
+        free(out->content);
+        out->content = NULL;
+    }
+    return ok;
+}
+
+bool vkv_oai_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids, size_t *n_ids,
+                              vkv_oai_error *err)
+{
+    *ids = NULL;
+    *n_ids = 0;
+    vkv_json_doc *doc;
+    const vkv_json *root, *v;
+    if (!parse_object(body, len, &doc, &root, err)) return false;
+    bool ok = true;
+    if (!(v = field(root, "tokens"))) ok = bad(err, "tokens", "'tokens' is required");
+    else if (v->type != VKV_JSON_ARRAY)
+        ok = bad(err, "tokens", "'tokens' must be an array of token ids, not %s", type_name(v));
+    else if (v->n_items && !(*ids = malloc(v->n_items * sizeof **ids))) ok = oom(err);
+    for (size_t i = 0; ok && i < v->n_items; i++) {
+        const vkv_json *t = v->items[i];
+        if (!is_integer(t))
+            ok = bad(err, "tokens", "'tokens': element %zu must be a token id (an integer), not %s", i,
+                     t->type == VKV_JSON_NUMBER ? "a fraction" : type_name(t));
+        else if (!(t->number >= 0 && t->number < n_vocab))
+            ok = bad(err, "tokens", "'tokens': element %zu (%.0f) is outside the vocabulary (0..%d)", i, t->number,
+                     n_vocab - 1);
+        else (*ids)[i] = (int32_t)t->number;
+    }
+    if (ok) *n_ids = v->n_items;
+    vkv_json_free(doc);
+    if (!ok) {
+        free(*ids);
+        *ids = NULL;
+    }
     return ok;
 }
 
@@ -675,6 +748,152 @@ void vkv_oai_write_error(vkv_strbuf *out, const vkv_oai_error *err)
     vkv_json_str(w, err->type ? err->type : "invalid_request_error");
     str_or_null(w, "param", err->param);
     str_or_null(w, "code", err->code);
+    vkv_json_end_object(w);
+    vkv_json_end_object(w);
+    jout_close(&j, out);
+}
+
+/* ---- llama-server's utility routes' responses ---- */
+
+void vkv_oai_write_tokens(vkv_strbuf *out, const int32_t *ids, size_t n, const vkv_oai_piece *pieces)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_writer *w = &j.w;
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "tokens");
+    vkv_json_begin_array(w);
+    for (size_t i = 0; i < n; i++) {
+        if (!pieces) {
+            vkv_json_int(w, ids[i]);
+            continue;
+        }
+        vkv_json_begin_object(w);
+        vkv_json_key(w, "id");
+        vkv_json_int(w, ids[i]);
+        vkv_json_key(w, "piece");
+        /* a piece may be part of a character (byte-level and byte-fallback
+         * tokens): then its bytes, as llama-server gives them */
+        if (valid_utf8(pieces[i].p, pieces[i].n)) {
+            vkv_json_strn(w, pieces[i].p, pieces[i].n);
+        } else {
+            vkv_json_begin_array(w);
+            for (size_t k = 0; k < pieces[i].n; k++) vkv_json_int(w, (unsigned char)pieces[i].p[k]);
+            vkv_json_end_array(w);
+        }
+        vkv_json_end_object(w);
+    }
+    vkv_json_end_array(w);
+    vkv_json_end_object(w);
+    jout_close(&j, out);
+}
+
+void vkv_oai_write_content(vkv_strbuf *out, const char *text, size_t len)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_begin_object(&j.w);
+    vkv_json_key(&j.w, "content");
+    vkv_json_strn(&j.w, text ? text : "", text ? len : 0);
+    vkv_json_end_object(&j.w);
+    jout_close(&j, out);
+}
+
+/* The server's compression flags, as a request's "vkvector" object names them. */
+static void write_press_defaults(vkv_json_writer *w, const vkv_press_request *d)
+{
+    vkv_json_key(w, "vkvector");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "press");
+    vkv_json_str(w, d->press);
+    vkv_json_key(w, "compression");
+    vkv_json_num(w, d->compression);
+    vkv_json_key(w, "vector");
+    vkv_json_bool(w, d->vector);
+    vkv_json_key(w, "pa");
+    if (d->pa < 0) vkv_json_null(w); /* VECTOR's own default */
+    else vkv_json_num(w, d->pa);
+    vkv_json_key(w, "kv_type");
+    vkv_json_str(w, d->kv_type);
+    vkv_json_key(w, "compress_every");
+    vkv_json_uint(w, d->compress_every);
+    vkv_json_key(w, "max_kv_tokens");
+    vkv_json_uint(w, d->max_kv_tokens);
+    vkv_json_key(w, "query_aware");
+    vkv_json_bool(w, d->query_aware);
+    vkv_json_end_object(w);
+}
+
+void vkv_oai_write_props(vkv_strbuf *out, const vkv_engine_props *p)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_writer *w = &j.w;
+    const vkv_sampler_params sp = sampling_defaults();
+    /* llama-server writes -1 for "no limit" */
+    const int64_t n_predict = DEFAULT_MAX_TOKENS ? (int64_t)DEFAULT_MAX_TOKENS : -1;
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "default_generation_settings");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "n_ctx");
+    vkv_json_uint(w, p->n_ctx);
+    vkv_json_key(w, "params");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "n_predict");
+    vkv_json_int(w, n_predict);
+    vkv_json_key(w, "max_tokens");
+    vkv_json_int(w, n_predict);
+    /* floats as the request fields give them, not widened (0.95f is 0.95) */
+    const struct { const char *key; float v; } nums[] = {
+        {"temperature", sp.temperature}, {"top_p", sp.top_p}, {"min_p", sp.min_p}, {"repeat_penalty", sp.repeat_penalty},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof *nums; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%g", nums[i].v);
+        vkv_json_key(w, nums[i].key);
+        vkv_json_num(w, strtod(b, NULL));
+    }
+    vkv_json_key(w, "top_k");
+    vkv_json_int(w, sp.top_k);
+    vkv_json_key(w, "repeat_last_n");
+    vkv_json_int(w, sp.repeat_last_n);
+    vkv_json_key(w, "stop");
+    vkv_json_begin_array(w);
+    vkv_json_end_array(w);
+    vkv_json_key(w, "stream");
+    vkv_json_bool(w, false);
+    write_press_defaults(w, &p->defaults);
+    vkv_json_end_object(w);
+    vkv_json_end_object(w);
+    vkv_json_key(w, "total_slots");
+    vkv_json_uint(w, p->max_seqs);
+    vkv_json_key(w, "model_alias");
+    vkv_json_str(w, p->model_id);
+    vkv_json_key(w, "model_path");
+    vkv_json_str(w, p->model_path);
+    vkv_json_key(w, "modalities");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "vision");
+    vkv_json_bool(w, false);
+    vkv_json_key(w, "audio");
+    vkv_json_bool(w, false);
+    vkv_json_end_object(w);
+    /* llama-server gives the template's source; a model without one gets the
+     * name of the built-in template its chats are rendered with */
+    vkv_json_key(w, "chat_template");
+    vkv_json_str(w, p->chat_template_source[0] ? p->chat_template_source : p->chat_template);
+    vkv_json_key(w, "bos_token");
+    vkv_json_str(w, p->bos_token);
+    vkv_json_key(w, "eos_token");
+    vkv_json_str(w, p->eos_token);
+    vkv_json_key(w, "vkvector");
+    vkv_json_begin_object(w);
+    vkv_json_key(w, "model_id");
+    vkv_json_str(w, p->model_id);
+    vkv_json_key(w, "chat_template");
+    vkv_json_str(w, p->chat_template);
+    vkv_json_key(w, "n_vocab");
+    vkv_json_int(w, p->n_vocab);
     vkv_json_end_object(w);
     vkv_json_end_object(w);
     jout_close(&j, out);

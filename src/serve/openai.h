@@ -1,7 +1,8 @@
 /* OpenAI's wire format for `vkvector serve`, without I/O: request bodies of
  * POST /v1/chat/completions and POST /v1/completions parsed and checked into a
  * vkv_gen_request (serve/engine.h), and the response objects, stream chunks,
- * model list and error objects written as OpenAI writes them.
+ * model list and error objects written as OpenAI writes them; and
+ * llama-server's POST /tokenize, POST /detokenize and GET /props in its shapes.
  *
  * Parsing follows OpenAI: unknown fields are ignored, a null optional field
  * is an absent one, a field of the wrong type or out of range is a 400 whose
@@ -82,5 +83,38 @@ void vkv_oai_write_models(vkv_strbuf *out, const char *model_id, int64_t created
 void vkv_oai_write_model(vkv_strbuf *out, const char *model_id, int64_t created);
 /* {"error": {"message", "type", "param", "code"}} */
 void vkv_oai_write_error(vkv_strbuf *out, const vkv_oai_error *err);
+
+/* ---- llama-server's utility routes, in its shapes (docs/SERVE.md) ----
+ * Bodies are checked as the routes above check theirs: not JSON, a field of
+ * the wrong type or range, a missing required field: a 400 naming it. */
+
+/* POST /tokenize: {"content", "add_special" (default false), "parse_special"
+ * (default true), "with_pieces" (default false)}. On success free
+ * out->content. */
+typedef struct vkv_oai_tokenize {
+    char *content;       /* NUL-terminated, without NUL characters */
+    size_t len;
+    bool add_special, parse_special, with_pieces;
+} vkv_oai_tokenize;
+bool vkv_oai_parse_tokenize(const char *body, size_t len, vkv_oai_tokenize *out, vkv_oai_error *err);
+/* POST /detokenize: {"tokens": [ids]}, each an integer in [0, n_vocab).
+ * *ids is malloc'ed (NULL when there are none). */
+bool vkv_oai_parse_detokenize(const char *body, size_t len, int32_t n_vocab, int32_t **ids, size_t *n_ids,
+                              vkv_oai_error *err);
+
+/* One token's bytes. */
+typedef struct vkv_oai_piece {
+    const char *p;
+    size_t n;
+} vkv_oai_piece;
+/* {"tokens": [ids]}; with pieces (non-NULL, [n]) {"tokens": [{"id", "piece"}]},
+ * each piece a string when it is valid UTF-8, else its bytes as numbers. */
+void vkv_oai_write_tokens(vkv_strbuf *out, const int32_t *ids, size_t n, const vkv_oai_piece *pieces);
+/* {"content": text} (bytes that are not UTF-8 become U+FFFD) */
+void vkv_oai_write_content(vkv_strbuf *out, const char *text, size_t len);
+/* GET /props: the model, its context, the chat template, the slots and
+ * default_generation_settings: what a request that gives no sampling field
+ * gets (vkv_oai_parse's defaults) and the server's compression flags. */
+void vkv_oai_write_props(vkv_strbuf *out, const vkv_engine_props *p);
 
 #endif

@@ -5,7 +5,9 @@
 // the "vkvector" extension object both ways; the error objects the client
 // raises (400/401/404/413/429, the engine's own errors); a client abort
 // mid-stream reaching the engine as a cancel; SSE framing byte for byte with
-// fetch; SIGTERM during a stream (the stream ends whole, the server exits 0).
+// fetch; llama-server's /tokenize, /detokenize and /props in its shapes, with
+// the key and the error objects; SIGTERM during a stream (the stream ends
+// whole, the server exits 0).
 //
 //   node serve_api.mjs FAKE_SERVE
 import { spawn } from 'node:child_process';
@@ -212,6 +214,73 @@ async function main() {
   const events = raw.split('\n\n').filter(Boolean).map((x) => x.slice(6));
   check(events.slice(0, -1).every((x) => { try { JSON.parse(x); return true; } catch { return false; } }),
     'every event but [DONE] is JSON');
+  // ---- llama-server's utility routes: its shapes, the key, OpenAI's error objects ----
+  const auth = { Authorization: 'Bearer test-key', 'Content-Type': 'application/json' };
+  const post = async (path, body, headers = auth) => {
+    const res = await fetch(`${srv.base}${path}`, { method: 'POST', headers,
+      body: typeof body === 'string' ? body : JSON.stringify(body) });
+    return [res.status, await res.json().catch(() => null)];
+  };
+  /* the fake vocabulary (tests/unit/fake_engine.h): 0 <s>, 1 </s>, 2 + b a byte, 258.. "the", "quick", ..., "world" */
+  let [st, body] = await post('/tokenize', { content: 'hello world' });
+  eq([st, body], [200, { tokens: [262, 2 + 32, 263] }], '/tokenize');
+  [st, body] = await post('/tokenize', { content: 'the fox', add_special: true });
+  eq(body, { tokens: [0, 258, 34, 261] }, '/tokenize add_special puts BOS first');
+  [st, body] = await post('/tokenize', { content: 'fox<s>' });
+  eq(body, { tokens: [261, 0] }, '/tokenize parses special tokens\' text by default');
+  [st, body] = await post('/tokenize', { content: 'fox<s>', parse_special: false });
+  eq(body.tokens.length, 4, '/tokenize parse_special false: special text as plain text');
+  [st, body] = await post('/tokenize', { content: 'the \u00e1', with_pieces: true });
+  eq(body, { tokens: [{ id: 258, piece: 'the' }, { id: 34, piece: ' ' }, { id: 2 + 0xc3, piece: [0xc3] },
+    { id: 2 + 0xa1, piece: [0xa1] }] }, '/tokenize with_pieces: strings, and bytes where not UTF-8');
+  [st, body] = await post('/tokenize', { content: '' });
+  eq([st, body], [200, { tokens: [] }], '/tokenize of nothing');
+  [st, body] = await post('/detokenize', { tokens: [262, 34, 263, 2 + 0xc3, 2 + 0xa1] });
+  eq([st, body], [200, { content: 'hello world\u00e1' }], '/detokenize');
+  [st, body] = await post('/detokenize', { tokens: [] });
+  eq(body, { content: '' }, '/detokenize of nothing');
+  const refusals = [
+    ['/detokenize', { tokens: [262, 264] }, 'tokens', /outside the vocabulary/],
+    ['/detokenize', { tokens: [-1] }, 'tokens', /outside the vocabulary/],
+    ['/detokenize', { tokens: [1.5] }, 'tokens', /integer/],
+    ['/detokenize', { tokens: 'hello' }, 'tokens', /array/],
+    ['/detokenize', {}, 'tokens', /required/],
+    ['/tokenize', { content: 7 }, 'content', /string/],
+    ['/tokenize', {}, 'content', /required/],
+    ['/tokenize', { content: 'x', with_pieces: 'yes' }, 'with_pieces', /boolean/],
+    ['/tokenize', { content: 'x', add_special: 1 }, 'add_special', /boolean/],
+    ['/tokenize', '{"content": ', null, /JSON/],
+    ['/tokenize', '[1, 2]', null, /object/],
+  ];
+  for (const [path, b, param, msg] of refusals) {
+    [st, body] = await post(path, b);
+    check(st === 400 && body?.error?.type === 'invalid_request_error' && body.error.param === param &&
+      msg.test(body.error.message), `${path} ${JSON.stringify(b)}: 400 naming ${param}: ${st} ${JSON.stringify(body)}`);
+  }
+  [st, body] = await post('/tokenize', { content: 'w '.repeat(40000) });
+  eq([st, body?.error?.code], [413, 'request_too_large'], '/tokenize body over the cap: 413');
+  for (const [path, b] of [['/tokenize', { content: 'x' }], ['/detokenize', { tokens: [] }]]) {
+    [st, body] = await post(path, b, { 'Content-Type': 'application/json' });
+    eq([st, body?.error?.code], [401, 'invalid_api_key'], `${path} wants the key`);
+  }
+  let pr = await fetch(`${srv.base}/props`);
+  eq(pr.status, 401, '/props wants the key');
+  pr = await fetch(`${srv.base}/props`, { headers: auth });
+  const props = await pr.json();
+  eq([pr.status, props.default_generation_settings?.n_ctx, props.total_slots, props.model_path, props.model_alias,
+    props.chat_template, props.bos_token, props.eos_token],
+  [200, 2048, 3, '/models/fake-model.gguf', 'fake-model', 'chatml', '<s>', '</s>'], '/props');
+  const params = props.default_generation_settings?.params ?? {};
+  eq([params.temperature, params.top_p, params.n_predict, params.max_tokens, params.vkvector?.press,
+    params.vkvector?.kv_type], [1, 1, -1, -1, 'none', 'f16'], '/props default_generation_settings');
+  eq((await post('/props', {}))[0], 405, 'POST /props: 405');
+  eq((await fetch(`${srv.base}/tokenize`, { headers: auth })).status, 405, 'GET /tokenize: 405');
+  const mu = await metrics(srv);
+  check(metric(mu, 'vkvector_http_requests_total{route="/tokenize",status="200"}') === 6 &&
+    metric(mu, 'vkvector_http_requests_total{route="/detokenize",status="400"}') === 5 &&
+    metric(mu, 'vkvector_http_requests_total{route="/props",status="200"}') === 1,
+  'the utility routes are counted by route');
+
   const health = await fetch(`${srv.base}/health`);
   eq([health.status, await health.json()], [200, { status: 'ok' }], '/health');
   const unknown = await fetch(`${srv.base}/v2/nothing`);

@@ -6,6 +6,8 @@
 //     model without one), streamed and not, with usage and the extension object;
 //   - the error objects the client surfaces (400, 401, 404, 429 with
 //     Retry-After, prompt over the context);
+//   - llama-server's /tokenize (equal to `vkvector tokenize`), /detokenize
+//     and /props (the context and slots the server was started with);
 //   - a client that aborts mid-stream frees its sequence;
 //   - SIGTERM ends running streams cleanly and the server exits 0; a second
 //     SIGTERM cuts them and exits 143 at once;
@@ -118,6 +120,38 @@ async function main() {
     const models = await client.models.list();
     const id = models.data[0]?.id;
     check(id === 'vkvector-shakespeare', 'GET /v1/models lists the model', id);
+
+    // llama-server's utility routes: /tokenize gives `vkvector tokenize`'s ids, /detokenize and
+    // the pieces give the text back (bytes where a piece is part of a character), /props the
+    // settings the server was started with.
+    const tokText = `${PROMPTS[9]} caf\u00e9 \u2014 \u{1f600}`;
+    const { stdout: cliIds } = await execFileP(vkv, ['tokenize', '-m', model, '--text', tokText]);
+    const want = cliIds.trim().split(/\s+/).map(Number);
+    const postJson = async (path, body) => (await fetch(`${s.url}${path}`, { method: 'POST',
+      headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) })).json();
+    const tok = await postJson('/tokenize', { content: tokText });
+    check(JSON.stringify(tok.tokens) === JSON.stringify(want), '/tokenize equals vkvector tokenize',
+          `${JSON.stringify(tok.tokens)} vs ${JSON.stringify(want)}`);
+    const detok = await postJson('/detokenize', { tokens: want });
+    check(detok.content === tokText, '/detokenize gives the text back', JSON.stringify(detok));
+    const withPieces = await postJson('/tokenize', { content: tokText, with_pieces: true });
+    const bytes = Buffer.concat((withPieces.tokens ?? []).map((t) =>
+      (typeof t.piece === 'string' ? Buffer.from(t.piece, 'utf8') : Buffer.from(t.piece))));
+    check(JSON.stringify((withPieces.tokens ?? []).map((t) => t.id)) === JSON.stringify(want) &&
+          bytes.toString('utf8') === tokText && withPieces.tokens.some((t) => Array.isArray(t.piece)),
+          '/tokenize with_pieces: the pieces spell the text, byte arrays where not UTF-8', JSON.stringify(withPieces));
+    const withBos = await postJson('/tokenize', { content: 'ROMEO', add_special: true });
+    const { stdout: cliBos } = await execFileP(vkv, ['tokenize', '-m', model, '--text', 'ROMEO', '--bos']);
+    check(withBos.tokens?.join(' ') === cliBos.trim(), '/tokenize add_special puts BOS first, as tokenize --bos',
+          `${JSON.stringify(withBos.tokens)} vs ${cliBos.trim()}`);
+    const badIds = await fetch(`${s.url}/detokenize`, { method: 'POST', body: JSON.stringify({ tokens: [1, 768] }) });
+    const badIdsBody = await badIds.json().catch(() => null);
+    check(badIds.status === 400 && badIdsBody?.error?.param === 'tokens', '/detokenize of an id outside the vocabulary: 400',
+          `${badIds.status} ${JSON.stringify(badIdsBody)}`);
+    const props = await (await fetch(`${s.url}/props`)).json();
+    check(props.default_generation_settings?.n_ctx === 512 && props.total_slots === 16 && props.model_path === model &&
+          props.model_alias === 'vkvector-shakespeare' && props.chat_template === 'chatml',
+          '/props: the context, slots, model and chat template the server was started with', JSON.stringify(props));
 
     // Concurrency: every request streamed at once, each compared with run.
     const streams = await Promise.all(PROMPTS.map(async (p, i) => {
@@ -283,6 +317,8 @@ async function main() {
     const noKey = new OpenAI({ baseURL: `${k.url}/v1`, apiKey: 'wrong', maxRetries: 0 });
     await noKey.models.list().then(() => check(false, 'a wrong key: no error'),
                                    (e) => check(e.status === 401, 'a wrong key: 401', `${e.status}`));
+    const propsNoKey = await fetch(`${k.url}/props`);
+    check(propsNoKey.status === 401, 'GET /props without the key: 401', String(propsNoKey.status));
     const kc = new OpenAI({ baseURL: `${k.url}/v1`, apiKey: 'sesame', maxRetries: 0 });
     const long = () => kc.completions.create({ model: 'vkvector-shakespeare', prompt: PROMPTS[2], max_tokens: 64, temperature: 0 });
     const first = long();

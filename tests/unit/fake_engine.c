@@ -18,6 +18,8 @@ struct vkv_engine {
     char last[1024];             /* the last request's fields, as metric labels */
 };
 
+static char byte_piece[256]; /* byte tokens' pieces, byte_piece[b] == b: filled at create, before any reader */
+
 typedef struct piece {
     char *text;
     size_t len;
@@ -44,6 +46,7 @@ struct vkv_seq {
 
 vkv_engine *fake_engine_create(const fake_engine_params *p)
 {
+    for (int b = 0; b < 256; b++) byte_piece[b] = (char)b;
     vkv_engine *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     pthread_mutex_init(&e->mu, NULL);
@@ -77,6 +80,70 @@ void vkv_engine_free(vkv_engine *e)
 }
 
 const char *vkv_engine_model_id(const vkv_engine *e) { return e->model_id; }
+
+/* ---- the vocabulary ---- */
+
+static const char *const fake_words[FAKE_N_WORDS] = {"the", "quick", "brown", "fox", "hello", "world"};
+static const char *const fake_special[2] = {"<s>", "</s>"};
+
+void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out)
+{
+    *out = (vkv_engine_props){
+        .model_id = e->model_id, .model_path = "/models/fake-model.gguf", .n_ctx = 2048,
+        .max_seqs = e->max_in_flight, .n_vocab = FAKE_WORD_ID + FAKE_N_WORDS, .chat_template = "chatml",
+        .chat_template_source = "", .bos_token = fake_special[0], .eos_token = fake_special[1],
+        .defaults = {.has_press = true, .has_compression = true, .has_vector = true, .has_pa = true,
+                     .has_kv_type = true, .has_compress_every = true, .has_max_kv_tokens = true,
+                     .has_query_aware = true, .press = "none", .pa = -1, .kv_type = "f16"},
+    };
+}
+
+static bool is_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+vkv_status vkv_engine_tokenize(const vkv_engine *e, const char *text, size_t len, bool add_special, bool parse_special,
+                               int32_t **ids, size_t *n_ids)
+{
+    (void)e;
+    *ids = NULL;
+    *n_ids = 0;
+    int32_t *v = malloc((len + 1) * sizeof *v); /* at most a token a byte, and BOS */
+    if (!v) return vkv_error(VKV_ERR_OOM, "out of memory (fake tokenizer)");
+    size_t n = 0;
+    if (add_special) v[n++] = 0;
+    for (size_t i = 0; i < len;) {
+        int32_t id = -1;
+        size_t w = 0;
+        for (int k = 0; parse_special && k < 2 && id < 0; k++) {
+            size_t sl = strlen(fake_special[k]);
+            if (len - i >= sl && !memcmp(text + i, fake_special[k], sl)) id = k, w = sl;
+        }
+        for (int k = 0; k < FAKE_N_WORDS && id < 0 && (i == 0 || !is_letter(text[i - 1])); k++) {
+            size_t wl = strlen(fake_words[k]);
+            if (len - i >= wl && !memcmp(text + i, fake_words[k], wl) && (i + wl == len || !is_letter(text[i + wl])))
+                id = FAKE_WORD_ID + k, w = wl;
+        }
+        if (id < 0) id = 2 + (unsigned char)text[i], w = 1;
+        v[n++] = id;
+        i += w;
+    }
+    *ids = v;
+    *n_ids = n;
+    return VKV_OK;
+}
+
+const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, size_t *len)
+{
+    (void)e;
+    *len = 0;
+    if (id < 0 || id >= FAKE_WORD_ID + FAKE_N_WORDS) return NULL;
+    const char *p = id < 2 ? fake_special[id] : id >= FAKE_WORD_ID ? fake_words[id - FAKE_WORD_ID] : NULL;
+    if (p) {
+        *len = strlen(p);
+        return p;
+    }
+    *len = 1;
+    return &byte_piece[id - 2];
+}
 
 /* ---- the reply ---- */
 

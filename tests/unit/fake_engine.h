@@ -5,11 +5,19 @@
  * number of sequences in flight. Prompts holding FAKE_ERROR_500,
  * FAKE_CONTEXT (400 context_length_exceeded) or FAKE_FAIL_MIDWAY (an error
  * after some text) make the engine report errors. Its metrics count
- * submissions, cancels and releases, and describe the last request. */
+ * submissions, cancels and releases, and describe the last request.
+ *
+ * Its vocabulary (vkv_engine_tokenize, vkv_engine_token_piece): 0 "<s>" (BOS,
+ * added with add_special), 1 "</s>" (both parsed from their text with
+ * parse_special), FAKE_WORD_ID + i the whole words "the", "quick", "brown",
+ * "fox", "hello", "world", 2 + b each other byte b. */
 #ifndef VKV_TEST_FAKE_ENGINE_H
 #define VKV_TEST_FAKE_ENGINE_H
 
 #include "serve/engine.h"
+
+#define FAKE_WORD_ID 258
+#define FAKE_N_WORDS 6
 
 typedef struct fake_engine_params {
     const char *model_id;    /* NULL: "fake-model" */

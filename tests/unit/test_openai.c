@@ -347,6 +347,106 @@ static void models_and_errors(void **state)
     vkv_json_free(d);
 }
 
+/* llama-server's /tokenize, /detokenize and /props: its bodies and shapes. */
+static void llama_server_routes(void **state)
+{
+    (void)state;
+    vkv_oai_tokenize t;
+    vkv_oai_error err;
+    const char *body = "{\"content\": \"a\\nb\"}";
+    assert_true(vkv_oai_parse_tokenize(body, strlen(body), &t, &err));
+    assert_string_equal(t.content, "a\nb");
+    assert_int_equal(t.len, 3);
+    assert_true(!t.add_special && t.parse_special && !t.with_pieces); /* llama-server's defaults */
+    free(t.content);
+    body = "{\"content\": \"x\", \"add_special\": true, \"parse_special\": false, \"with_pieces\": true}";
+    assert_true(vkv_oai_parse_tokenize(body, strlen(body), &t, &err));
+    assert_true(t.add_special && !t.parse_special && t.with_pieces);
+    free(t.content);
+    static const struct { const char *body, *param; } bad_tok[] = {
+        {"{}", "content"}, {"{\"content\": null}", "content"}, {"{\"content\": [1, 2]}", "content"},
+        {"{\"content\": \"a\\u0000b\"}", "content"}, {"{\"content\": \"x\", \"with_pieces\": 1}", "with_pieces"},
+        {"{\"content\": \"x\", \"add_special\": \"no\"}", "add_special"}, {"[\"x\"]", ""}, {"{\"content\": \"x", ""},
+    };
+    for (size_t i = 0; i < sizeof bad_tok / sizeof *bad_tok; i++) {
+        t.content = (char *)1;
+        assert_false(vkv_oai_parse_tokenize(bad_tok[i].body, strlen(bad_tok[i].body), &t, &err));
+        assert_int_equal(err.http_status, 400);
+        assert_string_equal(err.param, bad_tok[i].param);
+        assert_null(t.content);
+    }
+
+    int32_t *ids;
+    size_t n;
+    body = "{\"tokens\": [0, 5, 9]}";
+    assert_true(vkv_oai_parse_detokenize(body, strlen(body), 10, &ids, &n, &err));
+    assert_int_equal(n, 3);
+    assert_true(ids[0] == 0 && ids[1] == 5 && ids[2] == 9);
+    free(ids);
+    body = "{\"tokens\": []}";
+    assert_true(vkv_oai_parse_detokenize(body, strlen(body), 10, &ids, &n, &err));
+    assert_int_equal(n, 0);
+    static const char *const bad_detok[] = {
+        "{\"tokens\": [10]}", "{\"tokens\": [-1]}", "{\"tokens\": [1.5]}", "{\"tokens\": [\"1\"]}", "{\"tokens\": 3}",
+        "{}", "{\"tokens\": [1e300]}",
+    };
+    for (size_t i = 0; i < sizeof bad_detok / sizeof *bad_detok; i++) {
+        assert_false(vkv_oai_parse_detokenize(bad_detok[i], strlen(bad_detok[i]), 10, &ids, &n, &err));
+        assert_int_equal(err.http_status, 400);
+        assert_string_equal(err.param, "tokens");
+        assert_null(ids);
+    }
+
+    vkv_strbuf b = {0};
+    const int32_t tids[] = {7, 8};
+    vkv_oai_write_tokens(&b, tids, 2, NULL);
+    assert_string_equal(b.p, "{\"tokens\":[7,8]}");
+    free(b.p);
+    b = (vkv_strbuf){0};
+    const vkv_oai_piece pieces[] = {{"h\xc3\xa9", 3}, {"\xc3", 1}};
+    vkv_oai_write_tokens(&b, tids, 2, pieces);
+    assert_string_equal(b.p, "{\"tokens\":[{\"id\":7,\"piece\":\"h\xc3\xa9\"},{\"id\":8,\"piece\":[195]}]}");
+    free(b.p);
+    b = (vkv_strbuf){0};
+    vkv_oai_write_content(&b, "ok\n", 3);
+    assert_string_equal(b.p, "{\"content\":\"ok\\n\"}");
+    free(b.p);
+    b = (vkv_strbuf){0};
+
+    vkv_engine_props p = {.model_id = "m", .model_path = "/x/m.gguf", .n_ctx = 512, .max_seqs = 3, .n_vocab = 10,
+                          .chat_template = "chatml", .chat_template_source = "", .bos_token = "<s>", .eos_token = "</s>",
+                          .defaults = {.press = "keydiff", .compression = 0.75, .pa = -1, .kv_type = "q8_0"}};
+    vkv_oai_write_props(&b, &p);
+    vkv_json_doc *d = parsed(&b);
+    const vkv_json *r = vkv_json_root(d);
+    assert_true(at(r, "default_generation_settings.n_ctx")->number == 512);
+    assert_true(at(r, "total_slots")->number == 3);
+    assert_string_equal(at(r, "model_path")->string, "/x/m.gguf");
+    assert_string_equal(at(r, "model_alias")->string, "m");
+    assert_string_equal(at(r, "chat_template")->string, "chatml");
+    /* what a request without sampling fields gets (defaults_are_openai_s) */
+    vkv_oai_request q;
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\"}", &q, &err));
+    assert_true(at(r, "default_generation_settings.params.temperature")->number == q.gen.sampling.temperature);
+    assert_true(at(r, "default_generation_settings.params.top_p")->number == q.gen.sampling.top_p);
+    assert_true(at(r, "default_generation_settings.params.top_k")->number == q.gen.sampling.top_k);
+    assert_true((float)at(r, "default_generation_settings.params.min_p")->number == q.gen.sampling.min_p);
+    assert_true(at(r, "default_generation_settings.params.n_predict")->number == (q.gen.max_tokens ? (double)q.gen.max_tokens : -1.0));
+    vkv_gen_request_free(&q.gen);
+    assert_string_equal(at(r, "default_generation_settings.params.vkvector.press")->string, "keydiff");
+    assert_true(at(r, "default_generation_settings.params.vkvector.compression")->number == 0.75);
+    assert_int_equal(at(r, "default_generation_settings.params.vkvector.pa")->type, VKV_JSON_NULL);
+    assert_string_equal(at(r, "default_generation_settings.params.vkvector.kv_type")->string, "q8_0");
+    vkv_json_free(d);
+    /* a model's own template source is given as llama-server gives it */
+    p.chat_template_source = "{% for m in messages %}{{ m.content }}{% endfor %}";
+    vkv_oai_write_props(&b, &p);
+    d = parsed(&b);
+    assert_string_equal(at(vkv_json_root(d), "chat_template")->string, p.chat_template_source);
+    assert_string_equal(at(vkv_json_root(d), "vkvector.chat_template")->string, "chatml");
+    vkv_json_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +457,7 @@ int main(void)
         cmocka_unit_test(responses_are_openai_s),
         cmocka_unit_test(chunks_are_openai_s),
         cmocka_unit_test(models_and_errors),
+        cmocka_unit_test(llama_server_routes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
  * ASan/UBSan); every refusal is a 400 (or a 500 out of memory) with a
  * message; every accepted body gives a request within OpenAI's ranges, whose
  * strings are valid UTF-8 and which the response writers turn into JSON.
+ * The same bodies go to llama-server's /tokenize and /detokenize parsers.
  *
  *   test_openai_fuzz [ITERATIONS] [SEED]   (default 100000, 1) */
 #include <setjmp.h>
@@ -33,6 +34,9 @@ static const char *const corpus[] = {
     "{\"prompt\": \"Once upon a time\", \"max_tokens\": 5, \"stop\": \"time\", \"stream\": false}",
     "{\"prompt\": [\"a single prompt\"], \"temperature\": 0, \"seed\": -7, \"logprobs\": null, \"user\": \"u\"}",
     "{\"prompt\": [1, 2, 3, 40000], \"stream\": true, \"vkvector\": {\"press\": \"none\"}}",
+    /* llama-server's /tokenize and /detokenize */
+    "{\"content\": \"Hello t\\u00e9 <s>\", \"add_special\": true, \"parse_special\": false, \"with_pieces\": true}",
+    "{\"tokens\": [0, 1, 2, 99, 100]}",
 };
 #define N_CORPUS (sizeof corpus / sizeof *corpus)
 
@@ -181,13 +185,50 @@ static void check_request(const vkv_oai_request *q)
     free(b.p);
 }
 
+/* /tokenize and /detokenize: a 400 or 500 with a message, or text without
+ * NUL / ids in the vocabulary (of 100) that the writers turn into JSON. */
+static void check_llama_routes(const buf *b, unsigned long it, unsigned long *accepted)
+{
+    vkv_oai_tokenize t;
+    vkv_oai_error err = {0};
+    if (vkv_oai_parse_tokenize(b->p, b->n, &t, &err)) {
+        assert_true(utf8_ok(t.content) && strlen(t.content) == t.len);
+        free(t.content);
+        ++*accepted;
+    } else if (!(err.http_status == 400 || err.http_status == 500) || !err.message[0]) {
+        fail_msg("iteration %lu: /tokenize refusal with status %d, message '%s'", it, err.http_status, err.message);
+    }
+    int32_t *ids;
+    size_t n;
+    if (vkv_oai_parse_detokenize(b->p, b->n, 100, &ids, &n, &err)) {
+        vkv_oai_piece *pieces = calloc(n + 1, sizeof *pieces);
+        assert_non_null(pieces);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(ids[i] >= 0 && ids[i] < 100);
+            pieces[i] = (vkv_oai_piece){"\xe9x", (size_t)ids[i] % 3};
+        }
+        vkv_strbuf w = {0};
+        vkv_oai_write_tokens(&w, ids, n, pieces);
+        vkv_json_doc *d;
+        assert_false(w.oom);
+        assert_int_equal(vkv_json_parse(w.p, w.n, &d), VKV_OK);
+        vkv_json_free(d);
+        free(w.p);
+        free(pieces);
+        free(ids);
+        ++*accepted;
+    } else if (!(err.http_status == 400 || err.http_status == 500) || !err.message[0]) {
+        fail_msg("iteration %lu: /detokenize refusal with status %d, message '%s'", it, err.http_status, err.message);
+    }
+}
+
 static unsigned long iterations = 100000, seed = 1;
 
 static void fuzz_parse(void **state)
 {
     (void)state;
     rng_state = 0x9e3779b97f4a7c15ull ^ seed;
-    unsigned long accepted = 0, refused = 0;
+    unsigned long accepted = 0, refused = 0, llama_accepted = 0;
     for (unsigned long it = 0; it < iterations; it++) {
         const char *src = corpus[below(N_CORPUS)];
         buf b = {0};
@@ -207,12 +248,15 @@ static void fuzz_parse(void **state)
                 refused++;
             }
         }
+        check_llama_routes(&b, it, &llama_accepted);
         free(b.p);
     }
-    printf("fuzz: %lu iterations (seed %lu): %lu parses accepted, %lu refused\n", iterations, seed, accepted, refused);
+    printf("fuzz: %lu iterations (seed %lu): %lu parses accepted, %lu refused; %lu /tokenize and /detokenize bodies "
+           "accepted\n", iterations, seed, accepted, refused, llama_accepted);
     /* the mutations leave some bodies valid and break most */
     assert_true(accepted > iterations / 50);
     assert_true(refused > iterations / 2);
+    assert_true(llama_accepted > iterations / 200);
 }
 
 int main(int argc, char **argv)
