@@ -13,8 +13,10 @@
 //      compression, KeyDiff at 0.75 on the prompt (kvpress's protocol: the
 //      answer's tokens are kept), KeyDiff holding 0.25 of the whole context
 //      (a --max-kv-tokens budget through prefill and generation), each with
-//      VECTOR and with q8_0 tiers: 16 long prompts are sent together and the
-//      peak of vkvector_sequences_active_peak is read from /metrics;
+//      VECTOR and with q8_0 tiers: --admission-seqs long prompts (default 32)
+//      are sent together to a server whose --max-seqs is as many, so that
+//      the pool, not the step's width, is the limit, and the peak of
+//      vkvector_sequences_active_peak is read from /metrics;
 //   3. questions about one cached document: a document of about --doc-tokens
 //      tokens (the first whole lines of --text, counted by `vkvector
 //      tokenize`), then 4 questions about it one at a time (a chat: the
@@ -35,9 +37,18 @@
 //   cache on then off, and send each a short warm-up request first (a fresh
 //   server's first forward builds its GPU pipelines).
 //
-//   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens N]
-//        [--max-tokens N] [--gen-tokens 32,128] [--concurrency 1,4,16,64,256] [--rounds 1] [--doc-tokens 900] [--text FILE]
-//        [--skip-throughput] [--skip-admission] [--skip-document] [--skip-chat]
+//   With --llama-server BIN (llama.cpp's server: ../shared/peer/build-llamacpp.sh
+//   builds one), sections 1 and 3 run it too, on the same GGUF, side by side:
+//   after each of vkvector's concurrency rows, the same load against a
+//   llama-server started with -np equal to the concurrency (every layer on the
+//   device, its prompt cache on, as it is by default), and the document's
+//   questions against one with -np 1; the ratio vkvector / llama-server is
+//   printed for each concurrency and for the later questions' TTFT.
+//   GGML_VK_VISIBLE_DEVICES picks llama.cpp's device (default 0).
+//
+//   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens 700]
+//        [--max-tokens 128] [--admission-seqs 32] [--gen-tokens 32,128] [--concurrency 1,4,16,64,256] [--rounds 1] [--doc-tokens 900] [--text FILE]
+//        [--llama-server BIN] [--skip-throughput] [--skip-admission] [--skip-document] [--skip-chat]
 //
 // --text is the play the document and the chat's lines come from (default
 // ../shared/data/tinyshakespeare.txt beside the repository). Each section
@@ -52,14 +63,18 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { readFileSync } from 'node:fs';
 
+// llama-server's context per slot: room for every prompt and answer here (the
+// default model's whole context).
+const LLAMA_SLOT_CTX = 1024;
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repo = path.resolve(here, '..');
 const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 300, genTokens: [32, 128], rounds: 1, concurrency: [1, 4, 16, 64, 256], throughput: true, admission: true,
-              docTokens: 900, text: path.resolve(repo, '..', 'shared', 'data', 'tinyshakespeare.txt'), document: true, chat: true };
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 128, admissionSeqs: 32, genTokens: [32, 128], rounds: 1, concurrency: [1, 4, 16, 64, 256], throughput: true, admission: true,
+              docTokens: 900, text: path.resolve(repo, '..', 'shared', 'data', 'tinyshakespeare.txt'), document: true, chat: true,
+              llamaServer: null };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => argv[++i];
     if (a === '--vkvector') o.vkv = v();
@@ -67,6 +82,7 @@ function parseArgs(argv) {
     else if (a === '--kv-budget') o.kvBudgetMiB = Number(v());
     else if (a === '--prompt-tokens') o.promptTokens = Number(v());
     else if (a === '--max-tokens') o.maxTokens = Number(v());
+    else if (a === '--admission-seqs') o.admissionSeqs = Number(v());
     else if (a === '--gen-tokens') o.genTokens = v().split(',').map(Number);
     else if (a === '--rounds') o.rounds = Number(v());
     else if (a === '--concurrency') o.concurrency = v().split(',').map(Number);
@@ -76,6 +92,7 @@ function parseArgs(argv) {
     else if (a === '--text') o.text = v();
     else if (a === '--skip-document') o.document = false;
     else if (a === '--skip-chat') o.chat = false;
+    else if (a === '--llama-server') o.llamaServer = v();
     else { console.error(`serve_bench: unknown option '${a}'`); process.exit(2); }
   }
   if (!Number.isInteger(o.rounds) || o.rounds < 1) {
@@ -84,6 +101,10 @@ function parseArgs(argv) {
   }
   if (!o.concurrency.length || o.concurrency.some((c) => !Number.isInteger(c) || c < 1 || c > 256)) {
     console.error('serve_bench: --concurrency takes a list of integers in 1..256');
+    process.exit(2);
+  }
+  if (!Number.isInteger(o.admissionSeqs) || o.admissionSeqs < 1 || o.admissionSeqs > 256) {
+    console.error('serve_bench: --admission-seqs takes an integer in 1..256');
     process.exit(2);
   }
   if (!Number.isInteger(o.docTokens) || o.docTokens < 16) {
@@ -105,6 +126,27 @@ function startServer(o, args) {
     });
     proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}):\n${log}`)));
   });
+}
+
+// llama.cpp's server on the same GGUF, every layer on the device, on a free
+// loopback port; resolves once GET /health says the model is loaded.
+async function startLlamaServer(o, args) {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const env = { ...process.env, GGML_VK_VISIBLE_DEVICES: process.env.GGML_VK_VISIBLE_DEVICES ?? '0' };
+  const proc = spawn(o.llamaServer, ['-m', o.model, '-ngl', '99', '--host', '127.0.0.1', '--port', String(port), ...args],
+                     { stdio: ['ignore', 'ignore', 'pipe'], env });
+  let log = '', gone = null;
+  proc.stderr.on('data', (d) => { log = (log + d).slice(-8000); });
+  const exited = new Promise((r) => proc.on('exit', (code) => { gone = code; r(code); }));
+  const url = `http://127.0.0.1:${port}`;
+  for (let t = 0; t < 600; t++) {
+    if (gone !== null) throw new Error(`llama-server exited (${gone}):\n${log}`);
+    const ok = await fetch(`${url}/health`).then((r) => r.ok, () => false);
+    if (ok) return { proc, url, exited, log: () => log };
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  proc.kill('SIGKILL');
+  throw new Error(`llama-server did not become ready in 120 s:\n${log}`);
 }
 
 async function stopServer(s) {
@@ -137,20 +179,32 @@ async function throughput(o) {
   const s = await startServer(o, ['--max-seqs', String(widest), '--queue', String(2 * widest)]);
   const rows = [];
   console.log(`\n## Aggregate throughput (streamed completions, temperature 0; --max-seqs ${widest})\n`);
-  console.log('| round | tokens a request | concurrency | requests | prompt tokens | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
-  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  console.log('| round | server | tokens a request | concurrency | requests | prompt tokens | generated tokens/s | requests/s | TTFT p50 / p99 ms | ITL p50 / p99 ms |');
+  console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
+  const load = async (server, url, round, g, c) => {
+    const n = c === 1 ? 4 : 2 * c;
+    const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', url, '--requests', String(n),
+                                                '--concurrency', String(c), '--max-tokens', String(g), '--json']);
+    const r = { server, round, gen: g, ...JSON.parse(stdout) };
+    rows.push(r);
+    console.log(`| ${r.round} | ${server} | ${r.gen} | ${r.concurrency} | ${r.requests} | up to ${r.prompt_tokens_max} | ` +
+                `${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
+                `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
+  };
   try {
     for (let round = 1; round <= o.rounds; round++) {
       for (const g of o.genTokens) {
         for (const c of o.concurrency) {
-          const n = c === 1 ? 4 : 2 * c;
-          const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', s.url, '--requests', String(n),
-                                                      '--concurrency', String(c), '--max-tokens', String(g), '--json']);
-          const r = { round, gen: g, ...JSON.parse(stdout) };
-          rows.push(r);
-          console.log(`| ${r.round} | ${r.gen} | ${r.concurrency} | ${r.requests} | up to ${r.prompt_tokens_max} | ` +
-                      `${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
-                      `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
+          await load('vkvector', s.url, round, g, c);
+          if (!o.llamaServer) continue;
+          // -np slots of the model's whole context each; its prompt cache on (the default)
+          const l = await startLlamaServer(o, ['-np', String(c), '-c', String(c * LLAMA_SLOT_CTX)]);
+          try {
+            await (await post(l.url, '/v1/completions', { prompt: 'Hi', max_tokens: 2 })).json(); // warm-up
+            await load('llama-server', l.url, round, g, c);
+          } finally {
+            await stopServer(l);
+          }
         }
       }
     }
@@ -158,15 +212,30 @@ async function throughput(o) {
     await stopServer(s);
   }
   console.log('');
+  if (o.llamaServer) {
+    for (const g of o.genTokens) {
+      for (const c of o.concurrency) {
+        const ratios = [];
+        for (let round = 1; round <= o.rounds; round++) {
+          const at = (server) => rows.find((r) => r.server === server && r.round === round && r.gen === g && r.concurrency === c);
+          ratios.push(at('vkvector').generated_tokens_per_s / at('llama-server').generated_tokens_per_s);
+        }
+        console.log(`${g} tokens a request, concurrency ${c}: vkvector / llama-server generated tokens/s: ` +
+                    `${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` + (o.rounds > 1 ? ` (median ${median(ratios).toFixed(2)}x)` : ''));
+      }
+    }
+    console.log('');
+  }
   // each concurrency against the one before it in the list
   for (const g of o.genTokens) {
     for (let k = 1; k < o.concurrency.length; k++) {
       const [lo, hi] = [o.concurrency[k - 1], o.concurrency[k]], ratios = [];
       for (let round = 1; round <= o.rounds; round++) {
-        const at = (c) => rows.find((r) => r.round === round && r.gen === g && r.concurrency === c).generated_tokens_per_s;
+        const at = (c) => rows.find((r) => r.server === 'vkvector' && r.round === round && r.gen === g &&
+                                           r.concurrency === c).generated_tokens_per_s;
         ratios.push(at(hi) / at(lo));
       }
-      console.log(`${g} tokens a request: concurrency ${hi} / concurrency ${lo}: ${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` +
+      console.log(`${g} tokens a request: vkvector's concurrency ${hi} / concurrency ${lo}: ${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` +
                   (o.rounds > 1 ? ` (median ${median(ratios).toFixed(2)}x)` : ''));
     }
   }
@@ -182,9 +251,10 @@ function longPrompt(n, i) {
 
 async function admitted(o, label, args, ext) {
   const budgetMiB = o.kvBudgetMiB;
-  const s = await startServer(o, ['--max-seqs', '16', '--queue', '64', '--kv-budget', String(budgetMiB), ...args]);
+  const n = o.admissionSeqs;
+  const s = await startServer(o, ['--max-seqs', String(n), '--queue', String(n), '--kv-budget', String(budgetMiB), ...args]);
   try {
-    const reqs = Array.from({ length: 16 }, (_, i) => {
+    const reqs = Array.from({ length: n }, (_, i) => {
       const body = { prompt: longPrompt(o.promptTokens, i), max_tokens: o.maxTokens, temperature: 0 };
       if (ext) body.vkvector = ext;
       return post(s.url, '/v1/completions', body).then(async (r) => ({ status: r.status, body: await r.json() }));
@@ -235,7 +305,7 @@ async function admission(o) {
   const rows = [];
   for (const [label, ext] of configs) rows.push(await admitted(o, label, [], ext));
   console.log(`\n## Sequences admitted at once under --kv-budget ${o.kvBudgetMiB} MiB ` +
-              `(16 requests of ${promptTokens} prompt tokens, ${o.maxTokens} new; --max-seqs 16)\n`);
+              `(${o.admissionSeqs} requests of ${promptTokens} prompt tokens, ${o.maxTokens} new; --max-seqs ${o.admissionSeqs})\n`);
   console.log('| compression | peak sequences at once | vs no compression | prompt\'s KV bytes after / before its compression | errors |');
   console.log('| --- | --- | --- | --- | --- |');
   for (const r of rows)
@@ -243,7 +313,7 @@ async function admission(o) {
                 `${r.before ? `${r.after} / ${r.before}` : 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
   console.log('\nA sequence is counted while it is prefilled or decoded: the peak reaches what the pool could hold only ' +
               'when sequences outlive the prefills of the ones admitted after them (prompts that compress are prefilled one at a time), ' +
-              'and 16 (--max-seqs, the batched step\'s width) at most. Compressing the prompt alone leaves the answer\'s ' +
+              `and ${o.admissionSeqs} (--max-seqs) at most. Compressing the prompt alone leaves the answer's ` +
               'tokens and one uncompressed prompt (the one being prefilled) in the pool.');
 }
 
@@ -265,6 +335,7 @@ async function streamed(url, route, body) {
       if (chunk.error) return { error: chunk.error.message };
       out.usage = chunk.usage || out.usage;
       out.vkvector = chunk.vkvector || out.vkvector;
+      out.timings = chunk.timings || out.timings; // llama-server's: cache_n is the prompt tokens it reused
       for (const c of chunk.choices || []) {
         const piece = c.text ?? c.delta?.content ?? '';
         if (piece && out.ttft === null) out.ttft = performance.now() - t0;
@@ -278,7 +349,7 @@ async function streamed(url, route, body) {
 }
 
 const ms = (x) => (x === null || Number.isNaN(x) ? 'n/a' : x.toFixed(0));
-const cached = (usage) => usage.prompt_tokens_details?.cached_tokens ?? 'n/a';
+const cached = (r) => r.usage.prompt_tokens_details?.cached_tokens ?? r.timings?.cache_n ?? 'n/a';
 
 // For each round, a fresh server with the prefix cache and then one without
 // it: fn(server, its label, round) after a short warm-up request (a fresh
@@ -324,23 +395,39 @@ async function documentQuestions(o) {
   console.log(`\n## Questions about one cached document (/v1/chat/completions: a user message of the first ` +
               `${doc.lines} lines of ${path.basename(o.text)}, ${doc.tokens} tokens, the assistant's "${READ}", then a ` +
               `speaker's name as the question; one question at a time, ${maxTokens} tokens each, streamed, temperature 0)`);
-  await eachCacheMode(o, async (s, mode, round) => {
-    for (const [label, ext] of compressions) {
-      console.log('\n| round | server | compression | question | prompt tokens | cached tokens | context cache | TTFT ms |');
-      console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
-      const ttft = [];
-      for (const [k, q] of questions.entries()) {
-        const messages = [{ role: 'user', content: doc.text }, { role: 'assistant', content: READ }, { role: 'user', content: q }];
-        const r = await streamed(s.url, '/v1/chat/completions', { messages, max_tokens: maxTokens, ...(ext && { vkvector: ext }) });
-        if (r.error) throw new Error(`question ${k + 1} (${label}): ${r.error} (a smaller --doc-tokens?)`);
-        ttft.push(r.ttft);
-        console.log(`| ${round} | ${mode} | ${label} | ${k + 1} (${q}) | ${r.usage.prompt_tokens} | ${cached(r.usage)} | ` +
-                    `${r.vkvector?.context_cache?.status ?? '-'} | ${ms(r.ttft)} |`);
-      }
-      const later = median(ttft.slice(1).filter((x) => x !== null));
-      console.log(`\n${mode}, ${label}: first question's TTFT ${ms(ttft[0])} ms, the later ones' median ${ms(later)} ms: ` +
-                  `later / first ${(later / ttft[0]).toFixed(2)}x`);
+  const laterMedians = {}; // `${server}|${compression}|${round}` -> the later questions' median TTFT
+  const ask = async (url, round, server, label, ext) => {
+    console.log('\n| round | server | compression | question | prompt tokens | cached tokens | context cache | TTFT ms |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- | --- |');
+    const ttft = [];
+    for (const [k, q] of questions.entries()) {
+      const messages = [{ role: 'user', content: doc.text }, { role: 'assistant', content: READ }, { role: 'user', content: q }];
+      const r = await streamed(url, '/v1/chat/completions', { messages, max_tokens: maxTokens, ...(ext && { vkvector: ext }) });
+      if (r.error) throw new Error(`question ${k + 1} (${server}, ${label}): ${r.error} (a smaller --doc-tokens?)`);
+      ttft.push(r.ttft);
+      console.log(`| ${round} | ${server} | ${label} | ${k + 1} (${q}) | ${r.usage.prompt_tokens} | ${cached(r)} | ` +
+                  `${r.vkvector?.context_cache?.status ?? '-'} | ${ms(r.ttft)} |`);
     }
+    const later = median(ttft.slice(1).filter((x) => x !== null));
+    laterMedians[`${server}|${label}|${round}`] = later;
+    console.log(`\n${server}, ${label}: first question's TTFT ${ms(ttft[0])} ms, the later ones' median ${ms(later)} ms: ` +
+                `later / first ${(later / ttft[0]).toFixed(2)}x`);
+  };
+  await eachCacheMode(o, async (s, mode, round) => {
+    for (const [label, ext] of compressions) await ask(s.url, round, mode, label, ext);
+    if (!o.llamaServer || mode !== 'prefix cache') return;
+    // llama-server beside it, the same round: one slot, its prompt cache on
+    const l = await startLlamaServer(o, ['-np', '1', '-c', String(LLAMA_SLOT_CTX)]);
+    try {
+      await (await post(l.url, '/v1/completions', { prompt: 'Hi', max_tokens: 2 })).json(); // warm-up
+      await ask(l.url, round, 'llama-server', 'none', null);
+    } finally {
+      await stopServer(l);
+    }
+    const theirs = laterMedians[`llama-server|none|${round}`];
+    for (const [label] of compressions)
+      console.log(`\nround ${round}: later questions' TTFT, vkvector (prefix cache, ${label}) / llama-server (prompt cache): ` +
+                  `${(laterMedians[`prefix cache|${label}|${round}`] / theirs).toFixed(2)}x`);
   });
   console.log('\nThe plain rows reuse the document\'s prompt rows (the prefix cache); the compressed rows take the ' +
               'document compressed once (the compressed-context cache: the chat\'s messages before its last user turn are ' +
@@ -381,7 +468,7 @@ async function chat(o) {
         break;
       }
       if (r.error) throw new Error(`turn ${i + 1}: ${r.error}`);
-      console.log(`| ${round} | ${mode} | ${i + 1} | ${r.usage.prompt_tokens} | ${cached(r.usage)} | ${ms(r.ttft)} | ` +
+      console.log(`| ${round} | ${mode} | ${i + 1} | ${r.usage.prompt_tokens} | ${cached(r)} | ${ms(r.ttft)} | ` +
                   `${r.usage.completion_tokens} |`);
       if (i) later.push(r.ttft);
       prompt += r.usage.prompt_tokens;

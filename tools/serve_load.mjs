@@ -122,7 +122,8 @@ async function main() {
       try {
         results[i] = await oneRequest(o, i);
       } catch (e) {
-        results[i] = { error: String(e && e.message || e) };
+        // fetch's own message ("fetch failed") hides the socket's reason
+        results[i] = { error: String(e && e.message || e) + (e && e.cause ? ` (${e.cause.code || ''} ${e.cause.message || e.cause})` : '') };
       }
     }
   }
