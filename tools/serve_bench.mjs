@@ -183,13 +183,22 @@ async function throughput(o) {
   console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
   const load = async (server, url, round, g, c) => {
     const n = c === 1 ? 4 : 2 * c;
-    const { stdout } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', url, '--requests', String(n),
-                                                '--concurrency', String(c), '--max-tokens', String(g), '--json']);
+    // serve_load exits 1 when a request failed, its figures still on stdout:
+    // vkvector's failures end the benchmark, the peer's are reported in its row
+    const { stdout, stderr, failed } = await execFileP('node', [path.join(here, 'serve_load.mjs'), '--url', url,
+      '--requests', String(n), '--concurrency', String(c), '--max-tokens', String(g), '--json',
+      ...(server === 'llama-server' ? ['--retry-closed'] : [])]).catch((e) => {
+      if (server === 'vkvector' || !e.stdout) throw e;
+      return { stdout: e.stdout, stderr: e.stderr, failed: true };
+    });
     const r = { server, round, gen: g, ...JSON.parse(stdout) };
+    if (failed) r.failure = `${r.errored} of ${r.requests} failed (${stderr.split('\n')[0].replace(/^serve_load: /, '')})`;
     rows.push(r);
     console.log(`| ${r.round} | ${server} | ${r.gen} | ${r.concurrency} | ${r.requests} | up to ${r.prompt_tokens_max} | ` +
                 `${r.generated_tokens_per_s.toFixed(1)} | ${r.requests_per_s.toFixed(2)} | ` +
-                `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |`);
+                `${r.ttft_p50_ms.toFixed(0)} / ${r.ttft_p99_ms.toFixed(0)} | ${r.itl_p50_ms.toFixed(0)} / ${r.itl_p99_ms.toFixed(0)} |` +
+                (r.retries ? ` ${r.retries} sent again: the server closed their keep-alive connection before answering` : '') +
+                (r.failure ? ` ${r.failure}` : ''));
   };
   try {
     for (let round = 1; round <= o.rounds; round++) {
@@ -218,7 +227,11 @@ async function throughput(o) {
         const ratios = [];
         for (let round = 1; round <= o.rounds; round++) {
           const at = (server) => rows.find((r) => r.server === server && r.round === round && r.gen === g && r.concurrency === c);
-          ratios.push(at('vkvector').generated_tokens_per_s / at('llama-server').generated_tokens_per_s);
+          if (!at('llama-server').failure) ratios.push(at('vkvector').generated_tokens_per_s / at('llama-server').generated_tokens_per_s);
+        }
+        if (!ratios.length) {
+          console.log(`${g} tokens a request, concurrency ${c}: llama-server's requests failed (its row says how)`);
+          continue;
         }
         console.log(`${g} tokens a request, concurrency ${c}: vkvector / llama-server generated tokens/s: ` +
                     `${ratios.map((x) => `${x.toFixed(2)}x`).join(', ')}` + (o.rounds > 1 ? ` (median ${median(ratios).toFixed(2)}x)` : ''));

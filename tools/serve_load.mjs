@@ -12,14 +12,19 @@
 //
 //   node tools/serve_load.mjs --url http://127.0.0.1:8080 [--requests N] [--concurrency C]
 //        [--max-tokens T] [--prompt TEXT] [--extension JSON] [--model ID] [--api-key KEY] [--json]
+//        [--retry-closed]
 //
 // Each request's prompt is --prompt with its index appended, so no two are
 // the same. --extension is the request's "vkvector" object (docs/SERVE.md).
+// --retry-closed sends a request again, once, when the server closed a
+// reused keep-alive connection before any byte of its response (llama-server
+// does under load; fetch does not retry a POST itself); the retries are
+// counted. vkvector is measured without it.
 
 function parseArgs(argv) {
   const o = { url: 'http://127.0.0.1:8080', requests: 32, concurrency: 8, maxTokens: 32,
               prompt: 'ROMEO:\nWhat light through yonder window breaks? Request', extension: null,
-              model: null, apiKey: null, json: false };
+              model: null, apiKey: null, json: false, retryClosed: false };
   for (let i = 2; i < argv.length; i++) {
     const a = argv[i], v = () => {
       if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
@@ -39,9 +44,10 @@ function parseArgs(argv) {
     else if (a === '--model') o.model = v();
     else if (a === '--api-key') o.apiKey = v();
     else if (a === '--json') o.json = true;
+    else if (a === '--retry-closed') o.retryClosed = true;
     else if (a === '-h' || a === '--help') {
       console.log('usage: node tools/serve_load.mjs --url URL [--requests N] [--concurrency C] [--max-tokens T]\n' +
-                  '       [--prompt TEXT] [--extension JSON] [--model ID] [--api-key KEY] [--json]');
+                  '       [--prompt TEXT] [--extension JSON] [--model ID] [--api-key KEY] [--json] [--retry-closed]');
       process.exit(0);
     } else throw new Error(`unknown option '${a}'`);
   }
@@ -60,7 +66,13 @@ async function oneRequest(o, index) {
                  stream: true, stream_options: { include_usage: true } };
   if (o.extension) body.vkvector = o.extension;
   const t0 = performance.now();
-  const res = await fetch(`${o.url}/v1/completions`, { method: 'POST', headers: headers(o), body: JSON.stringify(body) });
+  let res;
+  try {
+    res = await fetch(`${o.url}/v1/completions`, { method: 'POST', headers: headers(o), body: JSON.stringify(body) });
+  } catch (e) {
+    e.beforeResponse = true; // nothing of the response arrived (--retry-closed may send it again)
+    throw e;
+  }
   if (!res.ok) return { error: `HTTP ${res.status}: ${(await res.text()).slice(0, 300)}` };
   const decoder = new TextDecoder();
   let buf = '', done = false, finish = null, usage = null, text = '';
@@ -114,13 +126,19 @@ async function main() {
     o.model = (await r.json()).data[0].id;
   }
   const results = new Array(o.requests);
-  let next = 0;
+  let next = 0, retries = 0;
   const t0 = performance.now();
   async function worker() {
     while (next < o.requests) {
       const i = next++;
       try {
-        results[i] = await oneRequest(o, i);
+        try {
+          results[i] = await oneRequest(o, i);
+        } catch (e) {
+          if (!o.retryClosed || !e?.beforeResponse || e?.cause?.code !== 'UND_ERR_SOCKET') throw e;
+          retries++;
+          results[i] = await oneRequest(o, i);
+        }
       } catch (e) {
         // fetch's own message ("fetch failed") hides the socket's reason
         results[i] = { error: String(e && e.message || e) + (e && e.cause ? ` (${e.cause.code || ''} ${e.cause.message || e.cause})` : '') };
@@ -137,13 +155,14 @@ async function main() {
     errored: failed.length, prompt_tokens_max: Math.max(0, ...ok.map((r) => r.promptTokens || 0)),
     wall_s: wall, requests_per_s: ok.length / wall, generated_tokens: tokens,
     generated_tokens_per_s: tokens / wall, ttft_p50_ms: percentile(ttft, 50), ttft_p99_ms: percentile(ttft, 99),
-    itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99),
+    itl_p50_ms: percentile(itl, 50), itl_p99_ms: percentile(itl, 99), retries,
   };
   if (o.json) console.log(JSON.stringify(summary));
   else {
     const f = (x, d = 1) => (Number.isFinite(x) ? x.toFixed(d) : 'n/a');
     console.log(`serve_load: ${o.requests} requests, concurrency ${o.concurrency}, max_tokens ${o.maxTokens}: ` +
-                `${ok.length} complete, ${failed.length} errored in ${f(wall, 2)} s`);
+                `${ok.length} complete, ${failed.length} errored in ${f(wall, 2)} s` +
+                (retries ? ` (${retries} sent again after the server closed their connection)` : ''));
     console.log(`  requests/s            ${f(summary.requests_per_s, 2)}`);
     console.log(`  generated tokens/s    ${f(summary.generated_tokens_per_s, 1)} (${tokens} tokens)`);
     console.log(`  time to first token   p50 ${f(summary.ttft_p50_ms)} ms, p99 ${f(summary.ttft_p99_ms)} ms`);
