@@ -315,15 +315,17 @@ async function admission(o) {
     ['the same + VECTOR', { ...held, vector: true }],
     ['the same + VECTOR, q8_0 tiers', { ...held, vector: true, kv_type: 'q8_0' }],
   ];
-  const rows = [];
-  for (const [label, ext] of configs) rows.push(await admitted(o, label, [], ext));
   console.log(`\n## Sequences admitted at once under --kv-budget ${o.kvBudgetMiB} MiB ` +
               `(${o.admissionSeqs} requests of ${promptTokens} prompt tokens, ${o.maxTokens} new; --max-seqs ${o.admissionSeqs})\n`);
   console.log('| compression | peak sequences at once | vs no compression | prompt\'s KV bytes after / before its compression | errors |');
   console.log('| --- | --- | --- | --- | --- |');
-  for (const r of rows)
+  const rows = [];
+  for (const [label, ext] of configs) { // each row as it lands
+    const r = await admitted(o, label, [], ext);
+    rows.push(r);
     console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ` +
                 `${r.before ? `${r.after} / ${r.before}` : 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
+  }
   console.log('\nA sequence is counted while it is prefilled or decoded: the peak reaches what the pool could hold only ' +
               'when sequences outlive the prefills of the ones admitted after them (prompts that compress are prefilled one at a time), ' +
               `and ${o.admissionSeqs} (--max-seqs) at most. Compressing the prompt alone leaves the answer's ` +
