@@ -147,10 +147,10 @@ vkv_status vkv_memory_reserve(vkv_gpu *gpu, uint64_t bytes, const char *what)
     /* Blocks as large as the device allows (up to 4 GiB, and never below the
      * ordinary block size), so that few tensors straddle a block's end. */
     uint64_t bsize = bytes < (4ull << 30) ? bytes : (4ull << 30);
-    if (gpu->caps->max_memory_allocation && bsize > gpu->caps->max_memory_allocation)
-        bsize = gpu->caps->max_memory_allocation;
-    if (bsize < gpu->block_size) bsize = gpu->block_size;
     bsize = (bsize + 65535) & ~65535ull;
+    if (bsize < gpu->block_size) bsize = gpu->block_size;
+    if (gpu->caps->max_memory_allocation && bsize > gpu->caps->max_memory_allocation)
+        bsize = gpu->caps->max_memory_allocation; /* block_size is already within it */
     const uint32_t type = (uint32_t)gpu->mem_type_device;
     for (uint64_t done = 0; done < bytes; done += bsize) {
         vkv_mem_block *blk;
