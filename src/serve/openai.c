@@ -338,13 +338,17 @@ static bool parse_press(const vkv_json *root, vkv_press_request *p, vkv_oai_erro
 }
 
 /* What a request gets for the fields it leaves out (GET /props reports them):
- * OpenAI's temperature and top_p, the sampler's defaults for the rest. */
+ * OpenAI's full distribution (temperature 1, top_p 1) with llama-server's
+ * extension samplers off (top_k 0, min_p 0, repeat_penalty 1). */
 #define DEFAULT_MAX_TOKENS 0u /* until the context is full */
 static vkv_sampler_params sampling_defaults(void)
 {
     vkv_sampler_params p = vkv_sampler_defaults();
     p.temperature = 1.0f;
     p.top_p = 1.0f;
+    p.top_k = 0;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
     return p;
 }
 
@@ -382,6 +386,21 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         if (!get_number(v, "top_p", &d, err)) return false;
         if (!(d > 0 && d <= 1)) return bad(err, "top_p", "'top_p' must be in (0, 1] (got %g)", d);
         g->sampling.top_p = (float)d;
+    }
+    /* llama-server's extension samplers, under its names and meanings */
+    if ((v = field(root, "top_k"))) {
+        if (!get_int(v, "top_k", 0, INT32_MAX, &n, err)) return false;
+        g->sampling.top_k = (int32_t)n;
+    }
+    if ((v = field(root, "min_p"))) {
+        if (!get_number(v, "min_p", &d, err)) return false;
+        if (!(d >= 0 && d <= 1)) return bad(err, "min_p", "'min_p' must be in [0, 1] (got %g)", d);
+        g->sampling.min_p = (float)d;
+    }
+    if ((v = field(root, "repeat_penalty"))) {
+        if (!get_number(v, "repeat_penalty", &d, err)) return false;
+        if (!(d > 0 && d <= 10)) return bad(err, "repeat_penalty", "'repeat_penalty' must be in (0, 10] (got %g)", d);
+        g->sampling.repeat_penalty = (float)d;
     }
     if ((v = field(root, "seed"))) {
         /* OpenAI's seed is a 64-bit integer (the largest double below 2^63 is the top) */

@@ -296,6 +296,15 @@ async function main() {
     }
     check(active === 0 && used === before, 'an aborted stream frees its sequence and its KV bytes', `active ${active}, used ${used} vs ${before}`);
 
+    // llama-server's extension samplers, honoured: at temperature 1, top_k 1 and
+    // min_p 1 each leave only the most likely token, so the text is greedy's.
+    for (const extra of [{ top_k: 1 }, { min_p: 1 }]) {
+      const r = await client.completions.create({ model: id, prompt: PROMPTS[0], max_tokens: N_NEW, temperature: 1, seed: 7,
+                                                  ...extra });
+      check(r.choices[0].text === cli[0].text, `${JSON.stringify(extra)} at temperature 1 gives greedy's text`,
+            `${JSON.stringify(r.choices[0].text)} vs ${JSON.stringify(cli[0].text)}`);
+    }
+
     // The bounded load test.
     const load = await execFileP('node', [`${repo}/tools/serve_load.mjs`, '--url', s.url, '--requests', '16', '--concurrency', '8',
                                           '--max-tokens', '8'], { maxBuffer: 1 << 20 }).catch((e) => e);

@@ -71,11 +71,28 @@ static void defaults_are_openai_s(void **state)
     assert_string_equal(q.model, "");
     assert_int_equal(q.gen.max_tokens, 0);
     assert_true(q.gen.sampling.temperature == 1.0f && q.gen.sampling.top_p == 1.0f);
+    /* the full distribution: no extension sampler narrows it unless asked */
+    assert_int_equal(q.gen.sampling.top_k, 0);
+    assert_true(q.gen.sampling.min_p == 0.0f && q.gen.sampling.repeat_penalty == 1.0f);
     assert_false(q.has_seed);
     assert_false(q.gen.stream);
     assert_int_equal(q.gen.n_stop, 1);
     assert_string_equal(q.gen.stop[0], "\n");
     assert_false(q.gen.press.has_press || q.gen.press.has_compression || q.gen.press.has_vector);
+    vkv_gen_request_free(&q.gen);
+}
+
+/* llama-server's extension samplers are honoured under its names. */
+static void extension_samplers_parse(void **state)
+{
+    (void)state;
+    vkv_oai_request q;
+    vkv_oai_error err;
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"top_k\": 5, \"min_p\": 0.1, \"repeat_penalty\": 1.3}",
+                      &q, &err));
+    assert_int_equal(q.gen.sampling.top_k, 5);
+    assert_true(q.gen.sampling.min_p == 0.1f && q.gen.sampling.repeat_penalty == 1.3f);
+    assert_true(q.gen.sampling.temperature == 1.0f && q.gen.sampling.top_p == 1.0f);
     vkv_gen_request_free(&q.gen);
 }
 
@@ -106,6 +123,11 @@ static const struct bad_case {
     const char *body, *param, *says;
 } bad_cases[] = {
     {VKV_OAI_CHAT, "{\"messages\": [", "", "parse"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"top_k\": -1}", "top_k", "[0,"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"top_k\": 1.5}", "top_k", "integer"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"min_p\": 1.5}", "min_p", "[0, 1]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"min_p\": \"x\"}", "min_p", "number"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"repeat_penalty\": 0}", "repeat_penalty", "(0, 10]"},
     {VKV_OAI_CHAT, "[1]", "", "object"},
     {VKV_OAI_CHAT, "{\"messages\": \"\xff\"}", "", "UTF-8"}, /* a raw 0xff byte */
     {VKV_OAI_CHAT, "{}", "messages", "required"},
@@ -452,6 +474,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(chat_request_parses),
         cmocka_unit_test(defaults_are_openai_s),
+        cmocka_unit_test(extension_samplers_parse),
         cmocka_unit_test(completion_prompts_parse),
         cmocka_unit_test(bad_bodies_name_their_param),
         cmocka_unit_test(responses_are_openai_s),
