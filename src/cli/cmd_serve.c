@@ -20,10 +20,10 @@
 typedef struct serve_opts {
     cli_model_opts mo;
     cli_press_opts po;
-    const char *host, *api_key;
+    const char *host, *api_key, *alias;
     int64_t port, max_seqs, queue, max_body;
     double kv_budget_mib;
-    bool quiet, no_prefix_cache;
+    bool quiet, no_prefix_cache, strict_model;
     const vkv_press_ops *press;
 } serve_opts;
 
@@ -52,6 +52,12 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
          .help = "require 'Authorization: Bearer KEY' on /v1/ (default: VKVECTOR_API_KEY, else none)"},
         {.type = CLI_I64, .names = "--max-body", .metavar = "BYTES", .dest = &o->max_body, .min = 1024, .max = 64 << 20,
          .help = "larger request bodies are refused with 413 (default 4 MiB, at most 64 MiB)"},
+        {.type = CLI_STR, .names = "--alias", .metavar = "NAME[,NAME]", .dest = &o->alias,
+         .help = "the model ids /v1/models lists, the first answering requests that name none\n"
+                 "(default: the model's file name)"},
+        {.type = CLI_FLAG, .names = "--strict-model", .dest = &o->strict_model,
+         .help = "a request naming a model not listed gets 404 (default: any name is served, as\n"
+                 "llama-server serves it)"},
         {.type = CLI_FLAG, .names = "--quiet", .dest = &o->quiet, .help = "no line per request and pool change on stderr"},
         {.type = CLI_FLAG, .names = "--no-prefix-cache", .dest = &o->no_prefix_cache,
          .help = "keep no finished prompt's cache for the prompts that start with it"},
@@ -147,7 +153,7 @@ int cmd_serve(int argc, char **argv)
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
     /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
-                          .log = !o.quiet, .max_connections = (unsigned)(o.max_seqs + o.queue + 32)};
+                          .log = !o.quiet, .alias = o.alias, .strict_model = o.strict_model, .max_connections = (unsigned)(o.max_seqs + o.queue + 32)};
     if ((st = vkv_http_start(&hp, e, &http))) goto out;
     bool v6 = strchr(o.host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
     fprintf(stderr, "vkvector serve: listening on http://%s%s%s:%u (model %s, up to %lld sequences at once)\n",

@@ -34,10 +34,16 @@ static const char *const route_label[R_COUNT] = {
 
 #define MAX_COUNTS 96
 
+#define MAX_ALIASES 8
+
 struct vkv_http_server {
     struct MHD_Daemon *d;
     vkv_engine *e;
     char *api_key;
+    char *alias_text;            /* --alias, its commas made NULs */
+    const char *names[MAX_ALIASES]; /* the model ids served; names[0] answers requests naming none */
+    size_t n_names;
+    bool strict_model;
     size_t max_body;
     unsigned idle_timeout_s;
     bool log;
@@ -71,6 +77,7 @@ typedef struct req {
     /* a stream */
     vkv_oai_meta meta;
     char id[48];
+    char model[256];             /* the model the responses name */
     vkv_strbuf out;              /* bytes ready for the client, from out_off */
     size_t out_off;
     bool out_end;                /* nothing more after `out` */
@@ -398,10 +405,18 @@ static enum MHD_Result detokenize(req *r)
     return send_json(r, 200, &b);
 }
 
+static bool served(const vkv_http_server *s, const char *name)
+{
+    for (size_t i = 0; i < s->n_names; i++)
+        if (!strcmp(s->names[i], name)) return true;
+    return false;
+}
+
 static enum MHD_Result props(req *r)
 {
     vkv_engine_props p;
     vkv_engine_get_props(r->srv->e, &p);
+    p.model_id = r->srv->names[0];
     vkv_strbuf b = {0};
     vkv_oai_write_props(&b, &p);
     return send_json(r, 200, &b);
@@ -419,13 +434,16 @@ static enum MHD_Result generate(req *r)
     if (!vkv_oai_parse(route, r->body.p ? r->body.p : "", r->body.n, &q, &err)) return send_error(r, &err, NULL);
     free(r->body.p);
     r->body = (vkv_strbuf){0};
-    const char *model = vkv_engine_model_id(s->e);
-    if (q.model[0] && strcmp(q.model, model)) {
+    /* One model is served: any name is taken, as llama-server takes it, and
+     * answered under that name; --strict-model refuses names not listed. */
+    if (q.model[0] && s->strict_model && !served(s, q.model)) {
         vkv_oai_error_set(&err, 404, "invalid_request_error", "model", "model_not_found",
-                          "The model '%s' does not exist (this server serves '%s')", q.model, model);
+                          "The model '%s' does not exist (this server serves '%s')", q.model, s->names[0]);
         vkv_gen_request_free(&q.gen);
         return send_error(r, &err, NULL);
     }
+    snprintf(r->model, sizeof r->model, "%s", q.model[0] ? q.model : s->names[0]);
+    const char *model = r->model;
     if (!q.has_seed) q.gen.sampling.seed = random_seed();
     bool stream = q.gen.stream;
 
@@ -557,20 +575,19 @@ static enum MHD_Result respond(req *r)
     if (r->route == R_TOKENIZE) return tokenize(r);
     if (r->route == R_DETOKENIZE) return detokenize(r);
     if (r->route == R_PROPS) return props(r);
-    const char *model = vkv_engine_model_id(s->e);
     vkv_strbuf b = {0};
     if (r->route == R_MODELS) {
-        vkv_oai_write_models(&b, model, s->created);
+        vkv_oai_write_models(&b, s->names, s->n_names, s->created);
         return send_json(r, 200, &b);
     }
     if (r->route == R_MODEL) {
         const char *id = r->url + strlen("/v1/models/");
-        if (strcmp(id, model)) {
+        if (!served(s, id)) {
             vkv_oai_error_set(&err, 404, "invalid_request_error", "model", "model_not_found",
                               "The model '%s' does not exist", id);
             return send_error(r, &err, NULL);
         }
-        vkv_oai_write_model(&b, model, s->created);
+        vkv_oai_write_model(&b, id, s->created);
         return send_json(r, 200, &b);
     }
     return generate(r);
@@ -660,6 +677,25 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- start and stop ---- */
 
+/* --alias NAME[,NAME...]: each name non-empty, printable, at most 255 bytes. */
+static vkv_status set_aliases(vkv_http_server *s, const char *list)
+{
+    if (!(s->alias_text = strdup(list))) return vkv_error(VKV_ERR_OOM, "serve: out of memory");
+    for (char *name = s->alias_text, *next; name; name = next) {
+        next = strchr(name, ',');
+        if (next) *next++ = '\0';
+        size_t n = strlen(name);
+        bool printable = n > 0 && n < 256;
+        for (size_t i = 0; i < n && printable; i++) printable = (unsigned char)name[i] > 0x20 && name[i] != 0x7f;
+        if (!printable)
+            return vkv_error(VKV_ERR_ARG, "--alias '%s': each name must be 1 to 255 bytes without spaces or "
+                             "control characters", list);
+        if (s->n_names == MAX_ALIASES) return vkv_error(VKV_ERR_ARG, "--alias: at most %d names", MAX_ALIASES);
+        s->names[s->n_names++] = name;
+    }
+    return VKV_OK;
+}
+
 vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_server **out)
 {
     *out = NULL;
@@ -688,6 +724,14 @@ vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_serv
         freeaddrinfo(ai);
         vkv_http_stop(s);
         return vkv_error(VKV_ERR_OOM, "serve: out of memory");
+    }
+    s->strict_model = p->strict_model;
+    vkv_status st = p->alias ? set_aliases(s, p->alias) : VKV_OK;
+    if (!p->alias) s->names[s->n_names++] = vkv_engine_model_id(e);
+    if (st) {
+        freeaddrinfo(ai);
+        vkv_http_stop(s);
+        return st;
     }
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -728,5 +772,6 @@ void vkv_http_stop(vkv_http_server *s)
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s->api_key);
+    free(s->alias_text);
     free(s);
 }

@@ -33,6 +33,8 @@ typedef struct vkv_http_params {
     unsigned idle_timeout_s; /* an idle keep-alive connection is closed after this; 0: 60 */
     unsigned max_connections;/* 0: 256 (one thread each) */
     bool log;                /* one line per request on stderr */
+    const char *alias;       /* "NAME[,NAME...]": the model ids /v1/models lists; NULL: the engine's */
+    bool strict_model;       /* a request naming another model gets 404 (else any model is served) */
 } vkv_http_params;
 
 typedef struct vkv_http_server vkv_http_server;

@@ -730,7 +730,7 @@ static void write_model_obj(vkv_json_writer *w, const char *model_id, int64_t cr
     vkv_json_end_object(w);
 }
 
-void vkv_oai_write_models(vkv_strbuf *out, const char *model_id, int64_t created)
+void vkv_oai_write_models(vkv_strbuf *out, const char *const *model_ids, size_t n_ids, int64_t created)
 {
     jout j;
     if (!jout_open(&j, out)) return;
@@ -739,7 +739,7 @@ void vkv_oai_write_models(vkv_strbuf *out, const char *model_id, int64_t created
     vkv_json_str(&j.w, "list");
     vkv_json_key(&j.w, "data");
     vkv_json_begin_array(&j.w);
-    write_model_obj(&j.w, model_id, created);
+    for (size_t i = 0; i < n_ids; i++) write_model_obj(&j.w, model_ids[i], created);
     vkv_json_end_array(&j.w);
     vkv_json_end_object(&j.w);
     jout_close(&j, out);

@@ -79,7 +79,8 @@ void vkv_oai_write_finish_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vk
 /* With include_usage: "choices": [] and the usage. */
 void vkv_oai_write_usage_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done);
 /* GET /v1/models (a list of one) and GET /v1/models/{id}. */
-void vkv_oai_write_models(vkv_strbuf *out, const char *model_id, int64_t created);
+/* The list of the model ids served (--alias, else the model's). */
+void vkv_oai_write_models(vkv_strbuf *out, const char *const *model_ids, size_t n_ids, int64_t created);
 void vkv_oai_write_model(vkv_strbuf *out, const char *model_id, int64_t created);
 /* {"error": {"message", "type", "param", "code"}} */
 void vkv_oai_write_error(vkv_strbuf *out, const vkv_oai_error *err);

@@ -92,6 +92,7 @@ expect 2 "need --press NAME" -- bounded "$vkv" serve --compression 0.5
 expect 2 "--compress-every needs --press NAME" -- bounded "$vkv" serve --decoding kvpress
 expect 1 "the KV pool .* cannot hold one sequence" -- bounded "$vkv" serve -m "$model" --port 0 --kv-budget 0.0001
 expect 1 "--kv-budget .* MiB is larger than the .* MiB heap of device" -- bounded "$vkv" serve -m "$model" --port 0 --kv-budget 1000000000
+expect 1 "--alias .a,,b.: each name must be 1 to 255 bytes" -- bounded "$vkv" serve -m "$model" --port 0 --alias a,,b
 expect 1 "cannot listen on not-a-host" -- bounded "$vkv" serve -m "$model" --port 0 --host not-a-host
 expect 1 "VKVECTOR_SERVE_FAULT is 'decode:N\[,M...\]'.*not 'decode:0'" -- bounded env VKVECTOR_SERVE_FAULT=decode:0 "$vkv" serve -m "$model" --port 0
 expect 1 "VKVECTOR_SERVE_FAULT is .*'prefill:N\[,M...\]'.*not 'prefill:x'" -- bounded env VKVECTOR_SERVE_FAULT=prefill:x "$vkv" serve -m "$model" --port 0

@@ -55,7 +55,9 @@ async function caught(p) {
 }
 
 async function main() {
-  const srv = await start(['--api-key', 'test-key', '--max-body', '65536', '--max-in-flight', '3', '--delay-ms', '15']);
+  // --strict-model: a request naming another model gets 404 (by default any name is served)
+  const srv = await start(['--api-key', 'test-key', '--max-body', '65536', '--max-in-flight', '3', '--delay-ms', '15',
+                           '--strict-model']);
   const client = new OpenAI({ apiKey: 'test-key', baseURL: `${srv.base}/v1`, maxRetries: 0, timeout: 20000 });
   const user = (content) => [{ role: 'user', content }];
 

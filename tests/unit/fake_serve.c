@@ -24,6 +24,10 @@ int main(int argc, char **argv)
             hp.log = true;
             continue;
         }
+        if (!strcmp(a, "--strict-model")) {
+            hp.strict_model = true;
+            continue;
+        }
         if (!v) {
             fprintf(stderr, "fake_serve: %s wants a value\n", a);
             return 2;
@@ -36,6 +40,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--max-in-flight")) fp.max_in_flight = (unsigned)atoi(v);
         else if (!strcmp(a, "--delay-ms")) fp.delay_ms = (unsigned)atoi(v);
         else if (!strcmp(a, "--model-id")) fp.model_id = v;
+        else if (!strcmp(a, "--alias")) hp.alias = v;
         else {
             fprintf(stderr, "fake_serve: unknown option %s\n", a);
             return 2;

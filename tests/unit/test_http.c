@@ -33,17 +33,22 @@ typedef struct server {
 
 static unsigned idle_timeout_s; /* 0: the front's default */
 
-static server start(const char *api_key, size_t max_body, unsigned max_in_flight, unsigned delay_ms)
+static server start_with(const vkv_http_params *hp, unsigned max_in_flight, unsigned delay_ms)
 {
     server sv;
     fake_engine_params fp = {.model_id = "fake-model", .max_in_flight = max_in_flight, .delay_ms = delay_ms};
     sv.e = fake_engine_create(&fp);
     assert_non_null(sv.e);
-    vkv_http_params hp = {.api_key = api_key, .max_body = max_body, .idle_timeout_s = idle_timeout_s};
-    if (vkv_http_start(&hp, sv.e, &sv.s)) fail_msg("%s", vkv_last_error());
+    if (vkv_http_start(hp, sv.e, &sv.s)) fail_msg("%s", vkv_last_error());
     sv.port = vkv_http_port(sv.s);
     assert_true(sv.port > 0);
     return sv;
+}
+
+static server start(const char *api_key, size_t max_body, unsigned max_in_flight, unsigned delay_ms)
+{
+    vkv_http_params hp = {.api_key = api_key, .max_body = max_body, .idle_timeout_s = idle_timeout_s};
+    return start_with(&hp, max_in_flight, delay_ms);
 }
 
 static void stop(server *sv)
@@ -127,6 +132,48 @@ static void expect(const char *resp, int status, const char *has)
 
 static const char chat[] = "{\"model\":\"fake-model\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}]}";
 
+/* --alias lists the ids; --strict-model refuses the others. */
+static void aliases_and_strict_model(void **state)
+{
+    (void)state;
+    vkv_http_params hp = {.alias = "llama-3,gpt-4o", .strict_model = true, .idle_timeout_s = idle_timeout_s};
+    server sv = start_with(&hp, 4, 0);
+    char *r;
+    expect(r = request(sv.port, "GET", "/v1/models", NULL, NULL), 200, "\"id\":\"llama-3\"");
+    assert_non_null(strstr(r, "\"id\":\"gpt-4o\""));
+    assert_null(strstr(r, "fake-model"));
+    free(r);
+    expect(r = request(sv.port, "GET", "/v1/models/gpt-4o", NULL, NULL), 200, "\"id\":\"gpt-4o\"");
+    free(r);
+    expect(r = request(sv.port, "GET", "/v1/models/fake-model", NULL, NULL), 404, "model_not_found");
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL,
+                       "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"),
+           200, "\"model\":\"gpt-4o\"");
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/completions", NULL, "{\"prompt\":\"a b\"}"), 200, "\"model\":\"llama-3\"");
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL,
+                       "{\"model\":\"other\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"),
+           404, "this server serves 'llama-3'");
+    free(r);
+    expect(r = request(sv.port, "GET", "/props", NULL, NULL), 200, "\"model_alias\":\"llama-3\"");
+    free(r);
+    stop(&sv);
+
+    /* names that cannot be ids are refused at start */
+    const char *bad[] = {"a,,b", "", "with space", "a,b,c,d,e,f,g,h,i"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fake_engine_params fp = {.model_id = "fake-model"};
+        vkv_engine *e = fake_engine_create(&fp);
+        vkv_http_server *s = NULL;
+        vkv_http_params p = {.alias = bad[i]};
+        if (!vkv_http_start(&p, e, &s)) fail_msg("--alias '%s' accepted", bad[i]);
+        assert_non_null(strstr(vkv_last_error(), "--alias"));
+        vkv_engine_free(e);
+    }
+}
+
 static void routes_and_statuses(void **state)
 {
     (void)state;
@@ -151,9 +198,10 @@ static void routes_and_statuses(void **state)
     expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL, "{\"messages\":[],\"model\":\"fake-model\"}"), 400,
            "\"param\":\"messages\"");
     free(r);
+    /* one model served: any name is taken and answered under that name, as llama-server does */
     expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL,
                        "{\"model\":\"gpt-4o\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}"),
-           404, "\"code\":\"model_not_found\"");
+           200, "\"model\":\"gpt-4o\"");
     free(r);
     expect(r = request(sv.port, "GET", "/v1/nothing", NULL, NULL), 404, "Invalid URL (GET /v1/nothing)");
     free(r);
@@ -170,7 +218,7 @@ static void routes_and_statuses(void **state)
     assert_null(strstr(r, "text/event-stream"));
     free(r);
     expect(r = request(sv.port, "GET", "/metrics", NULL, NULL), 200,
-           "vkvector_http_requests_total{route=\"/v1/chat/completions\",status=\"404\"} 1");
+           "vkvector_http_requests_total{route=\"/v1/models/{id}\",status=\"404\"} 1");
     assert_non_null(strstr(r, "Content-Type: text/plain; version=0.0.4"));
     assert_non_null(strstr(r, "fake_engine_submitted_total"));
     free(r);
@@ -350,6 +398,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(routes_and_statuses),
+        cmocka_unit_test(aliases_and_strict_model),
         cmocka_unit_test(body_over_the_cap),
         cmocka_unit_test(api_key),
         cmocka_unit_test(full_queue_and_disconnect),

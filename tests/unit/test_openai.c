@@ -332,11 +332,13 @@ static void models_and_errors(void **state)
 {
     (void)state;
     vkv_strbuf b = {0};
-    vkv_oai_write_models(&b, "llama", 3);
+    const char *const ids[] = {"llama", "gpt-4o"};
+    vkv_oai_write_models(&b, ids, 2, 3);
     vkv_json_doc *d = parsed(&b);
     const vkv_json *r = vkv_json_root(d);
     assert_string_equal(at(r, "object")->string, "list");
     assert_string_equal(at(r, "data.0.id")->string, "llama");
+    assert_string_equal(at(r, "data.1.id")->string, "gpt-4o");
     assert_string_equal(at(r, "data.0.object")->string, "model");
     assert_string_equal(at(r, "data.0.owned_by")->string, "vkvector");
     vkv_json_free(d);
