@@ -726,8 +726,9 @@ vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_serv
         return vkv_error(VKV_ERR_OOM, "serve: out of memory");
     }
     s->strict_model = p->strict_model;
-    vkv_status st = p->alias ? set_aliases(s, p->alias) : VKV_OK;
-    if (!p->alias) s->names[s->n_names++] = vkv_engine_model_id(e);
+    vkv_status st = VKV_OK;
+    if (p->alias) st = set_aliases(s, p->alias);
+    else s->names[s->n_names++] = vkv_engine_model_id(e);
     if (st) {
         freeaddrinfo(ai);
         vkv_http_stop(s);

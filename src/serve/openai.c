@@ -352,6 +352,18 @@ static vkv_sampler_params sampling_defaults(void)
     return p;
 }
 
+/* A sampler's number in [lo, hi], or (lo, hi] when lo_open. */
+static bool get_sampler_value(const vkv_json *v, const char *param, double lo, bool lo_open, double hi, float *out,
+                              vkv_oai_error *err)
+{
+    double d = 0;
+    if (!get_number(v, param, &d, err)) return false;
+    if (!((lo_open ? d > lo : d >= lo) && d <= hi))
+        return bad(err, param, "'%s' must be in %c%g, %g] (got %g)", param, lo_open ? '(' : '[', lo, hi, d);
+    *out = (float)d;
+    return true;
+}
+
 /* The fields both routes share. */
 static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error *err)
 {
@@ -376,32 +388,18 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         g->max_tokens = (uint32_t)n;
     }
     g->sampling = sampling_defaults();
-    double d = 0;
-    if ((v = field(root, "temperature"))) {
-        if (!get_number(v, "temperature", &d, err)) return false;
-        if (!(d >= 0 && d <= 2)) return bad(err, "temperature", "'temperature' must be in [0, 2] (got %g)", d);
-        g->sampling.temperature = (float)d;
-    }
-    if ((v = field(root, "top_p"))) {
-        if (!get_number(v, "top_p", &d, err)) return false;
-        if (!(d > 0 && d <= 1)) return bad(err, "top_p", "'top_p' must be in (0, 1] (got %g)", d);
-        g->sampling.top_p = (float)d;
-    }
+    if ((v = field(root, "temperature")) && !get_sampler_value(v, "temperature", 0, false, 2, &g->sampling.temperature, err))
+        return false;
+    if ((v = field(root, "top_p")) && !get_sampler_value(v, "top_p", 0, true, 1, &g->sampling.top_p, err)) return false;
     /* llama-server's extension samplers, under its names and meanings */
     if ((v = field(root, "top_k"))) {
         if (!get_int(v, "top_k", 0, INT32_MAX, &n, err)) return false;
         g->sampling.top_k = (int32_t)n;
     }
-    if ((v = field(root, "min_p"))) {
-        if (!get_number(v, "min_p", &d, err)) return false;
-        if (!(d >= 0 && d <= 1)) return bad(err, "min_p", "'min_p' must be in [0, 1] (got %g)", d);
-        g->sampling.min_p = (float)d;
-    }
-    if ((v = field(root, "repeat_penalty"))) {
-        if (!get_number(v, "repeat_penalty", &d, err)) return false;
-        if (!(d > 0 && d <= 10)) return bad(err, "repeat_penalty", "'repeat_penalty' must be in (0, 10] (got %g)", d);
-        g->sampling.repeat_penalty = (float)d;
-    }
+    if ((v = field(root, "min_p")) && !get_sampler_value(v, "min_p", 0, false, 1, &g->sampling.min_p, err)) return false;
+    if ((v = field(root, "repeat_penalty")) &&
+        !get_sampler_value(v, "repeat_penalty", 0, true, 10, &g->sampling.repeat_penalty, err))
+        return false;
     if ((v = field(root, "seed"))) {
         /* OpenAI's seed is a 64-bit integer (the largest double below 2^63 is the top) */
         if (!get_int(v, "seed", -9223372036854775808.0, 9223372036854774784.0, &n, err)) return false;

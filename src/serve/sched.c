@@ -140,7 +140,6 @@ struct vkv_engine {
     unsigned long long next_id;
     uint64_t pool_used;
     vkv_mem_stats mem;          /* the device's memory as the scheduler last saw it (for /metrics) */
-    bool reserved;              /* the pool's memory is set aside (vkv_memory_reserve) */
     uint64_t outcomes[N_OUTCOMES];
     uint64_t prompt_tokens, gen_tokens, prefill_compressions, decode_compressions;
     uint64_t step_hist[N_STEP_BUCKETS + 1];
@@ -1497,6 +1496,12 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
         free(e);
         return st;
     }
+    const char *fault = getenv("VKVECTOR_SERVE_FAULT");
+    if (fault && *fault && (st = parse_faults(e, fault))) {
+        vkv_ctx_free(e->scratch_owner);
+        free(e);
+        return st;
+    }
     /* The pool is allocated here, once: every sequence's cache, its attention
      * partials and its compression's buffers are suballocated from it
      * (docs/SERVE.md, "How it works"). */
@@ -1510,14 +1515,7 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
         free(e);
         return st;
     }
-    e->reserved = true;
     e->mem = vkv_gpu_mem_stats(s->gpu);
-    const char *fault = getenv("VKVECTOR_SERVE_FAULT");
-    if (fault && *fault && (st = parse_faults(e, fault))) {
-        vkv_ctx_free(e->scratch_owner);
-        free(e);
-        return st;
-    }
     e->chat = s->chat;
     if (e->chat == VKV_CHAT_UNKNOWN) {
         e->chat = VKV_CHAT_CHATML;
@@ -1590,7 +1588,7 @@ void vkv_engine_free(vkv_engine *e)
     free(e->bos_text);
     free(e->eos_text);
     vkv_ctx_free(e->scratch_owner); /* after the thread: every borrower is gone */
-    if (e->reserved) vkv_memory_release_reserve(e->s->gpu);
+    vkv_memory_release_reserve(e->s->gpu); /* the pool, reserved before anything could call this */
     free(e);
 }
 

@@ -130,7 +130,6 @@ typedef struct vkv_mem_stats {
     uint32_t n_blocks;
     uint64_t device_heap_bytes;      /* size of the heap device-kind buffers come from */
     uint64_t n_allocations;          /* vkAllocateMemory calls so far, every kind */
-    uint64_t device_bytes_reserved;  /* set aside up front by vkv_memory_reserve */
 } vkv_mem_stats;
 vkv_mem_stats vkv_gpu_mem_stats(const vkv_gpu *gpu);
 /* Allocates device memory for `bytes` of later buffers at once (a server's KV

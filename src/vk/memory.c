@@ -158,7 +158,6 @@ vkv_status vkv_memory_reserve(vkv_gpu *gpu, uint64_t bytes, const char *what)
         if (st) return st;
         blk->pool = true;
     }
-    gpu->stats.device_bytes_reserved += bytes;
     return VKV_OK;
 }
 
@@ -180,7 +179,6 @@ void vkv_memory_release_reserve(vkv_gpu *gpu)
         gpu->blocks[kept++] = b;
     }
     gpu->n_blocks = kept;
-    gpu->stats.device_bytes_reserved = 0;
 }
 
 vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, const char *what, vkv_buffer **out)
