@@ -1,7 +1,9 @@
 /* vkvector perplexity: mean negative log-likelihood of text under the model,
  * in windows that each start at position 0 with BOS, and the loss by position
  * (does the model use long context?). With --eval-json it recomputes the
- * windows a training recipe stored and compares with the recipe's numbers. */
+ * windows a training recipe stored and compares with the recipe's numbers.
+ * --token-logprobs writes each window's ids and per-token log-probabilities
+ * (what `vkvector serve`'s echo with logprobs returns for the same ids). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,11 +13,13 @@
 #include "cli/cli.h"
 #include "cli/options.h"
 #include "core/json.h"
+#include "core/json_write.h"
+#include "core/out_file.h"
 #include "session/session.h"
 
 typedef struct ppl_opts {
     cli_model_opts mo;         /* --ctx 0: the model's context; --kv-type f32 by default */
-    const char *text_path, *eval_path, *text_root;
+    const char *text_path, *eval_path, *text_root, *logprobs_path;
     int64_t start_byte, max_windows;
     double tolerance;
     int64_t abl_tail, abl_short;   /* --ablation T:S */
@@ -60,6 +64,9 @@ static int parse_ppl_options(int argc, char **argv, ppl_opts *o)
          .help = "also score the last T predictions of each window with only S tokens\n"
                  "of context before them ([BOS] + S + T tokens): the loss the model\n"
                  "loses without its long context (same text, less context)"},
+        {.type = CLI_STR, .names = "--token-logprobs", .metavar = "FILE", .dest = &o->logprobs_path,
+         .help = "with --text: write one JSON line per window, {\"window\", \"ids\",\n"
+                 "\"logprobs\"}: log p(ids[i] | ids[..i]), null for the first"},
         CLI_KV_TYPE_OPTIONS_DEFAULT(o->mo, "f32"),
         CLI_DEVICE_OPTION(o->mo.device),
     };
@@ -69,6 +76,7 @@ static int parse_ppl_options(int argc, char **argv, ppl_opts *o)
     if (ablation && !parse_ablation(ablation, &o->abl_tail, &o->abl_short))
         return cli_usage_error("perplexity", "--ablation wants T:S with positive integers, got '%s'", ablation);
     if (!!o->text_path == !!o->eval_path) return cli_usage_error("perplexity", "give exactly one of --text and --eval-json");
+    if (o->logprobs_path && !o->text_path) return cli_usage_error("perplexity", "--token-logprobs goes with --text");
     return -1;
 }
 
@@ -207,8 +215,32 @@ static void print_text_report(const ppl_opts *o, const ppl_scratch *sc, size_t n
                abl_cut / abl_n - abl_full / abl_n);
 }
 
+/* One --token-logprobs line: the window's ids and each one's log-probability. */
+static void write_window_logprobs(FILE *f, size_t w, const int32_t *ids, size_t n, const double *pos_nll)
+{
+    vkv_json_writer jw;
+    vkv_json_init(&jw, f, false);
+    vkv_json_begin_object(&jw);
+    vkv_json_key(&jw, "window");
+    vkv_json_uint(&jw, w);
+    vkv_json_key(&jw, "ids");
+    vkv_json_begin_array(&jw);
+    for (size_t i = 0; i < n; i++) vkv_json_int(&jw, ids[i]);
+    vkv_json_end_array(&jw);
+    vkv_json_key(&jw, "logprobs");
+    vkv_json_begin_array(&jw);
+    for (size_t i = 0; i < n; i++) {
+        if (i) vkv_json_num(&jw, -pos_nll[i - 1]);
+        else vkv_json_null(&jw);
+    }
+    vkv_json_end_array(&jw);
+    vkv_json_end_object(&jw);
+    fputc('\n', f);
+}
+
 /* --text: windows of n_ctx tokens, each from position 0 with BOS. */
-static vkv_status score_text(vkv_session *s, const ppl_opts *o, const int32_t *all, size_t n_all, ppl_scratch *sc)
+static vkv_status score_text(vkv_session *s, const ppl_opts *o, const int32_t *all, size_t n_all, ppl_scratch *sc,
+                             FILE *logprobs)
 {
     int64_t n_ctx = o->mo.n_ctx, abl_tail = o->abl_tail, abl_short = o->abl_short;
     int32_t bos = vkv_tokenizer_bos(s->tok);
@@ -223,6 +255,7 @@ static vkv_status score_text(vkv_session *s, const ppl_opts *o, const int32_t *a
         memcpy(ids + k, all + off, per * sizeof *ids);
         double sum;
         if ((st = score(s, ids, (uint32_t)n_ctx, sc->logits, &sum, sc->pos_nll))) break;
+        if (logprobs) write_window_logprobs(logprobs, n_windows, ids, (size_t)n_ctx, sc->pos_nll);
         for (int64_t p = 0; p + 1 < n_ctx; p++) { sc->pos_sum[p] += sc->pos_nll[p]; sc->pos_cnt[p]++; }
         total += sum;
         total_n += (size_t)n_ctx - 1;
@@ -275,9 +308,12 @@ int cmd_perplexity(int argc, char **argv)
     ppl_scratch sc = {0};
     int32_t *all = NULL;
     size_t n_all = 0;
+    vkv_out lp_out = {0};
     rc = 1;
     vkv_status st;
-    if ((o.eval_path && (st = vkv_json_parse_file(o.eval_path, &doc))) || (st = vkv_session_open(&sp, &s))) goto out;
+    if ((o.logprobs_path && (st = vkv_out_check("--token-logprobs", o.logprobs_path))) ||
+        (o.eval_path && (st = vkv_json_parse_file(o.eval_path, &doc))) || (st = vkv_session_open(&sp, &s)))
+        goto out;
     if (!o.mo.n_ctx) o.mo.n_ctx = s->model->hp.n_ctx_train;
     if (doc && (st = eval_json_windows(doc, o.eval_path, &o.mo.n_ctx, &windows))) goto out;
     vkv_ctx_params cp = {.n_ctx = (uint32_t)o.mo.n_ctx, .n_batch = 512, .k_type = cli_k_dtype(&o.mo), .v_type = cli_v_dtype(&o.mo)};
@@ -292,8 +328,12 @@ int cmd_perplexity(int argc, char **argv)
         goto out;
     }
     if (doc) rc = check_recipe(s, &o, doc, windows, &sc, &st);
-    else if (!(st = tokenize_text(s, &o, &all, &n_all)) && !(st = score_text(s, &o, all, n_all, &sc))) rc = 0;
+    else if (!(st = tokenize_text(s, &o, &all, &n_all)) &&
+             !(o.logprobs_path && (st = vkv_out_open(&lp_out, o.logprobs_path))) &&
+             !(st = score_text(s, &o, all, n_all, &sc, lp_out.f)) && !(o.logprobs_path && (st = vkv_out_commit(&lp_out))))
+        rc = 0;
 out:
+    vkv_out_drop(&lp_out);
     if (st) rc = cli_fail("perplexity", st);
     free(all);
     free(sc.logits);

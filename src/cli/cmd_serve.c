@@ -20,17 +20,18 @@
 typedef struct serve_opts {
     cli_model_opts mo;
     cli_press_opts po;
-    const char *host, *api_key, *alias;
-    int64_t port, max_seqs, queue, max_body;
+    const char *host, *api_key, *alias, *cors;
+    int64_t port, max_seqs, queue, max_body, timeout_s, max_connections;
     double kv_budget_mib;
-    bool quiet, no_prefix_cache, strict_model;
+    bool quiet, no_prefix_cache, strict_model, metrics_public, max_connections_given;
     const vkv_press_ops *press;
 } serve_opts;
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_serve_options(int argc, char **argv, serve_opts *o)
 {
-    *o = (serve_opts){.host = "127.0.0.1", .port = 8080, .max_seqs = 16, .queue = 64, .max_body = 4 << 20};
+    *o = (serve_opts){.host = "127.0.0.1", .port = 8080, .max_seqs = 16, .queue = 64, .max_body = 4 << 20,
+                      .timeout_s = 60};
     cli_model_opts_init(&o->mo);
     cli_press_opts_init(&o->po);
     const cli_opt opts[] = {
@@ -49,9 +50,22 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
         {.type = CLI_I64, .names = "--queue", .metavar = "N", .dest = &o->queue, .min = 1, .max = 1 << 20,
          .help = "requests waiting for a place beyond those; more get 429 (default 64)"},
         {.type = CLI_STR, .names = "--api-key", .metavar = "KEY", .dest = &o->api_key,
-         .help = "require 'Authorization: Bearer KEY' on /v1/ (default: VKVECTOR_API_KEY, else none)"},
+         .help = "require 'Authorization: Bearer KEY' on /v1/, llama-server's routes and /metrics\n"
+                 "(default: VKVECTOR_API_KEY, else none)"},
+        {.type = CLI_FLAG, .names = "--metrics-public", .dest = &o->metrics_public,
+         .help = "serve /metrics without the API key (for a scraper that has none)"},
+        {.type = CLI_STR, .names = "--cors", .metavar = "ORIGIN", .dest = &o->cors,
+         .help = "let web pages from ORIGIN (SCHEME://HOST[:PORT], or '*' for any) call the server:\n"
+                 "answer CORS preflights (OPTIONS) and allow ORIGIN on every response (default: off)"},
         {.type = CLI_I64, .names = "--max-body", .metavar = "BYTES", .dest = &o->max_body, .min = 1024, .max = 64 << 20,
          .help = "larger request bodies are refused with 413 (default 4 MiB, at most 64 MiB)"},
+        {.type = CLI_I64, .names = "--timeout", .metavar = "S", .dest = &o->timeout_s, .min = 1, .max = 86400,
+         .help = "close a connection idle for S seconds (default 60; a request waiting on\n"
+                 "generation is not idle)"},
+        {.type = CLI_I64, .names = "--max-connections", .metavar = "N", .dest = &o->max_connections, .min = 1,
+         .max = VKV_HTTP_MAX_CONNECTIONS, .given = &o->max_connections_given,
+         .help = "connections served at once, a thread each; a request on one more gets 503\n"
+                 "with Retry-After (default: --max-seqs + --queue + 32)"},
         {.type = CLI_STR, .names = "--alias", .metavar = "NAME[,NAME]", .dest = &o->alias,
          .help = "the model ids /v1/models lists, the first answering requests that name none\n"
                  "(default: the model's file name)"},
@@ -85,6 +99,13 @@ static int check_serve_options(serve_opts *o)
     if (o->mo.k_type >= 0 || o->mo.v_type >= 0)
         return cli_usage_error("serve", "--k-type / --v-type are not served: give --kv-type (one type for K and V)");
     if (o->po.n_pas > 1) return cli_usage_error("serve", "--pa takes one value here");
+    if (o->cors && !vkv_http_origin_ok(o->cors))
+        return cli_usage_error("serve", "--cors wants %s, got '%s'", VKV_HTTP_ORIGIN_FORM, o->cors);
+    /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
+    if (!o->max_connections_given) {
+        o->max_connections = o->max_seqs + o->queue + 32;
+        if (o->max_connections > VKV_HTTP_MAX_CONNECTIONS) o->max_connections = VKV_HTTP_MAX_CONNECTIONS;
+    }
     if (!o->api_key || !*o->api_key) o->api_key = getenv("VKVECTOR_API_KEY");
     return -1;
 }
@@ -151,9 +172,10 @@ int cmd_serve(int argc, char **argv)
                             .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet,
                             .no_prefix_cache = o.no_prefix_cache, .model_path = o.mo.model_path};
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
-    /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
-                          .log = !o.quiet, .alias = o.alias, .strict_model = o.strict_model, .max_connections = (unsigned)(o.max_seqs + o.queue + 32)};
+                          .log = !o.quiet, .alias = o.alias, .strict_model = o.strict_model,
+                          .idle_timeout_s = (unsigned)o.timeout_s, .max_connections = (unsigned)o.max_connections,
+                          .cors_origin = o.cors, .metrics_public = o.metrics_public};
     if ((st = vkv_http_start(&hp, e, &http))) goto out;
     bool v6 = strchr(o.host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
     fprintf(stderr, "vkvector serve: listening on http://%s%s%s:%u (model %s, up to %lld sequences at once)\n",

@@ -13,6 +13,8 @@ struct vkv_sampler {
     int32_t n_recent, recent_head;
     float *work;         /* [n_vocab] adjusted logits */
     int32_t *order;      /* [n_vocab] candidate ids */
+    uint32_t *counts;    /* [n_vocab] times each token was generated; NULL without presence/frequency penalties */
+    vkv_logit_bias *bias;/* [p.n_logit_bias] */
 };
 
 vkv_sampler_params vkv_sampler_defaults(void)
@@ -31,6 +33,23 @@ vkv_status vkv_sampler_validate(const vkv_sampler_params *p)
     if (!(p->repeat_penalty > 0) || !isfinite(p->repeat_penalty))
         return vkv_error(VKV_ERR_ARG, "repeat penalty must be > 0 (got %g)", p->repeat_penalty);
     if (p->repeat_last_n < 0) return vkv_error(VKV_ERR_ARG, "repeat-last-n must be >= 0 (got %d)", p->repeat_last_n);
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2))
+        return vkv_error(VKV_ERR_ARG, "presence penalty must be in [-2, 2] (got %g)", p->presence_penalty);
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2))
+        return vkv_error(VKV_ERR_ARG, "frequency penalty must be in [-2, 2] (got %g)", p->frequency_penalty);
+    for (size_t i = 0; i < p->n_logit_bias; i++)
+        if (!(p->logit_bias[i].bias >= -100 && p->logit_bias[i].bias <= 100))
+            return vkv_error(VKV_ERR_ARG, "logit bias of token %d must be in [-100, 100] (got %g)", p->logit_bias[i].id,
+                             p->logit_bias[i].bias);
+    return VKV_OK;
+}
+
+vkv_status vkv_sampler_validate_vocab(const vkv_sampler_params *p, int32_t n_vocab)
+{
+    for (size_t i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias[i].id < 0 || p->logit_bias[i].id >= n_vocab)
+            return vkv_error(VKV_ERR_ARG, "logit bias names token %d, outside the vocabulary (0..%d)",
+                             p->logit_bias[i].id, n_vocab - 1);
     return VKV_OK;
 }
 
@@ -38,7 +57,7 @@ vkv_status vkv_sampler_create(const vkv_sampler_params *p, int32_t n_vocab, vkv_
 {
     *out = NULL;
     vkv_status st = vkv_sampler_validate(p);
-    if (st) return st;
+    if (st || (st = vkv_sampler_validate_vocab(p, n_vocab))) return st;
     vkv_sampler *s = calloc(1, sizeof *s);
     if (!s) return vkv_error(VKV_ERR_OOM, "out of host memory");
     s->p = *p;
@@ -47,7 +66,12 @@ vkv_status vkv_sampler_create(const vkv_sampler_params *p, int32_t n_vocab, vkv_
     s->recent = malloc(sizeof *s->recent * (size_t)(p->repeat_last_n ? p->repeat_last_n : 1));
     s->work = malloc(sizeof *s->work * (size_t)n_vocab);
     s->order = malloc(sizeof *s->order * (size_t)n_vocab);
-    if (!s->recent || !s->work || !s->order) {
+    bool penalties = p->presence_penalty != 0 || p->frequency_penalty != 0;
+    if (penalties) s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    if (p->n_logit_bias && (s->bias = malloc(sizeof *s->bias * p->n_logit_bias)))
+        memcpy(s->bias, p->logit_bias, sizeof *s->bias * p->n_logit_bias);
+    s->p.logit_bias = s->bias;
+    if (!s->recent || !s->work || !s->order || (penalties && !s->counts) || (p->n_logit_bias && !s->bias)) {
         vkv_sampler_free(s);
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
@@ -61,6 +85,8 @@ void vkv_sampler_free(vkv_sampler *s)
     free(s->recent);
     free(s->work);
     free(s->order);
+    free(s->counts);
+    free(s->bias);
     free(s);
 }
 
@@ -70,6 +96,12 @@ void vkv_sampler_accept(vkv_sampler *s, int32_t id)
     s->recent[s->recent_head] = id;
     s->recent_head = (s->recent_head + 1) % s->p.repeat_last_n;
     if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+}
+
+void vkv_sampler_accept_generated(vkv_sampler *s, int32_t id)
+{
+    vkv_sampler_accept(s, id);
+    if (s->counts && id >= 0 && id < s->n_vocab) s->counts[id]++;
 }
 
 static const float *sort_keys; /* qsort has no context argument; sampling is single-threaded per process */
@@ -83,13 +115,15 @@ static int by_logit_desc(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-int32_t vkv_sampler_sample(vkv_sampler *s, const float *logits)
+int32_t vkv_sampler_sample(vkv_sampler *s, const float *logits) { return vkv_sampler_sample_masked(s, logits, NULL); }
+
+int32_t vkv_sampler_sample_masked(vkv_sampler *s, const float *logits, const bool *allowed)
 {
     int32_t n = s->n_vocab;
     float *w = s->work;
     memcpy(w, logits, sizeof *w * (size_t)n);
     for (int32_t i = 0; i < n; i++)
-        if (isnan(w[i])) w[i] = -INFINITY;
+        if (isnan(w[i]) || (allowed && !allowed[i])) w[i] = -INFINITY;
     if (s->p.repeat_penalty != 1.0f)
         for (int32_t r = 0; r < s->n_recent; r++) {
             int32_t id = s->recent[r];
@@ -100,11 +134,16 @@ int32_t vkv_sampler_sample(vkv_sampler *s, const float *logits)
             if (seen) continue;
             w[id] = w[id] > 0 ? w[id] / s->p.repeat_penalty : w[id] * s->p.repeat_penalty;
         }
+    if (s->counts)
+        for (int32_t i = 0; i < n; i++)
+            if (s->counts[i])
+                w[i] -= (float)s->counts[i] * s->p.frequency_penalty + s->p.presence_penalty;
+    for (size_t b = 0; b < s->p.n_logit_bias; b++) w[s->bias[b].id] += s->bias[b].bias;
     if (s->p.temperature == 0) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < n; i++)
-            if (w[i] > w[best]) best = i;
-        return best;
+        int32_t best = -1;
+        for (int32_t i = 0; i < n; i++)
+            if ((allowed ? allowed[i] : w[i] > -INFINITY) && (best < 0 || w[i] > w[best])) best = i;
+        return best < 0 ? 0 : best;
     }
     for (int32_t i = 0; i < n; i++) s->order[i] = i;
     sort_keys = w;
@@ -129,11 +168,38 @@ int32_t vkv_sampler_sample(vkv_sampler *s, const float *logits)
     double total = 0;
     for (int32_t i = 0; i < keep; i++) total += prob[i];
     double u = vkv_rng_unit(&s->rng) * total;
-    int32_t pick = s->order[keep - 1];
+    int32_t pick = s->order[0];
     for (int32_t i = 0; i < keep; i++) {
+        if (prob[i] > 0) pick = s->order[i]; /* rounding left u >= 0 at the end: the last possible token */
         u -= prob[i];
-        if (u < 0) { pick = s->order[i]; break; }
+        if (u < 0) break;
     }
     free(prob);
     return pick;
+}
+
+double vkv_log_softmax_top(const float *logits, int32_t n, int32_t id, uint32_t k, int32_t *top_ids, float *top_lp)
+{
+    double mx = -INFINITY;
+    for (int32_t i = 0; i < n; i++)
+        if (logits[i] > mx) mx = logits[i];
+    double z = 0;
+    for (int32_t i = 0; i < n; i++) z += exp((double)logits[i] - mx);
+    const double log_z = mx + log(z);
+    if (k > 32) k = 32;
+    if (k > (uint32_t)n) k = (uint32_t)n;
+    /* the k largest by insertion into a short sorted list: k <= 32, one pass */
+    uint32_t have = 0;
+    for (int32_t i = 0; i < n && k; i++) {
+        float v = logits[i];
+        if (have == k && !(v > logits[top_ids[k - 1]])) continue;
+        uint32_t at = have < k ? have++ : k - 1;
+        while (at > 0 && v > logits[top_ids[at - 1]]) {
+            top_ids[at] = top_ids[at - 1];
+            at--;
+        }
+        top_ids[at] = i;
+    }
+    for (uint32_t j = 0; j < have; j++) top_lp[j] = (float)((double)logits[top_ids[j]] - log_z);
+    return (double)logits[id] - log_z;
 }

@@ -49,6 +49,19 @@ typedef enum vkv_gen_kind {
 } vkv_gen_kind;
 
 #define VKV_GEN_MAX_STOP 4      /* OpenAI's limit on stop sequences */
+#define VKV_GEN_MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
+
+/* One token of a response's logprobs. */
+typedef struct vkv_token_logprob {
+    int32_t id;
+    /* log p(id | the tokens before) under the model's logits, before
+     * temperature, penalties, bias and constraints (OpenAI's meaning); NAN
+     * for a prompt's first token, which has nothing before it */
+    float logprob;
+    uint32_t n_top;             /* the request's top_logprobs (fewer when the vocabulary is smaller) */
+    int32_t top_id[VKV_GEN_MAX_TOP_LOGPROBS]; /* the most likely tokens there, most likely first */
+    float top_logprob[VKV_GEN_MAX_TOP_LOGPROBS];
+} vkv_token_logprob;
 
 /* One request, parsed and checked for types and ranges by serve/openai.c.
  * The engine takes ownership of what it points to at vkv_engine_submit
@@ -64,7 +77,12 @@ typedef struct vkv_gen_request {
     int32_t *prompt_ids;        /* [n_prompt_ids] VKV_GEN_IDS */
     size_t n_prompt_ids;
     uint32_t max_tokens;        /* 0: until the context is full */
-    vkv_sampler_params sampling;/* temperature, top_p, seed (vkv_sampler_defaults for the rest) */
+    bool no_generation;         /* max_tokens 0 (with echo): the prompt is evaluated, nothing generated */
+    vkv_sampler_params sampling;/* its logit_bias points into logit_bias below */
+    vkv_logit_bias *logit_bias; /* [sampling.n_logit_bias], the request's */
+    bool logprobs;              /* each generated token's log-probability in its TEXT event */
+    uint32_t top_logprobs;      /* and its most likely alternatives, [0, VKV_GEN_MAX_TOP_LOGPROBS] */
+    bool echo;                  /* the STARTED event carries the prompt's tokens (with logprobs when asked) */
     char *stop[VKV_GEN_MAX_STOP]; /* stop sequences: generation ends before the first match, which is not returned */
     size_t n_stop;
     bool stream;                /* the front streams; the engine emits the same events either way */
@@ -103,6 +121,13 @@ typedef struct vkv_seq_event {
     /* VKV_SEQ_TEXT: the piece (malloc'ed; the reader frees it with vkv_seq_event_clear) */
     char *text;
     size_t len;
+    /* VKV_SEQ_TEXT with logprobs: the tokens whose text this piece ends
+     * (a token held back with a possible stop sequence goes with a later
+     * piece; an empty piece may carry the last ones); VKV_SEQ_STARTED with
+     * echo: the prompt's tokens, their logprobs when asked. malloc'ed, freed
+     * by vkv_seq_event_clear. */
+    vkv_token_logprob *tokens;
+    size_t n_tokens;
     /* VKV_SEQ_DONE */
     const char *finish_reason;  /* "stop" (end of generation or a stop sequence) or "length" */
     uint32_t prompt_tokens, completion_tokens;
@@ -187,10 +212,10 @@ void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out);
  * vocabulary adds one; parse_special: special tokens' text becomes them. */
 vkv_status vkv_engine_tokenize(const vkv_engine *e, const char *text, size_t len, bool add_special, bool parse_special,
                                int32_t **ids, size_t *n_ids);
-/* The bytes one token stands for, special tokens' text included (not
- * NUL-terminated; valid until vkv_engine_free); NULL for an id outside
- * [0, n_vocab). */
-const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, size_t *len);
+/* The bytes one token stands for (not NUL-terminated; valid until
+ * vkv_engine_free); control tokens' text only with special (else "", as
+ * generated text shows them); NULL for an id outside [0, n_vocab). */
+const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, bool special, size_t *len);
 /* Stops admitting at once, without waiting: waiting requests and new submits
  * get 503; running sequences go on to their end (serve's first step of a
  * shutdown, before the HTTP front stops). */

@@ -4,6 +4,7 @@
 
 #include <microhttpd.h>
 
+#include <ctype.h>
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,6 +25,16 @@
  * connection closes); smaller ones over the cap are read and dropped, so the
  * client sees the 413. */
 #define DISCARD_LIMIT ((uint64_t)64 << 20)
+/* Connections beyond max_connections are still accepted, up to this many
+ * more, to be answered 503 and closed (past them MHD closes new ones
+ * unanswered); one gets this long to send its request. */
+#define SPARE_CONNECTIONS 64u
+#define SPARE_TIMEOUT_S 10u
+/* The client's sending side ending this soon after its request ended is a
+ * half-close (it still reads the response), later the client leaving. */
+#define HALF_CLOSE_MS 500
+/* How long a browser may keep a preflight's answer (it caps it itself). */
+#define PREFLIGHT_MAX_AGE "86400"
 
 enum route {
     R_CHAT, R_COMPLETIONS, R_MODELS, R_MODEL, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_PROPS, R_OTHER, R_COUNT
@@ -36,6 +48,9 @@ static const char *const route_label[R_COUNT] = {
 
 #define MAX_ALIASES 8
 
+/* The socket context of a connection beyond max_connections. */
+static char over_limit_mark;
+
 struct vkv_http_server {
     struct MHD_Daemon *d;
     vkv_engine *e;
@@ -44,8 +59,11 @@ struct vkv_http_server {
     const char *names[MAX_ALIASES]; /* the model ids served; names[0] answers requests naming none */
     size_t n_names;
     bool strict_model;
+    char *cors_origin;
+    bool metrics_public;
     size_t max_body;
     unsigned idle_timeout_s;
+    unsigned max_connections;
     bool log;
     uint16_t port;
     int64_t created;
@@ -53,6 +71,7 @@ struct vkv_http_server {
     pthread_mutex_t mu;
     pthread_cond_t idle;         /* signalled when `active` drops */
     unsigned active;             /* requests between their first call and their completion */
+    unsigned connections;        /* open, not counting those beyond max_connections */
     struct { int route, status; uint64_t n; } counts[MAX_COUNTS];
     size_t n_counts;
     uint64_t disconnects;        /* requests whose client left before their sequence ended */
@@ -67,6 +86,9 @@ typedef struct req {
     char method[8];
     char url[160];
     struct timespec t0, checked; /* arrival; the last look at the client */
+    struct timespec complete;    /* the request's end (its body's) */
+    bool half_closed;            /* the client closed its sending side after its request */
+    bool over_limit;             /* on a connection beyond max_connections */
     vkv_strbuf body;
     uint64_t body_seen;
     bool too_large;
@@ -74,8 +96,11 @@ typedef struct req {
     bool seq_done;               /* its last event was read */
     int status;                  /* queued */
     atomic_int refs;
-    /* a stream */
+    /* a completion (a stream's, read by its reader) */
     vkv_oai_meta meta;
+    bool logprobs;               /* the responses carry logprobs */
+    size_t text_offset;          /* completions' logprobs: the next token's text offset */
+    char *echo_prompt;           /* echo of a text prompt: the prompt as given */
     char id[48];
     char model[256];             /* the model the responses name */
     vkv_strbuf out;              /* bytes ready for the client, from out_off */
@@ -88,6 +113,7 @@ static void req_unref(req *r)
     if (atomic_fetch_sub(&r->refs, 1) != 1) return;
     free(r->body.p);
     free(r->out.p);
+    free(r->echo_prompt);
     free(r);
 }
 
@@ -113,16 +139,23 @@ static void count(vkv_http_server *s, int route, int status)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* The client closed its end (or reset it): a read would see the end. */
-static bool peer_gone(struct MHD_Connection *c)
+/* The client left: it reset the connection, or a read would see the end.
+ * TCP shows a client that closed only its sending side (shutdown(SHUT_WR))
+ * the same way until something is written to it: an end seen within
+ * HALF_CLOSE_MS of the request's is taken as that half-close, and from then
+ * on only a reset counts (a stream's writes to a closed socket draw one). */
+static bool peer_gone(req *r)
 {
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return false;
     struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return true;
+    if (r->half_closed) return false;
     char ch;
-    return recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    bool ended = (p.revents & POLLRDHUP) || recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    if (ended && ms_since(&r->complete) < HALF_CLOSE_MS) r->half_closed = true;
+    return ended && !r->half_closed;
 }
 
 /* Time spent waiting on the engine is not idleness: restart the connection's timer. */
@@ -136,7 +169,13 @@ static void touch(req *r)
 static enum MHD_Result queue(req *r, int status, struct MHD_Response *resp)
 {
     if (!resp) return MHD_NO;
-    if (atomic_load(&r->srv->stopping)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    vkv_http_server *s = r->srv;
+    if (atomic_load(&s->stopping) || r->over_limit) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    /* every response, errors and streams too: a page reads none without it */
+    if (s->cors_origin) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, s->cors_origin);
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_VARY, "Origin");
+    }
     touch(r);
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -228,7 +267,7 @@ static bool next_event(req *r, vkv_seq_event *ev)
         bool got = vkv_seq_next(r->seq, WAIT_MS, ev);
         if (ms_since(&r->checked) >= WAIT_MS) {
             clock_gettime(CLOCK_MONOTONIC, &r->checked);
-            if (peer_gone(r->conn)) {
+            if (peer_gone(r)) {
                 if (got && (ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR)) r->seq_done = true;
                 vkv_seq_event_clear(ev);
                 return false;
@@ -275,9 +314,56 @@ static void sse(vkv_strbuf *out, void (*write)(vkv_strbuf *, const vkv_oai_meta 
     vkv_strbuf_puts(out, "\n\n");
 }
 
-static void write_text_ev(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *ev)
+/* The engine's token text, as the writers take it. */
+static const char *engine_piece(const void *e, int32_t id, bool special, size_t *len)
 {
-    vkv_oai_write_text_chunk(out, m, ev->text, ev->len);
+    return vkv_engine_token_piece(e, id, special, len);
+}
+
+/* The text a request's echo puts first: the prompt as given, or its ids'
+ * text (without control tokens) into *out. */
+static void echo_text(req *r, const vkv_seq_event *started, vkv_strbuf *out)
+{
+    if (r->echo_prompt) {
+        vkv_strbuf_puts(out, r->echo_prompt);
+        return;
+    }
+    for (size_t i = 0; i < started->n_tokens; i++) {
+        size_t n;
+        const char *p = vkv_engine_token_piece(r->srv->e, started->tokens[i].id, false, &n);
+        if (p) vkv_strbuf_put(out, p, n);
+    }
+}
+
+/* The logprobs of an event's tokens, at the request's text offset, which
+ * moves past them; NULL when the request asked for none. */
+static const vkv_oai_logprobs *event_logprobs(req *r, const vkv_seq_event *ev, vkv_oai_logprobs *lp)
+{
+    if (!r->logprobs) return NULL;
+    *lp = (vkv_oai_logprobs){.tokens = ev->tokens, .n = ev->n_tokens, .text_offset = r->text_offset};
+    r->text_offset = vkv_oai_logprobs_end(&r->meta, lp);
+    return lp;
+}
+
+/* A text chunk: the event's text and its tokens' logprobs; with echo, the
+ * STARTED event's prompt. */
+static void text_chunk(req *r, const vkv_seq_event *ev)
+{
+    vkv_oai_logprobs lp;
+    vkv_strbuf echo = {0};
+    const char *text = ev->text;
+    size_t len = ev->len;
+    if (ev->kind == VKV_SEQ_STARTED) {
+        echo_text(r, ev, &echo);
+        text = echo.p ? echo.p : "";
+        len = echo.n;
+    }
+    const vkv_oai_logprobs *l = event_logprobs(r, ev, &lp);
+    vkv_strbuf_puts(&r->out, "data: ");
+    vkv_oai_write_text_chunk(&r->out, &r->meta, text, len, l);
+    vkv_strbuf_puts(&r->out, "\n\n");
+    if (echo.oom) r->out.oom = true;
+    free(echo.p);
 }
 
 static void write_error_ev(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *ev)
@@ -291,9 +377,11 @@ static void write_error_ev(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq
 static void stream_event(req *r, const vkv_seq_event *ev)
 {
     switch (ev->kind) {
-    case VKV_SEQ_STARTED: break;
+    case VKV_SEQ_STARTED:
+        if (ev->n_tokens) text_chunk(r, ev); /* echo */
+        break;
     case VKV_SEQ_TEXT:
-        if (ev->len) sse(&r->out, write_text_ev, &r->meta, ev);
+        if (ev->len || ev->n_tokens) text_chunk(r, ev);
         break;
     case VKV_SEQ_DONE:
         sse(&r->out, vkv_oai_write_finish_chunk, &r->meta, ev);
@@ -342,6 +430,76 @@ static enum MHD_Result send_too_large(req *r)
     return send_error(r, &err, NULL);
 }
 
+/* ---- CORS ---- */
+
+/* The headers a preflight asks leave for (Access-Control-Request-Headers),
+ * appended to `allow` when every name is a token and they fit; else none
+ * are (the browser then refuses the request, as it should). */
+static void add_asked_headers(char *allow, size_t cap, const char *asked)
+{
+    static const char tchar[] = "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    size_t n = strlen(allow), base = n;
+    for (const char *p = asked;;) {
+        p += strspn(p, " \t,");
+        if (!*p) return;
+        size_t len = strspn(p, tchar);
+        const char *after = p + len + strspn(p + len, " \t");
+        if (!len || (*after && *after != ',') || n + 2 + len >= cap) {
+            allow[base] = '\0';
+            return;
+        }
+        bool ours = (len == 13 && !strncasecmp(p, "authorization", len)) ||
+                    (len == 12 && !strncasecmp(p, "content-type", len));
+        if (!ours) {
+            memcpy(allow + n, ", ", 2);
+            memcpy(allow + n + 2, p, len);
+            n += 2 + len;
+            allow[n] = '\0';
+        }
+        p = after;
+    }
+}
+
+/* A browser asks whether a page of another origin may call: yes, without
+ * the key (a preflight never carries one); queue() adds the origin. */
+static enum MHD_Result preflight(req *r)
+{
+    char allow[512] = "Authorization, Content-Type";
+    const char *asked =
+        MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCESS_CONTROL_REQUEST_HEADERS);
+    if (asked) add_asked_headers(allow, sizeof allow, asked);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, "GET, POST, OPTIONS");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_HEADERS, allow);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_MAX_AGE, PREFLIGHT_MAX_AGE);
+    return queue(r, MHD_HTTP_NO_CONTENT, resp);
+}
+
+bool vkv_http_origin_ok(const char *origin)
+{
+    if (!strcmp(origin, "*")) return true;
+    if (strlen(origin) > 255 || !isalpha((unsigned char)*origin)) return false;
+    const char *p = origin;
+    while (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.') p++;
+    if (strncmp(p, "://", 3)) return false;
+    p += 3;
+    const char *host = p;
+    if (*p == '[') { /* an IPv6 address */
+        p += 1 + strspn(p + 1, "0123456789abcdefABCDEF:.");
+        if (*p++ != ']' || p - host < 4) return false;
+    } else {
+        while (isalnum((unsigned char)*p) || *p == '-' || *p == '.') p++;
+        if (p == host) return false;
+    }
+    if (*p == ':') {
+        size_t digits = strspn(p + 1, "0123456789");
+        if (!digits || digits > 5) return false;
+        p += 1 + digits;
+    }
+    return *p == '\0';
+}
+
 /* ---- llama-server's utility routes ---- */
 
 /* Tokenizing runs here, on the connection's thread: the engine's tokenizer
@@ -370,7 +528,7 @@ static enum MHD_Result tokenize(req *r)
         b.oom = true;
     } else {
         for (size_t i = 0; pieces && i < n; i++) {
-            pieces[i].p = vkv_engine_token_piece(e, ids[i], &pieces[i].n);
+            pieces[i].p = vkv_engine_token_piece(e, ids[i], true, &pieces[i].n);
             if (!pieces[i].p) pieces[i] = (vkv_oai_piece){"", 0};
         }
         vkv_oai_write_tokens(&b, ids, n, pieces);
@@ -395,7 +553,7 @@ static enum MHD_Result detokenize(req *r)
     vkv_strbuf text = {0}, b = {0};
     for (size_t i = 0; i < n; i++) {
         size_t len;
-        const char *p = vkv_engine_token_piece(e, ids[i], &len);
+        const char *p = vkv_engine_token_piece(e, ids[i], true, &len);
         if (p) vkv_strbuf_put(&text, p, len);
     }
     free(ids);
@@ -424,6 +582,25 @@ static enum MHD_Result props(req *r)
 
 /* ---- the generation routes ---- */
 
+/* Completions' text offsets (docs/SERVE.md, "Log-probabilities"): with
+ * echo the text starts with the prompt, at 0 (a text prompt is echoed as
+ * given: kept here, the engine takes the request's copy); without, the first
+ * generated token starts at the prompt's length in bytes. false: out of
+ * memory. */
+static bool prompt_text_offset(req *r, const vkv_oai_request *q)
+{
+    const vkv_gen_request *g = &q->gen;
+    r->text_offset = 0;
+    if (g->echo) return g->kind != VKV_GEN_TEXT || (r->echo_prompt = strdup(g->prompt ? g->prompt : ""));
+    if (g->kind == VKV_GEN_TEXT) r->text_offset = g->prompt ? strlen(g->prompt) : 0;
+    for (size_t i = 0; g->kind == VKV_GEN_IDS && i < g->n_prompt_ids; i++) {
+        size_t n = 0;
+        vkv_engine_token_piece(r->srv->e, g->prompt_ids[i], false, &n);
+        r->text_offset += n;
+    }
+    return true;
+}
+
 static enum MHD_Result generate(req *r)
 {
     vkv_http_server *s = r->srv;
@@ -451,7 +628,13 @@ static enum MHD_Result generate(req *r)
     size_t idn = strlen(r->id);
     random_chars(r->id + idn, 24);
     r->meta = (vkv_oai_meta){.route = route, .id = r->id, .created = (int64_t)time(NULL), .model = model,
-                             .include_usage = q.include_usage};
+                             .include_usage = q.include_usage, .piece = engine_piece, .piece_ctx = s->e};
+    r->logprobs = q.gen.logprobs;
+    if (route == VKV_OAI_COMPLETIONS && !prompt_text_offset(r, &q)) {
+        vkv_gen_request_free(&q.gen);
+        vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of host memory");
+        return send_error(r, &err, NULL);
+    }
 
     vkv_engine_submit(s->e, &q.gen, &r->seq);
     if (!r->seq) { /* the engine had no memory for the sequence */
@@ -485,27 +668,35 @@ static enum MHD_Result generate(req *r)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         return queue(r, 200, resp);
     }
-    /* the whole text, then the response */
-    vkv_strbuf text = {0};
+    /* the whole text and its tokens, then the response */
+    vkv_strbuf text = {0}, tokens = {0}; /* tokens: vkv_token_logprob's bytes */
+    vkv_oai_logprobs lp = {.text_offset = r->text_offset};
     for (;;) {
+        if (ev.kind == VKV_SEQ_STARTED && ev.n_tokens) echo_text(r, &ev, &text);
         if (ev.kind == VKV_SEQ_TEXT) vkv_strbuf_put(&text, ev.text, ev.len);
+        if (r->logprobs && ev.n_tokens) vkv_strbuf_put(&tokens, (const char *)ev.tokens, ev.n_tokens * sizeof *ev.tokens);
         if (ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR) break;
         vkv_seq_event_clear(&ev);
         if (!next_event(r, &ev)) {
             free(text.p);
+            free(tokens.p);
             return MHD_NO;
         }
     }
     vkv_seq_event_clear(&ev);
     if (ev.kind == VKV_SEQ_ERROR) {
         free(text.p);
+        free(tokens.p);
         vkv_oai_error_from_event(&err, &ev);
         return send_error(r, &err, NULL);
     }
     vkv_strbuf b = {0};
-    if (text.oom) b.oom = true;
-    else vkv_oai_write_response(&b, &r->meta, text.p, text.n, &ev);
+    lp.tokens = (const vkv_token_logprob *)(const void *)tokens.p;
+    lp.n = tokens.n / sizeof *lp.tokens;
+    if (text.oom || tokens.oom) b.oom = true;
+    else vkv_oai_write_response(&b, &r->meta, text.p, text.n, r->logprobs ? &lp : NULL, &ev);
     free(text.p);
+    free(tokens.p);
     return send_json(r, 200, &b);
 }
 
@@ -548,11 +739,17 @@ static enum MHD_Result respond(req *r)
         vkv_oai_error_set(&err, 503, "server_error", NULL, NULL, "the server is shutting down");
         return send_error(r, &err, NULL);
     }
+    if (r->over_limit) {
+        vkv_oai_error_set(&err, 503, "server_error", NULL, NULL,
+                          "too many connections (this server serves %u at once): retry later", s->max_connections);
+        return send_error(r, &err, NULL);
+    }
     bool post = !strcmp(r->method, "POST"), get = !strcmp(r->method, "GET") || !strcmp(r->method, "HEAD");
     if (r->route == R_OTHER) {
         vkv_oai_error_set(&err, 404, "invalid_request_error", NULL, NULL, "Invalid URL (%s %s)", r->method, r->url);
         return send_error(r, &err, NULL);
     }
+    if (s->cors_origin && !strcmp(r->method, MHD_HTTP_METHOD_OPTIONS)) return preflight(r);
     bool wants_post = r->route == R_CHAT || r->route == R_COMPLETIONS || r->route == R_TOKENIZE ||
                       r->route == R_DETOKENIZE;
     if (wants_post ? !post : !get) {
@@ -564,14 +761,15 @@ static enum MHD_Result respond(req *r)
         static const char ok[] = "{\"status\":\"ok\"}";
         return send_text(r, 200, "application/json", ok, sizeof ok - 1);
     }
-    if (r->route == R_METRICS) return send_metrics(r);
-    if (!authorized(r)) {
+    bool keyless = r->route == R_METRICS && s->metrics_public;
+    if (!keyless && !authorized(r)) {
         bool given = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         vkv_oai_error_set(&err, 401, "invalid_request_error", NULL, "invalid_api_key",
                           given ? "Incorrect API key provided" :
                                   "You didn't provide an API key (Authorization: Bearer KEY)");
         return send_error(r, &err, NULL);
     }
+    if (r->route == R_METRICS) return send_metrics(r);
     if (r->route == R_TOKENIZE) return tokenize(r);
     if (r->route == R_DETOKENIZE) return detokenize(r);
     if (r->route == R_PROPS) return props(r);
@@ -610,6 +808,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         snprintf(r->url, sizeof r->url, "%s", url);
         clock_gettime(CLOCK_MONOTONIC, &r->t0);
         r->checked = r->t0;
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        r->over_limit = ci && ci->socket_context == &over_limit_mark;
         pthread_mutex_lock(&s->mu);
         s->active++;
         pthread_mutex_unlock(&s->mu);
@@ -635,18 +835,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             free(r->body.p);
             r->body = (vkv_strbuf){0};
         }
-        if (!r->too_large) vkv_strbuf_put(&r->body, upload_data, n);
+        if (!r->too_large && !r->over_limit) vkv_strbuf_put(&r->body, upload_data, n);
         *upload_data_size = 0;
         /* a body that never ends is not drained forever */
         return r->body_seen > DISCARD_LIMIT ? MHD_NO : MHD_YES;
     }
     if (r->status) return MHD_YES; /* answered already */
+    clock_gettime(CLOCK_MONOTONIC, &r->complete);
     if (r->body.oom) {
         vkv_oai_error err;
         vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of memory reading the request");
         return send_error(r, &err, NULL);
     }
     return respond(r);
+}
+
+/* Counts the connections served; one beyond max_connections is marked, to
+ * be answered 503 and closed. MHD calls this on its listening thread, before
+ * the connection's own thread starts. */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    vkv_http_server *s = cls;
+    pthread_mutex_lock(&s->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+        if (s->connections < s->max_connections) s->connections++;
+        else *socket_context = &over_limit_mark;
+    } else if (*socket_context != &over_limit_mark) {
+        s->connections--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (toe == MHD_CONNECTION_NOTIFY_STARTED && *socket_context == &over_limit_mark)
+        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT,
+                                  s->idle_timeout_s < SPARE_TIMEOUT_S ? s->idle_timeout_s : SPARE_TIMEOUT_S);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
@@ -696,9 +917,28 @@ static vkv_status set_aliases(vkv_http_server *s, const char *list)
     return VKV_OK;
 }
 
+/* Each connection holds a descriptor: the soft limit (often 1024) is raised
+ * toward the hard one when they need more, else MHD would stop accepting
+ * short of them, leaving clients waiting unanswered. */
+static void fit_descriptor_limit(unsigned connections)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)connections + 256; /* and the model's files, the driver's, stdio */
+    if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= want) return;
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && rl.rlim_max < want ? rl.rlim_max : want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur < want)
+        fprintf(stderr, "serve: warning: %u connections want about %llu file descriptors; the limit (ulimit -n) "
+                "allows fewer\n", connections, (unsigned long long)want);
+}
+
 vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_server **out)
 {
     *out = NULL;
+    if (p->max_connections > VKV_HTTP_MAX_CONNECTIONS)
+        return vkv_error(VKV_ERR_ARG, "serve: at most %u connections at once, not %u", VKV_HTTP_MAX_CONNECTIONS,
+                         p->max_connections);
+    if (p->cors_origin && !vkv_http_origin_ok(p->cors_origin))
+        return vkv_error(VKV_ERR_ARG, "--cors wants %s, got '%s'", VKV_HTTP_ORIGIN_FORM, p->cors_origin);
     const char *host = p->host && *p->host ? p->host : "127.0.0.1";
     char port[8];
     snprintf(port, sizeof port, "%u", (unsigned)p->port);
@@ -715,12 +955,15 @@ vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_serv
     s->e = e;
     s->max_body = p->max_body ? p->max_body : (size_t)4 << 20;
     s->idle_timeout_s = p->idle_timeout_s ? p->idle_timeout_s : 60;
+    s->max_connections = p->max_connections ? p->max_connections : 256;
+    s->metrics_public = p->metrics_public;
     s->log = p->log;
     s->created = (int64_t)time(NULL);
     atomic_init(&s->stopping, false);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
-    if (p->api_key && *p->api_key && !(s->api_key = strdup(p->api_key))) {
+    if ((p->api_key && *p->api_key && !(s->api_key = strdup(p->api_key))) ||
+        (p->cors_origin && !(s->cors_origin = strdup(p->cors_origin)))) {
         freeaddrinfo(ai);
         vkv_http_stop(s);
         return vkv_error(VKV_ERR_OOM, "serve: out of memory");
@@ -734,14 +977,20 @@ vkv_status vkv_http_start(const vkv_http_params *p, vkv_engine *e, vkv_http_serv
         vkv_http_stop(s);
         return st;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC;
+    /* poll, not select: descriptors past FD_SETSIZE (1024) are served too */
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     if (p->log) flags |= MHD_USE_ERROR_LOG;
+    /* MHD closes connections past its own limit unanswered: it is set higher,
+     * and on_connection marks those past ours, which get 503 */
+    unsigned accepted = s->max_connections + SPARE_CONNECTIONS;
+    fit_descriptor_limit(accepted);
     s->d = MHD_start_daemon(flags, p->port, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
                             MHD_OPTION_CONNECTION_TIMEOUT, s->idle_timeout_s,
-                            MHD_OPTION_CONNECTION_LIMIT, p->max_connections ? p->max_connections : 256u,
+                            MHD_OPTION_CONNECTION_LIMIT, accepted,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
@@ -773,6 +1022,7 @@ void vkv_http_stop(vkv_http_server *s)
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s->api_key);
+    free(s->cors_origin);
     free(s->alias_text);
     free(s);
 }

@@ -364,6 +364,121 @@ static bool get_sampler_value(const vkv_json *v, const char *param, double lo, b
     return true;
 }
 
+/* OpenAI's fields the server does not honour: refused by name unless the
+ * value asks for nothing (docs/SERVE.md's field table lists each). `ok` is
+ * the one string value that is a no-op (NULL: none is), `ok_false` a false
+ * boolean. */
+typedef struct unhonoured_field {
+    const char *name;
+    const char *why;
+    const char *ok, *ok2;
+    bool ok_false;
+} unhonoured_field;
+
+static const unhonoured_field UNHONOURED_CHAT[] = {
+    {"tools", "tool calling is not supported", NULL, NULL, false},
+    {"tool_choice", "tool calling is not supported", "none", NULL, false},
+    {"parallel_tool_calls", "tool calling is not supported", NULL, NULL, false},
+    {"functions", "function calling is not supported", NULL, NULL, false},
+    {"function_call", "function calling is not supported", "none", NULL, false},
+    {"audio", "audio output is not supported", NULL, NULL, false},
+    {"modalities", "only text output is supported", NULL, NULL, false}, /* ["text"]: see modalities_text_only */
+    {"prediction", "predicted outputs are not supported", NULL, NULL, false},
+    {"web_search_options", "web search is not supported", NULL, NULL, false},
+    {"reasoning_effort", "the served model takes no reasoning effort", NULL, NULL, false},
+    {"verbosity", "the served model takes no verbosity setting", NULL, NULL, false},
+    {"service_tier", "there is one service tier", "auto", "default", false},
+    {"store", "completions are not stored", NULL, NULL, true},
+    {"metadata", "completions are not stored, so they carry no metadata", NULL, NULL, false},
+};
+static const unhonoured_field UNHONOURED_COMPLETIONS[] = {
+    {"suffix", "a suffix (insertion) is not supported", "", NULL, false},
+};
+
+/* Whether modalities is ["text"], which asks for what the server does. */
+static bool modalities_text_only(const vkv_json *v)
+{
+    return v->type == VKV_JSON_ARRAY && v->n_items == 1 && v->items[0]->type == VKV_JSON_STRING &&
+           !strcmp(v->items[0]->string, "text");
+}
+
+static bool refuse_unhonoured(const vkv_json *root, const unhonoured_field *f, size_t n, vkv_oai_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const vkv_json *v = field(root, f[i].name);
+        if (!v) continue;
+        if (v->type == VKV_JSON_STRING && ((f[i].ok && !strcmp(v->string, f[i].ok)) ||
+                                           (f[i].ok2 && !strcmp(v->string, f[i].ok2))))
+            continue;
+        if (f[i].ok_false && v->type == VKV_JSON_BOOL && !v->boolean) continue;
+        if (!strcmp(f[i].name, "modalities") && modalities_text_only(v)) continue;
+        return bad(err, f[i].name, "'%s': %s", f[i].name, f[i].why);
+    }
+    return true;
+}
+
+/* logit_bias: {"token id": bias}, each id an integer (the engine checks it
+ * against the vocabulary), each bias in [-100, 100]. */
+#define MAX_LOGIT_BIAS 1024
+static bool parse_logit_bias(const vkv_json *v, vkv_gen_request *g, vkv_oai_error *err)
+{
+    if (v->type != VKV_JSON_OBJECT)
+        return bad(err, "logit_bias", "'logit_bias' must be an object mapping token ids to biases, not %s",
+                   type_name(v));
+    if (v->n_items > MAX_LOGIT_BIAS)
+        return bad(err, "logit_bias", "'logit_bias' holds at most %d tokens (got %zu)", MAX_LOGIT_BIAS, v->n_items);
+    if (!v->n_items) return true;
+    if (!(g->logit_bias = malloc(sizeof *g->logit_bias * v->n_items))) return oom(err);
+    for (size_t i = 0; i < v->n_items; i++) {
+        const char *key = v->keys[i];
+        char *end;
+        long long id = strtoll(key, &end, 10);
+        char p[96];
+        path(p, sizeof p, "logit_bias.%.80s", key);
+        if (!*key || *end || key[0] == '-' || key[0] == '+' || key[0] == ' ' || id > INT32_MAX)
+            return bad(err, p, "'logit_bias': key '%.80s' is not a token id (a non-negative integer)", key);
+        double b = 0;
+        if (!get_number(v->items[i], p, &b, err)) return false;
+        if (!(b >= -100 && b <= 100)) return bad(err, p, "'%s' must be in [-100, 100] (got %g)", p, b);
+        for (size_t j = 0; j < i; j++)
+            if (g->logit_bias[j].id == (int32_t)id)
+                return bad(err, p, "'logit_bias': token %lld is given twice", id);
+        g->logit_bias[i] = (vkv_logit_bias){(int32_t)id, (float)b};
+    }
+    g->sampling.logit_bias = g->logit_bias;
+    g->sampling.n_logit_bias = v->n_items;
+    return true;
+}
+
+/* logprobs: chat's boolean with top_logprobs, or completions' count of
+ * alternatives; echo (completions). */
+static bool parse_logprobs(const vkv_json *root, vkv_oai_route route, vkv_gen_request *g, vkv_oai_error *err)
+{
+    const vkv_json *v;
+    int64_t n = 0;
+    if (route == VKV_OAI_CHAT) {
+        if ((v = field(root, "logprobs")) && !get_bool(v, "logprobs", &g->logprobs, err)) return false;
+        if ((v = field(root, "top_logprobs"))) {
+            if (!get_int(v, "top_logprobs", 0, VKV_GEN_MAX_TOP_LOGPROBS, &n, err)) return false;
+            if (!g->logprobs)
+                return bad(err, "top_logprobs", "'top_logprobs' is only allowed when 'logprobs' is true");
+            g->top_logprobs = (uint32_t)n;
+        }
+        return true;
+    }
+    if ((v = field(root, "logprobs"))) {
+        if (!get_int(v, "logprobs", 0, VKV_GEN_MAX_TOP_LOGPROBS, &n, err)) return false;
+        g->logprobs = true;
+        g->top_logprobs = (uint32_t)n;
+    }
+    if ((v = field(root, "echo")) && !get_bool(v, "echo", &g->echo, err)) return false;
+    if ((v = field(root, "best_of"))) {
+        if (!get_int(v, "best_of", 1, 128, &n, err)) return false;
+        if (n != 1) return bad(err, "best_of", "'best_of': only one candidate per request is supported (got %lld)", (long long)n);
+    }
+    return true;
+}
+
 /* The fields both routes share. */
 static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error *err)
 {
@@ -383,9 +498,13 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         mt = field(root, "max_tokens");
         mt_name = "max_tokens";
     }
+    if (!parse_logprobs(root, r->route, g, err)) return false;
     if (mt) {
-        if (!get_int(mt, mt_name, 1, INT32_MAX, &n, err)) return false;
+        /* 0 with echo: the prompt's logprobs alone (what evaluation harnesses ask) */
+        const bool echo_only = r->route == VKV_OAI_COMPLETIONS && g->echo;
+        if (!get_int(mt, mt_name, echo_only ? 0 : 1, INT32_MAX, &n, err)) return false;
         g->max_tokens = (uint32_t)n;
+        g->no_generation = n == 0;
     }
     g->sampling = sampling_defaults();
     if ((v = field(root, "temperature")) && !get_sampler_value(v, "temperature", 0, false, 2, &g->sampling.temperature, err))
@@ -400,6 +519,30 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
     if ((v = field(root, "repeat_penalty")) &&
         !get_sampler_value(v, "repeat_penalty", 0, true, 10, &g->sampling.repeat_penalty, err))
         return false;
+    if ((v = field(root, "presence_penalty")) &&
+        !get_sampler_value(v, "presence_penalty", -2, false, 2, &g->sampling.presence_penalty, err))
+        return false;
+    if ((v = field(root, "frequency_penalty")) &&
+        !get_sampler_value(v, "frequency_penalty", -2, false, 2, &g->sampling.frequency_penalty, err))
+        return false;
+    if ((v = field(root, "logit_bias")) && !parse_logit_bias(v, g, err)) return false;
+    if ((v = field(root, "response_format"))) {
+        const vkv_json *t = v->type == VKV_JSON_OBJECT ? field(v, "type") : NULL;
+        if (!t || t->type != VKV_JSON_STRING)
+            return bad(err, "response_format", "'response_format' must be an object with a string 'type'");
+        if (strcmp(t->string, "text"))
+            return bad(err, "response_format.type", "'response_format.type' '%.40s': only \"text\" is supported",
+                       t->string);
+    }
+    if (r->route == VKV_OAI_CHAT ? !refuse_unhonoured(root, UNHONOURED_CHAT, sizeof UNHONOURED_CHAT / sizeof *UNHONOURED_CHAT, err)
+                                 : !refuse_unhonoured(root, UNHONOURED_COMPLETIONS,
+                                                      sizeof UNHONOURED_COMPLETIONS / sizeof *UNHONOURED_COMPLETIONS, err))
+        return false;
+    /* identifiers OpenAI uses for abuse monitoring and cache routing: checked, not used (the prefix cache
+     * matches prompts by their tokens) */
+    static const char *const ids[] = {"user", "safety_identifier", "prompt_cache_key"};
+    for (size_t i = 0; i < sizeof ids / sizeof *ids; i++)
+        if ((v = field(root, ids[i])) && !check_string(v, ids[i], err)) return false;
     if ((v = field(root, "seed"))) {
         /* OpenAI's seed is a 64-bit integer (the largest double below 2^63 is the top) */
         if (!get_int(v, "seed", -9223372036854775808.0, 9223372036854774784.0, &n, err)) return false;
@@ -413,8 +556,10 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
             return bad(err, "stream_options", "'stream_options' must be an object, not %s", type_name(v));
         if (!g->stream)
             return bad(err, "stream_options", "'stream_options' is only allowed when 'stream' is true");
-        const vkv_json *iu = field(v, "include_usage");
+        const vkv_json *iu = field(v, "include_usage"), *io = field(v, "include_obfuscation");
         if (iu && !get_bool(iu, "stream_options.include_usage", &r->include_usage, err)) return false;
+        bool obfuscation; /* OpenAI's padding against length side channels: never written here */
+        if (io && !get_bool(io, "stream_options.include_obfuscation", &obfuscation, err)) return false;
     }
     return parse_press(root, &g->press, err);
 }
@@ -624,12 +769,124 @@ static void write_compression(vkv_json_writer *w, const vkv_gen_compression *c)
     vkv_json_end_object(w);
 }
 
+/* A logprob as a JSON number: OpenAI writes -9999 for an impossible token. */
+static void logprob_num(vkv_json_writer *w, float lp) { vkv_json_num(w, isfinite(lp) ? (double)lp : -9999.0); }
+
+/* A token's text and, for chat, its bytes. */
+static void token_fields(vkv_json_writer *w, const vkv_oai_meta *m, int32_t id, float lp)
+{
+    size_t n = 0;
+    const char *p = m->piece ? m->piece(m->piece_ctx, id, true, &n) : NULL;
+    vkv_json_key(w, "token");
+    vkv_json_strn(w, p ? p : "", p ? n : 0);
+    vkv_json_key(w, "logprob");
+    logprob_num(w, lp);
+    vkv_json_key(w, "bytes");
+    vkv_json_begin_array(w);
+    for (size_t k = 0; p && k < n; k++) vkv_json_int(w, (unsigned char)p[k]);
+    vkv_json_end_array(w);
+}
+
+size_t vkv_oai_logprobs_end(const vkv_oai_meta *m, const vkv_oai_logprobs *lp)
+{
+    size_t at = lp->text_offset;
+    for (size_t i = 0; i < lp->n; i++) {
+        size_t n = 0;
+        if (m->piece) m->piece(m->piece_ctx, lp->tokens[i].id, false, &n);
+        at += n;
+    }
+    return at;
+}
+
+/* The choice's "logprobs": chat's {"content": [...], "refusal": null}, or
+ * completions' {"tokens", "token_logprobs", "top_logprobs", "text_offset"}. */
+static void write_logprobs(vkv_json_writer *w, const vkv_oai_meta *m, const vkv_oai_logprobs *lp)
+{
+    vkv_json_key(w, "logprobs");
+    if (!lp) {
+        vkv_json_null(w);
+        return;
+    }
+    vkv_json_begin_object(w);
+    if (m->route == VKV_OAI_CHAT) {
+        vkv_json_key(w, "content");
+        vkv_json_begin_array(w);
+        for (size_t i = 0; i < lp->n; i++) {
+            const vkv_token_logprob *t = &lp->tokens[i];
+            vkv_json_begin_object(w);
+            token_fields(w, m, t->id, t->logprob);
+            vkv_json_key(w, "top_logprobs");
+            vkv_json_begin_array(w);
+            for (uint32_t k = 0; k < t->n_top; k++) {
+                vkv_json_begin_object(w);
+                token_fields(w, m, t->top_id[k], t->top_logprob[k]);
+                vkv_json_end_object(w);
+            }
+            vkv_json_end_array(w);
+            vkv_json_end_object(w);
+        }
+        vkv_json_end_array(w);
+        vkv_json_key(w, "refusal");
+        vkv_json_null(w);
+        vkv_json_end_object(w);
+        return;
+    }
+    size_t n;
+    const char *p;
+    vkv_json_key(w, "tokens");
+    vkv_json_begin_array(w);
+    for (size_t i = 0; i < lp->n; i++) {
+        p = m->piece ? m->piece(m->piece_ctx, lp->tokens[i].id, true, &n) : NULL;
+        vkv_json_strn(w, p ? p : "", p ? n : 0);
+    }
+    vkv_json_end_array(w);
+    vkv_json_key(w, "token_logprobs");
+    vkv_json_begin_array(w);
+    for (size_t i = 0; i < lp->n; i++) {
+        if (isnan(lp->tokens[i].logprob)) vkv_json_null(w); /* a prompt's first token */
+        else logprob_num(w, lp->tokens[i].logprob);
+    }
+    vkv_json_end_array(w);
+    vkv_json_key(w, "top_logprobs");
+    vkv_json_begin_array(w);
+    for (size_t i = 0; i < lp->n; i++) {
+        const vkv_token_logprob *t = &lp->tokens[i];
+        if (isnan(t->logprob)) {
+            vkv_json_null(w);
+            continue;
+        }
+        vkv_json_begin_object(w);
+        for (uint32_t k = 0; k < t->n_top; k++) {
+            p = m->piece ? m->piece(m->piece_ctx, t->top_id[k], true, &n) : NULL;
+            char key[512];
+            size_t kn = p ? (n < sizeof key - 1 ? n : sizeof key - 1) : 0;
+            memcpy(key, p ? p : "", kn);
+            key[kn] = 0;
+            vkv_json_key(w, key);
+            logprob_num(w, t->top_logprob[k]);
+        }
+        vkv_json_end_object(w);
+    }
+    vkv_json_end_array(w);
+    vkv_json_key(w, "text_offset");
+    vkv_json_begin_array(w);
+    size_t at = lp->text_offset;
+    for (size_t i = 0; i < lp->n; i++) {
+        vkv_json_uint(w, at);
+        n = 0;
+        if (m->piece) m->piece(m->piece_ctx, lp->tokens[i].id, false, &n);
+        at += n;
+    }
+    vkv_json_end_array(w);
+    vkv_json_end_object(w);
+}
+
 /* A completion object with one choice. whole: the response (the message
  * with its role and text, the usage); else a stream chunk (the chat delta
  * with role and/or content, text NULL for none). done: the finish reason and
  * the "vkvector" object; NULL: finish_reason null. */
 static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole, bool role, const char *text,
-                             size_t len, const vkv_seq_event *done)
+                             size_t len, const vkv_oai_logprobs *lp, const vkv_seq_event *done)
 {
     jout j;
     if (!jout_open(&j, out)) return;
@@ -660,8 +917,7 @@ static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole,
         vkv_json_key(w, "index");
         vkv_json_int(w, 0);
     }
-    vkv_json_key(w, "logprobs");
-    vkv_json_null(w);
+    write_logprobs(w, m, lp);
     vkv_json_key(w, "finish_reason");
     if (done) vkv_json_str(w, done->finish_reason ? done->finish_reason : "stop");
     else vkv_json_null(w);
@@ -679,24 +935,25 @@ static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole,
 }
 
 void vkv_oai_write_response(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
-                            const vkv_seq_event *done)
+                            const vkv_oai_logprobs *lp, const vkv_seq_event *done)
 {
-    write_completion(out, m, true, true, text ? text : "", text ? len : 0, done);
+    write_completion(out, m, true, true, text ? text : "", text ? len : 0, lp, done);
 }
 
 void vkv_oai_write_first_chunk(vkv_strbuf *out, const vkv_oai_meta *m)
 {
-    if (m->route == VKV_OAI_CHAT) write_completion(out, m, false, true, "", 0, NULL);
+    if (m->route == VKV_OAI_CHAT) write_completion(out, m, false, true, "", 0, NULL, NULL);
 }
 
-void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len)
+void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
+                              const vkv_oai_logprobs *lp)
 {
-    write_completion(out, m, false, false, text ? text : "", text ? len : 0, NULL);
+    write_completion(out, m, false, false, text ? text : "", text ? len : 0, lp, NULL);
 }
 
 void vkv_oai_write_finish_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done)
 {
-    write_completion(out, m, false, false, NULL, 0, done);
+    write_completion(out, m, false, false, NULL, 0, NULL, done);
 }
 
 void vkv_oai_write_usage_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done)
@@ -874,6 +1131,10 @@ void vkv_oai_write_props(vkv_strbuf *out, const vkv_engine_props *p)
     vkv_json_int(w, sp.top_k);
     vkv_json_key(w, "repeat_last_n");
     vkv_json_int(w, sp.repeat_last_n);
+    vkv_json_key(w, "presence_penalty");
+    vkv_json_num(w, sp.presence_penalty);
+    vkv_json_key(w, "frequency_penalty");
+    vkv_json_num(w, sp.frequency_penalty);
     vkv_json_key(w, "stop");
     vkv_json_begin_array(w);
     vkv_json_end_array(w);

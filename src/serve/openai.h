@@ -54,6 +54,10 @@ void vkv_oai_error_set(vkv_oai_error *err, int http_status, const char *type, co
 /* The error object of an engine's VKV_SEQ_ERROR event. */
 void vkv_oai_error_from_event(vkv_oai_error *err, const vkv_seq_event *ev);
 
+/* A token's bytes: with special, control tokens' text too (else ""). NULL
+ * for an id outside the vocabulary. */
+typedef const char *(*vkv_oai_piece_fn)(const void *ctx, int32_t id, bool special, size_t *len);
+
 /* What every response object of one request shares. */
 typedef struct vkv_oai_meta {
     vkv_oai_route route;
@@ -61,19 +65,36 @@ typedef struct vkv_oai_meta {
     int64_t created;     /* Unix seconds */
     const char *model;
     bool include_usage;  /* streams: "usage": null on each chunk, then the usage chunk */
+    /* With logprobs: the tokens' text (vkv_engine_token_piece's) */
+    vkv_oai_piece_fn piece;
+    const void *piece_ctx;
 } vkv_oai_meta;
+
+/* The tokens one response object or chunk carries logprobs of (the writers
+ * take NULL for "logprobs": null). Completions' text_offset counts bytes of
+ * the text from the echoed prompt's start (without echo, from the prompt's
+ * end: its length in bytes); control tokens' text (a BOS) is not in the
+ * text, so it counts 0. */
+typedef struct vkv_oai_logprobs {
+    const vkv_token_logprob *tokens;
+    size_t n;
+    size_t text_offset;  /* of tokens[0] */
+} vkv_oai_logprobs;
+/* The text offset after tokens[0, n) (the next object's text_offset). */
+size_t vkv_oai_logprobs_end(const vkv_oai_meta *m, const vkv_oai_logprobs *lp);
 
 /* The writers append one JSON object to *out (no newline); out->oom on
  * failure. */
 
-/* chat.completion or text_completion: the whole text, and the DONE event's
- * finish reason, usage and "vkvector" compression object. */
+/* chat.completion or text_completion: the whole text, its logprobs, and
+ * the DONE event's finish reason, usage and "vkvector" compression object. */
 void vkv_oai_write_response(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
-                            const vkv_seq_event *done);
+                            const vkv_oai_logprobs *lp, const vkv_seq_event *done);
 /* Stream chunks. The first chunk of a chat stream: delta {role, content ""};
  * completions have none (vkv_oai_write_first_chunk writes nothing). */
 void vkv_oai_write_first_chunk(vkv_strbuf *out, const vkv_oai_meta *m);
-void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len);
+void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
+                              const vkv_oai_logprobs *lp);
 /* The chunk with finish_reason (empty delta / text), carrying the "vkvector" object. */
 void vkv_oai_write_finish_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done);
 /* With include_usage: "choices": [] and the usage. */

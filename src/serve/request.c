@@ -15,6 +15,7 @@ void vkv_gen_request_free(vkv_gen_request *r)
     free(r->prompt);
     free(r->prompt_ids);
     for (size_t i = 0; i < VKV_GEN_MAX_STOP; i++) free(r->stop[i]);
+    free(r->logit_bias);
     memset(r, 0, sizeof *r);
 }
 
@@ -22,6 +23,9 @@ void vkv_seq_event_clear(vkv_seq_event *e)
 {
     if (!e) return;
     free(e->text);
+    free(e->tokens);
     e->text = NULL;
     e->len = 0;
+    e->tokens = NULL;
+    e->n_tokens = 0;
 }

@@ -49,6 +49,13 @@ typedef enum outcome {
 static const char *const OUTCOME_NAMES[N_OUTCOMES] = {"stop",       "length",      "cancelled", "invalid",
                                                       "queue_full", "unavailable", "failed"};
 
+/* A generated token's logprobs, waiting for its text to be sent: bytes
+ * [start, end) of the sequence's text are its. */
+typedef struct pending_token {
+    vkv_token_logprob lp;
+    size_t start, end;
+} pending_token;
+
 struct vkv_seq {
     /* Shared with the reader, under mu. */
     pthread_mutex_t mu;
@@ -85,6 +92,11 @@ struct vkv_seq {
     uint32_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     bool context_reused;        /* its compressed context came from the cache */
     float *context_logits;      /* [n_vocab] its compressed context's last token's, when that is the whole prompt */
+    /* logprobs and echo (docs/SERVE.md, "Log-probabilities") */
+    vkv_token_logprob *prompt_tokens; /* [pr.n] with echo: the prompt's, sent with STARTED */
+    size_t last_row;            /* with echo and logprobs, the logits row of the prompt's last token (a chunk's) */
+    pending_token *pending;     /* [n_pending] generated tokens whose text is not sent yet */
+    size_t n_pending, cap_pending;
     vkv_seq_event refusal;      /* why prepare refused it */
 };
 
@@ -479,7 +491,7 @@ static vkv_status plan_context(vkv_seq *q)
     uint32_t room = 0;
     vkv_status st = vkv_session_press_room(e->s, c, (uint32_t)first, &room);
     if (st) return st;
-    uint64_t want = q->req->max_tokens ? n + q->req->max_tokens : e->p.n_ctx;
+    uint64_t want = q->req->no_generation ? n : q->req->max_tokens ? n + q->req->max_tokens : e->p.n_ctx;
     if (want > e->p.n_ctx) want = e->p.n_ctx;
     if (want < n + room) want = n + room;
     q->cp = (vkv_ctx_params){.n_ctx = (uint32_t)want, .n_batch = e->p.prefill_chunk, .k_type = q->kv_type,
@@ -508,6 +520,11 @@ static bool prepare(vkv_seq *q)
     }
     if (!q->pr.n) {
         refuse(q, 400, "invalid_request_error", NULL, "prompt", "the prompt is empty");
+        return false;
+    }
+    if (vkv_sampler_validate_vocab(&q->req->sampling, (int32_t)e->s->model->hp.n_vocab)) {
+        refuse(q, 400, "invalid_request_error", NULL, "logit_bias", "%s", vkv_last_error());
+        vkv_clear_error();
         return false;
     }
     if (q->pr.n > e->p.n_ctx) {
@@ -598,12 +615,16 @@ static int prefix_match(const vkv_engine *e, const vkv_seq *q)
     return best;
 }
 
+/* Whether q wants its prompt's logprobs: every prompt row is evaluated,
+ * none taken from a cache. */
+static bool prompt_logprobs(const vkv_seq *q) { return q->req->echo && q->req->logprobs; }
+
 /* The entry a started q reuses most rows of (-1: none), and their count. */
 static int prefix_find(vkv_engine *e, const vkv_seq *q, uint32_t *n_reuse)
 {
     int best = -1;
     *n_reuse = 0;
-    if (e->p.no_prefix_cache || !plain_prefill(q)) return -1;
+    if (e->p.no_prefix_cache || !plain_prefill(q) || prompt_logprobs(q)) return -1;
     for (uint32_t i = 0; i < e->n_prefix; i++) {
         const prefix_entry *p = &e->prefix[i];
         const uint32_t m = prefix_shared(p, q, q->pr.n);
@@ -624,6 +645,7 @@ static const char *context_not_cached(const vkv_seq *q)
     if (q->c.compress_every) return "compression during generation changes the cache as the answer grows";
     if (q->c.query_aware) return "a query-aware press scores the context with the question";
     if (q->e->p.no_prefix_cache) return "the server runs with --no-prefix-cache";
+    if (prompt_logprobs(q)) return "echo with logprobs evaluates every prompt token";
     return NULL;
 }
 
@@ -781,6 +803,11 @@ static void seq_drop_resources(vkv_seq *q)
     q->logits = NULL;
     free(q->context_logits);
     q->context_logits = NULL;
+    free(q->prompt_tokens);
+    q->prompt_tokens = NULL;
+    free(q->pending);
+    q->pending = NULL;
+    q->n_pending = q->cap_pending = 0;
     free(q->text.p);
     memset(&q->text, 0, sizeof q->text);
     vkv_prompt_free(&q->pr);
@@ -835,17 +862,40 @@ static void seq_fail_status(vkv_seq *q, vkv_status st)
              client ? "invalid_request_error" : "server_error", NULL, msg);
 }
 
-/* Sends text[emitted, upto). */
-static void emit_text(vkv_seq *q, size_t upto)
+/* Sends text[emitted, upto) with the pending tokens whose text ends there;
+ * at the end (`last`), those whose text starts before upto too (a stop
+ * sequence cut inside them, or their bytes were never a whole character). */
+static void emit_text(vkv_seq *q, size_t upto, bool last)
 {
-    if (upto <= q->emitted) return;
-    size_t n = upto - q->emitted;
+    size_t n_tok = 0;
+    while (n_tok < q->n_pending && (last ? q->pending[n_tok].start < upto || q->pending[n_tok].end <= upto
+                                         : q->pending[n_tok].end <= upto))
+        n_tok++;
+    if (upto <= q->emitted && !n_tok) return;
+    size_t n = upto > q->emitted ? upto - q->emitted : 0;
     vkv_seq_event ev = {.kind = VKV_SEQ_TEXT, .text = malloc(n + 1), .len = n};
-    if (!ev.text) return;
+    if (n_tok) ev.tokens = malloc(sizeof *ev.tokens * n_tok);
+    if (!ev.text || (n_tok && !ev.tokens)) {
+        vkv_seq_event_clear(&ev);
+        return;
+    }
     memcpy(ev.text, q->text.p + q->emitted, n);
     ev.text[n] = 0;
-    q->emitted = upto;
+    for (size_t i = 0; i < n_tok; i++) ev.tokens[i] = q->pending[i].lp;
+    ev.n_tokens = n_tok;
+    memmove(q->pending, q->pending + n_tok, sizeof *q->pending * (q->n_pending - n_tok));
+    q->n_pending -= n_tok;
+    if (upto > q->emitted) q->emitted = upto;
     push_event(q, &ev);
+}
+
+/* The logprobs of `id` under logits [n_vocab] (the model's distribution). */
+static void token_logprob(const vkv_seq *q, const float *logits, int32_t id, vkv_token_logprob *out)
+{
+    const int32_t nv = (int32_t)q->e->s->model->hp.n_vocab;
+    out->id = id;
+    out->n_top = q->req->top_logprobs < (uint32_t)nv ? q->req->top_logprobs : (uint32_t)nv;
+    out->logprob = (float)vkv_log_softmax_top(logits, nv, id, out->n_top, out->top_id, out->top_logprob);
 }
 
 /* Ends a sequence that ran: the rest of its text (unless a stop sequence
@@ -860,7 +910,7 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
             vkv_detok_flush(&q->detok, &rest, &len);
             vkv_strbuf_put(&q->text, rest, len);
         }
-        emit_text(q, q->text.n);
+        emit_text(q, q->text.n, true);
     }
     if (q->ss && q->ss->decode) q->comp.decode_compressions = vkv_decode_press_stats(q->ss->decode).compressions;
     vkv_seq_event ev = {.kind = VKV_SEQ_DONE, .finish_reason = reason, .prompt_tokens = (uint32_t)q->pr.n,
@@ -917,7 +967,7 @@ static void take_token(vkv_seq *q, const float *logits)
     vkv_engine *e = q->e;
     const vkv_tokenizer *tok = e->s->tok;
     int32_t id = vkv_sampler_sample(q->smp, logits);
-    vkv_sampler_accept(q->smp, id);
+    vkv_sampler_accept_generated(q->smp, id);
     q->n_gen++;
     pthread_mutex_lock(&e->mu);
     e->gen_tokens++;
@@ -925,6 +975,21 @@ static void take_token(vkv_seq *q, const float *logits)
     if (tok && vkv_tokenizer_is_eog(tok, id)) {
         seq_finish(q, "stop", false);
         return;
+    }
+    if (q->req->logprobs && q->n_pending == q->cap_pending) {
+        size_t cap = q->cap_pending ? 2 * q->cap_pending : 8;
+        pending_token *grown = realloc(q->pending, sizeof *grown * cap);
+        if (!grown) {
+            seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
+            return;
+        }
+        q->pending = grown;
+        q->cap_pending = cap;
+    }
+    pending_token *pt = q->req->logprobs ? &q->pending[q->n_pending++] : NULL;
+    if (pt) {
+        token_logprob(q, logits, id, &pt->lp);
+        pt->start = pt->end = q->text.n;
     }
     if (q->detok_on) {
         const char *piece;
@@ -939,13 +1004,14 @@ static void take_token(vkv_seq *q, const float *logits)
             seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
             return;
         }
+        if (pt) pt->end = q->text.n;
         size_t at = stop_match(q->req, q->text.p, q->text.n, before);
         if (at < q->text.n) {
-            emit_text(q, at);
+            emit_text(q, at, true);
             seq_finish(q, "stop", true);
             return;
         }
-        emit_text(q, q->text.n - stop_hold(q->req, q->text.p, q->text.n));
+        emit_text(q, q->text.n - stop_hold(q->req, q->text.p, q->text.n), false);
     }
     if ((q->req->max_tokens && q->n_gen >= q->req->max_tokens) || vkv_session_seq_full(q->ss)) {
         seq_finish(q, "length", false);
@@ -974,7 +1040,10 @@ static void start(vkv_seq *q)
     const uint32_t nv = e->s->model->hp.n_vocab;
     vkv_status st;
     pool_set(q, q->peak);
-    if (!(q->logits = malloc(sizeof *q->logits * nv))) {
+    /* the prompt's logprobs are read a chunk of logits at a time */
+    const size_t logit_rows = prompt_logprobs(q) ? e->p.prefill_chunk : 1;
+    if (!(q->logits = malloc(sizeof *q->logits * nv * logit_rows)) ||
+        (q->req->echo && !(q->prompt_tokens = calloc(q->pr.n, sizeof *q->prompt_tokens)))) {
         seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
         return;
     }
@@ -993,7 +1062,10 @@ static void start(vkv_seq *q)
     } else if (from >= 0)
         st = vkv_session_seq_prefill_begin_from(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits, e->prefix[from].ss,
                                                 n_reuse);
-    else st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits);
+    else st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr,
+                                            prompt_logprobs(q) ? VKV_LOGITS_CHUNK : VKV_LOGITS_LAST, q->logits);
+    for (size_t i = 0; q->prompt_tokens && i < q->pr.n; i++)
+        q->prompt_tokens[i] = (vkv_token_logprob){.id = q->pr.ids[i], .logprob = NAN};
     if (st) {
         seq_fail_status(q, st);
         return;
@@ -1158,6 +1230,15 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
         } else seq_fail_status(q, st);
         return 0;
     }
+    if (prompt_logprobs(q)) {
+        /* each row of the chunk's logits predicts the prompt token after it */
+        const size_t nv = e->s->model->hp.n_vocab;
+        size_t from, to;
+        vkv_session_seq_prefill_last_chunk(q->ss, &from, &to);
+        for (size_t p = from; p < to && p + 1 < q->pr.n; p++)
+            token_logprob(q, q->logits + (p - from) * nv, q->pr.ids[p + 1], &q->prompt_tokens[p + 1]);
+        if (to == q->pr.n && to > from) q->last_row = to - 1 - from;
+    }
     const uint32_t n_tok = vkv_ctx_n_past(q->ss->ctx) - past;
     uint64_t before = q->held, now = vkv_ctx_kv_bytes(q->ss->ctx);
     if (now < before) {
@@ -1191,9 +1272,12 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
         (q->context_logits = malloc(sizeof *q->context_logits * e->s->model->hp.n_vocab)))
         memcpy(q->context_logits, q->logits, sizeof *q->context_logits * e->s->model->hp.n_vocab);
     vkv_prefill_free(&pf);
-    vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n};
+    vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n, .tokens = q->prompt_tokens,
+                        .n_tokens = q->prompt_tokens ? q->pr.n : 0};
+    q->prompt_tokens = NULL; /* the event's now */
     push_event(q, &ev);
-    take_token(q, q->logits);
+    if (q->req->no_generation) seq_finish(q, "length", false);
+    else take_token(q, q->logits + q->last_row * e->s->model->hp.n_vocab);
     return n_tok;
 }
 
@@ -1615,11 +1699,11 @@ vkv_status vkv_engine_tokenize(const vkv_engine *e, const char *text, size_t len
     return vkv_tokenize(e->s->tok, text, len, add_special, parse_special, ids, n_ids);
 }
 
-const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, size_t *len)
+const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, bool special, size_t *len)
 {
     *len = 0;
     if (id < 0 || id >= vkv_tokenizer_n_vocab(e->s->tok)) return NULL;
-    return vkv_token_to_piece(e->s->tok, id, true, len);
+    return vkv_token_to_piece(e->s->tok, id, special, len);
 }
 
 /* One unlabelled metric with its HELP and TYPE lines. */

@@ -508,6 +508,7 @@ struct vkv_seq_prefill_run {
     bool press;                /* compression after the first part */
     size_t n_first;            /* the part compression sees */
     size_t pos;                /* ids [0, pos) are in the cache */
+    size_t chunk_from, chunk_to; /* the positions the last step evaluated */
     bool first_done;           /* the first part is in (and compressed): out.memory taken */
     bool on_grid;              /* chunks end on the n_batch grid of their segment (a reused prefix) */
     vkv_press_session *ps;
@@ -520,8 +521,9 @@ static float *chunk_logits(const vkv_session_seq *q, size_t from, size_t to, boo
 {
     const vkv_seq_prefill_run *r = q->run;
     const size_t nv = q->s->model->hp.n_vocab;
-    *all = r->want == VKV_LOGITS_ALL || r->want == VKV_LOGITS_REST;
+    *all = r->want == VKV_LOGITS_ALL || r->want == VKV_LOGITS_REST || r->want == VKV_LOGITS_CHUNK;
     return r->want == VKV_LOGITS_ALL    ? r->logits + from * nv
+           : r->want == VKV_LOGITS_CHUNK ? r->logits
            : r->want == VKV_LOGITS_REST ? (from < r->n_first ? NULL : r->logits + (from - r->n_first) * nv)
            : r->want == VKV_LOGITS_LAST ? (to == r->pr->n ? r->logits : NULL)
                                         : NULL;
@@ -532,6 +534,8 @@ static vkv_status eval_chunk(vkv_session_seq *q, size_t from, size_t to)
 {
     bool all;
     float *dst = chunk_logits(q, from, to, &all);
+    q->run->chunk_from = from;
+    q->run->chunk_to = to;
     return vkv_ctx_eval(q->ctx, q->run->pr->ids + from, (uint32_t)(to - from), all && dst, dst);
 }
 
@@ -695,6 +699,7 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
     vkv_session *s = q->s;
     *done = false;
     if (!r) return vkv_error(VKV_ERR_ARG, "no prefill in progress (vkv_session_seq_prefill_begin)");
+    r->chunk_from = r->chunk_to = r->pos;
     if (r->pos == r->pr->n && r->first_done) {
         *done = true; /* a reused compressed context that is the whole prompt */
         return VKV_OK;
@@ -722,6 +727,12 @@ vkv_status vkv_session_seq_prefill_next(vkv_session_seq *q, bool *done)
     if (counted && (st = vkv_decode_count_steps(q->decode, (uint32_t)take))) return st;
     chunk_done(q, take, vkv_stopwatch_seconds(s, sw), done);
     return VKV_OK;
+}
+
+void vkv_session_seq_prefill_last_chunk(const vkv_session_seq *q, size_t *from, size_t *to)
+{
+    *from = q->run ? q->run->chunk_from : 0;
+    *to = q->run ? q->run->chunk_to : 0;
 }
 
 uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_seq *from, const vkv_prompt *pr,
@@ -795,7 +806,7 @@ vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vk
     if (from_chunk != q_chunk)
         return vkv_error(VKV_ERR_ARG, "the source sequence prefilled the context in chunks of %zu tokens, this one "
                          "takes %zu", from_chunk, q_chunk);
-    if (want == VKV_LOGITS_ALL)
+    if (want == VKV_LOGITS_ALL || want == VKV_LOGITS_CHUNK)
         return vkv_error(VKV_ERR_ARG, "a reused compressed context has no logits of its own positions");
     if (want == VKV_LOGITS_LAST && n_first == pr->n && !context_logits)
         return vkv_error(VKV_ERR_ARG, "the context is the whole prompt: its last token's logits must come with it");

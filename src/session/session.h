@@ -198,6 +198,11 @@ typedef enum vkv_logits_want {
     VKV_LOGITS_LAST,           /* [n_vocab]: the last prompt token's */
     VKV_LOGITS_ALL,            /* [n, n_vocab]: every prompt position */
     VKV_LOGITS_REST,           /* [n - n_first, n_vocab]: the positions evaluated after compression */
+    /* [n_batch, n_vocab]: every position of the chunk the last step
+     * evaluated, overwritten by the next (the stepped prefill only:
+     * vkv_session_seq_prefill_last_chunk says which positions), so a long
+     * prompt's logits are read a chunk at a time */
+    VKV_LOGITS_CHUNK,
 } vkv_logits_want;
 
 /* What a prefill did. */
@@ -273,6 +278,10 @@ vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vk
 uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_seq *from, const vkv_prompt *prompt,
                                   uint32_t n_match, uint32_t page);
 void vkv_session_seq_prefill_end(vkv_session_seq *q, vkv_prefill *out);
+/* The prompt positions [*from, *to) the last _next evaluated (empty when it
+ * compressed instead): with VKV_LOGITS_CHUNK, rows [0, *to - *from) of the
+ * logits. */
+void vkv_session_seq_prefill_last_chunk(const vkv_session_seq *q, size_t *from, size_t *to);
 /* The tokens of q's next prefill step when it is a plain chunk that can run
  * beside other sequences' (no compression after this prefill nor during
  * generation, logits of the last token or none), else 0. */

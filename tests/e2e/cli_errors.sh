@@ -87,6 +87,12 @@ expect 2 "--port wants an integer in 0..65535, got '70000'" -- bounded "$vkv" se
 expect 2 "--max-seqs wants an integer in 1..256, got '257'" -- bounded "$vkv" serve --max-seqs 257
 expect 2 "--queue wants an integer in 1..1048576, got '0'" -- bounded "$vkv" serve --queue 0
 expect 2 "--kv-budget wants a number in \(0," -- bounded "$vkv" serve --kv-budget -1
+expect 2 "--timeout wants an integer in 1..86400, got '0'" -- bounded "$vkv" serve --timeout 0
+expect 2 "--timeout wants an integer in 1..86400, got '1m'" -- bounded "$vkv" serve --timeout 1m
+expect 2 "--max-connections wants an integer in 1..16384, got '0'" -- bounded "$vkv" serve --max-connections 0
+expect 2 "--max-connections wants an integer in 1..16384, got '16385'" -- bounded "$vkv" serve --max-connections 16385
+expect 2 "--cors wants '\*' or an origin SCHEME://HOST\[:PORT\] with no path, got 'http://localhost:3000/'" -- bounded "$vkv" serve --cors http://localhost:3000/
+expect 2 "--cors needs a value" -- bounded "$vkv" serve --cors
 expect 2 "unknown press 'bogus'" -- bounded "$vkv" serve --press bogus
 expect 2 "need --press NAME" -- bounded "$vkv" serve --compression 0.5
 expect 2 "--compress-every needs --press NAME" -- bounded "$vkv" serve --decoding kvpress

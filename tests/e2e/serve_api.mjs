@@ -40,8 +40,9 @@ function start(args) {
   });
 }
 
+// /metrics wants the key too when the server has one (unless --metrics-public)
 async function metrics(srv) {
-  const r = await fetch(`${srv.base}/metrics`);
+  const r = await fetch(`${srv.base}/metrics`, { headers: { Authorization: 'Bearer test-key' } });
   return r.text();
 }
 function metric(text, name) {

@@ -131,11 +131,12 @@ vkv_status vkv_engine_tokenize(const vkv_engine *e, const char *text, size_t len
     return VKV_OK;
 }
 
-const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, size_t *len)
+const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, bool special, size_t *len)
 {
     (void)e;
     *len = 0;
     if (id < 0 || id >= FAKE_WORD_ID + FAKE_N_WORDS) return NULL;
+    if (id < 2 && !special) return ""; /* control tokens */
     const char *p = id < 2 ? fake_special[id] : id >= FAKE_WORD_ID ? fake_words[id - FAKE_WORD_ID] : NULL;
     if (p) {
         *len = strlen(p);

@@ -1,9 +1,10 @@
 /* The HTTP front (src/serve/http.c) in front of the fake engine
  * (fake_engine.c), over plain sockets: routes and status codes, bodies over
- * the cap (announced or chunked), the API key, 429 with Retry-After, streams,
- * a client that leaves (the engine sees a cancel, every sequence is released
- * once), and a stop while a stream runs (it ends with [DONE]). Runs under
- * ASan/UBSan with the other unit tests. */
+ * the cap (announced or chunked), the API key (/metrics included), CORS,
+ * 429 with Retry-After, 503 beyond the connection limit, streams, a client
+ * that leaves (the engine sees a cancel, every sequence is released once)
+ * or only half-closes (it is served), and a stop while a stream runs (it
+ * ends with [DONE]). Runs under ASan/UBSan with the other unit tests. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,8 +108,10 @@ static int status_of(const char *resp)
     return st;
 }
 
-/* One request (a body, with its Content-Length), the whole response back. */
-static char *request(uint16_t port, const char *method, const char *path, const char *headers, const char *body)
+/* One request (a body, with its Content-Length), the whole response back;
+ * half_close: the client's sending side is shut once the request is sent. */
+static char *request_then(uint16_t port, const char *method, const char *path, const char *headers, const char *body,
+                          bool half_close)
 {
     int fd = dial(port);
     char head[1024];
@@ -119,9 +122,15 @@ static char *request(uint16_t port, const char *method, const char *path, const 
     n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
     send_all(fd, head, (size_t)n);
     if (body) send_all(fd, body, strlen(body));
+    if (half_close) shutdown(fd, SHUT_WR);
     char *r = read_all(fd);
     close(fd);
     return r;
+}
+
+static char *request(uint16_t port, const char *method, const char *path, const char *headers, const char *body)
+{
+    return request_then(port, method, path, headers, body, false);
 }
 
 static void expect(const char *resp, int status, const char *has)
@@ -130,7 +139,25 @@ static void expect(const char *resp, int status, const char *has)
         fail_msg("wanted %d with '%s', got: %.600s", status, has ? has : "", resp);
 }
 
+static void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&t, NULL);
+}
+
 static const char chat[] = "{\"model\":\"fake-model\",\"messages\":[{\"role\":\"user\",\"content\":\"hello there\"}]}";
+
+/* vkv_http_start refuses p, its message naming `option`. */
+static void refused_at_start(const vkv_http_params *p, const char *option, const char *value)
+{
+    fake_engine_params fp = {.model_id = "fake-model"};
+    vkv_engine *e = fake_engine_create(&fp);
+    vkv_http_server *s = NULL;
+    if (!vkv_http_start(p, e, &s)) fail_msg("%s '%s' accepted", option, value);
+    if (!strstr(vkv_last_error(), option)) fail_msg("%s '%s': the error does not name it: %s", option, value,
+                                                    vkv_last_error());
+    vkv_engine_free(e);
+}
 
 /* --alias lists the ids; --strict-model refuses the others. */
 static void aliases_and_strict_model(void **state)
@@ -163,15 +190,8 @@ static void aliases_and_strict_model(void **state)
 
     /* names that cannot be ids are refused at start */
     const char *bad[] = {"a,,b", "", "with space", "a,b,c,d,e,f,g,h,i"};
-    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        fake_engine_params fp = {.model_id = "fake-model"};
-        vkv_engine *e = fake_engine_create(&fp);
-        vkv_http_server *s = NULL;
-        vkv_http_params p = {.alias = bad[i]};
-        if (!vkv_http_start(&p, e, &s)) fail_msg("--alias '%s' accepted", bad[i]);
-        assert_non_null(strstr(vkv_last_error(), "--alias"));
-        vkv_engine_free(e);
-    }
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        refused_at_start(&(vkv_http_params){.alias = bad[i]}, "--alias", bad[i]);
 }
 
 static void routes_and_statuses(void **state)
@@ -256,24 +276,170 @@ static void body_over_the_cap(void **state)
     stop(&sv);
 }
 
+/* With a key, the /v1/ routes and /metrics want it (/metrics not with
+ * metrics_public); /health never. */
 static void api_key(void **state)
 {
     (void)state;
     server sv = start("sekrit", 0, 4, 0);
     char *r;
-    expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL, chat), 401, "\"code\":\"invalid_api_key\"");
-    free(r);
-    expect(r = request(sv.port, "POST", "/v1/chat/completions", "Authorization: Bearer wrong\r\n", chat), 401,
-           "Incorrect API key");
-    free(r);
+    const char *method[] = {"POST", "GET"}, *path[] = {"/v1/chat/completions", "/metrics"}, *body[] = {chat, NULL};
+    for (int i = 0; i < 2; i++) {
+        expect(r = request(sv.port, method[i], path[i], NULL, body[i]), 401, "\"code\":\"invalid_api_key\"");
+        assert_null(strstr(r, "vkvector_http_requests_total"));
+        free(r);
+        expect(r = request(sv.port, method[i], path[i], "Authorization: Bearer wrong\r\n", body[i]), 401,
+               "Incorrect API key");
+        free(r);
+    }
     expect(r = request(sv.port, "GET", "/v1/models", "Authorization: Bearer sekrit\r\n", NULL), 200, "fake-model");
     free(r);
     expect(r = request(sv.port, "POST", "/v1/chat/completions", "Authorization: Bearer sekrit\r\n", chat), 200,
            "hello there");
     free(r);
+    expect(r = request(sv.port, "GET", "/metrics", "Authorization: Bearer sekrit\r\n", NULL), 200,
+           "vkvector_http_requests_total{route=\"/metrics\",status=\"401\"} 2");
+    free(r);
     expect(r = request(sv.port, "GET", "/health", NULL, NULL), 200, NULL);
     free(r);
     stop(&sv);
+
+    vkv_http_params hp = {.api_key = "sekrit", .metrics_public = true, .idle_timeout_s = idle_timeout_s};
+    sv = start_with(&hp, 4, 0);
+    expect(r = request(sv.port, "GET", "/metrics", NULL, NULL), 200, "vkvector_http_requests_in_flight 1");
+    free(r);
+    expect(r = request(sv.port, "GET", "/v1/models", NULL, NULL), 401, "invalid_api_key");
+    free(r);
+    stop(&sv);
+}
+
+static const char preflight_asks[] = "Origin: http://localhost:3000\r\nAccess-Control-Request-Method: POST\r\n"
+                                     "Access-Control-Request-Headers: authorization,content-type,x-stainless-os\r\n";
+
+/* Without cors_origin: OPTIONS is a method no route takes, and no response
+ * says anything of CORS. */
+static void no_cors_by_default(void **state)
+{
+    (void)state;
+    server sv = start(NULL, 0, 4, 0);
+    char *r;
+    expect(r = request(sv.port, "OPTIONS", "/v1/chat/completions", preflight_asks, NULL), 405, "Allow: POST\r\n");
+    assert_null(strstr(r, "Access-Control-"));
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/chat/completions", "Origin: http://localhost:3000\r\n", chat), 200, NULL);
+    assert_null(strstr(r, "Access-Control-"));
+    free(r);
+    stop(&sv);
+}
+
+/* A preflight on every known route is answered 204 without the key; every
+ * response, errors and streams too, allows the origin. */
+static void cors_preflight_and_responses(void **state)
+{
+    (void)state;
+    vkv_http_params hp = {.api_key = "sekrit", .cors_origin = "http://localhost:3000", .idle_timeout_s = idle_timeout_s};
+    server sv = start_with(&hp, 4, 0);
+    static const char allow_origin[] = "Access-Control-Allow-Origin: http://localhost:3000\r\n";
+    const char *routes[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/fake-model", "/health",
+                            "/metrics", "/tokenize", "/detokenize", "/props"};
+    char *r;
+    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+        expect(r = request(sv.port, "OPTIONS", routes[i], preflight_asks, NULL), 204, allow_origin);
+        const char *want[] = {"Access-Control-Allow-Methods: GET, POST, OPTIONS\r\n",
+                              "Access-Control-Allow-Headers: Authorization, Content-Type, x-stainless-os\r\n",
+                              "Access-Control-Max-Age: 86400\r\n", "Vary: Origin\r\n"};
+        for (size_t j = 0; j < sizeof want / sizeof *want; j++)
+            if (!strstr(r, want[j])) fail_msg("OPTIONS %s: no '%s' in %s", routes[i], want[j], r);
+        free(r);
+    }
+    /* a list of header names that is not one: only ours are allowed */
+    expect(r = request(sv.port, "OPTIONS", "/v1/models", "Access-Control-Request-Headers: x-ok, not a name\r\n", NULL),
+           204, "Access-Control-Allow-Headers: Authorization, Content-Type\r\n");
+    free(r);
+    expect(r = request(sv.port, "OPTIONS", "/v1/nothing", preflight_asks, NULL), 404, allow_origin);
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/chat/completions", "Authorization: Bearer sekrit\r\n", chat), 200,
+           allow_origin);
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL, chat), 401, allow_origin);
+    free(r);
+    expect(r = request(sv.port, "POST", "/v1/completions", "Authorization: Bearer sekrit\r\n",
+                       "{\"prompt\":\"a b\",\"stream\":true}"),
+           200, allow_origin);
+    assert_non_null(strstr(r, "text/event-stream"));
+    assert_non_null(strstr(r, "data: [DONE]"));
+    free(r);
+    expect(r = request(sv.port, "GET", "/v1/chat/completions", "Authorization: Bearer sekrit\r\n", NULL), 405,
+           allow_origin);
+    free(r);
+    stop(&sv);
+
+    hp = (vkv_http_params){.cors_origin = "*", .idle_timeout_s = idle_timeout_s};
+    sv = start_with(&hp, 4, 0);
+    expect(r = request(sv.port, "GET", "/health", NULL, NULL), 200, "Access-Control-Allow-Origin: *\r\n");
+    free(r);
+    stop(&sv);
+
+    const char *good[] = {"*", "https://example.com", "http://localhost:3000", "http://[::1]:8080", "app+x://h-1.local"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        if (!vkv_http_origin_ok(good[i])) fail_msg("origin '%s' refused", good[i]);
+    /* what no browser sends as an Origin, or a header could not carry */
+    const char *bad[] = {"", "http://localhost:3000/", "localhost:3000", "http://", "http://a b", "http://x:123456",
+                         "null", "http://x\r\nX-Injected: 1", "**"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (vkv_http_origin_ok(bad[i])) fail_msg("origin '%s' accepted", bad[i]);
+        refused_at_start(&(vkv_http_params){.cors_origin = bad[i]}, "--cors", bad[i]);
+    }
+}
+
+/* GET /health on a connection kept open, and its answer read. */
+static void health_on(int fd)
+{
+    static const char get[] = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_all(fd, get, sizeof get - 1);
+    char buf[1024];
+    size_t n = 0;
+    buf[0] = 0;
+    while (n < sizeof buf - 1 && !strstr(buf, "{\"status\":\"ok\"}")) {
+        ssize_t got = recv(fd, buf + n, sizeof buf - 1 - n, 0);
+        if (got <= 0) break;
+        n += (size_t)got;
+        buf[n] = 0;
+    }
+    expect(buf, 200, "{\"status\":\"ok\"}");
+}
+
+/* With max_connections open, a request on one more is answered 503 (with
+ * Retry-After and the error object) and its connection closed; once one of
+ * them closes, a new one is served. */
+static void connections_beyond_the_limit(void **state)
+{
+    (void)state;
+    vkv_http_params hp = {.max_connections = 2, .idle_timeout_s = idle_timeout_s};
+    server sv = start_with(&hp, 4, 0);
+    int held[2];
+    for (int i = 0; i < 2; i++) health_on(held[i] = dial(sv.port));
+    char *r;
+    expect(r = request(sv.port, "POST", "/v1/chat/completions", NULL, chat), 503, "Retry-After: 1\r\n");
+    assert_non_null(strstr(r, "\"type\":\"server_error\""));
+    assert_non_null(strstr(r, "too many connections (this server serves 2 at once)"));
+    assert_non_null(strstr(r, "Connection: close\r\n"));
+    free(r);
+    expect(r = request(sv.port, "GET", "/health", NULL, NULL), 503, NULL);
+    free(r);
+    health_on(held[0]); /* the ones held are still served */
+    close(held[1]);
+    int st = 503;
+    for (int waited = 0; st == 503 && waited < 3000; waited += 20) {
+        r = request(sv.port, "GET", "/health", NULL, NULL);
+        st = status_of(r);
+        free(r);
+        if (st == 503) sleep_ms(20);
+    }
+    assert_int_equal(st, 200);
+    close(held[0]);
+    stop(&sv);
+    refused_at_start(&(vkv_http_params){.max_connections = VKV_HTTP_MAX_CONNECTIONS + 1}, "connections", "16385");
 }
 
 /* Starts a streamed request and reads its response headers. */
@@ -306,10 +472,12 @@ static unsigned long long metric(uint16_t port, const char *name)
     return v;
 }
 
-static void sleep_ms(int ms)
+/* A metric once it reached `want`, or its value after 3 s. */
+static unsigned long long wait_metric(uint16_t port, const char *name, unsigned long long want)
 {
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000};
-    nanosleep(&t, NULL);
+    unsigned long long v;
+    for (int waited = 0; (v = metric(port, name)) != want && waited < 3000; waited += 20) sleep_ms(20);
+    return v;
 }
 
 static void full_queue_and_disconnect(void **state)
@@ -323,28 +491,20 @@ static void full_queue_and_disconnect(void **state)
     free(r);
     /* the client leaves mid-stream: the engine sees a cancel soon after */
     close(fd);
-    int waited = 0;
-    while (metric(sv.port, "fake_engine_cancelled_total") != 1 && waited < 3000) {
-        sleep_ms(20);
-        waited += 20;
-    }
-    assert_int_equal(metric(sv.port, "fake_engine_cancelled_total"), 1);
+    assert_int_equal(wait_metric(sv.port, "fake_engine_cancelled_total", 1), 1);
     assert_int_equal(metric(sv.port, "vkvector_http_client_disconnects_total"), 1);
-    /* the same for a request that is not streamed */
+    /* the same for a request that is not streamed (closed after the time in
+     * which a closed sending side is taken as a half-close) */
     fd = dial(sv.port);
     char head[512];
-    const char *body = "{\"prompt\":\"a b c d e f g h i j k l m n o p q r s t u v w x y z\"}";
+    const char *body = "{\"prompt\":\"a b c d e f g h i j k l m n o p q r s t u v w x y z a b c d e f g h i j k l m n\"}";
     int n = snprintf(head, sizeof head, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n%s",
                      strlen(body), body);
     send_all(fd, head, (size_t)n);
     while (metric(sv.port, "fake_engine_live") != 1) sleep_ms(10);
+    sleep_ms(700);
     close(fd);
-    waited = 0;
-    while (metric(sv.port, "fake_engine_cancelled_total") != 2 && waited < 3000) {
-        sleep_ms(20);
-        waited += 20;
-    }
-    assert_int_equal(metric(sv.port, "fake_engine_cancelled_total"), 2);
+    assert_int_equal(wait_metric(sv.port, "fake_engine_cancelled_total", 2), 2);
     stop(&sv);
 }
 
@@ -393,6 +553,37 @@ static void slow_generation_outlives_the_idle_timeout(void **state)
     stop(&sv);
 }
 
+/* A client that shuts its sending side once its request is sent still reads
+ * the whole response, streamed or not; one that then leaves is noticed. */
+static void half_closed_client_is_served(void **state)
+{
+    (void)state;
+    server sv = start(NULL, 0, 4, 30); /* 16 words: 0.5 s, a few looks at the client */
+    const char *words = "a b c d e f g h i j k l m n o p";
+    char body[160];
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\"}", words);
+    char *r, text[64];
+    snprintf(text, sizeof text, "\"text\":\"%s\"", words);
+    expect(r = request_then(sv.port, "POST", "/v1/completions", NULL, body, true), 200, text);
+    free(r);
+    snprintf(body, sizeof body, "{\"prompt\":\"%s\",\"stream\":true}", words);
+    expect(r = request_then(sv.port, "POST", "/v1/completions", NULL, body, true), 200, "data: [DONE]\n\n");
+    assert_non_null(strstr(r, "\"text\":\" p\""));
+    free(r);
+    expect(r = request_then(sv.port, "GET", "/health", NULL, NULL, true), 200, "{\"status\":\"ok\"}");
+    free(r);
+    assert_int_equal(metric(sv.port, "fake_engine_cancelled_total"), 0);
+    assert_int_equal(metric(sv.port, "vkvector_http_client_disconnects_total"), 0);
+
+    /* half-closed, then gone mid-stream: its reset is seen */
+    int fd = open_stream(sv.port, slow);
+    shutdown(fd, SHUT_WR);
+    sleep_ms(200);
+    close(fd);
+    assert_int_equal(wait_metric(sv.port, "fake_engine_cancelled_total", 1), 1);
+    stop(&sv);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -401,6 +592,10 @@ int main(void)
         cmocka_unit_test(aliases_and_strict_model),
         cmocka_unit_test(body_over_the_cap),
         cmocka_unit_test(api_key),
+        cmocka_unit_test(no_cors_by_default),
+        cmocka_unit_test(cors_preflight_and_responses),
+        cmocka_unit_test(connections_beyond_the_limit),
+        cmocka_unit_test(half_closed_client_is_served),
         cmocka_unit_test(full_queue_and_disconnect),
         cmocka_unit_test(stop_during_a_stream),
         cmocka_unit_test(slow_generation_outlives_the_idle_timeout),

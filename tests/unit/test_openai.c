@@ -1,6 +1,7 @@
 /* OpenAI's wire format (src/serve/openai.c): request bodies parsed into
  * engine requests, every bad one refused naming its parameter, and the
  * response objects and stream chunks as OpenAI writes them. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -122,6 +123,38 @@ static const struct bad_case {
     vkv_oai_route route;
     const char *body, *param, *says;
 } bad_cases[] = {
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logprobs\": 1}", "logprobs", "boolean"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"top_logprobs\": 3}", "top_logprobs", "only allowed when"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logprobs\": true, \"top_logprobs\": 21}", "top_logprobs", "[0, 20]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"logprobs\": true}", "logprobs", "integer"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"logprobs\": 21}", "logprobs", "[0, 20]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"echo\": 1}", "echo", "boolean"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"max_tokens\": 0}", "max_tokens", "[1,"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"max_tokens\": 0, \"echo\": true}", "max_tokens", "[1,"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"best_of\": 2}", "best_of", "one candidate"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"suffix\": \"end\"}", "suffix", "insertion"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"presence_penalty\": 2.5}", "presence_penalty", "[-2, 2]"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"frequency_penalty\": -3}", "frequency_penalty", "[-2, 2]"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"frequency_penalty\": \"1\"}", "frequency_penalty", "number"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logit_bias\": [1]}", "logit_bias", "object"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logit_bias\": {\"abc\": 1}}", "logit_bias.abc", "token id"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logit_bias\": {\"-5\": 1}}", "logit_bias.-5", "token id"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logit_bias\": {\"12\": 101}}", "logit_bias.12", "[-100, 100]"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logit_bias\": {\"12\": \"x\"}}", "logit_bias.12", "number"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}]}", "tools", "tool calling"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"tool_choice\": \"auto\"}", "tool_choice", "tool calling"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"parallel_tool_calls\": true}", "parallel_tool_calls", "tool calling"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"functions\": [{\"name\": \"f\"}]}", "functions", "function calling"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"function_call\": \"auto\"}", "function_call", "function calling"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"audio\": {\"voice\": \"alloy\", \"format\": \"wav\"}}", "audio", "audio"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"modalities\": [\"text\", \"audio\"]}", "modalities", "only text"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"prediction\": {\"type\": \"content\", \"content\": \"x\"}}", "prediction", "predicted"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"web_search_options\": {}}", "web_search_options", "web search"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"reasoning_effort\": \"low\"}", "reasoning_effort", "reasoning"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"verbosity\": \"low\"}", "verbosity", "verbosity"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"service_tier\": \"flex\"}", "service_tier", "one service tier"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"store\": true}", "store", "not stored"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"metadata\": {\"a\": \"b\"}}", "metadata", "not stored"},
     {VKV_OAI_CHAT, "{\"messages\": [", "", "parse"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"top_k\": -1}", "top_k", "[0,"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"top_k\": 1.5}", "top_k", "integer"},
@@ -242,7 +275,7 @@ static void responses_are_openai_s(void **state)
     vkv_seq_event ev = done_event();
     vkv_oai_meta m = {.route = VKV_OAI_CHAT, .id = "chatcmpl-abc", .created = 1700000000, .model = "llama"};
     vkv_strbuf b = {0};
-    vkv_oai_write_response(&b, &m, "hi \"there\"\n", 11, &ev);
+    vkv_oai_write_response(&b, &m, "hi \"there\"\n", 11, NULL, &ev);
     vkv_json_doc *d = parsed(&b);
     const vkv_json *r = vkv_json_root(d);
     assert_string_equal(at(r, "id")->string, "chatcmpl-abc");
@@ -266,7 +299,7 @@ static void responses_are_openai_s(void **state)
     vkv_json_free(d);
 
     m = (vkv_oai_meta){.route = VKV_OAI_COMPLETIONS, .id = "cmpl-x", .created = 1, .model = "llama"};
-    vkv_oai_write_response(&b, &m, "text", 4, &ev);
+    vkv_oai_write_response(&b, &m, "text", 4, NULL, &ev);
     d = parsed(&b);
     r = vkv_json_root(d);
     assert_string_equal(at(r, "object")->string, "text_completion");
@@ -292,7 +325,7 @@ static void chunks_are_openai_s(void **state)
     assert_int_equal(at(r, "usage")->type, VKV_JSON_NULL);
     vkv_json_free(d);
 
-    vkv_oai_write_text_chunk(&b, &m, "tok", 3);
+    vkv_oai_write_text_chunk(&b, &m, "tok", 3, NULL);
     d = parsed(&b);
     r = vkv_json_root(d);
     assert_string_equal(at(r, "choices.0.delta.content")->string, "tok");
@@ -319,7 +352,7 @@ static void chunks_are_openai_s(void **state)
     m = (vkv_oai_meta){.route = VKV_OAI_COMPLETIONS, .id = "cmpl-x", .created = 2, .model = "llama"};
     vkv_oai_write_first_chunk(&b, &m);
     assert_int_equal(b.n, 0);
-    vkv_oai_write_text_chunk(&b, &m, "t", 1);
+    vkv_oai_write_text_chunk(&b, &m, "t", 1, NULL);
     d = parsed(&b);
     r = vkv_json_root(d);
     assert_string_equal(at(r, "object")->string, "text_completion");
@@ -471,6 +504,115 @@ static void llama_server_routes(void **state)
     vkv_json_free(d);
 }
 
+static void logprobs_penalties_and_bias_parse(void **state)
+{
+    (void)state;
+    vkv_oai_request q;
+    vkv_oai_error err;
+    assert_true(parse(VKV_OAI_CHAT,
+                      "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logprobs\": true, \"top_logprobs\": 5,"
+                      " \"presence_penalty\": -1.5, \"frequency_penalty\": 2, \"logit_bias\": {\"7\": -100, \"0\": 3.5},"
+                      " \"tool_choice\": \"none\", \"store\": false, \"modalities\": [\"text\"], \"service_tier\": \"auto\","
+                      " \"parallel_tool_calls\": null, \"echo\": 1}",
+                      &q, &err));
+    const vkv_gen_request *g = &q.gen;
+    assert_true(g->logprobs);
+    assert_int_equal(g->top_logprobs, 5);
+    assert_false(g->echo); /* not a chat field: ignored, as OpenAI ignores unknown fields */
+    assert_true(g->sampling.presence_penalty == -1.5f && g->sampling.frequency_penalty == 2.0f);
+    assert_int_equal(g->sampling.n_logit_bias, 2);
+    assert_ptr_equal(g->sampling.logit_bias, g->logit_bias);
+    assert_int_equal(g->logit_bias[0].id, 7);
+    assert_true(g->logit_bias[0].bias == -100.0f);
+    assert_int_equal(g->logit_bias[1].id, 0);
+    assert_true(g->logit_bias[1].bias == 3.5f);
+    vkv_gen_request_free(&q.gen);
+
+    /* completions: logprobs N, echo, and max_tokens 0 with echo (the prompt's logprobs alone) */
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": [1, 2, 3], \"logprobs\": 0, \"echo\": true, \"max_tokens\": 0,"
+                      " \"best_of\": 1, \"suffix\": \"\"}", &q, &err));
+    assert_true(q.gen.logprobs && q.gen.echo && q.gen.no_generation);
+    assert_int_equal(q.gen.top_logprobs, 0);
+    vkv_gen_request_free(&q.gen);
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"logprobs\": 20, \"max_tokens\": 2}", &q, &err));
+    assert_true(q.gen.logprobs && !q.gen.echo && !q.gen.no_generation);
+    assert_int_equal(q.gen.top_logprobs, 20);
+    assert_int_equal(q.gen.max_tokens, 2);
+    vkv_gen_request_free(&q.gen);
+}
+
+/* Token text for the writers' tests: id i is "t<i>", 1 is a BOS-like control token. */
+static const char *test_piece(const void *ctx, int32_t id, bool special, size_t *len)
+{
+    (void)ctx;
+    static char buf[8][16];
+    static int next;
+    if (id == 1) {
+        *len = special ? 3 : 0;
+        return "<s>";
+    }
+    char *b = buf[next++ % 8];
+    *len = (size_t)snprintf(b, 16, "t%d", id);
+    return b;
+}
+
+static void logprobs_are_written_in_openai_s_shapes(void **state)
+{
+    (void)state;
+    vkv_seq_event ev = done_event();
+    vkv_token_logprob toks[3] = {
+        {.id = 1, .logprob = NAN},
+        {.id = 25, .logprob = -0.5f, .n_top = 2, .top_id = {25, 3}, .top_logprob = {-0.5f, -1.25f}},
+        {.id = 4, .logprob = -INFINITY, .n_top = 1, .top_id = {9}, .top_logprob = {-0.25f}},
+    };
+    vkv_oai_meta m = {.route = VKV_OAI_CHAT, .id = "chatcmpl-abc", .created = 1, .model = "llama", .piece = test_piece};
+    vkv_oai_logprobs lp = {.tokens = toks + 1, .n = 2};
+    vkv_strbuf b = {0};
+    vkv_oai_write_response(&b, &m, "t25t4", 5, &lp, &ev);
+    vkv_json_doc *d = parsed(&b);
+    const vkv_json *r = vkv_json_root(d);
+    assert_int_equal(at(r, "choices.0.logprobs.content")->n_items, 2);
+    assert_string_equal(at(r, "choices.0.logprobs.content.0.token")->string, "t25");
+    assert_true(at(r, "choices.0.logprobs.content.0.logprob")->number == -0.5);
+    assert_int_equal(at(r, "choices.0.logprobs.content.0.bytes")->n_items, 3);
+    assert_true(at(r, "choices.0.logprobs.content.0.bytes.0")->number == 't');
+    assert_int_equal(at(r, "choices.0.logprobs.content.0.top_logprobs")->n_items, 2);
+    assert_string_equal(at(r, "choices.0.logprobs.content.0.top_logprobs.1.token")->string, "t3");
+    assert_true(at(r, "choices.0.logprobs.content.0.top_logprobs.1.logprob")->number == -1.25);
+    assert_true(at(r, "choices.0.logprobs.content.1.logprob")->number == -9999); /* impossible */
+    assert_int_equal(at(r, "choices.0.logprobs.refusal")->type, VKV_JSON_NULL);
+    vkv_json_free(d);
+    vkv_oai_write_text_chunk(&b, &m, "t4", 2, &(vkv_oai_logprobs){.tokens = toks + 2, .n = 1});
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "choices.0.logprobs.content.0.token")->string, "t4");
+    vkv_json_free(d);
+
+    /* completions, echoed: the prompt's first token has no logprob; the control token takes no text */
+    m.route = VKV_OAI_COMPLETIONS;
+    lp = (vkv_oai_logprobs){.tokens = toks, .n = 3, .text_offset = 0};
+    assert_int_equal(vkv_oai_logprobs_end(&m, &lp), 5);
+    vkv_oai_write_response(&b, &m, "t25t4", 5, &lp, &ev);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_string_equal(at(r, "choices.0.logprobs.tokens.0")->string, "<s>");
+    assert_string_equal(at(r, "choices.0.logprobs.tokens.2")->string, "t4");
+    assert_int_equal(at(r, "choices.0.logprobs.token_logprobs.0")->type, VKV_JSON_NULL);
+    assert_true(at(r, "choices.0.logprobs.token_logprobs.1")->number == -0.5);
+    assert_int_equal(at(r, "choices.0.logprobs.top_logprobs.0")->type, VKV_JSON_NULL);
+    assert_true(at(r, "choices.0.logprobs.top_logprobs.1.t3")->number == -1.25);
+    assert_true(at(r, "choices.0.logprobs.top_logprobs.2.t9")->number == -0.25);
+    assert_true(at(r, "choices.0.logprobs.text_offset.0")->number == 0);
+    assert_true(at(r, "choices.0.logprobs.text_offset.1")->number == 0);
+    assert_true(at(r, "choices.0.logprobs.text_offset.2")->number == 3);
+    vkv_json_free(d);
+    /* without logprobs asked: null */
+    vkv_oai_write_text_chunk(&b, &m, "x", 1, NULL);
+    d = parsed(&b);
+    assert_int_equal(at(vkv_json_root(d), "choices.0.logprobs")->type, VKV_JSON_NULL);
+    vkv_json_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,6 +625,8 @@ int main(void)
         cmocka_unit_test(chunks_are_openai_s),
         cmocka_unit_test(models_and_errors),
         cmocka_unit_test(llama_server_routes),
+        cmocka_unit_test(logprobs_penalties_and_bias_parse),
+        cmocka_unit_test(logprobs_are_written_in_openai_s_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

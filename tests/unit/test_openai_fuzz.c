@@ -34,6 +34,10 @@ static const char *const corpus[] = {
     "{\"prompt\": \"Once upon a time\", \"max_tokens\": 5, \"stop\": \"time\", \"stream\": false}",
     "{\"prompt\": [\"a single prompt\"], \"temperature\": 0, \"seed\": -7, \"logprobs\": null, \"user\": \"u\"}",
     "{\"prompt\": [1, 2, 3, 40000], \"stream\": true, \"vkvector\": {\"press\": \"none\"}}",
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logprobs\": true, \"top_logprobs\": 3, "
+    "\"presence_penalty\": 0.5, \"frequency_penalty\": -1, \"logit_bias\": {\"12\": -100, \"7\": 2.5}, "
+    "\"tool_choice\": \"none\", \"store\": false, \"response_format\": {\"type\": \"text\"}}",
+    "{\"prompt\": [5, 6, 7], \"echo\": true, \"logprobs\": 1, \"max_tokens\": 0, \"best_of\": 1, \"suffix\": \"\"}",
     /* llama-server's /tokenize and /detokenize */
     "{\"content\": \"Hello t\\u00e9 <s>\", \"add_special\": true, \"parse_special\": false, \"with_pieces\": true}",
     "{\"tokens\": [0, 1, 2, 99, 100]}",
@@ -153,6 +157,11 @@ static void check_request(const vkv_oai_request *q)
     assert_true(g->n_stop <= VKV_GEN_MAX_STOP);
     assert_true(g->sampling.temperature >= 0 && g->sampling.temperature <= 2);
     assert_true(g->sampling.top_p > 0 && g->sampling.top_p <= 1);
+    assert_int_equal(vkv_sampler_validate(&g->sampling), VKV_OK); /* penalties and logit_bias in range */
+    assert_true(g->sampling.n_logit_bias <= 1024 && (!g->sampling.n_logit_bias || g->sampling.logit_bias == g->logit_bias));
+    for (size_t i = 0; i < g->sampling.n_logit_bias; i++) assert_true(g->logit_bias[i].id >= 0);
+    assert_true(g->top_logprobs <= VKV_GEN_MAX_TOP_LOGPROBS && (g->logprobs || !g->top_logprobs));
+    assert_true(!g->no_generation || (g->echo && q->route == VKV_OAI_COMPLETIONS));
     assert_true(!g->press.has_compression || (g->press.compression >= 0 && g->press.compression < 1));
     const char *text = "";
     if (q->route == VKV_OAI_CHAT) {
@@ -177,7 +186,7 @@ static void check_request(const vkv_oai_request *q)
     done.compression.press = g->press.has_press ? g->press.press : NULL;
     vkv_oai_meta m = {.route = q->route, .id = "x", .created = 1, .model = q->model, .include_usage = q->include_usage};
     vkv_strbuf b = {0};
-    vkv_oai_write_response(&b, &m, text, strlen(text), &done);
+    vkv_oai_write_response(&b, &m, text, strlen(text), NULL, &done);
     vkv_json_doc *d;
     assert_false(b.oom);
     assert_int_equal(vkv_json_parse(b.p, b.n, &d), VKV_OK);

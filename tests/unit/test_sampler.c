@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <cmocka.h>
@@ -116,7 +117,127 @@ static void sampler_rejects_bad_values(void **state)
     p = vkv_sampler_defaults();
     p.repeat_penalty = 0;
     assert_int_equal(vkv_sampler_create(&p, 10, &s), VKV_ERR_ARG);
+    p = vkv_sampler_defaults();
+    p.presence_penalty = 2.5f;
+    assert_int_equal(vkv_sampler_create(&p, 10, &s), VKV_ERR_ARG);
+    p = vkv_sampler_defaults();
+    p.frequency_penalty = -2.01f;
+    assert_int_equal(vkv_sampler_create(&p, 10, &s), VKV_ERR_ARG);
     assert_null(s);
+}
+
+/* OpenAI's penalties count generated tokens only: the prompt's do not move them. */
+static void sampler_presence_and_frequency_penalties_count_generated_tokens(void **state)
+{
+    (void)state;
+    vkv_sampler_params p = vkv_sampler_defaults();
+    p.temperature = 0;
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    vkv_sampler *s = make(p, 4);
+    float logits[4] = {2.0f, 1.5f, 0.0f, -1.0f};
+    vkv_sampler_accept(s, 0); /* a prompt token: no penalty */
+    assert_int_equal(vkv_sampler_sample(s, logits), 0);
+    vkv_sampler_accept_generated(s, 0); /* 2 - 0.25 - 0.5 = 1.25 < 1.5 */
+    assert_int_equal(vkv_sampler_sample(s, logits), 1);
+    vkv_sampler_accept_generated(s, 1); /* 1.5 - 0.75 = 0.75 < 1.25 */
+    assert_int_equal(vkv_sampler_sample(s, logits), 0);
+    vkv_sampler_accept_generated(s, 0); /* 2 - 0.5 - 0.5 = 1 > 0.75 */
+    assert_int_equal(vkv_sampler_sample(s, logits), 0);
+    vkv_sampler_accept_generated(s, 0); /* 2 - 0.75 - 0.5 = 0.75, a tie with token 1: the lower id */
+    assert_int_equal(vkv_sampler_sample(s, logits), 0);
+    vkv_sampler_accept_generated(s, 0); /* 0.5 < 0.75 */
+    assert_int_equal(vkv_sampler_sample(s, logits), 1);
+    vkv_sampler_free(s);
+    /* a negative penalty favours repetition */
+    p.presence_penalty = -2;
+    p.frequency_penalty = 0;
+    s = make(p, 4);
+    vkv_sampler_accept_generated(s, 2); /* 0 + 2 = 2, a tie with token 0 */
+    assert_int_equal(vkv_sampler_sample(s, logits), 0);
+    vkv_sampler_accept_generated(s, 3); /* on flat: 2 and -0.5 + 2 = 1.5 */
+    float flat[4] = {0, 0, 0, -0.5f};
+    assert_int_equal(vkv_sampler_sample(s, flat), 2);
+    vkv_sampler_free(s);
+}
+
+static void sampler_logit_bias_bans_and_forces(void **state)
+{
+    (void)state;
+    vkv_sampler_params p = vkv_sampler_defaults();
+    p.temperature = 1;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    float logits[5] = {3.0f, 2.5f, 2.0f, 0.0f, -1.0f};
+    vkv_logit_bias ban[2] = {{0, -100}, {1, -100}};
+    p.logit_bias = ban;
+    p.n_logit_bias = 2;
+    vkv_sampler *s = make(p, 5);
+    for (int i = 0; i < 300; i++) {
+        int32_t id = vkv_sampler_sample(s, logits);
+        assert_true(id >= 2);
+    }
+    vkv_sampler_free(s);
+    vkv_logit_bias force = {4, 100};
+    p.logit_bias = &force;
+    p.n_logit_bias = 1;
+    s = make(p, 5);
+    for (int i = 0; i < 300; i++) assert_int_equal(vkv_sampler_sample(s, logits), 4);
+    vkv_sampler_free(s);
+    /* ids outside the vocabulary and biases outside [-100, 100] are refused */
+    vkv_logit_bias outside = {5, 1};
+    p.logit_bias = &outside;
+    assert_int_equal(vkv_sampler_create(&p, 5, &s), VKV_ERR_ARG);
+    vkv_logit_bias too_big = {1, 101};
+    p.logit_bias = &too_big;
+    assert_int_equal(vkv_sampler_create(&p, 5, &s), VKV_ERR_ARG);
+    assert_null(s);
+}
+
+static void sampler_mask_keeps_to_allowed_tokens(void **state)
+{
+    (void)state;
+    float logits[6] = {5.0f, 4.0f, 1.0f, 0.5f, 0.0f, 3.0f};
+    bool allowed[6] = {false, false, true, false, true, false};
+    vkv_sampler_params p = vkv_sampler_defaults();
+    p.temperature = 0;
+    vkv_sampler *s = make(p, 6);
+    assert_int_equal(vkv_sampler_sample_masked(s, logits, allowed), 2);
+    vkv_sampler_free(s);
+    p.temperature = 1.5f;
+    p.top_k = 0;
+    p.top_p = 1;
+    p.min_p = 0;
+    s = make(p, 6);
+    int seen[6] = {0};
+    for (int i = 0; i < 400; i++) seen[vkv_sampler_sample_masked(s, logits, allowed)]++;
+    assert_int_equal(seen[0] + seen[1] + seen[3] + seen[5], 0);
+    assert_true(seen[2] > 0 && seen[4] > 0);
+    vkv_sampler_free(s);
+}
+
+static void log_softmax_top_matches_the_definition(void **state)
+{
+    (void)state;
+    float logits[7] = {1.0f, 3.0f, -2.0f, 3.0f, 0.5f, 2.0f, -40.0f};
+    double z = 0;
+    for (int i = 0; i < 7; i++) z += exp(logits[i]);
+    int32_t ids[4];
+    float lp[4];
+    double chosen = vkv_log_softmax_top(logits, 7, 4, 4, ids, lp);
+    assert_true(fabs(chosen - (0.5 - log(z))) < 1e-12);
+    const int32_t want[4] = {1, 3, 5, 0}; /* ties: the lower id first */
+    for (int j = 0; j < 4; j++) {
+        assert_int_equal(ids[j], want[j]);
+        assert_true(fabs(lp[j] - (logits[want[j]] - log(z))) < 1e-6);
+    }
+    /* more alternatives than tokens: every token once */
+    int32_t all[32];
+    float all_lp[32];
+    vkv_log_softmax_top(logits, 7, 0, 20, all, all_lp);
+    assert_int_equal(all[6], 6);
+    assert_true(all_lp[5] > all_lp[6]);
 }
 
 int main(void)
@@ -128,6 +249,10 @@ int main(void)
         cmocka_unit_test(sampler_top_p_and_min_p_cut_the_tail),
         cmocka_unit_test(sampler_repeat_penalty_demotes_recent_tokens),
         cmocka_unit_test(sampler_rejects_bad_values),
+        cmocka_unit_test(sampler_presence_and_frequency_penalties_count_generated_tokens),
+        cmocka_unit_test(sampler_logit_bias_bans_and_forces),
+        cmocka_unit_test(sampler_mask_keeps_to_allowed_tokens),
+        cmocka_unit_test(log_softmax_top_matches_the_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

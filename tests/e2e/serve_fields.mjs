@@ -1,0 +1,243 @@
+// OpenAI's request fields on `vkvector serve` (the default model, lavapipe),
+// through OpenAI's official Node client (docs/SERVE.md, "Request fields"):
+//   - logprobs: chat's logprobs/top_logprobs and completions' logprobs N, in
+//     OpenAI's shapes, streamed and not (the same numbers either way), the
+//     greedy token the most likely one;
+//   - echo with logprobs and max_tokens 0 (what evaluation harnesses send):
+//     the prompt's per-token log-probabilities equal `vkvector perplexity
+//     --token-logprobs` on the same ids, to 1e-4;
+//   - presence_penalty / frequency_penalty: a token greedy decoding repeats
+//     is repeated less with them;
+//   - logit_bias: -100 bans the greedy token, +100 forces a token;
+//   - seed: the same seed gives the same tokens alone and beside other
+//     requests;
+//   - every OpenAI field the server does not honour is refused with a 400
+//     whose param names it.
+//
+//   node serve_fields.mjs VKVECTOR MODEL
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+
+const [vkv, model] = process.argv.slice(2);
+const execFileP = promisify(execFile);
+let failures = 0, checks = 0;
+function check(cond, what, detail = '') {
+  checks++;
+  if (cond) return;
+  failures++;
+  console.error(`serve_fields: FAIL: ${what}${detail ? `: ${detail}` : ''}`);
+}
+
+// Starts a server; resolves with {proc, url, exited} once it listens.
+function startServer(args) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(vkv, ['serve', '-m', model, '--port', '0', '--quiet', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let log = '';
+    const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+    let listening = false;
+    proc.stderr.on('data', (d) => {
+      log += d;
+      const m = !listening && log.match(/listening on (http:\/\/[^\s]+)/);
+      if (m) { listening = true; resolve({ proc, url: m[1], exited }); }
+    });
+    proc.stdout.on('data', () => {});
+    proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}) before listening:\n${log}`)));
+  });
+}
+
+async function collectChat(stream) {
+  let text = '';
+  const content = [];
+  for await (const chunk of stream)
+    for (const c of chunk.choices) {
+      text += c.delta?.content ?? '';
+      if (c.logprobs?.content) content.push(...c.logprobs.content);
+    }
+  return { text, content };
+}
+
+const PROMPT = 'ROMEO:\nBut soft, what light through yonder window breaks?';
+
+// The refused fields, each with a value that asks for what the server does not do.
+const REFUSED_CHAT = {
+  tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: {} } } }],
+  tool_choice: 'required',
+  parallel_tool_calls: true,
+  functions: [{ name: 'f', parameters: { type: 'object', properties: {} } }],
+  function_call: 'auto',
+  audio: { voice: 'alloy', format: 'wav' },
+  modalities: ['text', 'audio'],
+  prediction: { type: 'content', content: 'x' },
+  web_search_options: {},
+  reasoning_effort: 'high',
+  verbosity: 'low',
+  service_tier: 'flex',
+  store: true,
+  metadata: { k: 'v' },
+  n: 2,
+};
+const REFUSED_COMPLETIONS = { suffix: ' and so on', best_of: 3, n: 2 };
+
+async function refusedWith(fn, param) {
+  try {
+    await fn();
+    return `accepted (wanted a 400 naming ${param})`;
+  } catch (e) {
+    if (e?.status === 400 && e?.param === param) return null;
+    return `${e?.status} param ${e?.param}: ${e?.message}`;
+  }
+}
+
+async function main() {
+  const dir = mkdtempSync(join(tmpdir(), 'vkv-fields-'));
+  const s = await startServer(['--ctx', '512', '--max-seqs', '8']);
+  const client = new OpenAI({ baseURL: `${s.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  const tokenize = async (content) => (await (await fetch(`${s.url}/tokenize`, { method: 'POST',
+    body: JSON.stringify({ content }) })).json()).tokens;
+  try {
+    const messages = [{ role: 'user', content: PROMPT }];
+    // ---- logprobs, chat ----
+    const whole = await client.chat.completions.create({ model: 'm', messages, max_tokens: 12, temperature: 0,
+                                                         logprobs: true, top_logprobs: 3 });
+    const lc = whole.choices[0].logprobs?.content ?? [];
+    check(lc.length === whole.usage.completion_tokens, 'chat logprobs: one entry per generated token',
+          `${lc.length} vs ${whole.usage.completion_tokens}`);
+    check(lc.every((t) => typeof t.token === 'string' && t.logprob <= 0 && Array.isArray(t.bytes) &&
+                          t.top_logprobs.length === 3 && t.top_logprobs[0].logprob >= t.top_logprobs[2].logprob),
+          'chat logprobs: token, logprob <= 0, bytes and 3 alternatives, most likely first', JSON.stringify(lc[0]));
+    check(lc.every((t) => t.top_logprobs[0].token === t.token && Math.abs(t.top_logprobs[0].logprob - t.logprob) < 1e-6),
+          'greedy picks the most likely token, whose logprob the entry carries');
+    check(Buffer.concat(lc.map((t) => Buffer.from(t.bytes))).toString('utf8') === whole.choices[0].message.content,
+          'the tokens\' bytes spell the content', JSON.stringify(whole.choices[0].message.content));
+    const streamed = await collectChat(await client.chat.completions.create({ model: 'm', messages, max_tokens: 12,
+      temperature: 0, logprobs: true, top_logprobs: 3, stream: true }));
+    check(streamed.text === whole.choices[0].message.content && streamed.content.length === lc.length &&
+          streamed.content.every((t, i) => t.token === lc[i].token && t.logprob === lc[i].logprob),
+          'streamed logprobs equal the whole response\'s', `${streamed.content.length} entries`);
+    const none = await client.chat.completions.create({ model: 'm', messages, max_tokens: 2, temperature: 0 });
+    check(none.choices[0].logprobs === null, 'without logprobs: null', JSON.stringify(none.choices[0].logprobs));
+
+    // ---- logprobs, completions ----
+    const comp = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 10, temperature: 0, logprobs: 2 });
+    const cl = comp.choices[0].logprobs;
+    check(cl && cl.tokens.length === comp.usage.completion_tokens && cl.token_logprobs.length === cl.tokens.length &&
+          cl.top_logprobs.every((d) => Object.keys(d).length <= 2) &&
+          cl.text_offset[0] === Buffer.byteLength(PROMPT) && cl.tokens.join('') === comp.choices[0].text,
+          'completions logprobs: tokens, token_logprobs, top_logprobs (2), text_offset from the prompt\'s end',
+          JSON.stringify(cl));
+
+    // ---- echo + logprobs + max_tokens 0 against vkvector perplexity ----
+    const text = 'KING HENRY:\nOnce more unto the breach, dear friends, once more;\nOr close the wall up with our ' +
+                 'English dead.\nIn peace there\'s nothing so becomes a man\nAs modest stillness and humility.\n';
+    writeFileSync(join(dir, 'text.txt'), text);
+    const ctx = 64;
+    await execFileP(vkv, ['perplexity', '-m', model, '--text', join(dir, 'text.txt'), '--ctx', String(ctx),
+                          '--max-windows', '1', '--kv-type', 'f16', '--token-logprobs', join(dir, 'lp.jsonl')]);
+    const ref = JSON.parse(readFileSync(join(dir, 'lp.jsonl'), 'utf8').split('\n')[0]);
+    const echo = await client.completions.create({ model: 'm', prompt: ref.ids, max_tokens: 0, echo: true, logprobs: 1 });
+    const el = echo.choices[0].logprobs;
+    let worst = 0;
+    if (el && el.token_logprobs.length === ref.ids.length)
+      for (let i = 1; i < ref.ids.length; i++) worst = Math.max(worst, Math.abs(el.token_logprobs[i] - ref.logprobs[i]));
+    else worst = Infinity;
+    console.log(`serve_fields: echo logprobs of ${ref.ids.length} tokens vs vkvector perplexity: largest difference ` +
+                `${worst.toExponential(2)}`);
+    check(worst <= 1e-4 && el.token_logprobs[0] === null && el.top_logprobs[0] === null,
+          `echo logprobs equal vkvector perplexity's (${ctx} tokens, largest difference ${worst.toExponential(2)})`,
+          JSON.stringify(el?.token_logprobs?.slice(0, 4)));
+    check(echo.usage.completion_tokens === 0 && echo.choices[0].finish_reason === 'length' &&
+          echo.usage.prompt_tokens === ref.ids.length, 'max_tokens 0: nothing generated', JSON.stringify(echo.usage));
+    check(echo.choices[0].text === el?.tokens.slice(1).join(''), 'echo returns the prompt\'s text',
+          JSON.stringify(echo.choices[0].text));
+    // echo and one generated token (lm-evaluation-harness's local-completions): the prompt's logprobs, then its
+    const echo1 = await client.completions.create({ model: 'm', prompt: ref.ids, max_tokens: 1, echo: true, logprobs: 1,
+                                                    temperature: 0 });
+    const e1 = echo1.choices[0].logprobs;
+    check(e1 && e1.token_logprobs.length === ref.ids.length + 1 &&
+          e1.token_logprobs.slice(0, -1).every((v, i) => v === el.token_logprobs[i]),
+          'echo with one generated token: the prompt\'s logprobs, then the token\'s', JSON.stringify(e1?.token_logprobs?.slice(-3)));
+    const echoText = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 4, echo: true, temperature: 0 });
+    check(echoText.choices[0].text.startsWith(PROMPT) && echoText.choices[0].text.length > PROMPT.length,
+          'echo without logprobs: the prompt, then the completion', JSON.stringify(echoText.choices[0].text));
+
+    // ---- penalties ----
+    const repeat = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 40, temperature: 0, logprobs: 0 });
+    const counts = (toks) => toks.reduce((m, t) => m.set(t, (m.get(t) ?? 0) + 1), new Map());
+    const plainCounts = counts(repeat.choices[0].logprobs.tokens);
+    const [top, topN] = [...plainCounts].sort((a, b) => b[1] - a[1])[0];
+    check(topN >= 3, 'greedy decoding repeats a token', `${JSON.stringify(top)} x${topN}`);
+    for (const [name, value] of [['frequency_penalty', 2], ['presence_penalty', 2]]) {
+      const pen = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 40, temperature: 0, logprobs: 0,
+                                                    [name]: value });
+      const n = counts(pen.choices[0].logprobs.tokens).get(top) ?? 0;
+      check(n < topN, `${name} ${value}: the repeated token ${JSON.stringify(top)} comes fewer times`, `${n} vs ${topN}`);
+    }
+
+    // ---- logit_bias ----
+    const first = repeat.choices[0].logprobs.tokens[0];
+    const firstId = (await tokenize(first))[0];
+    const banned = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 1, temperature: 0, logprobs: 0,
+                                                     logit_bias: { [firstId]: -100 } });
+    check(banned.choices[0].logprobs.tokens[0] !== first, 'logit_bias -100 bans the greedy token',
+          JSON.stringify(banned.choices[0].text));
+    const forcedId = (await tokenize('z'))[0];
+    const forced = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 6, temperature: 1, seed: 3,
+                                                     logit_bias: { [forcedId]: 100 } });
+    check(forced.choices[0].text === 'z'.repeat(6), 'logit_bias +100 forces the token at temperature 1',
+          JSON.stringify(forced.choices[0].text));
+    const outside = await refusedWith(() => client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 1,
+                                                                        logit_bias: { 100000: 1 } }), 'logit_bias');
+    check(!outside, 'logit_bias naming a token outside the vocabulary: 400', outside);
+
+    // ---- seed: the same tokens alone and beside other requests ----
+    const seeded = { model: 'm', prompt: PROMPT, max_tokens: 24, temperature: 1, seed: 1234 };
+    const alone = (await client.completions.create(seeded)).choices[0].text;
+    const crowd = await Promise.all([seeded, ...[1, 2, 3, 4, 5].map((i) => ({ ...seeded, seed: i, prompt: `${PROMPT} ${i}`,
+                                                                              max_tokens: 10 + 4 * i }))]
+      .map((b) => client.completions.create(b)));
+    check(crowd[0].choices[0].text === alone, 'seed 1234 gives the same tokens beside 5 other requests',
+          `${JSON.stringify(crowd[0].choices[0].text)} vs ${JSON.stringify(alone)}`);
+    const again = (await client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 99 }))
+      .choices[0].message.content;
+    const [again2] = await Promise.all([
+      client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 99 }),
+      client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 7 })]);
+    check(again2.choices[0].message.content === again, 'chat: seed 99 gives the same tokens beside another request');
+
+    // ---- refused fields ----
+    for (const [field, value] of Object.entries(REFUSED_CHAT)) {
+      const why = await refusedWith(() => client.chat.completions.create({ model: 'm', messages, max_tokens: 1,
+                                                                           [field]: value }), field);
+      check(!why, `chat ${field}: 400 naming it`, why);
+    }
+    for (const [field, value] of Object.entries(REFUSED_COMPLETIONS)) {
+      const why = await refusedWith(() => client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 1,
+                                                                      [field]: value }), field);
+      check(!why, `completions ${field}: 400 naming it`, why);
+    }
+    const image = await refusedWith(() => client.chat.completions.create({ model: 'm', max_tokens: 1, messages: [{
+      role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] }),
+    'messages.[0].content.[0].type');
+    check(!image, 'an image content part: 400 naming it', image);
+    const noOps = await client.chat.completions.create({ model: 'm', messages, max_tokens: 1, store: false,
+      tool_choice: 'none', modalities: ['text'], service_tier: 'auto', user: 'u1' });
+    check(noOps.choices.length === 1, 'fields whose values ask for nothing are accepted');
+    const zero = await refusedWith(() => client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 0 }), 'max_tokens');
+    check(!zero, 'max_tokens 0 without echo: 400', zero);
+  } finally {
+    s.proc.kill('SIGTERM');
+    await s.exited;
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(`serve_fields: ${checks - failures}/${checks} checks passed`);
+  process.exit(failures ? 1 : 0);
+}
+
+main().catch((e) => {
+  console.error(`serve_fields: FAIL: ${e.stack ?? e}`);
+  process.exit(1);
+});
