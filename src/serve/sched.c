@@ -33,6 +33,27 @@
 /* Upper bounds (seconds) of the step-time histogram's buckets. */
 static const double STEP_BUCKETS[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 #define N_STEP_BUCKETS (sizeof STEP_BUCKETS / sizeof STEP_BUCKETS[0])
+/* Request latencies' buckets (seconds), for the vLLM-style metrics a
+ * dashboard built for vLLM reads (docs/SERVE.md, "Metrics"). */
+static const double LATENCY_BUCKETS[] = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+                                         1, 2.5, 5, 7.5, 10, 20, 40, 80, 160, 640};
+#define N_LATENCY_BUCKETS (sizeof LATENCY_BUCKETS / sizeof LATENCY_BUCKETS[0])
+
+/* A Prometheus histogram over LATENCY_BUCKETS (under the engine's mu). */
+typedef struct latency_hist {
+    uint64_t counts[N_LATENCY_BUCKETS + 1];
+    double sum;
+    uint64_t count;
+} latency_hist;
+
+static void hist_add(latency_hist *h, double s)
+{
+    size_t b = 0;
+    while (b < N_LATENCY_BUCKETS && s > LATENCY_BUCKETS[b]) b++;
+    h->counts[b]++;
+    h->sum += s;
+    h->count++;
+}
 
 typedef enum seq_state {
     SEQ_WAITING,                /* queued, not yet tokenized */
@@ -88,6 +109,7 @@ struct vkv_seq {
     float *logits;              /* [n_vocab] the prefill's */
     int32_t next_id;            /* the token the next decoding step appends */
     uint32_t n_gen;
+    double t_submit, t_last_token; /* now_s() at submission and at the last token taken */
     vkv_gen_compression comp;
     uint32_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     bool context_reused;        /* its compressed context came from the cache */
@@ -157,6 +179,7 @@ struct vkv_engine {
     uint64_t step_hist[N_STEP_BUCKETS + 1];
     double step_sum;
     uint64_t step_count;
+    latency_hist ttft, itl, e2e; /* time to first token, between tokens, submission to the last event */
     uint32_t step_seqs_max;     /* the most sequences one decoding step has held */
     /* the prefix cache: entries (the scheduler's; their count and bytes under mu) */
     prefix_entry *prefix;       /* [MAX_PREFIX_ENTRIES] */
@@ -380,6 +403,7 @@ void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
     }
     pthread_mutex_lock(&e->mu);
     q->id = ++e->next_id;
+    q->t_submit = now_s();
     const bool stopping = e->stopping;
     const bool full = e->n_waiting + e->n_active >= e->p.max_seqs + e->p.queue;
     if (!stopping && !full) {
@@ -919,6 +943,7 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
           reason, ev.prompt_tokens, q->n_gen, q->comp.decode_compressions);
     pthread_mutex_lock(&e->mu);
     e->decode_compressions += q->comp.decode_compressions;
+    hist_add(&e->e2e, now_s() - q->t_submit);
     pthread_mutex_unlock(&e->mu);
     prefix_keep(q);
     context_keep(q);
@@ -969,9 +994,12 @@ static void take_token(vkv_seq *q, const float *logits)
     int32_t id = vkv_sampler_sample(q->smp, logits);
     vkv_sampler_accept_generated(q->smp, id);
     q->n_gen++;
+    const double t = now_s();
     pthread_mutex_lock(&e->mu);
     e->gen_tokens++;
+    hist_add(q->n_gen == 1 ? &e->ttft : &e->itl, t - (q->n_gen == 1 ? q->t_submit : q->t_last_token));
     pthread_mutex_unlock(&e->mu);
+    q->t_last_token = t;
     if (tok && vkv_tokenizer_is_eog(tok, id)) {
         seq_finish(q, "stop", false);
         return;
@@ -1706,6 +1734,45 @@ const char *vkv_engine_token_piece(const vkv_engine *e, int32_t id, bool special
     return vkv_token_to_piece(e->s->tok, id, special, len);
 }
 
+/* A latency histogram under vLLM's naming: `vkvector:NAME`. */
+static void latency_metric(vkv_strbuf *out, const char *name, const char *help, const latency_hist *h)
+{
+    bufprintf(out, "# HELP vkvector:%s %s\n# TYPE vkvector:%s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (size_t b = 0; b < N_LATENCY_BUCKETS; b++) {
+        cum += h->counts[b];
+        bufprintf(out, "vkvector:%s_bucket{le=\"%g\"} %llu\n", name, LATENCY_BUCKETS[b], (unsigned long long)cum);
+    }
+    bufprintf(out, "vkvector:%s_bucket{le=\"+Inf\"} %llu\nvkvector:%s_sum %.6f\nvkvector:%s_count %llu\n", name,
+              (unsigned long long)h->count, name, h->sum, name, (unsigned long long)h->count);
+}
+
+/* The metrics dashboards built for vLLM read, under its names with the
+ * vkvector: prefix (docs/SERVE.md, "Metrics"). Under e->mu. */
+static void vllm_style_metrics(const vkv_engine *e, vkv_strbuf *out)
+{
+    const struct { const char *name, *type, *help; double v; } plain[] = {
+        {"prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", (double)e->prompt_tokens},
+        {"generation_tokens_total", "counter", "Tokens generated.", (double)e->gen_tokens},
+        {"num_requests_running", "gauge", "Requests prefilling or decoding.", (double)e->n_active},
+        {"num_requests_waiting", "gauge", "Requests waiting for admission.", (double)e->n_waiting},
+        {"kv_cache_usage_perc", "gauge", "The KV pool's use, as a fraction (1 = full).",
+         e->budget ? (double)e->pool_used / (double)e->budget : 0},
+    };
+    for (size_t i = 0; i < sizeof plain / sizeof *plain; i++)
+        bufprintf(out, "# HELP vkvector:%s %s\n# TYPE vkvector:%s %s\nvkvector:%s %.17g\n", plain[i].name, plain[i].help,
+                  plain[i].name, plain[i].type, plain[i].name, plain[i].v);
+    bufprintf(out, "# HELP vkvector:request_success_total Requests that ran to their end, by finish reason.\n"
+                   "# TYPE vkvector:request_success_total counter\n"
+                   "vkvector:request_success_total{finished_reason=\"stop\"} %llu\n"
+                   "vkvector:request_success_total{finished_reason=\"length\"} %llu\n",
+              (unsigned long long)e->outcomes[OUT_STOP], (unsigned long long)e->outcomes[OUT_LENGTH]);
+    latency_metric(out, "time_to_first_token_seconds", "From submission to the first generated token.", &e->ttft);
+    latency_metric(out, "inter_token_latency_seconds", "Between a request's consecutive generated tokens.", &e->itl);
+    latency_metric(out, "e2e_request_latency_seconds", "From submission to the last event of a request that ran.",
+                   &e->e2e);
+}
+
 /* One unlabelled metric with its HELP and TYPE lines. */
 static void metric(vkv_strbuf *out, const char *name, const char *type, const char *help, uint64_t value)
 {
@@ -1760,5 +1827,6 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
     bufprintf(out, "vkvector_decode_step_seconds_bucket{le=\"+Inf\"} %llu\n", (unsigned long long)e->step_count);
     bufprintf(out, "vkvector_decode_step_seconds_sum %.6f\nvkvector_decode_step_seconds_count %llu\n", e->step_sum,
               (unsigned long long)e->step_count);
+    vllm_style_metrics(e, out);
     pthread_mutex_unlock(&e->mu);
 }

@@ -12,7 +12,9 @@
 //   - seed: the same seed gives the same tokens alone and beside other
 //     requests;
 //   - every OpenAI field the server does not honour is refused with a 400
-//     whose param names it.
+//     whose param names it;
+//   - the vLLM-style metrics (TTFT, inter-token and end-to-end histograms,
+//     token counters, running and waiting requests, KV pool use) add up.
 //
 //   node serve_fields.mjs VKVECTOR MODEL
 import { spawn, execFile } from 'node:child_process';
@@ -228,6 +230,29 @@ async function main() {
     check(noOps.choices.length === 1, 'fields whose values ask for nothing are accepted');
     const zero = await refusedWith(() => client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 0 }), 'max_tokens');
     check(!zero, 'max_tokens 0 without echo: 400', zero);
+
+    // ---- vLLM-style metrics: the histograms a dashboard reads, consistent with what ran ----
+    const prom = await (await fetch(`${s.url}/metrics`)).text();
+    const value = (name) => Number(prom.match(new RegExp(`^${name} ([0-9.e+-]+)$`, 'm'))?.[1] ?? NaN);
+    const buckets = (name) => [...prom.matchAll(new RegExp(`^${name}_bucket\\{le="([^"]+)"\\} (\\d+)$`, 'gm'))]
+      .map((m) => Number(m[2]));
+    const generated = value('vkvector:generation_tokens_total');
+    const requestsDone = value('vkvector:request_success_total\\{finished_reason="stop"\\}') +
+                         value('vkvector:request_success_total\\{finished_reason="length"\\}');
+    const ttft = value('vkvector:time_to_first_token_seconds_count'), itl = value('vkvector:inter_token_latency_seconds_count');
+    const e2e = value('vkvector:e2e_request_latency_seconds_count');
+    check(generated > 0 && ttft + itl === generated, 'every generated token is a first token or an inter-token gap',
+          `${ttft} + ${itl} vs ${generated}`);
+    check(e2e === requestsDone && e2e >= ttft, 'an end-to-end latency per request that ran', `${e2e} vs ${requestsDone}`);
+    for (const h of ['time_to_first_token_seconds', 'inter_token_latency_seconds', 'e2e_request_latency_seconds']) {
+      const b = buckets(`vkvector:${h}`);
+      check(b.length > 10 && b.every((v, i) => !i || v >= b[i - 1]) && b[b.length - 1] === value(`vkvector:${h}_count`) &&
+            value(`vkvector:${h}_sum`) > 0, `vkvector:${h}: cumulative buckets ending at the count`, JSON.stringify(b));
+    }
+    const usage = value('vkvector:kv_cache_usage_perc');
+    check(usage >= 0 && usage <= 1 && value('vkvector:num_requests_running') === 0 &&
+          value('vkvector:num_requests_waiting') === 0 && value('vkvector:prompt_tokens_total') > 0,
+          'running and waiting requests, prompt tokens and the KV pool\'s use as a fraction', `${usage}`);
   } finally {
     s.proc.kill('SIGTERM');
     await s.exited;
