@@ -167,7 +167,9 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
 /* Drains (vkv_engine_drain) and frees. */
 void vkv_engine_free(vkv_engine *e);
 
-/* Queues the request. On success *out is the sequence to read events from;
+/* Renders the chat template and tokenizes the prompt on the caller's thread
+ * (so a long prompt holds up only its own connection, never the scheduler's
+ * steps), then queues the request. On success *out is the sequence to read events from;
  * when the queue is full (429), the engine is stopping (503), or the request
  * can never run (a prompt longer than the context, a KV peak over the whole
  * budget: 400), *out still comes back and its first event is the error. */

@@ -110,6 +110,8 @@ struct vkv_seq {
     int32_t next_id;            /* the token the next decoding step appends */
     uint32_t n_gen;
     double t_submit, t_last_token; /* now_s() at submission and at the last token taken */
+    vkv_status prompt_st;       /* the prompt's tokenization, done at submission on the caller's thread */
+    char prompt_err[400];       /* and its message when it failed */
     vkv_gen_compression comp;
     uint32_t cached_tokens;     /* prompt tokens taken from the prefix cache */
     bool context_reused;        /* its compressed context came from the cache */
@@ -392,6 +394,8 @@ static vkv_seq *seq_new(vkv_engine *e, vkv_gen_request *req)
     return q;
 }
 
+static vkv_status request_prompt(vkv_seq *q);
+
 void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
 {
     vkv_seq *q = seq_new(e, req);
@@ -400,6 +404,13 @@ void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
         /* no sequence to say it on: the front sees NULL */
         vkv_gen_request_free(req);
         return;
+    }
+    /* The chat template and the tokenizer run here, on the caller's thread
+     * (both read only what loading made): a long prompt does not hold up
+     * the scheduler's steps. A failure is said when the request is prepared. */
+    if ((q->prompt_st = request_prompt(q))) {
+        snprintf(q->prompt_err, sizeof q->prompt_err, "%s", vkv_last_error());
+        vkv_clear_error();
     }
     pthread_mutex_lock(&e->mu);
     q->id = ++e->next_id;
@@ -421,6 +432,7 @@ void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
                    "the server is busy: %u sequences run and %u wait; try again later", e->p.max_seqs, e->p.queue);
     vkv_gen_request_free(q->req);
     q->req = NULL;
+    vkv_prompt_free(&q->pr);
     engine_release(q);
 }
 
@@ -468,7 +480,7 @@ static bool request_compression(vkv_seq *q, char *msg, size_t size, const char *
     return true;
 }
 
-/* The request's prompt as tokens. */
+/* The request's prompt as tokens (vkv_engine_submit's, on the caller's thread). */
 static vkv_status request_prompt(vkv_seq *q)
 {
     vkv_engine *e = q->e;
@@ -537,9 +549,9 @@ static bool prepare(vkv_seq *q)
         refuse(q, 400, "invalid_request_error", NULL, param, "%s", msg);
         return false;
     }
-    if ((st = request_prompt(q))) {
+    if ((st = q->prompt_st)) {
         refuse(q, st == VKV_ERR_OOM ? 500 : 400, st == VKV_ERR_OOM ? "server_error" : "invalid_request_error",
-                   NULL, q->req->kind == VKV_GEN_CHAT ? "messages" : "prompt", "%s", vkv_last_error());
+                   NULL, q->req->kind == VKV_GEN_CHAT ? "messages" : "prompt", "%s", q->prompt_err);
         return false;
     }
     if (!q->pr.n) {
