@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/strbuf.h"
 #include "infer/sampler.h"
+#include "serve/json_constraint.h"
 #include "session/session.h"
 
 /* The compression one request asks for: the request's "vkvector" extension
@@ -83,6 +84,10 @@ typedef struct vkv_gen_request {
     bool logprobs;              /* each generated token's log-probability in its TEXT event */
     uint32_t top_logprobs;      /* and its most likely alternatives, [0, VKV_GEN_MAX_TOP_LOGPROBS] */
     bool echo;                  /* the STARTED event carries the prompt's tokens (with logprobs when asked) */
+    /* response_format json_object / json_schema: each step samples only
+     * tokens that continue a valid document, the end of generation only
+     * once it is whole (docs/SERVE.md, "Structured outputs"); NULL: text */
+    vkv_json_constraint *constraint;
     char *stop[VKV_GEN_MAX_STOP]; /* stop sequences: generation ends before the first match, which is not returned */
     size_t n_stop;
     bool stream;                /* the front streams; the engine emits the same events either way */

@@ -450,6 +450,43 @@ static bool parse_logit_bias(const vkv_json *v, vkv_gen_request *g, vkv_oai_erro
     return true;
 }
 
+/* response_format: {"type": "text"}, {"type": "json_object"}, or
+ * {"type": "json_schema", "json_schema": {"name", "schema", "strict",
+ * "description"}}, the schema compiled here (serve/json_constraint.h names
+ * the keyword it refuses). */
+static bool parse_response_format(const vkv_json *v, vkv_gen_request *g, vkv_oai_error *err)
+{
+    if (v->type != VKV_JSON_OBJECT)
+        return bad(err, "response_format", "'response_format' must be an object, not %s", type_name(v));
+    const vkv_json *t = field(v, "type"), *js = field(v, "json_schema"), *x;
+    if (!t) return bad(err, "response_format.type", "'response_format.type' is required");
+    if (!check_string(t, "response_format.type", err)) return false;
+    const vkv_json *schema = NULL;
+    if (!strcmp(t->string, "text")) return true;
+    if (!strcmp(t->string, "json_schema")) {
+        if (!js) return bad(err, "response_format.json_schema", "'response_format.json_schema' is required");
+        if (js->type != VKV_JSON_OBJECT)
+            return bad(err, "response_format.json_schema", "'response_format.json_schema' must be an object, not %s",
+                       type_name(js));
+        if ((x = field(js, "name")) && !check_string(x, "response_format.json_schema.name", err)) return false;
+        if ((x = field(js, "description")) && !check_string(x, "response_format.json_schema.description", err))
+            return false;
+        bool strict;
+        if ((x = field(js, "strict")) && !get_bool(x, "response_format.json_schema.strict", &strict, err)) return false;
+        schema = field(js, "schema");
+        if (schema && schema->type != VKV_JSON_OBJECT && schema->type != VKV_JSON_BOOL)
+            return bad(err, VKV_JSON_CONSTRAINT_PARAM, "'%s' must be an object, not %s", VKV_JSON_CONSTRAINT_PARAM,
+                       type_name(schema));
+        if (!schema) return bad(err, VKV_JSON_CONSTRAINT_PARAM, "'%s' is required", VKV_JSON_CONSTRAINT_PARAM);
+    } else if (strcmp(t->string, "json_object"))
+        return bad(err, "response_format.type", "'response_format.type' is '%.40s': must be text, json_object or "
+                   "json_schema", t->string);
+    char param[96], msg[400];
+    if (!vkv_json_constraint_compile(schema, &g->constraint, param, sizeof param, msg, sizeof msg))
+        return param[0] ? bad(err, param, "%s", msg) : oom(err);
+    return true;
+}
+
 /* logprobs: chat's boolean with top_logprobs, or completions' count of
  * alternatives; echo (completions). */
 static bool parse_logprobs(const vkv_json *root, vkv_oai_route route, vkv_gen_request *g, vkv_oai_error *err)
@@ -526,14 +563,7 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         !get_sampler_value(v, "frequency_penalty", -2, false, 2, &g->sampling.frequency_penalty, err))
         return false;
     if ((v = field(root, "logit_bias")) && !parse_logit_bias(v, g, err)) return false;
-    if ((v = field(root, "response_format"))) {
-        const vkv_json *t = v->type == VKV_JSON_OBJECT ? field(v, "type") : NULL;
-        if (!t || t->type != VKV_JSON_STRING)
-            return bad(err, "response_format", "'response_format' must be an object with a string 'type'");
-        if (strcmp(t->string, "text"))
-            return bad(err, "response_format.type", "'response_format.type' '%.40s': only \"text\" is supported",
-                       t->string);
-    }
+    if ((v = field(root, "response_format")) && !parse_response_format(v, g, err)) return false;
     if (r->route == VKV_OAI_CHAT ? !refuse_unhonoured(root, UNHONOURED_CHAT, sizeof UNHONOURED_CHAT / sizeof *UNHONOURED_CHAT, err)
                                  : !refuse_unhonoured(root, UNHONOURED_COMPLETIONS,
                                                       sizeof UNHONOURED_COMPLETIONS / sizeof *UNHONOURED_COMPLETIONS, err))

@@ -16,6 +16,7 @@ void vkv_gen_request_free(vkv_gen_request *r)
     free(r->prompt_ids);
     for (size_t i = 0; i < VKV_GEN_MAX_STOP; i++) free(r->stop[i]);
     free(r->logit_bias);
+    vkv_json_constraint_free(r->constraint);
     memset(r, 0, sizeof *r);
 }
 

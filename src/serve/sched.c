@@ -120,6 +120,7 @@ struct vkv_seq {
     vkv_token_logprob *prompt_tokens; /* [pr.n] with echo: the prompt's, sent with STARTED */
     size_t last_row;            /* with echo and logprobs, the logits row of the prompt's last token (a chunk's) */
     pending_token *pending;     /* [n_pending] generated tokens whose text is not sent yet */
+    vkv_json_matcher *matcher;  /* response_format: the output so far against its constraint */
     size_t n_pending, cap_pending;
     vkv_seq_event refusal;      /* why prepare refused it */
 };
@@ -182,6 +183,13 @@ struct vkv_engine {
     double step_sum;
     uint64_t step_count;
     latency_hist ttft, itl, e2e; /* time to first token, between tokens, submission to the last event */
+    /* response_format's constrained decoding (docs/SERVE.md, "Structured
+     * outputs"): the vocabulary's byte trie, its end-of-generation tokens,
+     * and the scheduler's mask of the tokens one step may take */
+    vkv_json_vocab *json_vocab;
+    int32_t *eog_ids;
+    size_t n_eog;
+    bool *allowed;              /* [n_vocab] */
     uint32_t step_seqs_max;     /* the most sequences one decoding step has held */
     /* the prefix cache: entries (the scheduler's; their count and bytes under mu) */
     prefix_entry *prefix;       /* [MAX_PREFIX_ENTRIES] */
@@ -844,6 +852,8 @@ static void seq_drop_resources(vkv_seq *q)
     free(q->pending);
     q->pending = NULL;
     q->n_pending = q->cap_pending = 0;
+    vkv_json_matcher_free(q->matcher);
+    q->matcher = NULL;
     free(q->text.p);
     memset(&q->text, 0, sizeof q->text);
     vkv_prompt_free(&q->pr);
@@ -997,13 +1007,33 @@ static size_t stop_hold(const vkv_gen_request *r, const char *t, size_t n)
     return hold;
 }
 
+/* The tokens a constrained sequence may take next into e->allowed: those
+ * that continue a valid document, and the end of generation once it is
+ * whole. false (a 500 sent) when none may, which the constraint rules out. */
+static bool constrain(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    const size_t nv = e->s->model->hp.n_vocab;
+    if (!vkv_json_matcher_allowed(q->matcher, e->json_vocab, e->allowed)) {
+        seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory constraining the output");
+        return false;
+    }
+    if (vkv_json_matcher_complete(q->matcher))
+        for (size_t i = 0; i < e->n_eog; i++) e->allowed[e->eog_ids[i]] = true;
+    for (size_t i = 0; i < nv; i++)
+        if (e->allowed[i]) return true;
+    seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "response_format: no token of the vocabulary continues the output");
+    return false;
+}
+
 /* Samples the next token from logits and acts on it: the end of the
  * sequence, or its text and the token the next step appends. */
 static void take_token(vkv_seq *q, const float *logits)
 {
     vkv_engine *e = q->e;
     const vkv_tokenizer *tok = e->s->tok;
-    int32_t id = vkv_sampler_sample(q->smp, logits);
+    if (q->matcher && !constrain(q)) return;
+    int32_t id = vkv_sampler_sample_masked(q->smp, logits, q->matcher ? e->allowed : NULL);
     vkv_sampler_accept_generated(q->smp, id);
     q->n_gen++;
     const double t = now_s();
@@ -1015,6 +1045,14 @@ static void take_token(vkv_seq *q, const float *logits)
     if (tok && vkv_tokenizer_is_eog(tok, id)) {
         seq_finish(q, "stop", false);
         return;
+    }
+    if (q->matcher) {
+        size_t n;
+        const char *bytes = vkv_token_to_piece(tok, id, false, &n);
+        if (!vkv_json_matcher_advance(q->matcher, bytes, n)) { /* the mask allowed it: out of memory */
+            seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory constraining the output");
+            return;
+        }
     }
     if (q->req->logprobs && q->n_pending == q->cap_pending) {
         size_t cap = q->cap_pending ? 2 * q->cap_pending : 8;
@@ -1091,6 +1129,10 @@ static void start(vkv_seq *q)
     if ((st = vkv_session_seq_create(e->s, &q->cp, &q->ss)) ||
         (st = vkv_sampler_create(&q->req->sampling, (int32_t)nv, &q->smp))) {
         seq_fail_status(q, st);
+        return;
+    }
+    if (q->req->constraint && !(q->matcher = vkv_json_matcher_new(q->req->constraint))) {
+        seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
         return;
     }
     uint32_t n_reuse = 0;
@@ -1559,6 +1601,31 @@ static vkv_press_request server_defaults(const vkv_press_request *d)
     return r;
 }
 
+/* The vocabulary's byte trie for response_format, once: each token's text
+ * as generated text shows it, the end-of-generation tokens special (the
+ * scheduler allows them when the document is whole). false: out of memory. */
+static bool json_vocab_make(vkv_engine *e)
+{
+    const vkv_tokenizer *tok = e->s->tok;
+    const size_t nv = e->s->model->hp.n_vocab, n_tok = (size_t)vkv_tokenizer_n_vocab(tok);
+    vkv_token_bytes *tb = calloc(nv, sizeof *tb);
+    e->allowed = calloc(nv, sizeof *e->allowed);
+    e->eog_ids = calloc(nv, sizeof *e->eog_ids);
+    if (!tb || !e->allowed || !e->eog_ids) {
+        free(tb);
+        return false;
+    }
+    for (size_t i = 0; i < nv; i++) {
+        /* ids past the tokenizer's (a padded output layer) have no text: never allowed */
+        tb[i].p = i < n_tok ? vkv_token_to_piece(tok, (int32_t)i, false, &tb[i].n) : "";
+        tb[i].special = i >= n_tok || vkv_tokenizer_is_eog(tok, (int32_t)i);
+        if (i < n_tok && vkv_tokenizer_is_eog(tok, (int32_t)i)) e->eog_ids[e->n_eog++] = (int32_t)i;
+    }
+    e->json_vocab = vkv_json_vocab_new(tb, nv);
+    free(tb);
+    return e->json_vocab != NULL;
+}
+
 vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_engine **out)
 {
     *out = NULL;
@@ -1660,8 +1727,9 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     e->model_path = p->model_path ? strdup(p->model_path) : NULL;
     e->bos_text = token_text(s->tok, vkv_tokenizer_bos(s->tok));
     e->eos_text = token_text(s->tok, vkv_tokenizer_eos(s->tok));
+    const bool json_ok = json_vocab_make(e);
     if (!e->prefix || !e->active || !e->batch || !e->batch_st || !e->batch_row || !e->eval_ctx || !e->eval_ids || !e->eval_logits ||
-        (p->model_path && !e->model_path) || !e->bos_text || !e->eos_text) {
+        (p->model_path && !e->model_path) || !e->bos_text || !e->eos_text || !json_ok) {
         vkv_engine_free(e);
         return vkv_error(VKV_ERR_OOM, "out of host memory");
     }
@@ -1711,6 +1779,9 @@ void vkv_engine_free(vkv_engine *e)
     free(e->model_path);
     free(e->bos_text);
     free(e->eos_text);
+    vkv_json_vocab_free(e->json_vocab);
+    free(e->eog_ids);
+    free(e->allowed);
     vkv_ctx_free(e->scratch_owner); /* after the thread: every borrower is gone */
     vkv_memory_release_reserve(e->s->gpu); /* the pool, reserved before anything could call this */
     free(e);

@@ -11,6 +11,11 @@
 //   - logit_bias: -100 bans the greedy token, +100 forces a token;
 //   - seed: the same seed gives the same tokens alone and beside other
 //     requests;
+//   - response_format: json_object and json_schema (a zod schema through the
+//     client's parse helper: enums, integers, booleans, nullable, arrays,
+//     nested objects), at temperature 0 and 1, with and without compression:
+//     every output parses and validates; a keyword outside the subset is
+//     refused by name;
 //   - every OpenAI field the server does not honour is refused with a 400
 //     whose param names it;
 //   - the vLLM-style metrics (TTFT, inter-token and end-to-end histograms,
@@ -23,6 +28,8 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 
 const [vkv, model] = process.argv.slice(2);
 const execFileP = promisify(execFile);
@@ -209,6 +216,53 @@ async function main() {
       client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 99 }),
       client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 7 })]);
     check(again2.choices[0].message.content === again, 'chat: seed 99 gives the same tokens beside another request');
+
+    // ---- structured outputs ----
+    const Color = z.enum(['red', 'green', 'blue']);
+    const Reply = z.object({
+      mood: z.enum(['happy', 'sad', 'wroth']), count: z.number(), ok: z.boolean(), tag: Color.nullable(),
+      colors: z.array(Color).max(3), where: z.object({ act: z.number(), scene: z.number() }),
+    });
+    const format = zodResponseFormat(Reply, 'reply');
+    const settings = [{ temperature: 0 }, { temperature: 1, seed: 1 }, { temperature: 1, seed: 2 },
+                      { temperature: 1, seed: 3, vkvector: { press: 'keydiff', compression: 0.75 } },
+                      { temperature: 0, vkvector: { press: 'keydiff', compression: 0.75, vector: true } }];
+    const parsed = await Promise.all(settings.map((extra) => client.chat.completions.parse({
+      model: 'm', messages: [{ role: 'user', content: 'Answer in JSON: how fares the king?' }], max_tokens: 400,
+      response_format: format, ...extra }).then((r) => ({ r }), (e) => ({ e }))));
+    parsed.forEach(({ r, e }, i) => {
+      const what = `json_schema (zod) with ${JSON.stringify(settings[i])}`;
+      check(!e && r.choices[0].finish_reason === 'stop' && Reply.safeParse(r.choices[0].message.parsed).success,
+            `${what}: the output parses and validates`, e ? `${e.constructor.name}: ${e.message}` :
+              JSON.stringify(r.choices[0].message.content));
+    });
+    console.log(`serve_fields: a structured output: ${parsed[0].r?.choices[0].message.content.replace(/\s+/g, ' ')}`);
+    const jsonMode = await Promise.all([0, 1, 2].map((seed) => client.chat.completions.create({ model: 'm', messages,
+      max_tokens: 300, temperature: 1.2, seed, response_format: { type: 'json_object' } })));
+    jsonMode.forEach((r, i) => {
+      let ok = false;
+      try {
+        const v = JSON.parse(r.choices[0].message.content);
+        ok = typeof v === 'object' && v !== null && !Array.isArray(v);
+      } catch { /* not JSON */ }
+      check(r.choices[0].finish_reason === 'length' || ok, `json_object (seed ${i}): a finished output is a JSON object`,
+            JSON.stringify(r.choices[0].message.content));
+    });
+    const completed = await client.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 200, temperature: 0,
+      response_format: { type: 'json_schema', json_schema: { name: 'n', schema: { type: 'array', items: { type: 'boolean' },
+                                                                                   maxItems: 4 } } } });
+    let arr = null;
+    try { arr = JSON.parse(completed.choices[0].text); } catch { /* checked below */ }
+    check(Array.isArray(arr) && arr.length <= 4 && arr.every((b) => typeof b === 'boolean'),
+          'completions take response_format too (llama-server\'s extension)', JSON.stringify(completed.choices[0].text));
+    for (const [schema, param] of [[{ type: 'string', pattern: 'a+' }, 'response_format.json_schema.schema.pattern'],
+      [{ type: 'object', properties: { a: { type: 'integer', minimum: 3 } } },
+        'response_format.json_schema.schema.properties.a.minimum'],
+      [{ oneOf: [{ type: 'null' }] }, 'response_format.json_schema.schema.oneOf']]) {
+      const why = await refusedWith(() => client.chat.completions.create({ model: 'm', messages, max_tokens: 4,
+        response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }), param);
+      check(!why, `a schema keyword outside the subset is refused by name (${param})`, why);
+    }
 
     // ---- refused fields ----
     for (const [field, value] of Object.entries(REFUSED_CHAT)) {

@@ -123,6 +123,14 @@ static const struct bad_case {
     vkv_oai_route route;
     const char *body, *param, *says;
 } bad_cases[] = {
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": \"json\"}", "response_format", "object"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {}}", "response_format.type", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {\"type\": \"yaml\"}}", "response_format.type", "must be text, json_object or json_schema"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {\"type\": \"json_schema\"}}", "response_format.json_schema", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\"}}}", "response_format.json_schema.schema", "required"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": 3, \"schema\": {}}}}", "response_format.json_schema.name", "string"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"strict\": \"yes\", \"schema\": {}}}}", "response_format.json_schema.strict", "boolean"},
+    {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"format\": \"date\"}}}}}}", "response_format.json_schema.schema.properties.a.format", "not supported"},
     {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logprobs\": 1}", "logprobs", "boolean"},
     {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"top_logprobs\": 3}", "top_logprobs", "only allowed when"},
     {VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"logprobs\": true, \"top_logprobs\": 21}", "top_logprobs", "[0, 20]"},
@@ -538,6 +546,25 @@ static void logprobs_penalties_and_bias_parse(void **state)
     assert_true(q.gen.logprobs && !q.gen.echo && !q.gen.no_generation);
     assert_int_equal(q.gen.top_logprobs, 20);
     assert_int_equal(q.gen.max_tokens, 2);
+    vkv_gen_request_free(&q.gen);
+
+    /* response_format: text is none; json_object and json_schema compile a constraint the request owns */
+    assert_true(parse(VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": "
+                      "{\"type\": \"text\"}}", &q, &err));
+    assert_null(q.gen.constraint);
+    vkv_gen_request_free(&q.gen);
+    assert_true(parse(VKV_OAI_COMPLETIONS, "{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_object\"}}", &q, &err));
+    assert_non_null(q.gen.constraint);
+    vkv_gen_request_free(&q.gen);
+    assert_true(parse(VKV_OAI_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}], \"response_format\": "
+                      "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"r\", \"strict\": true, \"schema\": "
+                      "{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [\"x\", \"y\"]}}, \"required\": [\"a\"], "
+                      "\"additionalProperties\": false}}}}", &q, &err));
+    assert_non_null(q.gen.constraint);
+    vkv_json_matcher *m = vkv_json_matcher_new(q.gen.constraint);
+    assert_true(vkv_json_matcher_advance(m, "{\"a\":\"y\"}", 9));
+    assert_true(vkv_json_matcher_complete(m));
+    vkv_json_matcher_free(m);
     vkv_gen_request_free(&q.gen);
 }
 
