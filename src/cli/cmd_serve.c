@@ -24,14 +24,20 @@ typedef struct serve_opts {
     int64_t port, max_seqs, queue, max_body, timeout_s, max_connections;
     double kv_budget_mib;
     bool quiet, no_prefix_cache, strict_model, metrics_public, max_connections_given;
+    /* the sampling requests get for the fields they leave out: OpenAI's unless flags say */
+    double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
+    int64_t top_k;
     const vkv_press_ops *press;
 } serve_opts;
 
 /* Returns -1 when the options are good, else the exit status (0 after --help). */
 static int parse_serve_options(int argc, char **argv, serve_opts *o)
 {
+    const vkv_sampler_params openai = vkv_gen_sampling_defaults();
     *o = (serve_opts){.host = "127.0.0.1", .port = 8080, .max_seqs = 16, .queue = 64, .max_body = 4 << 20,
-                      .timeout_s = 60};
+                      .timeout_s = 60, .temp = openai.temperature, .top_p = openai.top_p, .min_p = openai.min_p,
+                      .repeat_penalty = openai.repeat_penalty, .presence_penalty = openai.presence_penalty,
+                      .frequency_penalty = openai.frequency_penalty, .top_k = openai.top_k};
     cli_model_opts_init(&o->mo);
     cli_press_opts_init(&o->po);
     const cli_opt opts[] = {
@@ -72,6 +78,20 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
         {.type = CLI_FLAG, .names = "--strict-model", .dest = &o->strict_model,
          .help = "a request naming a model not listed gets 404 (default: any name is served, as\n"
                  "llama-server serves it)"},
+        {.type = CLI_F64, .names = "--temp", .metavar = "T", .dest = &o->temp, .min = 0, .max = 2,
+         .help = "temperature of requests that give none (default 1, OpenAI's)"},
+        {.type = CLI_F64, .names = "--top-p", .metavar = "P", .dest = &o->top_p, .min = 1e-9, .max = 1,
+         .help = "top_p of requests that give none (default 1: off)"},
+        {.type = CLI_I64, .names = "--top-k", .metavar = "K", .dest = &o->top_k, .min = 0, .max = INT32_MAX,
+         .help = "top_k of requests that give none (default 0: off)"},
+        {.type = CLI_F64, .names = "--min-p", .metavar = "P", .dest = &o->min_p, .min = 0, .max = 1,
+         .help = "min_p of requests that give none (default 0: off)"},
+        {.type = CLI_F64, .names = "--repeat-penalty", .metavar = "R", .dest = &o->repeat_penalty, .min = 1e-9, .max = 10,
+         .help = "repeat_penalty of requests that give none (default 1: off)"},
+        {.type = CLI_F64, .names = "--presence-penalty", .metavar = "X", .dest = &o->presence_penalty, .min = -2, .max = 2,
+         .help = "presence_penalty of requests that give none (default 0)"},
+        {.type = CLI_F64, .names = "--frequency-penalty", .metavar = "X", .dest = &o->frequency_penalty, .min = -2,
+         .max = 2, .help = "frequency_penalty of requests that give none (default 0)"},
         {.type = CLI_FLAG, .names = "--quiet", .dest = &o->quiet, .help = "no line per request and pool change on stderr"},
         {.type = CLI_FLAG, .names = "--no-prefix-cache", .dest = &o->no_prefix_cache,
          .help = "keep no finished prompt's cache for the prompts that start with it"},
@@ -111,6 +131,34 @@ static int check_serve_options(serve_opts *o)
 }
 
 /* The server's flags as every request's default compression. */
+/* The sampling requests get for the fields they leave out. */
+static vkv_sampler_params default_sampling(const serve_opts *o)
+{
+    vkv_sampler_params p = vkv_gen_sampling_defaults();
+    p.temperature = (float)o->temp;
+    p.top_p = (float)o->top_p;
+    p.top_k = (int32_t)o->top_k;
+    p.min_p = (float)o->min_p;
+    p.repeat_penalty = (float)o->repeat_penalty;
+    p.presence_penalty = (float)o->presence_penalty;
+    p.frequency_penalty = (float)o->frequency_penalty;
+    return p;
+}
+
+/* Says the sampling defaults the server runs with when they are not OpenAI's. */
+static void print_sampling(const vkv_sampler_params *p)
+{
+    const vkv_sampler_params o = vkv_gen_sampling_defaults();
+    if (p->temperature == o.temperature && p->top_p == o.top_p && p->top_k == o.top_k && p->min_p == o.min_p &&
+        p->repeat_penalty == o.repeat_penalty && p->presence_penalty == o.presence_penalty &&
+        p->frequency_penalty == o.frequency_penalty)
+        return;
+    fprintf(stderr, "vkvector serve: requests that leave sampling fields out get temperature %g, top_p %g, top_k %d, "
+                    "min_p %g, repeat_penalty %g, presence_penalty %g, frequency_penalty %g (not OpenAI's: 1, 1, 0, "
+                    "0, 1, 0, 0)\n", p->temperature, p->top_p, p->top_k, p->min_p, p->repeat_penalty,
+            p->presence_penalty, p->frequency_penalty);
+}
+
 static vkv_press_request default_press(const serve_opts *o)
 {
     vkv_press_request r = {.has_press = true, .has_compression = true, .has_vector = true, .has_pa = true,
@@ -171,6 +219,8 @@ int cmd_serve(int argc, char **argv)
                             .kv_budget = (uint64_t)(o.kv_budget_mib * 1048576.0), .n_ctx = (uint32_t)o.mo.n_ctx,
                             .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet,
                             .no_prefix_cache = o.no_prefix_cache, .model_path = o.mo.model_path};
+    const vkv_sampler_params sampling = default_sampling(&o);
+    ep.sampling = &sampling;
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
                           .log = !o.quiet, .alias = o.alias, .strict_model = o.strict_model,
@@ -180,6 +230,7 @@ int cmd_serve(int argc, char **argv)
     bool v6 = strchr(o.host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
     fprintf(stderr, "vkvector serve: listening on http://%s%s%s:%u (model %s, up to %lld sequences at once)\n",
             v6 ? "[" : "", o.host, v6 ? "]" : "", vkv_http_port(http), vkv_engine_model_id(e), (long long)o.max_seqs);
+    print_sampling(&sampling);
     fflush(stderr);
     int sig = 0;
     while (sigwait(&stop_signals, &sig) != 0) {}

@@ -94,6 +94,11 @@ typedef struct vkv_gen_request {
     vkv_press_request press;
 } vkv_gen_request;
 void vkv_gen_request_free(vkv_gen_request *r);
+/* OpenAI's sampling for the fields a request leaves out: the full
+ * distribution (temperature 1, top_p 1) with llama-server's extension
+ * samplers off (top_k 0, min_p 0, repeat_penalty 1) and no penalties
+ * (defined in serve/request.c). */
+vkv_sampler_params vkv_gen_sampling_defaults(void);
 
 /* What the engine did to the request's cache (the response's "vkvector" object). */
 typedef struct vkv_gen_compression {
@@ -163,6 +168,10 @@ typedef struct vkv_engine_params {
     bool no_prefix_cache;       /* finished prompts' caches are not kept for reuse */
     uint32_t prefix_page;       /* the prefix cache's unit of reuse in tokens; 0: 16 */
     const char *model_path;     /* the model file as given (GET /props); NULL: unknown. Copied */
+    /* What a request gets for the sampling fields it leaves out
+     * (`vkvector serve --temp` ...: GET /props reports them); NULL:
+     * OpenAI's (vkv_gen_sampling_defaults). Copied */
+    const vkv_sampler_params *sampling;
 } vkv_engine_params;
 
 /* Starts the scheduler thread on an open session (its device, model,
@@ -209,6 +218,7 @@ typedef struct vkv_engine_props {
     const char *chat_template_source;
     const char *bos_token, *eos_token; /* their text ("" when the vocabulary has none) */
     vkv_press_request defaults; /* the server's compression flags, every has_* true */
+    vkv_sampler_params sampling;/* the sampling a request gets for the fields it leaves out */
 } vkv_engine_props;
 void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out);
 

@@ -608,7 +608,10 @@ static enum MHD_Result generate(req *r)
     if (r->too_large) return send_too_large(r);
     vkv_oai_request q;
     vkv_oai_route route = r->route == R_CHAT ? VKV_OAI_CHAT : VKV_OAI_COMPLETIONS;
-    if (!vkv_oai_parse(route, r->body.p ? r->body.p : "", r->body.n, &q, &err)) return send_error(r, &err, NULL);
+    vkv_engine_props props;
+    vkv_engine_get_props(s->e, &props);
+    if (!vkv_oai_parse_with(route, r->body.p ? r->body.p : "", r->body.n, &props.sampling, &q, &err))
+        return send_error(r, &err, NULL);
     free(r->body.p);
     r->body = (vkv_strbuf){0};
     /* One model is served: any name is taken, as llama-server takes it, and

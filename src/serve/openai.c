@@ -337,20 +337,8 @@ static bool parse_press(const vkv_json *root, vkv_press_request *p, vkv_oai_erro
     return true;
 }
 
-/* What a request gets for the fields it leaves out (GET /props reports them):
- * OpenAI's full distribution (temperature 1, top_p 1) with llama-server's
- * extension samplers off (top_k 0, min_p 0, repeat_penalty 1). */
+/* max_tokens a request leaves out (GET /props reports it) */
 #define DEFAULT_MAX_TOKENS 0u /* until the context is full */
-static vkv_sampler_params sampling_defaults(void)
-{
-    vkv_sampler_params p = vkv_sampler_defaults();
-    p.temperature = 1.0f;
-    p.top_p = 1.0f;
-    p.top_k = 0;
-    p.min_p = 0.0f;
-    p.repeat_penalty = 1.0f;
-    return p;
-}
 
 /* A sampler's number in [lo, hi], or (lo, hi] when lo_open. */
 static bool get_sampler_value(const vkv_json *v, const char *param, double lo, bool lo_open, double hi, float *out,
@@ -516,8 +504,9 @@ static bool parse_logprobs(const vkv_json *root, vkv_oai_route route, vkv_gen_re
     return true;
 }
 
-/* The fields both routes share. */
-static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error *err)
+/* The fields both routes share; `defaults` for the sampling fields left out. */
+static bool parse_common(const vkv_json *root, vkv_oai_request *r, const vkv_sampler_params *defaults,
+                         vkv_oai_error *err)
 {
     vkv_gen_request *g = &r->gen;
     const vkv_json *v;
@@ -543,7 +532,9 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, vkv_oai_error
         g->max_tokens = (uint32_t)n;
         g->no_generation = n == 0;
     }
-    g->sampling = sampling_defaults();
+    g->sampling = *defaults;
+    g->sampling.logit_bias = NULL; /* the request's own, below */
+    g->sampling.n_logit_bias = 0;
     if ((v = field(root, "temperature")) && !get_sampler_value(v, "temperature", 0, false, 2, &g->sampling.temperature, err))
         return false;
     if ((v = field(root, "top_p")) && !get_sampler_value(v, "top_p", 0, true, 1, &g->sampling.top_p, err)) return false;
@@ -629,6 +620,13 @@ static bool parse_object(const char *body, size_t len, vkv_json_doc **doc, const
 
 bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err)
 {
+    const vkv_sampler_params openai = vkv_gen_sampling_defaults();
+    return vkv_oai_parse_with(route, body, len, &openai, out, err);
+}
+
+bool vkv_oai_parse_with(vkv_oai_route route, const char *body, size_t len, const vkv_sampler_params *defaults,
+                        vkv_oai_request *out, vkv_oai_error *err)
+{
     memset(out, 0, sizeof *out);
     out->route = route;
     vkv_json_doc *doc;
@@ -636,7 +634,7 @@ bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_re
     if (!parse_object(body, len, &doc, &root, err)) return false;
     out->gen.kind = VKV_GEN_CHAT;
     bool ok = route == VKV_OAI_CHAT ? parse_messages(root, &out->gen, err) : parse_prompt(root, &out->gen, err);
-    ok = ok && parse_common(root, out, err);
+    ok = ok && parse_common(root, out, defaults, err);
     vkv_json_free(doc);
     if (!ok) vkv_gen_request_free(&out->gen);
     return ok;
@@ -1133,7 +1131,7 @@ void vkv_oai_write_props(vkv_strbuf *out, const vkv_engine_props *p)
     jout j;
     if (!jout_open(&j, out)) return;
     vkv_json_writer *w = &j.w;
-    const vkv_sampler_params sp = sampling_defaults();
+    const vkv_sampler_params sp = p->sampling;
     /* llama-server writes -1 for "no limit" */
     const int64_t n_predict = DEFAULT_MAX_TOKENS ? (int64_t)DEFAULT_MAX_TOKENS : -1;
     vkv_json_begin_object(w);

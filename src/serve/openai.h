@@ -45,8 +45,13 @@ typedef struct vkv_oai_request {
 
 /* Parses body[0, len). On success fills *out (free out->gen with
  * vkv_gen_request_free unless it was submitted); on failure fills *err (400)
- * and leaves nothing to free. */
+ * and leaves nothing to free. The sampling fields a body leaves out take
+ * OpenAI's defaults (vkv_gen_sampling_defaults), or with _with, the
+ * server's (`vkvector serve --temp` ...). */
 bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err);
+bool vkv_oai_parse_with(vkv_oai_route route, const char *body, size_t len, const vkv_sampler_params *defaults,
+                        vkv_oai_request *out, vkv_oai_error *err);
+
 
 /* Sets *err; param NULL writes null. */
 void vkv_oai_error_set(vkv_oai_error *err, int http_status, const char *type, const char *param, const char *code,
@@ -136,7 +141,7 @@ void vkv_oai_write_tokens(vkv_strbuf *out, const int32_t *ids, size_t n, const v
 void vkv_oai_write_content(vkv_strbuf *out, const char *text, size_t len);
 /* GET /props: the model, its context, the chat template, the slots and
  * default_generation_settings: what a request that gives no sampling field
- * gets (vkv_oai_parse's defaults) and the server's compression flags. */
+ * gets (p->sampling) and the server's compression flags. */
 void vkv_oai_write_props(vkv_strbuf *out, const vkv_engine_props *p);
 
 #endif

@@ -1,4 +1,4 @@
-/* Freeing what a request and an event point to (serve/engine.h). */
+/* Freeing what a request and an event point to, and OpenAI's sampling defaults (serve/engine.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,4 +29,15 @@ void vkv_seq_event_clear(vkv_seq_event *e)
     e->len = 0;
     e->tokens = NULL;
     e->n_tokens = 0;
+}
+
+vkv_sampler_params vkv_gen_sampling_defaults(void)
+{
+    vkv_sampler_params p = vkv_sampler_defaults();
+    p.temperature = 1.0f;
+    p.top_p = 1.0f;
+    p.top_k = 0;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    return p;
 }

@@ -187,6 +187,7 @@ struct vkv_engine {
      * outputs"): the vocabulary's byte trie, its end-of-generation tokens,
      * and the scheduler's mask of the tokens one step may take */
     vkv_json_vocab *json_vocab;
+    vkv_sampler_params sampling; /* what requests get for the sampling fields they leave out */
     int32_t *eog_ids;
     size_t n_eog;
     bool *allowed;              /* [n_vocab] */
@@ -1724,6 +1725,8 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     e->eval_logits = malloc(sizeof *e->eval_logits * m * hp->n_vocab);
     e->prefix = calloc(MAX_PREFIX_ENTRIES, sizeof *e->prefix);
     e->p.model_path = NULL; /* the caller's: the copy is e->model_path */
+    e->sampling = p->sampling ? *p->sampling : vkv_gen_sampling_defaults();
+    e->p.sampling = NULL;
     e->model_path = p->model_path ? strdup(p->model_path) : NULL;
     e->bos_text = token_text(s->tok, vkv_tokenizer_bos(s->tok));
     e->eos_text = token_text(s->tok, vkv_tokenizer_eos(s->tok));
@@ -1797,7 +1800,7 @@ void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out)
         .model_id = e->s->model_name, .model_path = e->model_path ? e->model_path : "", .n_ctx = e->p.n_ctx,
         .max_seqs = e->p.max_seqs, .n_vocab = vkv_tokenizer_n_vocab(tok),
         .chat_template = vkv_chat_template_name(e->chat), .chat_template_source = src ? src : "",
-        .bos_token = e->bos_text, .eos_token = e->eos_text, .defaults = e->p.defaults,
+        .bos_token = e->bos_text, .eos_token = e->eos_text, .defaults = e->p.defaults, .sampling = e->sampling,
     };
 }
 

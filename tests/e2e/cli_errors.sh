@@ -91,6 +91,8 @@ expect 2 "--timeout wants an integer in 1..86400, got '0'" -- bounded "$vkv" ser
 expect 2 "--timeout wants an integer in 1..86400, got '1m'" -- bounded "$vkv" serve --timeout 1m
 expect 2 "--max-connections wants an integer in 1..16384, got '0'" -- bounded "$vkv" serve --max-connections 0
 expect 2 "--max-connections wants an integer in 1..16384, got '16385'" -- bounded "$vkv" serve --max-connections 16385
+expect 2 "--temp wants a number in \[0, 2\], got '3'" -- bounded "$vkv" serve --temp 3
+expect 2 "--presence-penalty wants a number in \[-2, 2\], got '-3'" -- bounded "$vkv" serve --presence-penalty -3
 expect 2 "--cors wants '\*' or an origin SCHEME://HOST\[:PORT\] with no path, got 'http://localhost:3000/'" -- bounded "$vkv" serve --cors http://localhost:3000/
 expect 2 "--cors needs a value" -- bounded "$vkv" serve --cors
 expect 2 "unknown press 'bogus'" -- bounded "$vkv" serve --press bogus

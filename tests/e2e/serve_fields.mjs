@@ -51,7 +51,7 @@ function startServer(args) {
     proc.stderr.on('data', (d) => {
       log += d;
       const m = !listening && log.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) { listening = true; resolve({ proc, url: m[1], exited }); }
+      if (m) { listening = true; resolve({ proc, url: m[1], exited, log: () => log }); }
     });
     proc.stdout.on('data', () => {});
     proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}) before listening:\n${log}`)));
@@ -310,6 +310,25 @@ async function main() {
   } finally {
     s.proc.kill('SIGTERM');
     await s.exited;
+  }
+  // ---- the server's own sampling defaults: reported by /props, printed at start, taken by requests ----
+  const g = await startServer(['--ctx', '256', '--temp', '0', '--top-k', '5', '--presence-penalty', '0.5']);
+  try {
+    const gc = new OpenAI({ baseURL: `${g.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const props = await (await fetch(`${g.url}/props`)).json();
+    const p = props.default_generation_settings?.params ?? {};
+    check(p.temperature === 0 && p.top_k === 5 && p.presence_penalty === 0.5 && p.top_p === 1,
+          '/props reports the server\'s sampling defaults', JSON.stringify(p));
+    await new Promise((r) => setTimeout(r, 200));
+    check(/leave sampling fields out get temperature 0, top_p 1, top_k 5/.test(g.log()),
+          'the start line says the sampling defaults are not OpenAI\'s', g.log());
+    const dflt = await gc.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 12 });
+    const greedy = await gc.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 12, temperature: 0 });
+    check(dflt.choices[0].text === greedy.choices[0].text, 'a request without temperature takes the server\'s 0',
+          `${JSON.stringify(dflt.choices[0].text)} vs ${JSON.stringify(greedy.choices[0].text)}`);
+  } finally {
+    g.proc.kill('SIGTERM');
+    await g.exited;
     rmSync(dir, { recursive: true, force: true });
   }
   console.log(`serve_fields: ${checks - failures}/${checks} checks passed`);

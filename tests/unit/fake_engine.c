@@ -95,6 +95,7 @@ void vkv_engine_get_props(const vkv_engine *e, vkv_engine_props *out)
         .defaults = {.has_press = true, .has_compression = true, .has_vector = true, .has_pa = true,
                      .has_kv_type = true, .has_compress_every = true, .has_max_kv_tokens = true,
                      .has_query_aware = true, .press = "none", .pa = -1, .kv_type = "f16"},
+        .sampling = vkv_gen_sampling_defaults(),
     };
 }
 
