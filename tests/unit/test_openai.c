@@ -480,7 +480,8 @@ static void llama_server_routes(void **state)
 
     vkv_engine_props p = {.model_id = "m", .model_path = "/x/m.gguf", .n_ctx = 512, .max_seqs = 3, .n_vocab = 10,
                           .chat_template = "chatml", .chat_template_source = "", .bos_token = "<s>", .eos_token = "</s>",
-                          .defaults = {.press = "keydiff", .compression = 0.75, .pa = -1, .kv_type = "q8_0"}};
+                          .defaults = {.press = "keydiff", .compression = 0.75, .pa = -1, .kv_type = "q8_0"},
+                          .sampling = vkv_gen_sampling_defaults()};
     vkv_oai_write_props(&b, &p);
     vkv_json_doc *d = parsed(&b);
     const vkv_json *r = vkv_json_root(d);
@@ -497,6 +498,21 @@ static void llama_server_routes(void **state)
     assert_true(at(r, "default_generation_settings.params.top_k")->number == q.gen.sampling.top_k);
     assert_true((float)at(r, "default_generation_settings.params.min_p")->number == q.gen.sampling.min_p);
     assert_true(at(r, "default_generation_settings.params.n_predict")->number == (q.gen.max_tokens ? (double)q.gen.max_tokens : -1.0));
+    vkv_gen_request_free(&q.gen);
+    vkv_json_free(d);
+    /* a server's own defaults (vkvector serve --temp ...): in /props, and what a request leaving them out gets */
+    p.sampling.temperature = 0.25f;
+    p.sampling.top_k = 7;
+    p.sampling.frequency_penalty = 0.5f;
+    vkv_oai_write_props(&b, &p);
+    d = parsed(&b);
+    r = vkv_json_root(d);
+    assert_true(at(r, "default_generation_settings.params.temperature")->number == 0.25);
+    assert_true(at(r, "default_generation_settings.params.top_k")->number == 7);
+    assert_true(at(r, "default_generation_settings.params.frequency_penalty")->number == 0.5);
+    const char *leaves_out = "{\"prompt\": \"x\", \"top_k\": 2}";
+    assert_true(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, leaves_out, strlen(leaves_out), &p.sampling, &q, &err));
+    assert_true(q.gen.sampling.temperature == 0.25f && q.gen.sampling.top_k == 2 && q.gen.sampling.frequency_penalty == 0.5f);
     vkv_gen_request_free(&q.gen);
     assert_string_equal(at(r, "default_generation_settings.params.vkvector.press")->string, "keydiff");
     assert_true(at(r, "default_generation_settings.params.vkvector.compression")->number == 0.75);
