@@ -610,7 +610,8 @@ static enum MHD_Result generate(req *r)
     vkv_oai_route route = r->route == R_CHAT ? VKV_OAI_CHAT : VKV_OAI_COMPLETIONS;
     vkv_engine_props props;
     vkv_engine_get_props(s->e, &props);
-    if (!vkv_oai_parse_with(route, r->body.p ? r->body.p : "", r->body.n, &props.sampling, &q, &err))
+    const vkv_oai_parse_opts po = {.sampling = &props.sampling, .n_ctx = props.n_ctx};
+    if (!vkv_oai_parse_with(route, r->body.p ? r->body.p : "", r->body.n, &po, &q, &err))
         return send_error(r, &err, NULL);
     free(r->body.p);
     r->body = (vkv_strbuf){0};

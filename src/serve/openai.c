@@ -620,15 +620,51 @@ static bool parse_object(const char *body, size_t len, vkv_json_doc **doc, const
 
 bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err)
 {
-    const vkv_sampler_params openai = vkv_gen_sampling_defaults();
-    return vkv_oai_parse_with(route, body, len, &openai, out, err);
+    return vkv_oai_parse_with(route, body, len, &(vkv_oai_parse_opts){0}, out, err);
 }
 
-bool vkv_oai_parse_with(vkv_oai_route route, const char *body, size_t len, const vkv_sampler_params *defaults,
+/* The number of elements of the body's top-level "prompt" array, counting
+ * no further than `most` + 1, by the pull reader (no tree, nothing kept);
+ * 0 for a body that is not such an object (the tree's parse says why). */
+static size_t prompt_elements(const char *body, size_t len, size_t most)
+{
+    vkv_json_reader r;
+    vkv_json_reader_init(&r, body, len);
+    size_t n = 0;
+    bool first = true, done = false;
+    vkv_json_ws(&r);
+    if (r.s >= r.end || *r.s != '{') goto out;
+    r.s++;
+    while (!vkv_json_object_next(&r, &first, &done) && !done) {
+        vkv_json_ws(&r);
+        if (strcmp(r.buf, "prompt") || r.s >= r.end || *r.s != '[') {
+            if (vkv_json_skip_value(&r)) break;
+            continue;
+        }
+        r.s++;
+        bool item_first = true, end = false;
+        while (n <= most && !vkv_json_array_next(&r, &item_first, &end) && !end && !vkv_json_skip_value(&r)) n++;
+        break;
+    }
+out:
+    vkv_clear_error();
+    vkv_json_reader_free(&r);
+    return n;
+}
+
+bool vkv_oai_parse_with(vkv_oai_route route, const char *body, size_t len, const vkv_oai_parse_opts *o,
                         vkv_oai_request *out, vkv_oai_error *err)
 {
     memset(out, 0, sizeof *out);
     out->route = route;
+    const vkv_sampler_params openai = vkv_gen_sampling_defaults();
+    const vkv_sampler_params *defaults = o->sampling ? o->sampling : &openai;
+    if (route == VKV_OAI_COMPLETIONS && o->n_ctx && valid_utf8(body, len) &&
+        prompt_elements(body, len, o->n_ctx) > o->n_ctx) {
+        vkv_oai_error_set(err, 400, "invalid_request_error", "prompt", "context_length_exceeded",
+                          "this model's maximum context length is %u tokens; the prompt has more token ids", o->n_ctx);
+        return false;
+    }
     vkv_json_doc *doc;
     const vkv_json *root;
     if (!parse_object(body, len, &doc, &root, err)) return false;

@@ -49,7 +49,15 @@ typedef struct vkv_oai_request {
  * OpenAI's defaults (vkv_gen_sampling_defaults), or with _with, the
  * server's (`vkvector serve --temp` ...). */
 bool vkv_oai_parse(vkv_oai_route route, const char *body, size_t len, vkv_oai_request *out, vkv_oai_error *err);
-bool vkv_oai_parse_with(vkv_oai_route route, const char *body, size_t len, const vkv_sampler_params *defaults,
+typedef struct vkv_oai_parse_opts {
+    const vkv_sampler_params *sampling; /* the server's sampling defaults; NULL: OpenAI's */
+    /* The context's tokens: a completions prompt of more token ids is
+     * refused (400 context_length_exceeded) by a scan of the body before
+     * its JSON tree is built, so a body of millions of ids costs no tree;
+     * 0: no limit */
+    uint32_t n_ctx;
+} vkv_oai_parse_opts;
+bool vkv_oai_parse_with(vkv_oai_route route, const char *body, size_t len, const vkv_oai_parse_opts *o,
                         vkv_oai_request *out, vkv_oai_error *err);
 
 

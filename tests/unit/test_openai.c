@@ -511,7 +511,8 @@ static void llama_server_routes(void **state)
     assert_true(at(r, "default_generation_settings.params.top_k")->number == 7);
     assert_true(at(r, "default_generation_settings.params.frequency_penalty")->number == 0.5);
     const char *leaves_out = "{\"prompt\": \"x\", \"top_k\": 2}";
-    assert_true(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, leaves_out, strlen(leaves_out), &p.sampling, &q, &err));
+    assert_true(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, leaves_out, strlen(leaves_out),
+                                   &(vkv_oai_parse_opts){.sampling = &p.sampling}, &q, &err));
     assert_true(q.gen.sampling.temperature == 0.25f && q.gen.sampling.top_k == 2 && q.gen.sampling.frequency_penalty == 0.5f);
     vkv_gen_request_free(&q.gen);
     assert_string_equal(at(r, "default_generation_settings.params.vkvector.press")->string, "keydiff");
@@ -582,6 +583,38 @@ static void logprobs_penalties_and_bias_parse(void **state)
     assert_true(vkv_json_matcher_complete(m));
     vkv_json_matcher_free(m);
     vkv_gen_request_free(&q.gen);
+}
+
+/* A token-id prompt longer than the context is refused by a scan of the
+ * body, before a tree of its ids is built. */
+static void long_id_prompts_are_refused_before_the_tree(void **state)
+{
+    (void)state;
+    vkv_oai_request q;
+    vkv_oai_error err;
+    const vkv_oai_parse_opts o = {.n_ctx = 4};
+    const char *fits = "{\"max_tokens\": 2, \"stop\": [\"a\"], \"prompt\": [1, 2, 3, 4], \"echo\": false}";
+    assert_true(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, fits, strlen(fits), &o, &q, &err));
+    assert_int_equal(q.gen.n_prompt_ids, 4);
+    vkv_gen_request_free(&q.gen);
+    const char *over = "{\"n\": {\"prompt\": [1, 2, 3, 4, 5, 6]}, \"prompt\": [1, 2, 3, 4, 5]}";
+    assert_false(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, over, strlen(over), &o, &q, &err));
+    assert_int_equal(err.http_status, 400);
+    assert_string_equal(err.param, "prompt");
+    assert_string_equal(err.code, "context_length_exceeded");
+    /* a million ids: refused after the first five, no tree */
+    size_t n = 1000000, len = 0;
+    char *big = malloc(16 + 2 * n);
+    assert_non_null(big);
+    len += (size_t)sprintf(big, "{\"prompt\": [");
+    for (size_t i = 0; i < n; i++) { big[len++] = '7'; big[len++] = i + 1 < n ? ',' : ']'; }
+    big[len++] = '}';
+    assert_false(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, big, len, &o, &q, &err));
+    assert_string_equal(err.code, "context_length_exceeded");
+    free(big);
+    /* a body that is not such an object is the tree parser's to refuse */
+    assert_false(vkv_oai_parse_with(VKV_OAI_COMPLETIONS, "{\"prompt\": [1, 2", 16, &o, &q, &err));
+    assert_null(err.code);
 }
 
 /* Token text for the writers' tests: id i is "t<i>", 1 is a BOS-like control token. */
@@ -669,6 +702,7 @@ int main(void)
         cmocka_unit_test(models_and_errors),
         cmocka_unit_test(llama_server_routes),
         cmocka_unit_test(logprobs_penalties_and_bias_parse),
+        cmocka_unit_test(long_id_prompts_are_refused_before_the_tree),
         cmocka_unit_test(logprobs_are_written_in_openai_s_shapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -247,8 +247,11 @@ static void fuzz_parse(void **state)
             vkv_oai_request q;
             vkv_oai_error err;
             memset(&err, 0, sizeof err);
-            if (vkv_oai_parse((vkv_oai_route)route, b.p, b.n, &q, &err)) {
+            /* every other body with a small context: the scan before the tree reads it too */
+            const vkv_oai_parse_opts o = {.n_ctx = it % 2 ? 3 : 0};
+            if (vkv_oai_parse_with((vkv_oai_route)route, b.p, b.n, &o, &q, &err)) {
                 check_request(&q);
+                if (o.n_ctx && route == VKV_OAI_COMPLETIONS) assert_true(q.gen.n_prompt_ids <= o.n_ctx);
                 vkv_gen_request_free(&q.gen);
                 accepted++;
             } else {
