@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
+#include "core/rng.h"
 #include "infer/sampler.h"
 
 static vkv_sampler *make(vkv_sampler_params p, int32_t n)
@@ -240,6 +241,91 @@ static void log_softmax_top_matches_the_definition(void **state)
     assert_true(all_lp[5] > all_lp[6]);
 }
 
+static const float *ref_keys;
+static int ref_desc(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    if (ref_keys[x] != ref_keys[y]) return ref_keys[x] > ref_keys[y] ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* The sampler's distribution, by the definition (sort everything, cut at
+ * top-k, top-p and min-p, renormalise), into want[n]. */
+static void reference_distribution(const float *l, int32_t n, float T, int32_t top_k, float top_p, float min_p,
+                                   double *want)
+{
+    int32_t *order = malloc(sizeof *order * (size_t)n);
+    double *p = malloc(sizeof *p * (size_t)n);
+    for (int32_t i = 0; i < n; i++) order[i] = i;
+    ref_keys = l;
+    qsort(order, (size_t)n, sizeof *order, ref_desc);
+    int32_t k = top_k > 0 && top_k < n ? top_k : n, keep = k;
+    double z = 0, cum = 0;
+    for (int32_t i = 0; i < k; i++) z += p[i] = exp(((double)l[order[i]] - l[order[0]]) / T);
+    for (int32_t i = 0; i < k; i++) p[i] /= z;
+    for (int32_t i = 0; i < k; i++)
+        if ((cum += p[i]) >= top_p) { keep = i + 1; break; }
+    int32_t keep_min = 1;
+    while (keep_min < keep && p[keep_min] >= min_p * p[0]) keep_min++;
+    double total = 0;
+    for (int32_t i = 0; i < keep_min; i++) total += p[i];
+    for (int32_t i = 0; i < n; i++) want[i] = 0;
+    for (int32_t i = 0; i < keep_min; i++) want[order[i]] = p[i] / total;
+    free(order);
+    free(p);
+}
+
+/* Only the head of the distribution is ordered (not the vocabulary): the
+ * draws still follow the definition, and never leave its support. */
+static void sampler_draws_follow_the_definition(void **state)
+{
+    (void)state;
+    const int32_t n = 1000;
+    float *l = malloc(sizeof *l * (size_t)n);
+    vkv_rng g = vkv_rng_new(5);
+    for (int32_t i = 0; i < n; i++) l[i] = (float)(4 * vkv_rng_unit(&g) * vkv_rng_unit(&g) * vkv_rng_unit(&g));
+    l[17] = l[18] = 4.5f; /* a tie at the top */
+    const struct { float T; int32_t top_k; float top_p, min_p; } cfg[] = {
+        {1, 0, 1, 0}, {0.7f, 0, 0.8f, 0}, {1, 0, 1, 0.2f}, {1.3f, 50, 0.9f, 0}, {0.9f, 0, 0.95f, 0.05f}, {2, 0, 0.5f, 0},
+    };
+    double *want = malloc(sizeof *want * (size_t)n), *got = malloc(sizeof *got * (size_t)n);
+    for (size_t c = 0; c < sizeof cfg / sizeof *cfg; c++) {
+        vkv_sampler_params p = vkv_sampler_defaults();
+        p.temperature = cfg[c].T;
+        p.top_k = cfg[c].top_k;
+        p.top_p = cfg[c].top_p;
+        p.min_p = cfg[c].min_p;
+        p.seed = 100 + c;
+        reference_distribution(l, n, p.temperature, p.top_k, p.top_p, p.min_p, want);
+        vkv_sampler *s = make(p, n);
+        const int draws = 12000;
+        for (int32_t i = 0; i < n; i++) got[i] = 0;
+        for (int d = 0; d < draws; d++) got[vkv_sampler_sample(s, l)] += 1.0 / draws;
+        /* by rank buckets [2^b - 1, 2^(b+1) - 1) of the definition's order (per-token counts would be noise) */
+        double bucket_want[16] = {0}, bucket_got[16] = {0};
+        int32_t *rank = malloc(sizeof *rank * (size_t)n);
+        for (int32_t i = 0; i < n; i++) rank[i] = i;
+        ref_keys = l;
+        qsort(rank, (size_t)n, sizeof *rank, ref_desc);
+        for (int32_t r = 0; r < n; r++) {
+            int32_t i = rank[r], b = 0;
+            if (got[i] > 0 && want[i] == 0) fail_msg("config %zu drew token %d, outside the distribution", c, i);
+            while (b < 15 && r + 1 >= (2 << b)) b++;
+            bucket_want[b] += want[i];
+            bucket_got[b] += got[i];
+        }
+        for (int b = 0; b < 16; b++)
+            if (fabs(bucket_got[b] - bucket_want[b]) > 0.015)
+                fail_msg("config %zu, ranks from %d: drew %.4f of the mass, the definition gives %.4f", c, (1 << b) - 1,
+                         bucket_got[b], bucket_want[b]);
+        free(rank);
+        vkv_sampler_free(s);
+    }
+    free(l);
+    free(want);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +339,7 @@ int main(void)
         cmocka_unit_test(sampler_logit_bias_bans_and_forces),
         cmocka_unit_test(sampler_mask_keeps_to_allowed_tokens),
         cmocka_unit_test(log_softmax_top_matches_the_definition),
+        cmocka_unit_test(sampler_draws_follow_the_definition),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
