@@ -46,6 +46,7 @@ typedef struct node {
     /* arrays */
     uint32_t items, min_items, max_items; /* max_items NONE: unbounded */
     uint32_t first, n;                    /* see node_kind */
+    uint32_t bounds;                      /* numbers' bounds: 1 + their index in bounds; 0: none */
     /* The fewest objects and arrays a value of the node nests, its own
      * included (INF_NEED: it has no finite value): a value starting inside d
      * open ones fits when d + need <= MAX_NEST. */
@@ -61,6 +62,38 @@ typedef struct prop {
     bool required;
 } prop;
 
+/* Numeric bounds, as two intervals of magnitudes: one for the numbers
+ * spelled without '-', one for those with it. A magnitude bound is an exact
+ * decimal 0.d1 d2 d3... x 10^q (d1 not 0), and a number is compared with it
+ * by its significant digits, position by position, and its decimal
+ * exponent: the matcher never holds a number's value, only whether its
+ * digits so far are below, above or equal to each bound's, how many there
+ * are, and the exponent (see the matcher's "numbers within bounds"). */
+#define MAG_DIGITS (VKV_JSON_CONSTRAINT_MAX_NUMBER + 1) /* digits of a bound that a number can meet */
+#define NO_GRID 255u
+#define Q_INF (1 << 30) /* past any exponent a number of VKV_JSON_CONSTRAINT_MAX_NUMBER bytes spells */
+enum { MAG_NONE, MAG_ZERO, MAG_POS }; /* no bound, 0, 0.d1 d2... x 10^q */
+
+typedef struct mag {
+    uint8_t kind, strict; /* strict: the bound itself is out */
+    int16_t q;
+    uint8_t d[MAG_DIGITS + 2];    /* d[i] for i in [1, MAG_DIGITS + 1]; 0 past the last */
+    uint8_t rest[MAG_DIGITS + 2]; /* rest[i]: a digit after the i-th is not 0 */
+    uint8_t non9[MAG_DIGITS + 2]; /* non9[i]: the first position after i whose digit is not 9 */
+} mag;
+
+typedef struct side {
+    mag lo, hi;     /* lo <= magnitude <= hi (< where strict); hi MAG_ZERO and strict: no magnitude at all */
+    int32_t lq, uq; /* the exponents of lo and hi (none: below and above all; hi MAG_ZERO: uq below all) */
+    uint8_t grid;   /* lo and hi both 0.x x 10^q: the fewest significant digits of a magnitude between them
+                     * (NO_GRID: none) */
+    bool zero;      /* 0 is within the bounds */
+} side;
+
+typedef struct num_bounds {
+    side s[2]; /* [0]: numbers without '-', [1]: with it */
+} num_bounds;
+
 struct vkv_json_constraint {
     node *nodes;
     uint32_t n_nodes;
@@ -71,6 +104,8 @@ struct vkv_json_constraint {
     uint32_t n_lits;
     uint32_t *alts;
     uint32_t n_alts;
+    num_bounds *bounds;
+    uint32_t n_bounds;
     char *text;
     uint32_t root;
 };
@@ -86,6 +121,7 @@ void vkv_json_constraint_free(vkv_json_constraint *c)
     free(c->keys);
     free(c->lits);
     free(c->alts);
+    free(c->bounds);
     free(c->text);
     free(c);
 }
@@ -138,7 +174,7 @@ static bool utf8_valid(const char *s, size_t n)
 
 typedef struct compiler {
     vkv_json_constraint *c;
-    uint32_t cap_nodes, cap_paths, cap_props, cap_keys, cap_lits, cap_alts;
+    uint32_t cap_nodes, cap_paths, cap_props, cap_keys, cap_lits, cap_alts, cap_bounds;
     vkv_strbuf text;
     vkv_strbuf paths;  /* each node's path, for refusals found after the walk */
     uint32_t *path_at; /* per node: where its path starts in paths */
@@ -351,10 +387,10 @@ static bool add_literal(compiler *k, const char *what, const vkv_json *v)
 }
 
 enum { KW_TYPE, KW_PROPERTIES, KW_REQUIRED, KW_ADDITIONAL, KW_ITEMS, KW_MIN_ITEMS, KW_MAX_ITEMS, KW_ENUM, KW_CONST,
-       KW_ANYOF, KW_REF, KW_DEFS, N_KEYWORDS };
+       KW_ANYOF, KW_REF, KW_DEFS, KW_MINIMUM, KW_EXCL_MIN, KW_MAXIMUM, KW_EXCL_MAX, N_KEYWORDS };
 static const char *const keyword_names[N_KEYWORDS] = {
     "type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const",
-    "anyOf", "$ref", "$defs"};
+    "anyOf", "$ref", "$defs", "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
 /* Keywords that say nothing about the values. */
 static const char *const annotations[] = {"description", "title", "default", "examples", "$schema", "$id",
                                           "$comment", "deprecated", "readOnly", "writeOnly", "strict"};
@@ -410,6 +446,271 @@ static bool count_keyword(compiler *k, const vkv_json *v, const char *name, uint
     if (why) return refuse(k, name, "must be a non-negative integer (got %s)", why);
     if (x >= NONE) return refuse(k, name, "is too large");
     *out = (uint32_t)x;
+    return true;
+}
+
+/* ---- numeric bounds ---- */
+
+/* An exact decimal: sign x 0.d[0] d[1] ... d[n - 1] x 10^q, without leading
+ * or trailing zero digits (n 0, sign 0: zero). */
+typedef struct decimal {
+    int sign, q, n;
+    char d[64]; /* the digits that matter: at most MAG_DIGITS and a few */
+} decimal;
+
+static void decimal_trim(decimal *x)
+{
+    while (x->n && x->d[x->n - 1] == '0') x->n--;
+    if (!x->n) x->sign = 0;
+}
+
+/* A JSON number's text as a decimal. */
+static void text_decimal(const char *t, decimal *x)
+{
+    x->sign = *t == '-' ? -1 : 1;
+    t += *t == '-';
+    x->n = x->q = 0;
+    bool fraction = false;
+    for (; (*t >= '0' && *t <= '9') || *t == '.'; t++) {
+        if (*t == '.') fraction = true;
+        else if (!x->n && *t == '0') x->q -= fraction; /* a leading zero */
+        else {
+            if (x->n < (int)sizeof x->d) x->d[x->n++] = *t; /* a double's shortest spelling: 17 at most */
+            x->q += !fraction;
+        }
+    }
+    if (*t == 'e' || *t == 'E') x->q += atoi(t + 1);
+    decimal_trim(x);
+}
+
+/* m x 2^e, exactly (m > 0): m times 2^e, or m times 5^-e over 10^-e, in limbs of 9 digits. */
+static void dyadic_decimal(uint64_t m, int e, decimal *x)
+{
+    enum { BASE = 1000000000 };
+    uint32_t limb[100]; /* 5^1075 x 2^55 has 769 digits */
+    int n = 0;
+    for (; !(m & 1); m >>= 1) e++;
+    for (; m; m /= BASE) limb[n++] = (uint32_t)(m % BASE);
+    for (int left = e < 0 ? -e : e; left > 0;) {
+        int step = e < 0 ? (left < 13 ? left : 13) : (left < 29 ? left : 29);
+        uint64_t f = 1, carry = 0;
+        for (int i = 0; i < step; i++) f *= e < 0 ? 5 : 2;
+        for (int i = 0; i < n; i++) {
+            uint64_t v = limb[i] * f + carry;
+            limb[i] = (uint32_t)(v % BASE);
+            carry = v / BASE;
+        }
+        for (; carry && n < (int)(sizeof limb / sizeof *limb); carry /= BASE) limb[n++] = (uint32_t)(carry % BASE);
+        left -= step;
+    }
+    /* the leading limbs' digits, then 1 for any digit not 0 below them: enough to compare numbers with */
+    enum { KEEP = (MAG_DIGITS + 17) / 9 };
+    int top = n > KEEP ? n - KEEP : 0, len = snprintf(x->d, sizeof x->d, "%u", (unsigned)limb[n - 1]);
+    for (int i = n - 2; i >= top; i--)
+        len += snprintf(x->d + len, sizeof x->d - (size_t)len, "%09u", (unsigned)limb[i]);
+    x->sign = 1;
+    x->q = len + 9 * top + (e < 0 ? e : 0);
+    bool below = false;
+    for (int i = 0; i < top; i++) below |= limb[i] != 0;
+    x->n = len;
+    decimal_trim(x);
+    if (below) {
+        x->sign = 1;
+        while (x->n < len) x->d[x->n++] = '0';
+        x->d[x->n++] = '1';
+    }
+}
+
+/* |x| = *m x 2^*e, *m below 2^53 (0 for 0). */
+static void split_double(double x, uint64_t *m, int *e)
+{
+    int k;
+    double f = frexp(fabs(x), &k);
+    *m = (uint64_t)ldexp(f, 53);
+    *e = k - 53;
+}
+
+/* The number halfway between b and the next double toward dir (+1, -1), as
+ * a decimal; *to_next: a double reader takes it as that next double (ties
+ * go to the even one), not as b. */
+static void halfway(double b, int dir, decimal *x, bool *to_next)
+{
+    double nb = nextafter(b, dir > 0 ? HUGE_VAL : -HUGE_VAL);
+    uint64_t bits, ma, mc = 0, sum;
+    int ea, ec = 0, e;
+    memcpy(&bits, &nb, sizeof bits);
+    *to_next = !(bits & 1);
+    split_double(b, &ma, &ea);
+    if (!isinf(nb)) split_double(nb, &mc, &ec);
+    if (isinf(nb)) { /* past the largest double: halfway to 2^1024 */
+        sum = 2 * ma + 1;
+        e = ea - 1;
+    } else if (!ma || !mc) {
+        sum = ma | mc;
+        e = (ma ? ea : ec) - 1;
+    } else { /* neighbours: exponents one apart at most */
+        e = ea < ec ? ea : ec;
+        sum = (ma << (ea - e)) + (mc << (ec - e));
+        e--;
+    }
+    dyadic_decimal(sum, e, x);
+    x->sign = (b != 0 ? b : nb) < 0 ? -1 : 1;
+}
+
+/* A bound in values: x, the bound itself out when strict (absent: none). */
+typedef struct vbound {
+    bool on, strict;
+    decimal x;
+} vbound;
+
+/* minimum and maximum are their shortest decimal spelling (what a schema
+ * writes: maximum 0.3 holds 0.3); an exclusive bound b is where a double
+ * reader stops reading numbers as b: halfway to the next double inward. */
+static void value_bound(vbound *v, const vkv_json *kw, int dir)
+{
+    v->on = true;
+    v->strict = false;
+    if (!dir) {
+        char text[40];
+        number_text(kw->number, text, sizeof text);
+        text_decimal(text, &v->x);
+        return;
+    }
+    bool to_next;
+    halfway(kw->number, dir, &v->x, &to_next);
+    v->strict = !to_next;
+}
+
+/* g: the magnitude bound |v| of a non-zero v. */
+static void set_mag(mag *g, const vbound *v)
+{
+    *g = (mag){.kind = MAG_POS, .strict = v->strict, .q = (int16_t)v->x.q};
+    for (int i = 1; i <= MAG_DIGITS + 1; i++) g->d[i] = (uint8_t)(i <= v->x.n ? v->x.d[i - 1] - '0' : 0);
+    for (int i = 0; i <= MAG_DIGITS + 1; i++) {
+        g->rest[i] = v->x.n > i;
+        int p = i + 1;
+        while (p <= MAG_DIGITS + 1 && g->d[p] == 9) p++;
+        g->non9[i] = (uint8_t)p;
+    }
+}
+
+/* Magnitudes m of one sign (flip -1: the numbers -m) at least v, or, upper, at most v. */
+static void magnitude_bound(mag *g, const vbound *v, int flip, bool upper)
+{
+    int sign = v->on ? v->x.sign * flip : 0;
+    *g = (mag){.kind = MAG_NONE};
+    if (!v->on) return;
+    if (sign > 0) set_mag(g, v);
+    else if (upper) *g = (mag){.kind = MAG_ZERO, .strict = sign < 0 || v->strict}; /* 0 at most, or nothing */
+    else if (!sign && v->strict) *g = (mag){.kind = MAG_ZERO, .strict = true}; /* above 0 */
+}
+
+/* The fewest significant digits of a magnitude between lo and hi where both are 0.x x 10^q of one q. */
+static uint8_t side_grid(const side *sd)
+{
+    const mag *l = &sd->lo, *u = &sd->hi;
+    if (l->kind != MAG_POS || u->kind != MAG_POS || l->q != u->q) return NO_GRID;
+    for (int n = 1; n <= MAG_DIGITS; n++) {
+        /* the least n digits at or above lo */
+        uint8_t y[MAG_DIGITS + 2];
+        memcpy(y, l->d, sizeof y);
+        int i = n;
+        if (l->rest[n] || l->strict)
+            for (; i >= 1 && y[i] == 9; i--) y[i] = 0;
+        if (!i) continue; /* 1.0 x 10^q: above hi */
+        if (l->rest[n] || l->strict) y[i]++;
+        int c = 0;
+        for (i = 1; i <= n && !c; i++) c = (y[i] > u->d[i]) - (y[i] < u->d[i]);
+        if (c < 0 || (!c && (!u->strict || u->rest[n]))) return (uint8_t)n;
+    }
+    return NO_GRID;
+}
+
+static bool bounds_hold_a_number(const num_bounds *b, bool integer);
+
+/* minimum, exclusiveMinimum, maximum, exclusiveMaximum: numbers, on a
+ * schema that can be a number, with some number between them. *lo, *hi:
+ * the keywords that bound from below and above (-1: none). */
+static bool read_bounds(compiler *k, const vkv_json *const *kw, unsigned types, int *lo, int *hi)
+{
+    *lo = *hi = -1;
+    int first = -1;
+    for (int w = KW_MINIMUM; w <= KW_EXCL_MAX; w++) {
+        const vkv_json *v = kw[w];
+        if (!v) continue;
+        if (v->type != VKV_JSON_NUMBER)
+            return refuse(k, keyword_names[w], "must be a number%s, not %s",
+                          w == KW_EXCL_MIN || w == KW_EXCL_MAX ? " (the bound itself, as in JSON Schema 2020-12)" : "",
+                          vkv_json_type_name(v->type));
+        if (!isfinite(v->number)) return refuse(k, keyword_names[w], "is too large a number");
+        if (first < 0) first = w;
+    }
+    if (first < 0) return true;
+    if (!(types & (T_INTEGER | T_NUMBER)))
+        return refuse(k, keyword_names[first], "bounds numbers, and 'type' allows none");
+    const vkv_json *mn = kw[KW_MINIMUM], *xmn = kw[KW_EXCL_MIN], *mx = kw[KW_MAXIMUM], *xmx = kw[KW_EXCL_MAX];
+    /* of two bounds on one end, the tighter */
+    *lo = xmn && (!mn || xmn->number >= mn->number) ? KW_EXCL_MIN : mn ? KW_MINIMUM : -1;
+    *hi = xmx && (!mx || xmx->number <= mx->number) ? KW_EXCL_MAX : mx ? KW_MAXIMUM : -1;
+    if (*lo >= 0 && *hi >= 0) {
+        double a = kw[*lo]->number, z = kw[*hi]->number;
+        char at[40], zt[40];
+        number_text(a, at, sizeof at);
+        number_text(z, zt, sizeof zt);
+        if (a > z || (a == z && (*lo == KW_EXCL_MIN || *hi == KW_EXCL_MAX)))
+            return refuse(k, keyword_names[*lo], "is %s, %s %s %s: no number lies between them", at,
+                          a > z ? "above" : "and", keyword_names[*hi], zt);
+    }
+    return true;
+}
+
+/* A numeric value within the bounds kw has (other values are). */
+static bool within_bounds(const vkv_json *v, const vkv_json *const *kw)
+{
+    if (v->type != VKV_JSON_NUMBER) return true;
+    double x = v->number;
+    return (!kw[KW_MINIMUM] || x >= kw[KW_MINIMUM]->number) && (!kw[KW_EXCL_MIN] || x > kw[KW_EXCL_MIN]->number) &&
+           (!kw[KW_MAXIMUM] || x <= kw[KW_MAXIMUM]->number) && (!kw[KW_EXCL_MAX] || x < kw[KW_EXCL_MAX]->number);
+}
+
+/* A schema's numeric bounds: *out 1 + their index in bounds, 0 without any. */
+static bool compile_bounds(compiler *k, const vkv_json *const *kw, unsigned types, uint32_t *out)
+{
+    vkv_json_constraint *c = k->c;
+    int lo, hi;
+    *out = 0;
+    if (!read_bounds(k, kw, types, &lo, &hi)) return false;
+    if (lo < 0 && hi < 0) return true;
+    if (!grow(&c->bounds, &k->cap_bounds, c->n_bounds + 1, sizeof *c->bounds)) return out_of_memory(k);
+    vbound *v = calloc(2, sizeof *v);
+    if (!v) return out_of_memory(k);
+    if (lo >= 0) value_bound(&v[0], kw[lo], lo == KW_EXCL_MIN ? 1 : 0);
+    if (hi >= 0) value_bound(&v[1], kw[hi], hi == KW_EXCL_MAX ? -1 : 0);
+    num_bounds *b = &c->bounds[c->n_bounds];
+    for (int neg = 0; neg < 2; neg++) {
+        side *sd = &b->s[neg];
+        /* m >= lo and m <= hi; -m >= lo and -m <= hi: m <= -lo and m >= -hi */
+        magnitude_bound(&sd->lo, &v[neg], neg ? -1 : 1, false);
+        magnitude_bound(&sd->hi, &v[!neg], neg ? -1 : 1, true);
+        sd->grid = side_grid(sd);
+        sd->lq = sd->lo.kind == MAG_POS ? sd->lo.q : -Q_INF;
+        sd->uq = sd->hi.kind == MAG_POS ? sd->hi.q : sd->hi.kind == MAG_NONE ? Q_INF : -Q_INF;
+        sd->zero = sd->lo.kind == MAG_NONE && !(sd->hi.kind == MAG_ZERO && sd->hi.strict);
+    }
+    free(v);
+    bool integer = (types & T_INTEGER) && !(types & T_NUMBER);
+    if (!bounds_hold_a_number(b, integer)) {
+        char range[128] = "", text[40];
+        for (int i = 0, w = lo; i < 2; i++, w = hi) {
+            if (w < 0) continue;
+            number_text(kw[w]->number, text, sizeof text);
+            size_t at = strlen(range);
+            snprintf(range + at, sizeof range - at, "%s%s %s", at ? ", " : "", keyword_names[w], text);
+        }
+        return refuse(k, keyword_names[lo >= 0 ? lo : hi], "leaves no %s of at most %d bytes (%s)",
+                      integer ? "integer" : "number", VKV_JSON_CONSTRAINT_MAX_NUMBER, range);
+    }
+    *out = ++c->n_bounds;
     return true;
 }
 
@@ -514,6 +815,8 @@ static bool compile_literals(compiler *k, const vkv_json *const *kw, uint32_t *o
     if (e && cv && !is_scalar(cv))
         return refuse(k, "const", "must be a string, a number, a boolean or null, not %s (objects and arrays are not "
                       "supported)", vkv_json_type_name(cv->type));
+    int lo, hi;
+    if (!read_bounds(k, kw, types, &lo, &hi)) return false;
     uint32_t first = c->n_lits;
     size_t n = e ? e->n_items : 1;
     for (size_t i = 0; i < n; i++) {
@@ -521,15 +824,16 @@ static bool compile_literals(compiler *k, const vkv_json *const *kw, uint32_t *o
         char what[32] = "const";
         if (e) snprintf(what, sizeof what, "enum.[%zu]", i);
         if (!add_literal(k, what, v)) return false;
-        /* kept when it has the type and equals const */
-        if (!(value_types(v) & types) || (e && cv && !same_scalar(v, cv))) {
+        /* kept when it has the type, is within the bounds and equals const */
+        if (!(value_types(v) & types) || !within_bounds(v, kw) || (e && cv && !same_scalar(v, cv))) {
             k->text.n = c->lits[--c->n_lits].off;
             k->text.p[k->text.n] = 0;
         }
     }
     if (c->n_lits == first)
-        return refuse(k, e ? "enum" : "const", "leaves no value: %s", e && cv ? "'const' is not in it or not of 'type'"
-                      : "none is of 'type'");
+        return refuse(k, e ? "enum" : "const", "leaves no value: %s%s",
+                      e && cv ? "'const' is not in it or not of 'type'" : "none is of 'type'",
+                      lo >= 0 || hi >= 0 ? " and within the bounds" : "");
     if (!sort_literals(k, first)) return false;
     node nd = {.kind = N_LITERALS, .first = first, .n = c->n_lits - first};
     return (*out = new_node(k, &nd)) != NONE;
@@ -614,6 +918,7 @@ static bool compile_types(compiler *k, const vkv_json *const *kw, unsigned depth
     if (ok) ok = count_keyword(k, kw[KW_MIN_ITEMS], "minItems", 0, &n.min_items) &&
                  count_keyword(k, kw[KW_MAX_ITEMS], "maxItems", NONE, &n.max_items);
     if (ok && n.min_items > n.max_items) ok = refuse(k, "minItems", "is larger than maxItems");
+    if (ok) ok = compile_bounds(k, kw, n.types, &n.bounds);
     if (ok && n_props) ok = add_properties(k, props, nodes, required, &n);
     free(nodes);
     free(required);
@@ -633,7 +938,8 @@ static bool compile_schema(compiler *k, const vkv_json *s, unsigned depth, uint3
         if (w < 0) {
             if (annotation(key)) continue;
             return refuse(k, key, "is not supported (response_format schemas take type, properties, required, "
-                          "additionalProperties, items, minItems, maxItems, enum, const, anyOf, $ref and $defs)");
+                          "additionalProperties, items, minItems, maxItems, enum, const, minimum, maximum, "
+                          "exclusiveMinimum, exclusiveMaximum, anyOf, $ref and $defs)");
         }
         if (w == KW_DEFS && depth) return refuse(k, key, "is supported at the top of the schema only");
         kw[w] = s->items[i];
@@ -875,18 +1181,24 @@ enum { A_ITEM_OR_END, A_ITEM, A_AFTER_ITEM };
 enum { S_CHARS, S_ESCAPE, S_HEX, S_LOW_BACKSLASH, S_LOW_U };
 /* numbers: after '-', a leading 0, integer digits, '.', fraction digits, 'e', the exponent's sign, its digits */
 enum { NUM_MINUS, NUM_ZERO, NUM_INT, NUM_DOT, NUM_FRACTION, NUM_EXP_MARK, NUM_EXP_SIGN, NUM_EXPONENT, NUM_FAIL };
-/* a key (literal or string), a key without escapes, an integer, a \u that must be a low surrogate */
-enum { FL_KEY = 1, FL_NO_ESCAPE = 2, FL_INTEGER = 4, FL_LOW = 8 };
+/* a key (literal or string), a key without escapes, an integer, a \u that must be a low surrogate, a number
+ * whose node has bounds */
+enum { FL_KEY = 1, FL_NO_ESCAPE = 2, FL_INTEGER = 4, FL_LOW = 8, FL_BOUNDS = 16 };
 
 typedef struct frame {
-    uint32_t node;   /* VALUE, OBJECT, ARRAY: the schema node; LITERAL, key STRING: the last candidate */
+    uint32_t node;   /* VALUE, OBJECT, ARRAY, NUMBER: the schema node; LITERAL, key STRING: the last candidate */
     uint32_t parent; /* the frame below, in the pool; NONE at the bottom */
     uint32_t at;     /* OBJECT: the next declared property; ARRAY: items done; NUMBER: its bytes;
                       * LITERAL, key STRING: the first candidate spelled so far (NONE: none) */
-    uint32_t pos;    /* LITERAL, key STRING: bytes spelled; OBJECT: the node of its last key's value */
+    uint32_t pos;    /* LITERAL, key STRING: bytes spelled; OBJECT: the node of its last key's value;
+                      * NUMBER with bounds: the exponent's value so far */
     uint16_t depth;  /* frames below: the objects and arrays open around it */
-    uint16_t code;   /* STRING: the \u escape's value so far */
-    uint8_t kind, st, flags, ws, utf8, hex, spare[2];
+    uint16_t code;   /* STRING: the \u escape's value so far; NUMBER with bounds: its digits against the
+                      * bounds' and its signs (see num) */
+    uint8_t kind, st, flags, ws;
+    uint8_t utf8;    /* STRING: the UTF-8 state; NUMBER with bounds: its decimal exponent (two's complement) */
+    uint8_t hex;     /* STRING: \u's hex digits; NUMBER with bounds: its significant digits */
+    uint8_t spare[2];
 } frame;
 
 static bool is_space(unsigned ch) { return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r'; }
@@ -1095,6 +1407,309 @@ static bool step_literal(stepper *s, frame *t, unsigned ch)
     return true;
 }
 
+/* ---- numbers within bounds ---- */
+
+/* A number of a node with bounds, so far: its significant digits D (n of
+ * them; none while it is 0 so far), its magnitude so far 0.D x 10^q, how D
+ * compares with the first n digits of the bounds on its side, and the
+ * exponent's digits so far (e). Kept in its frame: code (cl, cu, the
+ * signs), hex (n), utf8 (q), pos (e).
+ *
+ * A completion is some digits more, maybe a fraction, maybe an exponent:
+ * the magnitudes it reaches at a decimal exponent q' (0.D' x 10^q') are D
+ * with any digits after it, as many as the bytes left allow. Those are all
+ * within the bounds at a q' strictly between the bounds' exponents; at a
+ * bound's own exponent, the digits decide: D followed by zeros against the
+ * upper bound, D followed by nines (as many as fit) against the lower one,
+ * and, when both bounds share that exponent and D is both their first
+ * digits, whether enough digits fit to land between them (side.grid). The
+ * exponents a completion reaches form one range, found from the bytes left;
+ * once in the exponent, D is final and only the exponent's digits vary. */
+enum { C_EQ, C_LT, C_GT }; /* D against a bound's first digits: equal, below, above */
+#define E_CAP 100000000 /* exponents saturate there, far past any bound's (and below Q_INF) */
+
+typedef struct num {
+    int n, q;
+    unsigned cl, cu; /* against the side's lo and hi */
+    bool neg, eneg;
+    int64_t e;
+} num;
+
+static num num_of(const frame *t)
+{
+    return (num){.n = t->hex, .q = t->utf8 < 128 ? t->utf8 : t->utf8 - 256, .cl = t->code & 3u,
+                 .cu = t->code >> 2 & 3u, .neg = t->code >> 4 & 1u, .eneg = t->code >> 5 & 1u, .e = t->pos};
+}
+
+static void num_keep(frame *t, const num *s)
+{
+    t->hex = (uint8_t)s->n;
+    t->utf8 = (uint8_t)s->q;
+    t->code = (uint16_t)(s->cl | s->cu << 2 | (unsigned)s->neg << 4 | (unsigned)s->eneg << 5);
+    t->pos = (uint32_t)s->e;
+}
+
+static const num_bounds *bounds_of(const vkv_json_constraint *c, uint32_t ni)
+{
+    uint32_t b = c->nodes[ni].bounds;
+    return b ? &c->bounds[b - 1] : NULL;
+}
+
+/* 10^k - 1, saturating at E_CAP. */
+static int64_t nines(int k)
+{
+    static const int64_t n[] = {0, 9, 99, 999, 9999, 99999, 999999, 9999999, 99999999};
+    return k < (int)(sizeof n / sizeof *n) ? n[k] : E_CAP;
+}
+
+/* The largest exponent b bytes spell upward ('e' and digits) and downward ('e', '-' and digits). */
+static int64_t exp_up(int b) { return b >= 2 ? nines(b - 1) : 0; }
+static int64_t exp_down(int b) { return b >= 3 ? nines(b - 2) : 0; }
+
+/* The bytes of the shortest exponent that moves a number by delta (none for 0). */
+static int exp_bytes(int64_t delta)
+{
+    if (!delta) return 0;
+    int b = delta < 0 ? 2 : 1;
+    for (int64_t a = delta < 0 ? -delta : delta; a; a /= 10) b++;
+    return b;
+}
+
+/* D against bound g once digit d is D's (n + 1)-th, from c, D's first n against g's. */
+static unsigned digit_cmp(unsigned c, const mag *g, unsigned n, unsigned d)
+{
+    if (c != C_EQ || g->kind != MAG_POS) return c;
+    return d < g->d[n + 1] ? C_LT : d > g->d[n + 1] ? C_GT : C_EQ;
+}
+
+/* The least completion of D at exponent q (D and zeros; without D, 1 and zeros) is within hi. */
+static bool hi_ok(const side *sd, const num *s, int64_t q)
+{
+    const mag *u = &sd->hi;
+    if (u->kind != MAG_POS) return u->kind == MAG_NONE;
+    if (q != u->q) return q < u->q;
+    if (!s->n) return !u->strict || u->d[1] > 1 || u->rest[1];
+    return s->cu == C_LT || (s->cu == C_EQ && (!u->strict || u->rest[s->n]));
+}
+
+/* Whether lo_ok at exponent q turns on how many digits completions have. */
+static bool lo_tight(const side *sd, const num *s, int64_t q)
+{
+    return sd->lo.kind == MAG_POS && q == sd->lo.q && s->cl == C_EQ;
+}
+
+/* The greatest completion of D at exponent q with N significant digits (D
+ * and nines) is within lo; where D is the first digits of both bounds at
+ * their one exponent, N digits are enough to land between them. */
+static bool lo_ok(const side *sd, const num *s, int64_t q, int N)
+{
+    const mag *l = &sd->lo;
+    if (!lo_tight(sd, s, q)) return l->kind != MAG_POS || q > l->q || (q == l->q && s->cl == C_GT);
+    if (N < s->n || N < 1) return false;
+    bool both = sd->hi.kind == MAG_POS && q == sd->hi.q && s->cu == C_EQ;
+    return (l->non9[s->n] <= N || (!l->rest[N] && !l->strict)) && (!both || N >= sd->grid);
+}
+
+/* D itself at exponent q is within the bounds. */
+static bool exact_ok(const side *sd, const num *s, int64_t q) { return hi_ok(sd, s, q) && lo_ok(sd, s, q, s->n); }
+
+/* The most significant digits of a completion at exponent q from a point
+ * with exponent q0, N0 digits and b bytes left: inside the fraction with
+ * at least frac more digits (frac >= 0), or where a fraction may start
+ * ('.' and digits; frac < 0); an integer has neither fraction nor
+ * exponent. -1: none reaches q. */
+static int base_digits(int64_t q0, int N0, int b, int frac, bool integer, int64_t q)
+{
+    if (integer) return q == q0 && N0 ? N0 : -1;
+    int rem = b - exp_bytes(q - q0);
+    if (rem < 0 || rem < frac) return -1;
+    int N = N0 + (frac >= 0 ? rem : rem >= 2 ? rem - 1 : 0);
+    return N >= 1 ? N : -1;
+}
+
+/* The same after "0." and z zeros, r bytes left: more zeros, then a digit that is not. */
+static int zeros_digits(int z, int r, int64_t q)
+{
+    int best = -1;
+    for (int more = 0; more < r; more++) {
+        int N = base_digits(-(int64_t)(z + more), 0, r - more, 1, false, q);
+        best = N > best ? N : best;
+    }
+    return best;
+}
+
+/* The most significant digits of a completion of t at exponent q (-1: none). */
+static int best_digits(const frame *t, const num *s, bool integer, int64_t q)
+{
+    int r = VKV_JSON_CONSTRAINT_MAX_NUMBER - (int)t->at, best = -1, N;
+    switch (t->st) {
+    case NUM_INT:
+        for (int k = 0; k <= r; k++)
+            if ((N = base_digits(s->q + k, s->n + k, r - k, -1, integer, q)) > best) best = N;
+        return best;
+    case NUM_MINUS:
+        for (int k = 1; k <= r; k++)
+            if ((N = base_digits(k, k, r - k, -1, integer, q)) > best) best = N;
+        return integer || (N = zeros_digits(0, r - 2, q)) < best ? best : N;
+    case NUM_ZERO: return integer ? -1 : zeros_digits(0, r - 1, q);
+    default: return s->n ? base_digits(s->q, s->n, r, t->st == NUM_DOT, false, q) : zeros_digits(-s->q, r, q);
+    }
+}
+
+/* The exponents [lo, hi] of "0." and z zeros' completions that are not 0, r bytes left. */
+static bool zeros_reach(int z, int r, int64_t *lo, int64_t *hi)
+{
+    if (r < 1) return false;
+    int64_t down = exp_down(r - 1);
+    *lo = -(int64_t)z - (down > r - 1 ? down : r - 1);
+    *hi = -(int64_t)z + exp_up(r - 1);
+    return true;
+}
+
+/* The exponents [lo, hi] that t's completions other than 0 reach, each of
+ * them by some completion; false: none. */
+static bool reach(const frame *t, const num *s, bool integer, int64_t *lo, int64_t *hi)
+{
+    int r = VKV_JSON_CONSTRAINT_MAX_NUMBER - (int)t->at;
+    int64_t up;
+    switch (t->st) {
+    case NUM_INT:
+        up = integer ? r : exp_up(r) > r ? exp_up(r) : r;
+        *lo = s->q - (integer ? 0 : exp_down(r));
+        *hi = s->q + up;
+        return true;
+    case NUM_MINUS: {
+        if (r < 1) return false;
+        up = integer ? r - 1 : exp_up(r - 1) > r - 1 ? exp_up(r - 1) : r - 1;
+        *lo = 1 - (integer ? 0 : exp_down(r - 1));
+        *hi = 1 + up;
+        int64_t a, b; /* "0." and more */
+        if (!integer && zeros_reach(0, r - 2, &a, &b)) *lo = a < *lo ? a : *lo;
+        return true;
+    }
+    case NUM_ZERO: return !integer && zeros_reach(0, r - 1, lo, hi);
+    default:
+        if (!s->n) return zeros_reach(-s->q, r, lo, hi);
+        r -= t->st == NUM_DOT;
+        *lo = s->q - exp_down(r);
+        *hi = s->q + exp_up(r);
+        return r >= 0;
+    }
+}
+
+/* Some completion of t at exponent q (within [lo, hi], which t reaches) is within the bounds. */
+static bool reach_ok(const side *sd, const frame *t, const num *s, bool integer, int64_t q, int64_t lo, int64_t hi)
+{
+    if (q < lo || q > hi || !hi_ok(sd, s, q)) return false;
+    return lo_ok(sd, s, q, lo_tight(sd, s, q) ? best_digits(t, s, integer, q) : 0);
+}
+
+/* Some exponent made of e0's digits and j more (jmin <= j <= jmax) moves
+ * exponent q into [a, b], upward or (neg) downward. */
+static bool exp_reach(int64_t e0, int jmin, int jmax, int64_t q, int64_t a, int64_t b, bool neg)
+{
+    int64_t lo = neg ? q - b : a - q, hi = neg ? q - a : b - q;
+    if (lo < 0) lo = 0;
+    if (lo > hi) return false;
+    int64_t first = e0, width = 1; /* with j more digits: [first, first + width) */
+    for (int j = 0; j <= jmax && first <= hi; j++) {
+        if (j >= jmin && first + width > lo) return true;
+        first = first < E_CAP / 10 ? first * 10 : E_CAP;
+        width = width < E_CAP / 10 ? width * 10 : E_CAP;
+    }
+    return false;
+}
+
+/* Some completion of t, a number of bounds b, is within them. */
+static bool num_feasible(const side *sd, const frame *t, const num *s, bool integer)
+{
+    if (!s->n && sd->zero) return true; /* 0 */
+    int64_t lq = sd->lq, uq = sd->uq;
+    if (uq == -Q_INF) return false; /* 0 at most */
+    int r = VKV_JSON_CONSTRAINT_MAX_NUMBER - (int)t->at;
+    if (t->st >= NUM_EXP_MARK) {
+        if (!s->n) return false;
+        /* D is final: the exponents [a, b] that put it within the bounds */
+        int64_t a = lq + (sd->lo.kind == MAG_POS && !exact_ok(sd, s, lq));
+        int64_t b = uq - (sd->hi.kind == MAG_POS && !exact_ok(sd, s, uq));
+        if (t->st == NUM_EXP_MARK) /* 'e' and digits, or 'e', '-' and digits */
+            return exp_reach(0, 1, r, s->q, a, b, false) || exp_reach(0, 1, r - 1, s->q, a, b, true);
+        return exp_reach(s->e, t->st == NUM_EXPONENT ? 0 : 1, r, s->q, a, b, s->eneg);
+    }
+    int64_t lo, hi;
+    if (!reach(t, s, integer, &lo, &hi)) return false;
+    if ((lo > lq + 1 ? lo : lq + 1) <= (hi < uq - 1 ? hi : uq - 1)) return true;
+    return reach_ok(sd, t, s, integer, uq, lo, hi) || (lq != uq && reach_ok(sd, t, s, integer, lq, lo, hi));
+}
+
+/* t, a number of bounds b, took ch (prev: its state before); false when
+ * no completion of it is within them any more. */
+static bool num_step(const num_bounds *b, frame *t, unsigned prev, unsigned ch, bool integer)
+{
+    unsigned st = t->st, n = t->hex;
+    if ((st == NUM_INT || (st == NUM_FRACTION && (n || ch != '0'))) && is_digit(ch)) {
+        /* the common step, a significant digit more: done here when the
+         * exponents the number reaches go strictly between the bounds' */
+        const side *sd = &b->s[t->code >> 4 & 1u];
+        int r = VKV_JSON_CONSTRAINT_MAX_NUMBER - (int)t->at;
+        int q = (t->utf8 < 128 ? t->utf8 : t->utf8 - 256) + (prev == NUM_INT || prev == NUM_MINUS);
+        int64_t lo = q - (integer ? 0 : exp_down(r)), hi = q + (integer || r < 2 ? r : exp_up(r));
+        if (st == NUM_FRACTION) hi = q + exp_up(r);
+        if ((lo > sd->lq ? lo : sd->lq + 1) <= (hi < sd->uq ? hi : sd->uq - 1)) {
+            unsigned cl = digit_cmp(t->code & 3u, &sd->lo, n, ch - '0');
+            unsigned cu = digit_cmp(t->code >> 2 & 3u, &sd->hi, n, ch - '0');
+            t->hex = (uint8_t)(n + 1);
+            t->utf8 = (uint8_t)q;
+            t->code = (uint16_t)((t->code & ~15u) | cl | cu << 2);
+            return true;
+        }
+    }
+    num s = num_of(t);
+    if (ch == '-') {
+        if (prev >= NUM_EXP_MARK) s.eneg = true;
+        else s.neg = true;
+    } else if (is_digit(ch)) {
+        const side *sd = &b->s[s.neg];
+        unsigned d = ch - '0';
+        /* a significant digit, or a zero before the first */
+        bool digit = prev == NUM_INT || (prev == NUM_MINUS && d) ||
+                     ((prev == NUM_DOT || prev == NUM_FRACTION) && (s.n || d));
+        if (digit) {
+            s.cl = digit_cmp(s.cl, &sd->lo, (unsigned)s.n, d);
+            s.cu = digit_cmp(s.cu, &sd->hi, (unsigned)s.n, d);
+            s.n++;
+            s.q += prev == NUM_INT || prev == NUM_MINUS;
+        } else if (prev >= NUM_EXP_MARK) {
+            s.e = s.e < E_CAP / 10 ? s.e * 10 + d : E_CAP;
+        } else if (prev != NUM_MINUS) {
+            s.q--; /* a zero before the fraction's first significant digit */
+        }
+    }
+    if (!num_feasible(&b->s[s.neg], t, &s, integer)) return false;
+    num_keep(t, &s);
+    return true;
+}
+
+/* A number t may end here: unbounded, or its value is within the bounds. */
+static bool num_ends(const vkv_json_constraint *c, const frame *t)
+{
+    if (!(t->flags & FL_BOUNDS)) return true;
+    const num_bounds *b = bounds_of(c, t->node);
+    num s = num_of(t);
+    const side *sd = &b->s[s.neg];
+    if (!s.n) return sd->zero;
+    return exact_ok(sd, &s, s.q + (t->st != NUM_EXPONENT ? 0 : s.eneg ? -s.e : s.e));
+}
+
+static bool bounds_hold_a_number(const num_bounds *b, bool integer)
+{
+    for (const char *p = "-0123456789"; *p; p++) {
+        frame v = {.kind = F_NUMBER, .at = 1, .st = *p == '-' ? NUM_MINUS : *p == '0' ? NUM_ZERO : NUM_INT};
+        if (num_step(b, &v, NUM_MINUS, (unsigned char)*p, integer)) return true;
+    }
+    return false;
+}
+
 /* t, a VALUE frame, starts a value of node ni (not an anyOf) with ch. */
 static void start_node(stepper *s, const frame *t, uint32_t ni, unsigned ch)
 {
@@ -1134,6 +1749,9 @@ static void start_node(stepper *s, const frame *t, uint32_t ni, unsigned ch)
         v.flags = n->types & T_NUMBER ? 0 : FL_INTEGER;
         v.st = ch == '-' ? NUM_MINUS : ch == '0' ? NUM_ZERO : NUM_INT;
         v.at = 1;
+        const num_bounds *b = bounds_of(s->c, ni);
+        if (b) v.flags |= FL_BOUNDS;
+        if (b && !num_step(b, &v, NUM_MINUS, ch, v.flags & FL_INTEGER)) return;
     } else {
         return;
     }
@@ -1336,11 +1954,11 @@ static bool step_number(stepper *s, frame *t, unsigned ch)
         if (t->at + (accepting(next) ? 1u : 2u) <= VKV_JSON_CONSTRAINT_MAX_NUMBER) {
             t->at++;
             t->st = (uint8_t)next;
-            emit(s, t);
+            if (!(t->flags & FL_BOUNDS) || num_step(bounds_of(s->c, t->node), t, st, ch, integer)) emit(s, t);
         }
         return false;
     }
-    if (!accepting(st)) return false;
+    if (!accepting(st) || !num_ends(s->c, t)) return false;
     *t = container_after(s->m, t);
     return true;
 }
@@ -1472,7 +2090,7 @@ bool vkv_json_matcher_complete(const vkv_json_matcher *m)
         if (t->kind == F_DONE) return true;
         if (t->parent != NONE) continue;
         /* a top-level number may end here, or go on */
-        if (t->kind == F_NUMBER && accepting(t->st)) return true;
+        if (t->kind == F_NUMBER && accepting(t->st) && num_ends(c, t)) return true;
         if (t->kind == F_LITERAL && exact_candidate(c, c->lits, t->at, t->node, t->pos, NONE) != NONE) return true;
     }
     return false;

@@ -6,11 +6,12 @@
  * array of names: object, array, string, number, integer, boolean, null),
  * properties, required, additionalProperties (false; true or absent: any
  * extra key with any value; a schema: extra keys' values), items, minItems,
- * maxItems, enum and const (strings, numbers, booleans, null), anyOf, $defs
- * at the top with "$ref": "#/$defs/NAME" or "#" (recursion allowed), and the
+ * maxItems, enum and const (strings, numbers, booleans, null), minimum,
+ * maximum, exclusiveMinimum and exclusiveMaximum (below), anyOf, $defs at
+ * the top with "$ref": "#/$defs/NAME" or "#" (recursion allowed), and the
  * annotations (description, title, default, examples, $schema, $id,
  * $comment, deprecated, readOnly, writeOnly, strict) ignored. Any other
- * keyword is refused by name.
+ * keyword (multipleOf, pattern, format, ...) is refused by name.
  *
  * What the matcher lets a model write, always valid JSON for the schema:
  * - object keys in the order of `properties`: optional ones may be skipped,
@@ -21,7 +22,7 @@
  *   schemas take any keys, duplicates included (RFC 8259 allows them);
  * - strings: JSON's escapes, \u surrogates in pairs only, valid UTF-8;
  * - numbers: JSON's grammar, at most VKV_JSON_CONSTRAINT_MAX_NUMBER bytes;
- *   integer without fraction or exponent;
+ *   integer without fraction or exponent; within the schema's bounds;
  * - enum and const values spelled one way: their shortest JSON text;
  * - white space only between tokens, each gap one space or a newline and
  *   up to VKV_JSON_CONSTRAINT_MAX_WS spaces or tabs (compact or indented
@@ -35,6 +36,34 @@
  * they agree (up to 32 at once; later ones past that are dropped, which
  * only narrows the output). Any JSON value may stand at the top level of a
  * schema; json_object mode wants an object.
+ *
+ * Numeric bounds: minimum, maximum, exclusiveMinimum, exclusiveMaximum are
+ * numbers (as in JSON Schema 2020-12; a boolean exclusive* is refused), on
+ * schemas whose type allows integer or number (or has no type); elsewhere
+ * they are refused. They bound the numbers a schema's value may be; enum
+ * and const values outside them are dropped. A number's value is its exact
+ * decimal value, whatever its spelling (0.5, 5e-1, 50E-2, 0.050e1). An
+ * inclusive bound is its shortest decimal spelling, i.e. what the schema
+ * wrote (maximum 0.3 holds 0.3 itself). An exclusive bound must also hold
+ * for the number as a double reader (JSON.parse, float()) reads it: a
+ * number is within exclusiveMaximum b when it is below b and its nearest
+ * double is too, so exclusiveMaximum 1 refuses 0.99999999999999995 (read
+ * as 1) and takes 0.99999999999999994 (read as the double below 1);
+ * exclusiveMinimum 0 refuses 1e-400 (read as 0). Inclusive bounds need no
+ * such care: a number within one reads as a double within it too. The
+ * matcher enforces the bounds exactly, byte by byte: it takes a byte of a
+ * number only when some completion of the number (within the grammar
+ * above, the integer's, and the VKV_JSON_CONSTRAINT_MAX_NUMBER byte cap) is
+ * within the bounds, and ends a number (the byte after it, or the end of a
+ * top-level number) only when its value is within them. So with minimum 10
+ * and maximum 99, "5" is taken (50 to 59 may follow) but may not end, and
+ * "100" is refused at its last '0'; with maximum 0.7, "7" is taken (7e-1
+ * may follow); with zodResponseFormat's z.number().int() bounds,
+ * +-9007199254740991, "9007199254740992" is refused at its last digit. A
+ * schema whose bounds leave no number of at most
+ * VKV_JSON_CONSTRAINT_MAX_NUMBER bytes is refused, naming the bound: minimum
+ * above maximum, no integer between them (integer, minimum 1.2, maximum
+ * 1.8), two exclusive bounds with no double strictly between them.
  *
  * The compiled constraint and the vocabulary index are immutable once built
  * and shared read-only by threads; a matcher belongs to one sequence. */

@@ -220,8 +220,8 @@ async function main() {
     // ---- structured outputs ----
     const Color = z.enum(['red', 'green', 'blue']);
     const Reply = z.object({
-      mood: z.enum(['happy', 'sad', 'wroth']), count: z.number(), ok: z.boolean(), tag: Color.nullable(),
-      colors: z.array(Color).max(3), where: z.object({ act: z.number(), scene: z.number() }),
+      mood: z.enum(['happy', 'sad', 'wroth']), count: z.number().int(), ok: z.boolean(), tag: Color.nullable(),
+      colors: z.array(Color).max(3), where: z.object({ act: z.number().int().min(1).max(5), scene: z.number() }),
     });
     const format = zodResponseFormat(Reply, 'reply');
     const settings = [{ temperature: 0 }, { temperature: 1, seed: 1 }, { temperature: 1, seed: 2 },
@@ -256,8 +256,8 @@ async function main() {
     check(Array.isArray(arr) && arr.length <= 4 && arr.every((b) => typeof b === 'boolean'),
           'completions take response_format too (llama-server\'s extension)', JSON.stringify(completed.choices[0].text));
     for (const [schema, param] of [[{ type: 'string', pattern: 'a+' }, 'response_format.json_schema.schema.pattern'],
-      [{ type: 'object', properties: { a: { type: 'integer', minimum: 3 } } },
-        'response_format.json_schema.schema.properties.a.minimum'],
+      [{ type: 'object', properties: { a: { type: 'integer', multipleOf: 2 } } },
+        'response_format.json_schema.schema.properties.a.multipleOf'],
       [{ oneOf: [{ type: 'null' }] }, 'response_format.json_schema.schema.oneOf']]) {
       const why = await refusedWith(() => client.chat.completions.create({ model: 'm', messages, max_tokens: 4,
         response_format: { type: 'json_schema', json_schema: { name: 'x', schema } } }), param);

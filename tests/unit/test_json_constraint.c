@@ -55,6 +55,25 @@ static const char *const open_schema =
     "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"number\"}, \"b\": {\"type\": \"boolean\"}},"
     " \"required\": [\"a\"]}";
 
+/* what zodResponseFormat makes of
+ * z.object({n: z.number().int(), p: z.number().min(0).max(1), k: z.number().positive()}) */
+static const char *const zod_schema =
+    "{\"type\": \"object\", \"properties\": {"
+    "\"n\": {\"type\": \"integer\", \"minimum\": -9007199254740991, \"maximum\": 9007199254740991},"
+    "\"p\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 1},"
+    "\"k\": {\"type\": \"number\", \"exclusiveMinimum\": 0}},"
+    "\"required\": [\"n\", \"p\", \"k\"], \"additionalProperties\": false, "
+    "\"$schema\": \"http://json-schema.org/draft-07/schema#\"}";
+
+/* bounds of every kind side by side: an anyOf whose alternatives keep their own */
+static const char *const bounded_schema =
+    "{\"type\": \"array\", \"maxItems\": 6, \"items\": {\"anyOf\": ["
+    "{\"type\": \"integer\", \"minimum\": 10, \"maximum\": 99},"
+    "{\"type\": \"integer\", \"exclusiveMinimum\": -300, \"exclusiveMaximum\": -200},"
+    "{\"type\": \"number\", \"exclusiveMinimum\": -2.5, \"maximum\": 0.125},"
+    "{\"type\": [\"number\", \"null\"], \"minimum\": 1e-3, \"maximum\": 2e-3},"
+    "{\"enum\": [1, 7, 12, 2000, \"x\"], \"minimum\": 7}]}}";
+
 static const char *const list_schema =
     "{\"type\": \"array\", \"minItems\": 1, \"maxItems\": 4, \"items\": {\"anyOf\": ["
     "{\"type\": \"integer\"}, {\"type\": \"string\"}, {\"$ref\": \"#\"}]}}";
@@ -178,6 +197,16 @@ static void compile_takes_the_subset(void **state)
         "{\"type\": \"object\", \"properties\": {\"self\": {\"$ref\": \"#\"}, \"q\\\"uote\": {\"type\": \"null\"}}}",
         "{\"examples\": [1], \"$comment\": \"c\", \"$id\": \"x\", \"deprecated\": false, \"readOnly\": true,"
         " \"writeOnly\": false, \"type\": \"string\"}",
+        zod_schema, bounded_schema,
+        "{\"type\": \"integer\", \"minimum\": -9007199254740991, \"maximum\": 9007199254740991}",
+        "{\"type\": \"number\", \"exclusiveMinimum\": 0, \"exclusiveMaximum\": 1e-300}",
+        "{\"minimum\": 0}", /* no type: numbers at least 0, anything else */
+        "{\"type\": [\"number\", \"null\", \"string\"], \"maximum\": -1e300}",
+        "{\"type\": \"number\", \"exclusiveMaximum\": -1.7976931348623157e308}", /* -1.8e308 reads as -inf */
+        "{\"type\": \"integer\", \"minimum\": 2.5, \"exclusiveMinimum\": 2.5, \"maximum\": 3, \"exclusiveMaximum\": 4}",
+        "{\"type\": \"number\", \"minimum\": 0.3, \"maximum\": 0.3}",
+        "{\"type\": \"integer\", \"minimum\": 1e31}", /* 32 digits: every byte a number may have */
+        "{\"enum\": [1, 5, \"a\"], \"exclusiveMaximum\": 5}",
     };
     for (size_t i = 0; i < sizeof schemas / sizeof *schemas; i++) vkv_json_constraint_free(compile(schemas[i], NULL));
     vkv_json_constraint_free(compile(NULL, NULL));
@@ -186,8 +215,33 @@ static void compile_takes_the_subset(void **state)
 static void compile_refuses_by_name(void **state)
 {
     (void)state;
-    refused("{\"type\": \"object\", \"properties\": {\"age\": {\"type\": \"integer\", \"minimum\": 0}}}",
-            P ".properties.age.minimum");
+    refused("{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"multipleOf\": 2}}}",
+            P ".properties.n.multipleOf");
+    refused("{\"type\": \"number\", \"minimum\": 0, \"multipleOf\": 0.5}", P ".multipleOf");
+    /* numeric bounds: numbers, on schemas that can be numbers, with a number between them */
+    refused("{\"type\": \"string\", \"minimum\": 1}", P ".minimum");
+    refused("{\"type\": [\"string\", \"null\"], \"exclusiveMaximum\": 1}", P ".exclusiveMaximum");
+    refused("{\"type\": \"integer\", \"minimum\": \"1\"}", P ".minimum");
+    refused("{\"type\": \"integer\", \"minimum\": 0, \"exclusiveMaximum\": true}", P ".exclusiveMaximum");
+    refused("{\"type\": \"number\", \"maximum\": null}", P ".maximum");
+    refused("{\"type\": \"integer\", \"minimum\": 1e999}", P ".minimum");
+    refused("{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": 5, \"maximum\": 3}}}",
+            P ".properties.n.minimum");
+    refused("{\"type\": \"number\", \"exclusiveMinimum\": 3, \"maximum\": 3}", P ".exclusiveMinimum");
+    refused("{\"type\": \"number\", \"minimum\": 3, \"exclusiveMaximum\": 3}", P ".minimum");
+    refused("{\"type\": \"number\", \"minimum\": 1, \"exclusiveMinimum\": 2, \"maximum\": 1.5}", P ".exclusiveMinimum");
+    refused("{\"type\": \"integer\", \"minimum\": 1.2, \"maximum\": 1.8}", P ".minimum"); /* no integer */
+    refused("{\"type\": \"integer\", \"exclusiveMinimum\": 1, \"exclusiveMaximum\": 2}", P ".exclusiveMinimum");
+    refused("{\"type\": \"integer\", \"minimum\": 1e32}", P ".minimum"); /* 33 digits */
+    refused("{\"type\": [\"integer\", \"null\"], \"maximum\": -1e300}", P ".maximum"); /* 301 digits */
+    /* no double lies strictly between two neighbours */
+    refused("{\"type\": \"number\", \"exclusiveMinimum\": 1, \"exclusiveMaximum\": 1.0000000000000002}",
+            P ".exclusiveMinimum");
+    refused("{\"enum\": [1, 2, \"a\"], \"type\": \"integer\", \"minimum\": 3}", P ".enum");
+    refused("{\"const\": 2, \"exclusiveMaximum\": 2}", P ".const");
+    refused("{\"enum\": [1, 2], \"minimum\": 3, \"maximum\": 2}", P ".minimum");
+    refused("{\"enum\": [\"a\"], \"type\": \"string\", \"maximum\": 2}", P ".maximum");
+    refused("{\"anyOf\": [{\"type\": \"integer\"}], \"minimum\": 1}", P ".minimum");
     refused("{\"type\": \"string\", \"pattern\": \"^a\"}", P ".pattern");
     refused("{\"type\": \"string\", \"format\": \"date\"}", P ".format");
     refused("{\"type\": \"string\", \"minLength\": 1}", P ".minLength");
@@ -358,6 +412,77 @@ static void numbers_and_integers(void **state)
     CHECK_DOCS("{\"type\": [\"integer\", \"string\"]}", {"7", OK}, {"7`.5", NO}, {"\"7.5\"", OK});
 }
 
+/* minimum, maximum, exclusiveMinimum, exclusiveMaximum: a byte is taken when some completion is within them */
+static void numbers_within_bounds(void **state)
+{
+    (void)state;
+    CHECK_DOCS("{\"type\": \"integer\", \"minimum\": 10, \"maximum\": 99}",
+               {"5", PART},    /* 50 to 59 to come */
+               {"50", OK}, {"10", OK}, {"99", OK}, {"10`0", NO}, {"99`9", NO}, {"`0", NO}, {"`-1", NO}, {"1", PART});
+    /* the byte after a number ends it: only inside the bounds */
+    CHECK_DOCS("{\"type\": \"array\", \"items\": {\"type\": \"integer\", \"minimum\": 10, \"maximum\": 99}}",
+               {"[50, 10]", OK}, {"[5`]", NO}, {"[5`,", NO}, {"[42 ,99\n]", OK}, {"[9` ]", NO});
+    CHECK_DOCS("{\"type\": \"integer\", \"minimum\": -99, \"maximum\": -10}",
+               {"-5", PART}, {"-50", OK}, {"-10", OK}, {"-99", OK}, {"-10`0", NO}, {"`5", NO}, {"-`0", NO},
+               {"-", PART});
+    CHECK_DOCS("{\"type\": \"integer\", \"exclusiveMinimum\": -3, \"exclusiveMaximum\": 7}",
+               {"-2", OK}, {"-`3", NO}, {"-`4", NO}, {"0", OK}, {"-0", OK}, {"6", OK}, {"`7", NO}, {"1`0", NO},
+               {"-", PART});
+    /* zodResponseFormat's z.number().int() */
+    CHECK_DOCS("{\"type\": \"integer\", \"minimum\": -9007199254740991, \"maximum\": 9007199254740991}",
+               {"0", OK}, {"-3", OK}, {"9007199254740991", OK}, {"900719925474099`2", NO}, {"-9007199254740991", OK},
+               {"-900719925474099`2", NO}, {"1234567890123456`7", NO}, {"9007199254740990", OK},
+               {"8999999999999999", OK}, {"900719925474099`9", NO});
+    CHECK_DOCS("{\"type\": \"integer\", \"minimum\": 0}", {"0", OK}, {"-0", OK}, {"-`1", NO}, {"12345", OK});
+    CHECK_DOCS("{\"type\": \"integer\", \"exclusiveMinimum\": 0.5, \"maximum\": 2.5}",
+               {"1", OK}, {"2", OK}, {"`0", NO}, {"`3", NO}, {"2`0", NO});
+    /* 2^60 - 64 is halfway to the double below 2^60, and a double reader rounds it up to 2^60 */
+    CHECK_DOCS("{\"type\": \"integer\", \"exclusiveMaximum\": 1152921504606846976}",
+               {"1152921504606846911", OK}, {"115292150460684691`2", NO}, {"1152921504606846848", OK});
+    /* a number: its fraction and exponent, at the bounds */
+    CHECK_DOCS("{\"type\": \"number\", \"minimum\": 0.5, \"maximum\": 0.7}",
+               {"0.5", OK}, {"0.7", OK}, {"0.69999", OK}, {"0.70000", OK}, {"0.70`1", NO}, {"0.`8", NO}, {"0.`4", NO},
+               {"0.07", PART}, {"0.07e1", OK}, {"`1", NO}, {"`-0.5", NO}, {"0", PART});
+    CHECK_DOCS("{\"type\": \"number\", \"minimum\": 0.5, \"maximum\": 0.7}",
+               {"6e-1", OK}, {"5e-1", OK}, {"7e-1", OK}, {"7.0e-1", OK}, {"7.`1e-1", NO}, {"5", PART}, {"5e`0", NO},
+               {"5e-`2", NO}, {"5e-1`0", NO}, {"5e-01", OK}, {"0.05e1", OK}, {"50e-2", OK}, {"500E-3", OK},
+               {"5E`+1", NO}, {"7e-1`1", NO});
+    CHECK_DOCS("{\"type\": \"number\", \"minimum\": -2.5, \"maximum\": 0.125}",
+               {"-2.5", OK}, {"-2.51", PART} /* -2.51e-1 is in */, {"-2.51e-1", OK}, {"-2.51e`0", NO}, {"-2.50", OK},
+               {"-3", PART}, {"-3e-1", OK}, {"0.125", OK}, {"0.1251", PART}, {"0.12", OK}, {"-0", OK}, {"0", OK},
+               {"0.2", PART}, {"0.2e`1", NO}, {"-25e-1", OK}, {"-26e-1", PART}, {"-26e-10", OK}, {"1e`1", NO},
+               {"1e`+", NO});
+    /* exclusive bounds also hold as a double reader reads the number: 0.99999999999999995 reads as 1 */
+    CHECK_DOCS("{\"type\": \"number\", \"exclusiveMinimum\": 0, \"exclusiveMaximum\": 1}",
+               {"0.5", OK}, {"0", PART}, {"1", PART}, {"1e-1", OK}, {"1e`1", NO}, {"0.9999999999999999", OK},
+               {"0.99999999999999994", OK}, {"0.99999999999999995", PART}, {"3e-324", OK}, {"2e-32`4", NO},
+               {"1e-40`0", NO}, {"0.", PART});
+    CHECK_DOCS("{\"type\": \"array\", \"items\": {\"type\": \"number\", \"exclusiveMinimum\": 0,"
+               " \"exclusiveMaximum\": 1}}",
+               {"[0.9999999999999999, 0.99999999999999994]", OK}, {"[0.99999999999999995`]", NO},
+               {"[0.99999999999999995e-1]", OK}, {"[0.999999999999999999`,", NO}, {"[1`]", NO}, {"[0`]", NO},
+               {"[0.0`]", NO}, {"[`-0]", NO});
+    CHECK_DOCS("{\"type\": \"number\", \"exclusiveMaximum\": 0}",
+               {"-0.5", OK}, {"-0", PART}, {"`0", NO}, {"-1e-323", OK}, {"-1e-40`0", NO}, {"-3e-324", OK});
+    /* both bounds at one exponent: enough digits must fit to land between them */
+    CHECK_DOCS("{\"type\": \"number\", \"minimum\": 123.456, \"maximum\": 123.457}",
+               {"123.456", OK}, {"123.4565", OK}, {"123.457", OK}, {"123.45`8", NO}, {"123.4`6", NO},
+               {"123.`5", NO}, {"123", PART}, {"0.123456", PART}, {"0.1234565e3", OK}, {"12`4", NO});
+    CHECK_DOCS("{\"type\": \"number\", \"minimum\": 1.2345671e-24, \"maximum\": 1.2345679e-24}",
+               {"1.2345675e-24", OK}, {"12345671e-31", OK}, {"0.00000000000000012345671e-8", OK},
+               {"1.234567`0e-24", NO}, {"1.2345679e-24", OK}, {"1.2345679`9", NO},
+               /* 0.000... spelled out: 23 zeros and 8 digits do not fit in 32 bytes, nor fewer zeros and an exponent */
+               {"0.0000000000000000000`0", NO}, {"0.000000000000000000012345671e-4", OK});
+    /* a type array, an anyOf whose alternatives keep their own bounds, enum values outside them dropped */
+    CHECK_DOCS("{\"type\": [\"integer\", \"null\"], \"minimum\": 1}", {"null", OK}, {"`0", NO}, {"1", OK});
+    CHECK_DOCS("{\"anyOf\": [{\"type\": \"integer\", \"minimum\": 0, \"maximum\": 9},"
+               " {\"type\": \"integer\", \"minimum\": 100, \"maximum\": 199}]}",
+               {"5", OK}, {"1", OK}, {"10", PART}, {"100", OK}, {"199", OK}, {"2`0", NO}, {"19", PART},
+               {"199", OK});
+    CHECK_DOCS("{\"enum\": [1, 5, 10, 12.5, \"a\"], \"minimum\": 2}",
+               {"5", OK}, {"10", OK}, {"12.5", OK}, {"1", PART}, {"\"a\"", OK}, {"`2", NO});
+}
+
 static void objects_follow_properties(void **state)
 {
     (void)state;
@@ -446,6 +571,328 @@ static void any_of_and_refs(void **state)
     /* one text read through several alternatives */
     CHECK_DOCS("{\"anyOf\": [{\"type\": \"string\"}, {\"enum\": [\"ab\", \"cd\"]}, {\"type\": [\"string\", \"null\"]}]}",
                {"\"ab\"", OK}, {"\"x\"", OK}, {"null", OK});
+}
+
+/* ---- numeric bounds, against an oracle ---- */
+
+/* A JSON number's exact value: sign x 0.d x 10^q (d without leading or trailing zeros; n 0: zero). */
+typedef struct dec {
+    int sign, n;
+    long long q;
+    char d[64];
+} dec;
+
+static dec dec_of(const char *t, size_t len)
+{
+    dec x = {.sign = 1};
+    size_t i = 0;
+    if (i < len && t[i] == '-') x.sign = -1, i++;
+    bool fraction = false;
+    for (; i < len && (t[i] == '.' || (t[i] >= '0' && t[i] <= '9')); i++) {
+        if (t[i] == '.') fraction = true;
+        else if (!x.n && t[i] == '0') x.q -= fraction;
+        else {
+            x.d[x.n++] = t[i];
+            x.q += !fraction;
+        }
+    }
+    if (i < len && (t[i] == 'e' || t[i] == 'E')) {
+        int es = 1;
+        long long e = 0;
+        if (++i < len && (t[i] == '+' || t[i] == '-')) es = t[i++] == '-' ? -1 : 1;
+        for (; i < len && t[i] >= '0' && t[i] <= '9'; i++) e = e < 1000000000000LL ? e * 10 + (t[i] - '0') : e;
+        x.q += es * e;
+    }
+    while (x.n && x.d[x.n - 1] == '0') x.n--;
+    if (!x.n) x.sign = 0;
+    return x;
+}
+
+static int dec_cmp(const dec *a, const dec *b)
+{
+    if (a->sign != b->sign) return a->sign < b->sign ? -1 : 1;
+    if (!a->sign) return 0;
+    int c = a->q != b->q ? (a->q < b->q ? -1 : 1) : 0;
+    for (int i = 0; !c && i < (a->n > b->n ? a->n : b->n); i++) {
+        char x = i < a->n ? a->d[i] : '0', y = i < b->n ? b->d[i] : '0';
+        c = (x > y) - (x < y);
+    }
+    return a->sign * c;
+}
+
+/* Bounds as a schema writes them (their shortest spelling), NULL: absent. */
+typedef struct bounds_case {
+    const char *type, *min, *xmin, *max, *xmax;
+} bounds_case;
+
+static const char number_bytes[] = "0123456789.e-"; /* enough to spell any number's value */
+
+static int number_state(int st, char c, bool integer);
+
+/* t[0, len) is a whole JSON number (an integer: no fraction or exponent) of at most the matcher's length. */
+static bool json_number(const char *t, size_t len, bool integer)
+{
+    int st = 0;
+    for (size_t i = 0; i < len && st >= 0; i++) st = number_state(st, t[i], integer);
+    return len <= VKV_JSON_CONSTRAINT_MAX_NUMBER && (st == 2 || st == 3 || st == 5 || st == 8);
+}
+
+/* The bounds of the case being checked, read once. */
+static struct {
+    const bounds_case *b;
+    bool on[4];
+    dec d[4];
+    double x[4];
+} oracle;
+
+/* The value within the bounds: JSON Schema's exact comparison, and for an
+ * exclusive bound the value as a double reader reads it too. */
+static bool in_bounds(const bounds_case *b, const char *t, size_t len)
+{
+    const char *const text[4] = {b->min, b->xmin, b->max, b->xmax};
+    if (oracle.b != b) {
+        oracle.b = b;
+        for (int i = 0; i < 4; i++)
+            if ((oracle.on[i] = text[i])) {
+                oracle.d[i] = dec_of(text[i], strlen(text[i]));
+                oracle.x[i] = strtod(text[i], NULL);
+            }
+    }
+    dec v = dec_of(t, len);
+    double x = 0;
+    if (oracle.on[1] || oracle.on[3]) {
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%.*s", (int)len, t);
+        x = strtod(tmp, NULL);
+    }
+    for (int i = 0; i < 4; i++) {
+        if (!oracle.on[i]) continue;
+        int c = dec_cmp(&v, &oracle.d[i]);
+        double y = oracle.x[i];
+        bool ok = i == 0 ? c >= 0 : i == 1 ? c > 0 && x > y : i == 2 ? c <= 0 : c < 0 && x < y;
+        if (!ok) return false;
+    }
+    return true;
+}
+
+static char *bounds_schema(const bounds_case *b, char *o, size_t cap)
+{
+    int n = snprintf(o, cap, "{\"type\": \"%s\"", b->type);
+    const char *const text[4] = {b->min, b->xmin, b->max, b->xmax};
+    static const char *const names[4] = {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"};
+    for (int i = 0; i < 4; i++)
+        if (text[i]) n += snprintf(o + n, cap - (size_t)n, ", \"%s\": %s", names[i], text[i]);
+    snprintf(o + n, cap - (size_t)n, "}");
+    return o;
+}
+
+
+/* The number grammar's state after c (from st: 0 start, 1 '-', 2 a leading 0, 3 integer digits, 4 '.', 5 fraction
+ * digits, 6 'e', 7 the exponent's sign, 8 its digits); -1: c cannot come there. */
+static int number_state(int st, char c, bool integer)
+{
+    bool d = c >= '0' && c <= '9';
+    if (st == 0 && c == '-') return 1;
+    if ((st == 0 || st == 1) && d) return c == '0' ? 2 : 3;
+    if (st == 3 && d) return 3;
+    if ((st == 2 || st == 3) && c == '.' && !integer) return 4;
+    if ((st == 4 || st == 5) && d) return 5;
+    if ((st == 2 || st == 3 || st == 5) && (c == 'e' || c == 'E') && !integer) return 6;
+    if (st == 6 && (c == '+' || c == '-')) return 7;
+    if (st >= 6 && d) return 8;
+    return -1;
+}
+
+/* Some completion of t[0, len) (grammar state st) with at most `more` bytes is a number within the bounds. */
+static bool completes_from(const bounds_case *b, bool integer, char *t, size_t len, int st, size_t more)
+{
+    if (st < 0) return false;
+    if ((st == 2 || st == 3 || st == 5 || st == 8) && in_bounds(b, t, len)) return true;
+    if (!more || len >= VKV_JSON_CONSTRAINT_MAX_NUMBER) return false;
+    for (const char *c = number_bytes; *c; c++) {
+        t[len] = *c;
+        if (completes_from(b, integer, t, len + 1, number_state(st, *c, integer), more - 1)) return true;
+    }
+    return false;
+}
+
+static bool completes(const bounds_case *b, bool integer, char *t, size_t len, size_t more)
+{
+    int st = 0;
+    for (size_t i = 0; i < len && st >= 0; i++) st = number_state(st, t[i], integer);
+    return len <= VKV_JSON_CONSTRAINT_MAX_NUMBER && completes_from(b, integer, t, len, st, more);
+}
+
+static const bounds_case bounds_cases[] = {
+    {"integer", "10", NULL, "99", NULL},
+    {"integer", "-99", NULL, "-10", NULL},
+    {"integer", NULL, "-3", NULL, "7"},
+    {"integer", "-9007199254740991", NULL, "9007199254740991", NULL}, /* zod's int() */
+    {"integer", "0", NULL, NULL, NULL},
+    {"integer", NULL, NULL, "-1", NULL},
+    {"integer", "1e+30", NULL, "2e+30", NULL},
+    {"integer", "1e+31", NULL, NULL, NULL},                   /* 32 digits: every byte */
+    {"integer", NULL, NULL, NULL, "1152921504606846976"}, /* 2^60: 2^60 - 64 reads as 2^60 */
+    {"integer", NULL, "0.5", "2.5", NULL},
+    {"integer", "12.5", NULL, "13.5", NULL},
+    {"number", "0.5", NULL, "0.7", NULL},
+    {"number", NULL, "0", NULL, "1"},
+    {"number", "-2.5", NULL, "0.125", NULL},
+    {"number", "1e-05", NULL, "100000", NULL},
+    {"number", "0.3", NULL, "0.3", NULL},
+    {"number", NULL, NULL, NULL, "1"},
+    {"number", "123.456", NULL, "123.457", NULL},
+    {"number", "1.5", NULL, "1.9", NULL},
+    {"number", NULL, NULL, "-0.001", NULL},
+    {"number", "-10000000000", NULL, "-1000000000", NULL},
+    {"number", NULL, "0", NULL, NULL},
+    {"number", NULL, NULL, NULL, "0"},
+    {"number", "1e-300", NULL, "2e-300", NULL},
+    {"number", "1e+300", NULL, NULL, NULL},
+    {"number", NULL, "0.1", NULL, "0.2"},
+    {"number", "5e-324", NULL, NULL, NULL},
+    {"number", NULL, "-1e-07", "0", NULL},
+    {"number", "99.99", NULL, "100.01", NULL},
+    {"number", "1.2345671e-24", NULL, "1.2345679e-24", NULL}, /* 8 digits between, 0.000... spends the bytes */
+    {"number", NULL, NULL, "1e-30", NULL},
+    {"number", "1e-30", NULL, "2e-30", NULL},              /* 0. and 29 zeros: the zeros spend the bytes */
+    {"number", NULL, "1e+23", NULL, NULL}, /* 10^23 is halfway from it to the next double */
+    {"number", NULL, NULL, NULL, "1.0000000000000001e+23"},
+    {"number", "-1.7976931348623157e+308", NULL, NULL, "-1e+308"},
+};
+
+/* The bound values a number meets the bounds at: the bounds as spelled,
+ * and where a double reader stops reading a number as an exclusive bound
+ * (printed from a long double, exact where it is wider than a double). */
+static size_t bound_hints(const bounds_case *b, char hints[8][64])
+{
+    size_t n = 0;
+    const char *const text[4] = {b->min, b->xmin, b->max, b->xmax};
+    for (int i = 0; i < 4; i++) {
+        if (!text[i]) continue;
+        snprintf(hints[n++], 64, "%s", text[i]);
+        if (i % 2) {
+            double x = strtod(text[i], NULL), y = nextafter(x, i == 1 ? HUGE_VAL : -HUGE_VAL);
+            if (isfinite(y)) snprintf(hints[n++], 64, "%.40Le", ((long double)x + (long double)y) / 2);
+        }
+    }
+    return n;
+}
+
+/* A number's text near a hint: in positional or scientific notation,
+ * padded with zeros or nines, a digit changed, a sign flipped, cut short,
+ * random bytes after; or random bytes. */
+static size_t random_number_text(vkv_rng *r, const bounds_case *b, char *o)
+{
+    static const char alphabet[] = "00123456789999.eE+-";
+    char hints[8][64];
+    size_t n_hints = bound_hints(b, hints), n = 0;
+    if (n_hints && vkv_rng_below(r, 5)) {
+        const char *hint = hints[vkv_rng_below(r, (uint32_t)n_hints)];
+        dec h = dec_of(hint, strlen(hint));
+        char digits[80];
+        int nd = h.n < 40 ? h.n : 40;
+        memcpy(digits, h.d, (size_t)nd);
+        for (int pad = (int)vkv_rng_below(r, 3) ? 0 : (int)vkv_rng_below(r, 30); pad-- && nd < 60;)
+            digits[nd++] = vkv_rng_below(r, 2) ? '0' : '9';
+        if (!nd) digits[nd++] = '0';
+        if (vkv_rng_below(r, 3) == 0) { /* one digit up or down */
+            int i = (int)vkv_rng_below(r, (uint32_t)nd);
+            digits[i] = digits[i] == '9' ? '8' : digits[i] == '0' ? '1' : digits[i] + (vkv_rng_below(r, 2) ? 1 : -1);
+        }
+        bool neg = (h.sign < 0) != (vkv_rng_below(r, 8) == 0);
+        if (neg) o[n++] = '-';
+        long long q = h.q;
+        if (vkv_rng_below(r, 2) && q > -30 && q < 33) { /* positional */
+            if (q <= 0) {
+                o[n++] = '0';
+                o[n++] = '.';
+                for (long long z = 0; z < -q && n < 60; z++) o[n++] = '0';
+                for (int i = 0; i < nd && n < 60; i++) o[n++] = digits[i];
+            } else {
+                for (int i = 0; i < q && n < 60; i++) o[n++] = i < nd ? digits[i] : '0';
+                if (nd > q) o[n++] = '.';
+                for (int i = (int)q; i < nd && n < 60; i++) o[n++] = digits[i];
+            }
+        } else { /* scientific, the point after k digits */
+            int k = 1 + (int)vkv_rng_below(r, 3);
+            k = k > nd ? nd : k;
+            for (int i = 0; i < nd && n < 60; i++) {
+                if (i == k) o[n++] = '.';
+                o[n++] = digits[i];
+            }
+            n += (size_t)snprintf(o + n, 24, "e%lld", q - k);
+        }
+        if (vkv_rng_below(r, 2)) n = vkv_rng_below(r, (uint32_t)n + 1);
+    } else if (vkv_rng_below(r, 2)) {
+        o[n++] = '-';
+    }
+    for (size_t more = vkv_rng_below(r, 4) ? vkv_rng_below(r, 4) : vkv_rng_below(r, 34); more-- && n < 60;)
+        o[n++] = vkv_rng_below(r, 2) ? '0' + (char)vkv_rng_below(r, 10)
+                                     : alphabet[vkv_rng_below(r, sizeof alphabet - 1)];
+    return n;
+}
+
+/* Every byte the matcher takes leaves a number some completion of which is
+ * within the bounds (a walk from it never sticks, a brute force over the
+ * last bytes finds one); a number it completes is within them; a byte it
+ * refuses has no completion the brute force finds. */
+static void number_bounds_are_exact(void **state)
+{
+    (void)state;
+    vkv_rng r = vkv_rng_new(17);
+    size_t prefixes = 0, brute = 0;
+    for (size_t bi = 0; bi < sizeof bounds_cases / sizeof *bounds_cases; bi++) {
+        const bounds_case *b = &bounds_cases[bi];
+        bool integer = !strcmp(b->type, "integer");
+        char schema[512];
+        vkv_json_constraint *c = compile(bounds_schema(b, schema, sizeof schema), NULL);
+        for (int it = 0; it < 500; it++) {
+            char text[128], t[128];
+            size_t len = random_number_text(&r, b, text), n = 0;
+            vkv_json_matcher *m = vkv_json_matcher_new(c);
+            while (n < len && vkv_json_matcher_advance(m, text + n, 1)) n++;
+            prefixes++;
+            memcpy(t, text, n);
+            if (vkv_json_matcher_complete(m) != (json_number(t, n, integer) && in_bounds(b, t, n)))
+                fail_msg("%s: '%.*s' complete: %d", schema, (int)n, t, vkv_json_matcher_complete(m));
+            /* near the length cap, the brute force sees every completion */
+            if (n >= VKV_JSON_CONSTRAINT_MAX_NUMBER - 4) {
+                brute++;
+                if (!completes(b, integer, t, n, 4)) fail_msg("%s: '%.*s' taken, and no completion", schema, (int)n, t);
+            }
+            /* a refused byte: no short completion */
+            if (n < len && n < VKV_JSON_CONSTRAINT_MAX_NUMBER) {
+                t[n] = text[n];
+                brute++;
+                if (completes(b, integer, t, n + 1, 3))
+                    fail_msg("%s: '%.*s' refused at its last byte, which completes", schema, (int)n + 1, t);
+            }
+            /* a walk over the bytes the matcher takes ends within the bounds */
+            for (;;) {
+                bool done = vkv_json_matcher_complete(m);
+                if (done && (vkv_rng_below(&r, 4) == 0 || n >= VKV_JSON_CONSTRAINT_MAX_NUMBER)) break;
+                char next[sizeof number_bytes];
+                size_t k = 0;
+                for (const char *p = number_bytes; *p; p++) {
+                    vkv_json_matcher *x = vkv_json_matcher_clone(m);
+                    if (vkv_json_matcher_advance(x, p, 1)) next[k++] = *p;
+                    vkv_json_matcher_free(x);
+                }
+                if (!k && done) break;
+                if (!k) fail_msg("%s: stuck after '%.*s'", schema, (int)n, t);
+                t[n] = next[vkv_rng_below(&r, (uint32_t)k)];
+                assert_true(vkv_json_matcher_advance(m, t + n, 1));
+                n++;
+            }
+            if (!json_number(t, n, integer) || !in_bounds(b, t, n))
+                fail_msg("%s: walked to '%.*s', out of bounds", schema, (int)n, t);
+            vkv_json_matcher_free(m);
+        }
+        vkv_json_constraint_free(c);
+    }
+    printf("bounds: %zu prefixes over %zu bound sets, %zu brute forces\n", prefixes,
+           sizeof bounds_cases / sizeof *bounds_cases, brute);
 }
 
 /* Nesting stops at VKV_JSON_CONSTRAINT_MAX_NEST, where only closing is offered. */
@@ -633,7 +1080,9 @@ static void masks_agree_with_brute_force(void **state)
     const char *const schemas[] = {
         NULL, person_schema, tree_schema, union_schema, open_schema, list_schema,
         "{\"type\": \"array\", \"items\": {\"enum\": [\"name\", \"na\", \"n\", \"age\", \"a\\\"b\", 1, 12, 127, -1,"
-        " 0.5, true, false, null, \"\u00e9\"]}}"};
+        " 0.5, true, false, null, \"\u00e9\"]}}",
+        zod_schema, bounded_schema, bounded_schema,
+        "{\"type\": \"number\", \"minimum\": 1.2345671e-24, \"maximum\": 1.2345679e-24}"};
     vkv_rng r = vkv_rng_new(11);
     size_t states = 0;
     for (size_t s = 0; s < sizeof schemas / sizeof *schemas; s++) {
@@ -698,6 +1147,14 @@ static bool valid(const vkv_json *v, const vkv_json *s, const vkv_json *root)
         if (!in) return false;
     }
     if ((x = vkv_json_get(s, "const")) && !scalar_equal(v, x)) return false;
+    if (v->type == VKV_JSON_NUMBER) { /* the bounds, as a double reader sees them */
+        double n = v->number;
+        if (((x = vkv_json_get(s, "minimum")) && !(n >= x->number)) ||
+            ((x = vkv_json_get(s, "exclusiveMinimum")) && !(n > x->number)) ||
+            ((x = vkv_json_get(s, "maximum")) && !(n <= x->number)) ||
+            ((x = vkv_json_get(s, "exclusiveMaximum")) && !(n < x->number)))
+            return false;
+    }
     if ((x = vkv_json_get(s, "type"))) {
         bool ok = x->type == VKV_JSON_STRING && has_type(v, x->string);
         for (size_t i = 0; x->type == VKV_JSON_ARRAY && i < x->n_items; i++) ok |= has_type(v, x->items[i]->string);
@@ -750,7 +1207,11 @@ static void random_walks_give_valid_json(void **state)
     bool *allowed = malloc(v.n);
     assert_true(tv && allowed);
     const char *const schemas[] = {NULL, person_schema, tree_schema, union_schema, open_schema, list_schema,
-                                   "{\"type\": \"number\"}", "{\"enum\": [1, 12, \"x\", null]}", "{}"};
+                                   "{\"type\": \"number\"}", "{\"enum\": [1, 12, \"x\", null]}", "{}", zod_schema,
+                                   bounded_schema,
+                                   "{\"type\": \"number\", \"exclusiveMinimum\": 0, \"exclusiveMaximum\": 1}",
+                                   "{\"type\": \"integer\", \"minimum\": 10, \"maximum\": 99}",
+                                   "{\"type\": \"number\", \"minimum\": -1e-300, \"maximum\": -1e-301}"};
     vkv_rng r = vkv_rng_new(5);
     size_t walks = 0, done = 0;
     for (size_t s = 0; s < sizeof schemas / sizeof *schemas; s++) {
@@ -869,6 +1330,17 @@ static void masks_are_fast(void **state)
          "{\"name\": \"Jo", "in a schema's string"},
         {"{\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}",
          "{", "at a schema's key"},
+        {zod_schema, "{\"n\": ", "at a bounded integer"},
+        {zod_schema, "{\"n\": 9007", "in a bounded integer"},
+        {zod_schema, "{\"n\": 900719925474099", "at an integer's bound"},
+        {zod_schema, "{\"n\": 1, \"p\": 0.", "in a bounded fraction"},
+        {zod_schema, "{\"n\": 1, \"p\": 1", "at a number's bound"},
+        {zod_schema, "{\"n\": 1, \"p\": 0.5e", "in a bounded exponent"},
+        {bounded_schema, "[", "at anyOf's bounds"},
+        {bounded_schema, "[1", "in anyOf's bounds"},
+        {"{\"type\": \"array\", \"maxItems\": 6, \"items\": {\"anyOf\": [{\"type\": \"integer\"}, {\"type\": \"integer\"},"
+         " {\"type\": \"number\"}, {\"type\": [\"number\", \"null\"]}, {\"enum\": [1, 7, 12, 2000, \"x\"]}]}}",
+         "[1", "in that anyOf unbounded"},
     };
     double total = 0, worst = 0;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -903,9 +1375,11 @@ int main(void)
         cmocka_unit_test(whitespace_is_capped),
         cmocka_unit_test(strings_are_json_strings),
         cmocka_unit_test(numbers_and_integers),
+        cmocka_unit_test(numbers_within_bounds),
         cmocka_unit_test(objects_follow_properties),
         cmocka_unit_test(enum_const_and_types),
         cmocka_unit_test(any_of_and_refs),
+        cmocka_unit_test(number_bounds_are_exact),
         cmocka_unit_test(nesting_is_bounded),
         cmocka_unit_test(clones_go_their_own_way),
         cmocka_unit_test(masks_agree_with_brute_force),

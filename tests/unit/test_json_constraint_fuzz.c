@@ -43,6 +43,12 @@ static const char *const corpus[] = {
     "{\"type\": [\"string\", \"null\", \"integer\"], \"title\": \"t\"}",
     "{\"type\": \"object\", \"additionalProperties\": {\"type\": \"array\", \"items\": {\"const\": 7}}}",
     "{}",
+    "{\"type\": \"object\", \"properties\": {\"n\": {\"type\": \"integer\", \"minimum\": -9007199254740991,"
+    " \"maximum\": 9007199254740991}, \"p\": {\"type\": \"number\", \"minimum\": 0, \"maximum\": 1},"
+    " \"k\": {\"type\": \"number\", \"exclusiveMinimum\": 0}}, \"required\": [\"n\", \"p\", \"k\"]}",
+    "{\"type\": \"array\", \"items\": {\"anyOf\": [{\"type\": \"integer\", \"minimum\": 10, \"maximum\": 99},"
+    " {\"type\": \"number\", \"exclusiveMinimum\": -2.5, \"exclusiveMaximum\": 1e-300}, {\"type\": [\"number\","
+    " \"null\"], \"minimum\": 123.456, \"maximum\": 123.457}, {\"enum\": [1, 7, \"x\"], \"minimum\": 5}]}}",
 };
 #define N_CORPUS (sizeof corpus / sizeof *corpus)
 
@@ -74,6 +80,10 @@ static const char *const members[] = {
     "\"$defs\": {\"x\": {\"anyOf\": [{\"$ref\": \"#/$defs/x\"}]}}, ", "\"$defs\": {\"x\": {\"type\": \"null\"}}, ",
     "\"pattern\": \"a\", ", "\"oneOf\": [], ", "\"description\": \"d\", ", "\"default\": {\"x\": [1]}, ",
     "\"properties\": {\"\\u0000\": {}, \"\\\"\": {\"const\": \"\\n\"}}, ",
+    "\"minimum\": 3, ", "\"minimum\": -1e300, ", "\"maximum\": 0.125, ", "\"maximum\": 9007199254740991, ",
+    "\"exclusiveMinimum\": 0, ", "\"exclusiveMaximum\": 1, ", "\"exclusiveMaximum\": -5e-324, ",
+    "\"minimum\": 1e31, ", "\"exclusiveMinimum\": true, ", "\"multipleOf\": 2, ", "\"maximum\": \"1\", ",
+    "\"type\": \"integer\", \"minimum\": 1.5, \"maximum\": 2.5, ", "\"type\": \"number\", ",
 };
 
 /* Anything at all, anywhere. */
@@ -164,6 +174,7 @@ static void make_vocab(void)
         "{", "}", "[", "]", "\":", "\",", "{\"", "\"}", ", \"", "\": ", "null", "true", "false", "12", "-0.5e3",
         "\\n", "\\u00e9", "\\ud83d\\ude00", "name", "age", "value", "kids", "item", "city", "Paris", "\"name\"",
         "\"a\": ", "k1", "\"k3\":", "    ", "\n  ", "\xc3\xa9", "\xe6\x97", "\xa5", "\xf0\x9f\x98\x80", "\xff", "<s>",
+        "9007199254740991", "123.45", "0.000", "e-3", "E+2", "-9", "99", "1e-300",
     };
     for (int b = 1; b < 256; b++) {
         vocab_bytes[b] = (char)b;
