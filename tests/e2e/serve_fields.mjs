@@ -18,6 +18,7 @@
 //     refused by name;
 //   - every OpenAI field the server does not honour is refused with a 400
 //     whose param names it;
+//   - the server's sampling defaults (--temp ...) and --alias, through the client;
 //   - the vLLM-style metrics (TTFT, inter-token and end-to-end histograms,
 //     token counters, running and waiting requests, KV pool use) add up.
 //
@@ -312,7 +313,8 @@ async function main() {
     await s.exited;
   }
   // ---- the server's own sampling defaults: reported by /props, printed at start, taken by requests ----
-  const g = await startServer(['--ctx', '256', '--temp', '0', '--top-k', '5', '--presence-penalty', '0.5']);
+  const g = await startServer(['--ctx', '256', '--temp', '0', '--top-k', '5', '--presence-penalty', '0.5',
+                               '--alias', 'vk-a,vk-b']);
   try {
     const gc = new OpenAI({ baseURL: `${g.url}/v1`, apiKey: 'unused', maxRetries: 0 });
     const props = await (await fetch(`${g.url}/props`)).json();
@@ -326,6 +328,14 @@ async function main() {
     const greedy = await gc.completions.create({ model: 'm', prompt: PROMPT, max_tokens: 12, temperature: 0 });
     check(dflt.choices[0].text === greedy.choices[0].text, 'a request without temperature takes the server\'s 0',
           `${JSON.stringify(dflt.choices[0].text)} vs ${JSON.stringify(greedy.choices[0].text)}`);
+    // --alias: the ids the client lists; any name is served and answered under it
+    const ids = (await gc.models.list()).data.map((m) => m.id);
+    check(JSON.stringify(ids) === '["vk-a","vk-b"]', '--alias sets the ids /v1/models lists', JSON.stringify(ids));
+    const ask = [{ role: 'user', content: PROMPT }];
+    const named = await gc.chat.completions.create({ model: 'vk-b', messages: ask, max_tokens: 2 });
+    const other = await gc.chat.completions.create({ model: 'gpt-4o', messages: ask, max_tokens: 2 });
+    check(named.model === 'vk-b' && other.model === 'gpt-4o', 'a request is answered under the name it gave',
+          `${named.model} ${other.model}`);
   } finally {
     g.proc.kill('SIGTERM');
     await g.exited;
