@@ -15,6 +15,7 @@
 #include "core/json.h"
 #include "core/json_write.h"
 #include "core/out_file.h"
+#include "infer/sampler.h"
 #include "session/session.h"
 
 typedef struct ppl_opts {
@@ -99,12 +100,8 @@ static vkv_status score(vkv_session *s, int32_t *ids, uint32_t n, float *logits,
     if (st) return st;
     *sum = 0;
     for (uint32_t p = 0; p + 1 < n; p++) {
-        const float *l = logits + (size_t)p * n_vocab;
-        double mx = l[0];
-        for (uint32_t i = 1; i < n_vocab; i++) mx = l[i] > mx ? l[i] : mx;
-        double z = 0;
-        for (uint32_t i = 0; i < n_vocab; i++) z += exp(l[i] - mx);
-        double nll = -(l[ids[p + 1]] - mx - log(z));
+        /* the serve's echo logprobs are this same function's (docs/SERVE.md, "Log-probabilities") */
+        double nll = -vkv_log_softmax_top(logits + (size_t)p * n_vocab, (int32_t)n_vocab, ids[p + 1], 0, NULL, NULL);
         *sum += nll;
         if (pos_nll) pos_nll[p] = nll;
     }

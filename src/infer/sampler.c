@@ -147,23 +147,25 @@ static void top_candidates(const float *w, int32_t n, int32_t m, int32_t *out)
 }
 
 /* How many of the first candidates decide top-p and min-p, from one pass
- * over the ids (k == n, z the normaliser): the tokens of the log-probability
+ * over the ids (k == n) that also sums the normaliser *z: the tokens of the log-probability
  * bins (1/16 nat wide, most likely first) up to the one where the mass
  * reaches top_p, or the one holding min-p's floor, whichever comes first.
  * Every token of an earlier bin is more likely than any of a later one, so
  * the ordered prefix that decides is among them. */
 #define HEAD_BINS 1024
-static int32_t head_size(const float *w, int32_t n, double mx, double T, double z, float top_p, float min_p)
+static int32_t head_size(const float *w, int32_t n, double mx, double T, float top_p, float min_p, double *z)
 {
     static _Thread_local uint32_t count[HEAD_BINS];
     static _Thread_local double mass[HEAD_BINS];
     memset(count, 0, sizeof count);
     memset(mass, 0, sizeof mass);
+    *z = 0;
     for (int32_t i = 0; i < n; i++) {
-        double d = (mx - (double)w[i]) / T; /* -log of the probability relative to the first's */
+        double d = (mx - (double)w[i]) / T, e = exp(-d); /* d: -log of the probability relative to the first's */
         int32_t b = d < (HEAD_BINS - 1) / 16.0 ? (int32_t)(d * 16) : HEAD_BINS - 1;
         count[b]++;
-        mass[b] += exp(-d) / z;
+        mass[b] += e;
+        *z += e;
     }
     const int32_t floor_bin = min_p > 0 && -log(min_p) * 16 < HEAD_BINS - 1 ? (int32_t)(-log(min_p) * 16) : HEAD_BINS - 1;
     int32_t m = 0;
@@ -171,7 +173,7 @@ static int32_t head_size(const float *w, int32_t n, double mx, double T, double 
     for (int32_t b = 0; b < HEAD_BINS; b++) {
         m += (int32_t)count[b];
         cum += mass[b];
-        if (b == floor_bin || (top_p < 1 && cum >= top_p)) break;
+        if (b == floor_bin || (top_p < 1 && cum >= top_p * *z)) break;
     }
     return m > 0 ? m : 1;
 }
@@ -236,9 +238,7 @@ int32_t vkv_sampler_sample_masked(vkv_sampler *s, const float *logits, const boo
      * top-p and min-p: the distribution's head, not the vocabulary, is
      * sorted. Probabilities are over the top k (all: z over every id). */
     double z = 0;
-    if (k == n)
-        for (int32_t i = 0; i < n; i++) z += exp(((double)w[i] - mx) / T);
-    int32_t m = k < n ? k : head_size(w, n, mx, T, z, s->p.top_p, s->p.min_p), keep;
+    int32_t m = k < n ? k : head_size(w, n, mx, T, s->p.top_p, s->p.min_p, &z), keep;
     for (;;) {
         top_candidates(w, n, m, s->order);
         if (k < n) { /* the top k exactly: normalise over them */

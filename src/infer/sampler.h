@@ -58,7 +58,8 @@ int32_t vkv_sampler_sample_masked(vkv_sampler *s, const float *logits, const boo
 
 /* log p(id) under softmax(logits[n]) (the model's distribution, before
  * temperature and every adjustment above), in double; and the k most likely
- * tokens (k <= 32) with theirs into top_ids[k], top_lp[k], most likely first
+ * tokens (k <= 32; 0: none, and the arrays may be NULL) with theirs into
+ * top_ids[k], top_lp[k], most likely first
  * (ties: lower id first). */
 double vkv_log_softmax_top(const float *logits, int32_t n, int32_t id, uint32_t k, int32_t *top_ids, float *top_lp);
 

@@ -353,53 +353,46 @@ static bool get_sampler_value(const vkv_json *v, const char *param, double lo, b
 }
 
 /* OpenAI's fields the server does not honour: refused by name unless the
- * value asks for nothing (docs/SERVE.md's field table lists each). `ok` is
- * the one string value that is a no-op (NULL: none is), `ok_false` a false
- * boolean. */
+ * value asks for nothing (docs/SERVE.md's field table lists each): the
+ * string `ok` or `ok2` (with in_array, an array of just it: modalities'
+ * ["text"]), or false when ok_false. */
 typedef struct unhonoured_field {
     const char *name;
     const char *why;
     const char *ok, *ok2;
-    bool ok_false;
+    bool ok_false, in_array;
 } unhonoured_field;
 
 static const unhonoured_field UNHONOURED_CHAT[] = {
-    {"tools", "tool calling is not supported", NULL, NULL, false},
-    {"tool_choice", "tool calling is not supported", "none", NULL, false},
-    {"parallel_tool_calls", "tool calling is not supported", NULL, NULL, false},
-    {"functions", "function calling is not supported", NULL, NULL, false},
-    {"function_call", "function calling is not supported", "none", NULL, false},
-    {"audio", "audio output is not supported", NULL, NULL, false},
-    {"modalities", "only text output is supported", NULL, NULL, false}, /* ["text"]: see modalities_text_only */
-    {"prediction", "predicted outputs are not supported", NULL, NULL, false},
-    {"web_search_options", "web search is not supported", NULL, NULL, false},
-    {"reasoning_effort", "the served model takes no reasoning effort", NULL, NULL, false},
-    {"verbosity", "the served model takes no verbosity setting", NULL, NULL, false},
-    {"service_tier", "there is one service tier", "auto", "default", false},
-    {"store", "completions are not stored", NULL, NULL, true},
-    {"metadata", "completions are not stored, so they carry no metadata", NULL, NULL, false},
+    {"tools", "tool calling is not supported", NULL, NULL, false, false},
+    {"tool_choice", "tool calling is not supported", "none", NULL, false, false},
+    {"parallel_tool_calls", "tool calling is not supported", NULL, NULL, false, false},
+    {"functions", "function calling is not supported", NULL, NULL, false, false},
+    {"function_call", "function calling is not supported", "none", NULL, false, false},
+    {"audio", "audio output is not supported", NULL, NULL, false, false},
+    {"modalities", "only text output is supported", "text", NULL, false, true},
+    {"prediction", "predicted outputs are not supported", NULL, NULL, false, false},
+    {"web_search_options", "web search is not supported", NULL, NULL, false, false},
+    {"reasoning_effort", "the served model takes no reasoning effort", NULL, NULL, false, false},
+    {"verbosity", "the served model takes no verbosity setting", NULL, NULL, false, false},
+    {"service_tier", "there is one service tier", "auto", "default", false, false},
+    {"store", "completions are not stored", NULL, NULL, true, false},
+    {"metadata", "completions are not stored, so they carry no metadata", NULL, NULL, false, false},
 };
 static const unhonoured_field UNHONOURED_COMPLETIONS[] = {
-    {"suffix", "a suffix (insertion) is not supported", "", NULL, false},
+    {"suffix", "a suffix (insertion) is not supported", "", NULL, false, false},
 };
-
-/* Whether modalities is ["text"], which asks for what the server does. */
-static bool modalities_text_only(const vkv_json *v)
-{
-    return v->type == VKV_JSON_ARRAY && v->n_items == 1 && v->items[0]->type == VKV_JSON_STRING &&
-           !strcmp(v->items[0]->string, "text");
-}
 
 static bool refuse_unhonoured(const vkv_json *root, const unhonoured_field *f, size_t n, vkv_oai_error *err)
 {
     for (size_t i = 0; i < n; i++) {
         const vkv_json *v = field(root, f[i].name);
         if (!v) continue;
-        if (v->type == VKV_JSON_STRING && ((f[i].ok && !strcmp(v->string, f[i].ok)) ||
-                                           (f[i].ok2 && !strcmp(v->string, f[i].ok2))))
+        const vkv_json *str = !f[i].in_array ? v : v->type == VKV_JSON_ARRAY && v->n_items == 1 ? v->items[0] : NULL;
+        if (str && str->type == VKV_JSON_STRING &&
+            ((f[i].ok && !strcmp(str->string, f[i].ok)) || (f[i].ok2 && !strcmp(str->string, f[i].ok2))))
             continue;
         if (f[i].ok_false && v->type == VKV_JSON_BOOL && !v->boolean) continue;
-        if (!strcmp(f[i].name, "modalities") && modalities_text_only(v)) continue;
         return bad(err, f[i].name, "'%s': %s", f[i].name, f[i].why);
     }
     return true;

@@ -23,7 +23,7 @@
 //     token counters, running and waiting requests, KV pool use) add up.
 //
 //   node serve_fields.mjs VKVECTOR MODEL
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,33 +31,12 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
+import { checker, startServer as start } from './serve_common.mjs';
 
 const [vkv, model] = process.argv.slice(2);
 const execFileP = promisify(execFile);
-let failures = 0, checks = 0;
-function check(cond, what, detail = '') {
-  checks++;
-  if (cond) return;
-  failures++;
-  console.error(`serve_fields: FAIL: ${what}${detail ? `: ${detail}` : ''}`);
-}
-
-// Starts a server; resolves with {proc, url, exited} once it listens.
-function startServer(args) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(vkv, ['serve', '-m', model, '--port', '0', '--quiet', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let log = '';
-    const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-    let listening = false;
-    proc.stderr.on('data', (d) => {
-      log += d;
-      const m = !listening && log.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) { listening = true; resolve({ proc, url: m[1], exited, log: () => log }); }
-    });
-    proc.stdout.on('data', () => {});
-    proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}) before listening:\n${log}`)));
-  });
-}
+const { check, finish } = checker('serve_fields');
+const startServer = (args) => start(vkv, model, ['--quiet', ...args]);
 
 async function collectChat(stream) {
   let text = '';
@@ -341,8 +320,7 @@ async function main() {
     await g.exited;
     rmSync(dir, { recursive: true, force: true });
   }
-  console.log(`serve_fields: ${checks - failures}/${checks} checks passed`);
-  process.exit(failures ? 1 : 0);
+  finish();
 }
 
 main().catch((e) => {

@@ -14,39 +14,16 @@
 //   - a bounded load test (tools/serve_load.mjs) completes without errors.
 //
 //   node serve_openai.mjs VKVECTOR MODEL REPO_ROOT
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
+import { checker, startServer as start } from './serve_common.mjs';
 
 const [vkv, model, repo] = process.argv.slice(2);
 const execFileP = promisify(execFile);
-let failures = 0, checks = 0;
-function check(cond, what, detail = '') {
-  checks++;
-  if (cond) return;
-  failures++;
-  console.error(`serve_openai: FAIL: ${what}${detail ? `: ${detail}` : ''}`);
-}
-
-// Starts a server; resolves with {proc, url, exited} once it listens.
-function startServer(args, env = {}) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(vkv, ['serve', '-m', model, '--port', '0', ...args],
-                       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let log = '';
-    const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-    let listening = false; // the log is kept whole: checks read what the server says later
-    const onData = (d) => {
-      log += d;
-      const m = !listening && log.match(/listening on (http:\/\/[^\s]+)/);
-      if (m) { listening = true; resolve({ proc, url: m[1], exited, log: () => log }); }
-    };
-    proc.stderr.on('data', onData);
-    proc.stdout.on('data', () => {});
-    proc.on('exit', (code) => reject(new Error(`vkvector serve exited (${code}) before listening:\n${log}`)));
-  });
-}
+const { check, finish } = checker('serve_openai');
+const startServer = (args, env) => start(vkv, model, args, env);
 
 async function stopServer(s) {
   s.proc.kill('SIGTERM');
@@ -456,8 +433,7 @@ async function main() {
     check(code === 0, 'after a prefill fault, SIGTERM: exit 0', String(code));
   }
 
-  console.log(`serve_openai: ${checks - failures}/${checks} checks passed`);
-  process.exit(failures ? 1 : 0);
+  finish();
 }
 
 main().catch((e) => { console.error(`serve_openai: FAIL: ${e.stack || e}`); process.exit(1); });
