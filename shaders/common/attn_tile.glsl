@@ -17,7 +17,7 @@
 // K and V: KV_F16 / KV_F32 pick the storage (f16 read as 32-bit words through
 // unpackHalf2x16, so no 16-bit storage feature is needed), KV_ANY reads each
 // as the type its push constant names (quantized caches, K and V of different
-// types); bindings 1 and 2.
+// types), KV_PAGED does so through page tables; bindings 1 and 2.
 // Any subgroup size: only shared memory and barriers.
 
 #include "vk/tiles.h"
@@ -48,6 +48,15 @@ layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; } ATTN_K_ARRAY;   // K r
 layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; } ATTN_V_ARRAY;   // V rows, f32
 vec4 load_k(uint row, uint d4) { return ATTN_K k_f4[row * (pc.head_dim / 4u) + d4]; }
 vec4 load_v(uint row, uint d4) { return ATTN_V v_f4[row * (pc.head_dim / 4u) + d4]; }
+#elif defined(KV_PAGED)
+// Rows of any type through page tables (attn_paged.comp): bindings 1 and 2
+// are windows of the KV pool as words; the shader defines KVQ_ROW_BYTE, which
+// maps a slot of the current sequence and KV head to its row's byte.
+layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
+layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
+#include "common/kv_quant.glsl"
+vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
+vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
 #elif defined(KV_ANY) && !defined(ATTN_KV_GROUP)
 // K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
 // at run time (common/kv_quant.glsl).
@@ -57,7 +66,7 @@ layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
 vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
 vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
 #else
-#error "define KV_F16, KV_F32 or KV_ANY (not with ATTN_KV_GROUP)"
+#error "define KV_F16, KV_F32, KV_PAGED or KV_ANY (not with ATTN_KV_GROUP)"
 #endif
 
 // Shared budget (vk/tiles.h); the host picks tile sizes that fit.

@@ -6,7 +6,10 @@
 // to a 32-bit word. The CPU codec is vkv_kv_encode_row / vkv_kv_decode_row.
 //
 // Readers (unless KVQ_NO_READER): the includer declares `uint k_words[]` and
-// `uint v_words[]`, or only k_words with KVQ_ONE_BUFFER. Writers (KVQ_WRITER): the includer declares, before the
+// `uint v_words[]`, or only k_words with KVQ_ONE_BUFFER. Row r starts at byte
+// r * row bytes unless the includer defines KVQ_ROW_BYTE(is_v, row, rb), the
+// byte where row `row` starts given rb = its row bytes (a paged cache's rows
+// are found through page tables: attn_paged.comp). Writers (KVQ_WRITER): the includer declares, before the
 // include, `float kvq_src(uint e)` (element e of the row being written) and
 // `void kvq_out(uint w, uint value)` (stores word w), and calls kvq_write_row.
 
@@ -52,7 +55,11 @@ float kvq_q4_elem(bool is_v, uint boff, uint n, uint j, float d)
 // elements of type t.
 vec4 kvq_load4(bool is_v, uint t, uint hd, uint row, uint d4)
 {
+#if defined(KVQ_ROW_BYTE)
+    uint rb = KVQ_ROW_BYTE(is_v, row, kvq_row_bytes(t, hd));
+#else
     uint rb = row * kvq_row_bytes(t, hd);
+#endif
     if (t == KVT_F16) {
         uint w = rb / 4u + 2u * d4;
         return vec4(unpackHalf2x16(kvq_word(is_v, w)), unpackHalf2x16(kvq_word(is_v, w + 1u)));

@@ -31,6 +31,10 @@ vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint3
 /* Decode attention of n_seq sequences of different cache lengths in attn_group dispatches. */
 vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv_head, uint32_t hd,
                                 uint32_t n_seq, uint32_t n_ctx_max);
+/* A paged decode step of n_seq (<= 8) sequences: kv_store_paged then
+ * attn_paged over pages of 2^page_shift slots (>= 16), out of order. */
+vkv_status case_attention_paged(conform_ctx *c, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head,
+                                uint32_t hd, uint32_t page_shift, uint32_t n_seq);
 /* with_pos: the residual reads each slot's position from a table (a tiered
  * layer gathered back into the plain layout for decode-time compression).
  * joint: the maps are one joint map per layer (S = n_kv blocks, kvlayout/kv_layout.h);

@@ -284,6 +284,21 @@ static void family_attention_group(conform_ctx *c, const char *op)
         }
 }
 
+/* Paged decode steps (kv_store_paged, attn_paged): every row type and a
+ * mixed pair, pages of 16, 64 and 256 slots, GQA 4:1 at head_dim 64 and
+ * the default model's 48 (a short last q8_0/q4_0 block), one sequence and 8. */
+static void family_attention_paged(conform_ctx *c, const char *op)
+{
+    static const struct { vkv_dtype k, v; } types[] = {
+        {VKV_F16, VKV_F16}, {VKV_F32, VKV_F32}, {VKV_Q8_0, VKV_Q8_0}, {VKV_Q4_0, VKV_Q4_0}, {VKV_F16, VKV_Q8_0}};
+    for (size_t i = 0; i < N_OF(types); i++) {
+        RUN(case_attention_paged(c, types[i].k, types[i].v, 8, 2, 64, 4, 8));
+        RUN(case_attention_paged(c, types[i].k, types[i].v, 6, 2, 48, 6, 5));
+    }
+    RUN(case_attention_paged(c, VKV_F16, VKV_F16, 8, 8, 32, 8, 8));
+    RUN(case_attention_paged(c, VKV_Q8_0, VKV_Q8_0, 4, 1, 128, 4, 1));
+}
+
 static void family_vector_residual(conform_ctx *c, const char *op)
 {
     static const struct { uint32_t n_kv, hd, n_rot; bool neox; uint32_t n_ctx, n; bool joint, pos; } shapes[] = {
@@ -501,6 +516,7 @@ static const struct {
     /* the batched decode step's grouped kernels, after it for the same reason */
     {{"kv_store_group"}, family_kv_store_group},
     {{"attn_group"}, family_attention_group},
+    {{"attn_paged", "kv_store_paged"}, family_attention_paged}, /* the paged decode step, last for the same reason */
 };
 
 vkv_status vkv_conform_device(vkv_gpu *gpu, const vkv_caps *caps, uint64_t seed, const char *filter, bool big,

@@ -91,3 +91,28 @@ double vkv_ref_projected_value_norm(vkv_dtype t, const void *v, uint32_t n_ctx, 
         }
     return l1 / group;
 }
+
+/* Byte of slot j of KV head h in a paged cache (ref_attn.h). */
+static uint64_t paged_row(vkv_dtype t, const uint64_t *pages, uint64_t head_bytes, uint32_t page_shift,
+                          uint32_t head_dim, uint32_t h, uint32_t j)
+{
+    return pages[j >> page_shift] + h * head_bytes + (j & ((1u << page_shift) - 1)) * vkv_kv_row_bytes(t, head_dim);
+}
+
+void vkv_ref_paged_gather(vkv_dtype t, const void *pool, const uint64_t *pages, uint64_t head_bytes,
+                          uint32_t page_shift, uint32_t n_kv_head, uint32_t head_dim, uint32_t n_kv, void *cache)
+{
+    const size_t rb = vkv_kv_row_bytes(t, head_dim);
+    for (uint32_t h = 0; h < n_kv_head; h++)
+        for (uint32_t j = 0; j < n_kv; j++)
+            memcpy((char *)cache + ((size_t)h * n_kv + j) * rb,
+                   (const char *)pool + paged_row(t, pages, head_bytes, page_shift, head_dim, h, j), rb);
+}
+
+void vkv_ref_paged_store(vkv_dtype t, void *pool, const uint64_t *pages, uint64_t head_bytes, uint32_t page_shift,
+                         uint32_t n_kv_head, uint32_t head_dim, uint32_t slot, const float *src)
+{
+    for (uint32_t h = 0; h < n_kv_head; h++)
+        vkv_kv_encode_row(t, head_dim, src + (size_t)h * head_dim,
+                          (char *)pool + paged_row(t, pages, head_bytes, page_shift, head_dim, h, slot));
+}

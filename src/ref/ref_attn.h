@@ -26,6 +26,17 @@ void vkv_ref_attention(const vkv_attn_params *p, const float *q, const void *k, 
 void vkv_kv_cache_store(vkv_dtype t, void *cache, uint32_t n_kv_head, uint32_t n_ctx_max, uint32_t head_dim,
                         uint32_t slot0, const float *src, uint32_t n_tok);
 
+/* Paged caches (vk/ops_attn.h, "paged decode"): slot j of KV head h is the
+ * row of type t at byte pages[j >> page_shift] + h * head_bytes + (j &
+ * (2^page_shift - 1)) * row bytes of pool. vkv_ref_paged_gather copies slots
+ * 0..n_kv-1 into the plain layout cache [n_kv_head, n_kv] (the layout
+ * vkv_ref_attention reads); vkv_ref_paged_store writes src [n_kv_head,
+ * head_dim] f32 as slot `slot`, encoded as vkv_kv_cache_store encodes it. */
+void vkv_ref_paged_gather(vkv_dtype t, const void *pool, const uint64_t *pages, uint64_t head_bytes,
+                          uint32_t page_shift, uint32_t n_kv_head, uint32_t head_dim, uint32_t n_kv, void *cache);
+void vkv_ref_paged_store(vkv_dtype t, void *pool, const uint64_t *pages, uint64_t head_bytes, uint32_t page_shift,
+                         uint32_t n_kv_head, uint32_t head_dim, uint32_t slot, const float *src);
+
 /* Element (kv head h, slot j, dimension d) of a cache of type t, as f32. */
 float vkv_kv_cache_get(vkv_dtype t, const void *cache, uint32_t n_ctx_max, uint32_t head_dim, uint32_t h, uint32_t j,
                        uint32_t d);

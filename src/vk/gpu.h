@@ -111,6 +111,12 @@ vkv_status vkv_buffer_create(vkv_gpu *gpu, uint64_t size, vkv_mem_kind kind, con
                              vkv_buffer **out);
 void vkv_buffer_destroy(vkv_gpu *gpu, vkv_buffer *buf);
 uint64_t vkv_buffer_size(const vkv_buffer *buf);
+/* The buffer `buf` lies in, whole, and buf's byte offset in it: a buffer
+ * over buf's memory block (made on the first call for that block; a
+ * VkBuffer, no memory), or buf itself when it has its own allocation. The
+ * paged kernels bind it for the caches of many sequences at once
+ * (vk/ops_attn.h, vkv_op_attention_paged). */
+vkv_status vkv_buffer_base(vkv_gpu *gpu, const vkv_buffer *buf, const vkv_buffer **base, uint64_t *offset);
 /* Host pointer for VKV_MEM_HOST buffers, NULL otherwise. */
 void *vkv_buffer_map(const vkv_buffer *buf);
 

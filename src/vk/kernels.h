@@ -36,6 +36,11 @@ typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_ma
 typedef struct vkv_pc_attn_group { uint32_t n_kv[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP], n_slots[VKV_ATTN_GROUP];
                                    uint32_t n_head, n_kv_head, head_dim; float scale;
                                    uint32_t tile_q, tile_k; } vkv_pc_attn_group;
+/* attn_paged, attn_paged_reduce, kv_store_paged: the step's table is a buffer (shaders/attn_paged.comp). */
+typedef struct vkv_pc_attn_paged { uint32_t n_head, n_kv_head, head_dim; float scale; uint32_t tile_q, tile_k, k_type, v_type,
+                                   page_shift, seq_base, item_base; } vkv_pc_attn_paged;
+typedef struct vkv_pc_attn_paged_reduce { uint32_t n_head, d4n, seq_base, list_base, n_list, groups_x; } vkv_pc_attn_paged_reduce;
+typedef struct vkv_pc_kv_store_paged { uint32_t n_seq, n_kv_head, head_dim, k_type, v_type, page_shift, seq_base; } vkv_pc_kv_store_paged;
 typedef struct vkv_pc_attn_decode_reduce { uint32_t rows, d4n, n_split, groups_x; } vkv_pc_attn_decode_reduce;
 typedef struct vkv_pc_attn_tiered { uint32_t n_q, n_head, n_kv_head, head_dim, n_new0, n_rot, neox; float scale;
                                     uint32_t tile_q, tile_k, split_len, apx_shift, w_off, accumulate, k_type, v_type; } vkv_pc_attn_tiered;
@@ -93,7 +98,7 @@ typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, 
 /* Every push-constant struct above: the types vkv_dispatch accepts. */
 #define VKV_PUSH_CONSTANT_LIST(X) \
     X(vkv_pc_add) X(vkv_pc_argmax) X(vkv_pc_attn) X(vkv_pc_attn_decode_reduce) X(vkv_pc_attn_tiered) \
-    X(vkv_pc_attn_group) \
+    X(vkv_pc_attn_group) X(vkv_pc_attn_paged) X(vkv_pc_attn_paged_reduce) X(vkv_pc_kv_store_paged) \
     X(vkv_pc_attn_tiered_reduce) X(vkv_pc_get_rows) X(vkv_pc_gram) X(vkv_pc_kv_convert) \
     X(vkv_pc_kv_compact) X(vkv_pc_kv_store) X(vkv_pc_kv_store_group) X(vkv_pc_mask_row_counts) X(vkv_pc_matmul) X(vkv_pc_matvec) X(vkv_pc_matvec_cols) \
     X(vkv_pc_press_expected) X(vkv_pc_press_expected_logits) X(vkv_pc_press_expected_lse) \
@@ -210,6 +215,9 @@ typedef enum vkv_wg_class {
     X(ATTN_GROUP_F32, attn_group_f32, 4, vkv_pc_attn_group, VKV_WG_NARROW)                             \
     X(ATTN_GROUP_F16, attn_group_f16, 4, vkv_pc_attn_group, VKV_WG_NARROW)                             \
     X(ATTN_DECODE_REDUCE, attn_decode_reduce, 2, vkv_pc_attn_decode_reduce, VKV_WG_WIDE)               \
+    X(ATTN_PAGED, attn_paged, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                                     \
+    X(ATTN_PAGED_REDUCE, attn_paged_reduce, 3, vkv_pc_attn_paged_reduce, VKV_WG_WIDE)                  \
+    X(KV_STORE_PAGED, kv_store_paged, 5, vkv_pc_kv_store_paged, VKV_WG_NARROW)                         \
     X(GRAM, gram, 3, vkv_pc_gram, VKV_WG_WIDE)                                                         \
     X(TOPK_SELECT, topk_select, 3, vkv_pc_topk_select, VKV_WG_WIDE)                                    \
     X(PRESS_KNORM_F32, press_knorm_f32, 2, vkv_pc_press_knorm, VKV_WG_WIDE)                            \

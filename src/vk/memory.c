@@ -49,12 +49,22 @@ vkv_status vkv_memory_init(vkv_gpu *gpu)
     return vkv_buffer_create(gpu, staging, VKV_MEM_HOST, "staging buffer", &gpu->staging);
 }
 
+/* The block's whole-block buffer (vkv_buffer_base), if any: a VkBuffer only. */
+static void destroy_whole(vkv_gpu *gpu, vkv_mem_block *b)
+{
+    if (!b->whole) return;
+    vkDestroyBuffer(gpu->device, b->whole->buffer, NULL);
+    free(b->whole);
+    b->whole = NULL;
+}
+
 void vkv_memory_destroy(vkv_gpu *gpu)
 {
     vkv_buffer_destroy(gpu, gpu->staging);
     gpu->staging = NULL;
     for (uint32_t i = 0; i < gpu->n_blocks; i++) {
         vkv_mem_block *b = gpu->blocks[i];
+        destroy_whole(gpu, b);
         if (b->mapped) vkUnmapMemory(gpu->device, b->memory);
         vkFreeMemory(gpu->device, b->memory, NULL);
         vkv_range_alloc_destroy(&b->ranges);
@@ -167,6 +177,7 @@ void vkv_memory_release_reserve(vkv_gpu *gpu)
     for (uint32_t i = 0; i < gpu->n_blocks; i++) {
         vkv_mem_block *b = gpu->blocks[i];
         if (b->pool && b->ranges.used == 0) {
+            destroy_whole(gpu, b);
             account(gpu, b->kind, -(int64_t)b->ranges.capacity, 0);
             if (b->kind == VKV_MEM_DEVICE) gpu->stats.n_blocks--;
             if (b->mapped) vkUnmapMemory(gpu->device, b->memory);
@@ -270,6 +281,54 @@ void vkv_buffer_destroy(vkv_gpu *gpu, vkv_buffer *b)
         account(gpu, b->kind, 0, -(int64_t)b->reserved);
     }
     free(b);
+}
+
+vkv_status vkv_buffer_base(vkv_gpu *gpu, const vkv_buffer *b, const vkv_buffer **base, uint64_t *offset)
+{
+    vkv_mem_block *blk = b->block;
+    if (!blk) { /* its own allocation */
+        *base = b;
+        *offset = 0;
+        return VKV_OK;
+    }
+    if (!blk->whole) {
+        vkv_buffer *w = calloc(1, sizeof *w);
+        if (!w) return vkv_error(VKV_ERR_OOM, "out of host memory");
+        w->size = blk->ranges.capacity & ~15ull;
+        w->kind = blk->kind;
+        VkBufferCreateInfo bci = {
+            .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+            .size = w->size,
+            .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                     VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+            .sharingMode = VK_SHARING_MODE_EXCLUSIVE,
+        };
+        VkResult r = vkCreateBuffer(gpu->device, &bci, NULL, &w->buffer);
+        if (r != VK_SUCCESS) {
+            free(w);
+            return vkv_vk_error(r, "vkCreateBuffer", "creating a buffer over a memory block");
+        }
+        vkv_debug_name(gpu, VK_OBJECT_TYPE_BUFFER, (uint64_t)w->buffer, "a whole memory block");
+        /* The block's memory type already holds storage buffers bound at any
+         * aligned offset; one at offset 0 of the same size is within it. */
+        VkMemoryRequirements req;
+        vkGetBufferMemoryRequirements(gpu->device, w->buffer, &req);
+        if (!(req.memoryTypeBits & (1u << blk->memory_type)) || req.size > blk->ranges.capacity) {
+            vkDestroyBuffer(gpu->device, w->buffer, NULL);
+            free(w);
+            return vkv_error(VKV_ERR_UNSUPPORTED, "a buffer over a whole memory block does not fit its memory");
+        }
+        VkResult br = vkBindBufferMemory(gpu->device, w->buffer, blk->memory, 0);
+        if (br != VK_SUCCESS) {
+            vkDestroyBuffer(gpu->device, w->buffer, NULL);
+            free(w);
+            return vkv_vk_error(br, "vkBindBufferMemory", "binding a buffer over a memory block");
+        }
+        blk->whole = w;
+    }
+    *base = blk->whole;
+    *offset = b->offset;
+    return VKV_OK;
 }
 
 uint64_t vkv_buffer_size(const vkv_buffer *b) { return b->size; }

@@ -74,4 +74,64 @@ bool vkv_attn_group_fits(const vkv_gpu *gpu, const vkv_attn_params *p, const vkv
 vkv_status vkv_op_attention_group(vkv_gpu *gpu, const vkv_attn_params *p, const vkv_attn_seq *seqs, uint32_t n_seq,
                                   vkv_view q, vkv_view out, uint32_t n_rows);
 
+/* ---- paged decode (docs/ARCHITECTURE.md §2, "Paged caches") ----
+ *
+ * A sequence's plain K (V) cache of one layer as pages of page_slots = 1 <<
+ * page_shift consecutive slots of every KV head: slot j of KV head h is the
+ * row at byte
+ *   k_pages[j >> page_shift] + h * k_head_bytes + (j & (page_slots - 1)) * K row bytes
+ * of the K pool view (V alike), the pages anywhere in it, in any order. A
+ * contiguous cache [n_kv_head, n_slots] at byte `off` is the special case
+ * k_pages[i] = off + i * page_slots * row bytes, k_head_bytes = n_slots *
+ * row bytes. */
+typedef struct vkv_paged_seq {
+    uint32_t n_kv;             /* valid slots after this step's token: its query sits at n_kv - 1 */
+    uint32_t row;              /* its row of q / out (and of the appended k / v) */
+    const uint64_t *k_pages, *v_pages; /* [ceil(n_kv / page_slots)] byte offsets in the pool views */
+    uint64_t k_head_bytes, v_head_bytes; /* byte stride between KV heads within a page */
+} vkv_paged_seq;
+
+/* A step's table as written into a host-visible buffer of uint32 words, for
+ * vkv_op_kv_store_paged and vkv_op_attention_paged to read. */
+typedef struct vkv_paged_step {
+    uint32_t n_seq, page_shift;
+    uint32_t seq_base;          /* word of sequence 0's entry (shaders/attn_paged.comp) */
+    uint32_t item_base, n_items; /* work items: (sequence, split) pairs */
+    uint32_t list_base, n_list; /* sequences of more than one split, for the reduce pass */
+    uint32_t words;             /* words written from seq_base */
+    uint64_t part_bytes;        /* scratch the partials take */
+    uint64_t k_end, v_end;      /* bytes of the pool views the rows reach */
+} vkv_paged_step;
+
+/* Table words one step of n_seq sequences with at most max_kv slots each
+ * takes (sizes a table buffer), and the partials' scratch bytes. */
+uint64_t vkv_paged_table_words(uint32_t n_seq, uint32_t max_kv, uint32_t page_shift);
+uint64_t vkv_paged_scratch_bytes(const vkv_attn_params *p, uint32_t n_seq, uint32_t max_kv);
+
+/* Writes the step's table for seqs (p: the heads, head_dim, row types and
+ * scale of every sequence; its n_q, n_kv, pos0 and n_ctx_max are not used)
+ * at word *used of table (host-visible, `cap` words), advancing *used. Checks
+ * every page offset against the row alignment and its page's end against
+ * the 32-bit word range the kernels address. */
+vkv_status vkv_paged_step_write(const vkv_attn_params *p, uint32_t page_shift, const vkv_paged_seq *seqs,
+                                uint32_t n_seq, vkv_buffer *table, uint32_t cap, uint32_t *used, vkv_paged_step *out);
+
+/* Appends each sequence's token: row seqs[s].row of k_src and v_src
+ * [n_rows, n_kv_head, head_dim] f32 goes to slot n_kv - 1 of its pages, as
+ * p's K and V types, bitwise what vkv_op_kv_store writes (one dispatch). */
+vkv_status vkv_op_kv_store_paged(vkv_gpu *gpu, const vkv_attn_params *p, const vkv_paged_step *step,
+                                 const vkv_buffer *table, vkv_view k_src, vkv_view v_src, uint32_t n_rows,
+                                 vkv_view k_pool, vkv_view v_pool);
+
+/* For each sequence s, out's row seqs[s].row [n_head, head_dim] f32 = the
+ * decode attention of q's row over its n_kv slots, bitwise what
+ * vkv_op_attention (AUTO, n_q = 1, pos0 = n_kv - 1) gives for that sequence
+ * alone over a contiguous copy of its cache: one attn_paged dispatch for
+ * every sequence and split, then one attn_paged_reduce for the sequences of
+ * more than one split. q and out: [n_rows, n_head, head_dim] f32; scratch:
+ * at least step->part_bytes (unused when no sequence has several splits). */
+vkv_status vkv_op_attention_paged(vkv_gpu *gpu, const vkv_attn_params *p, const vkv_paged_step *step,
+                                  const vkv_buffer *table, vkv_view q, vkv_view out, uint32_t n_rows,
+                                  vkv_view k_pool, vkv_view v_pool, vkv_view scratch);
+
 #endif

@@ -53,6 +53,13 @@
  * K and V bindings are arrays of this many caches, 2 x 8 + q + out = 18
  * storage buffers, within every device's push-descriptor minimum of 32. */
 #define VKV_ATTN_GROUP 8u
+/* Paged decode attention (attn_paged.comp, kv_store_paged.comp,
+ * attn_paged_reduce.comp; docs/ARCHITECTURE.md §2, "Paged caches"): words of
+ * a sequence's entry in the step's table, and the most splits a sequence's
+ * keys are cut into (a work item is sequence * VKV_PAGED_ITEM_SPLITS + split;
+ * VKV_ATTN_MAX_SPLITS of vk/ops_attn.h). */
+#define VKV_PAGED_SEQ_WORDS 8u
+#define VKV_PAGED_ITEM_SPLITS 64u
 
 /* vector_residual.comp and vector_materialize.comp: the floats of the
  * shared pre-RoPE keys one rebuilt value reads (map_shifts * head_dim; the

@@ -41,6 +41,7 @@ typedef struct vkv_mem_block {
     void *mapped; /* host kind only */
     vkv_range_alloc ranges;
     bool pool;    /* set aside by vkv_memory_reserve: large tensors fit here too */
+    struct vkv_buffer *whole; /* a buffer over the whole block (vkv_buffer_base), or NULL */
 } vkv_mem_block;
 
 struct vkv_buffer {
