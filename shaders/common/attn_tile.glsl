@@ -49,14 +49,24 @@ layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; } ATTN_V_ARRAY;   // V r
 vec4 load_k(uint row, uint d4) { return ATTN_K k_f4[row * (pc.head_dim / 4u) + d4]; }
 vec4 load_v(uint row, uint d4) { return ATTN_V v_f4[row * (pc.head_dim / 4u) + d4]; }
 #elif defined(KV_PAGED)
-// Rows of any type through page tables (attn_paged.comp): bindings 1 and 2
-// are windows of the KV pool as words; the shader defines KVQ_ROW_BYTE, which
-// maps a slot of the current sequence and KV head to its row's byte.
+// Rows through page tables (attn_paged.comp): bindings 1 and 2 are windows
+// of the KV pool as words; the shader defines KVQ_ROW_BYTE, which maps a
+// slot of the current sequence and KV head to its row's byte. KV_PAGED_F16 /
+// KV_PAGED_F32 read rows of that one type (K and V) directly, as KV_F16 /
+// KV_F32 do; otherwise each as its push constant's type, decoded at run time.
 layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
 layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
+#if defined(KV_PAGED_F16)
+vec4 load_k(uint row, uint d4) { uint w = KVQ_ROW_BYTE(false, row, 2u * pc.head_dim) / 4u + 2u * d4; return vec4(unpackHalf2x16(k_words[w]), unpackHalf2x16(k_words[w + 1u])); }
+vec4 load_v(uint row, uint d4) { uint w = KVQ_ROW_BYTE(true, row, 2u * pc.head_dim) / 4u + 2u * d4; return vec4(unpackHalf2x16(v_words[w]), unpackHalf2x16(v_words[w + 1u])); }
+#elif defined(KV_PAGED_F32)
+vec4 load_k(uint row, uint d4) { uint w = KVQ_ROW_BYTE(false, row, 4u * pc.head_dim) / 4u + 4u * d4; return uintBitsToFloat(uvec4(k_words[w], k_words[w + 1u], k_words[w + 2u], k_words[w + 3u])); }
+vec4 load_v(uint row, uint d4) { uint w = KVQ_ROW_BYTE(true, row, 4u * pc.head_dim) / 4u + 4u * d4; return uintBitsToFloat(uvec4(v_words[w], v_words[w + 1u], v_words[w + 2u], v_words[w + 3u])); }
+#else
 #include "common/kv_quant.glsl"
 vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
 vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
+#endif
 #elif defined(KV_ANY) && !defined(ATTN_KV_GROUP)
 // K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
 // at run time (common/kv_quant.glsl).

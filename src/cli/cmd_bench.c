@@ -602,9 +602,9 @@ static vkv_status bench_prefill(vkv_ctx *const *ctx, uint32_t n, const int32_t *
         if ((st = vkv_ctx_reset(ctx[i])) || (!batched && (st = vkv_ctx_eval(ctx[i], ids, n_prompt, false, NULL))))
             return st;
     if (!batched) return VKV_OK;
-    const int32_t *chunk_ids[VKV_BATCH_MAX];
-    uint32_t n_tok[VKV_BATCH_MAX];
-    float *no_logits[VKV_BATCH_MAX] = {0};
+    const int32_t *chunk_ids[VKV_STEP_MAX];
+    uint32_t n_tok[VKV_STEP_MAX];
+    float *no_logits[VKV_STEP_MAX] = {0};
     for (uint32_t i = 0; i < n; i++) {
         chunk_ids[i] = ids;
         n_tok[i] = n_prompt;
@@ -617,14 +617,15 @@ static vkv_status bench_prefill(vkv_ctx *const *ctx, uint32_t n, const int32_t *
     return VKV_OK;
 }
 
-/* Parses "1,4,16" into at most VKV_BATCH_MAX sizes, each 1..VKV_BATCH_MAX. */
+/* Parses "1,4,16" into at most BATCH_SIZES sizes, each 1..VKV_STEP_MAX. */
+#define BATCH_SIZES 16
 static bool parse_batch_sizes(const char *s, uint32_t *sizes, uint32_t *n)
 {
     *n = 0;
     while (*s) {
         char *end = NULL;
         long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > VKV_BATCH_MAX || *n == VKV_BATCH_MAX) return false;
+        if (end == s || v < 1 || v > VKV_STEP_MAX || *n == BATCH_SIZES) return false;
         sizes[(*n)++] = (uint32_t)v;
         if (!*end) return true;
         if (*end != ',') return false;
@@ -643,7 +644,7 @@ static int bench_batch(int argc, char **argv)
     const cli_opt opts[] = {
         CLI_MODEL_PATH_OPTION(mo.model_path),
         {.type = CLI_STR, .names = "--seqs", .metavar = "LIST", .dest = &seqs_arg,
-         .help = "batch sizes, comma-separated, each 1..16 (default 1,4,16)"},
+         .help = "batch sizes, comma-separated, each 1..256 (default 1,4,16)"},
         {.type = CLI_I64, .names = "--context", .metavar = "N", .dest = &n_prompt, .min = 1, .max = 1 << 16,
          .help = "tokens in each sequence's cache before the timed steps (default 32)"},
         {.type = CLI_I64, .names = "--steps", .metavar = "N", .dest = &n_steps, .min = 1, .max = 1 << 16,
@@ -655,12 +656,14 @@ static int bench_batch(int argc, char **argv)
     };
     int parsed = cli_parse("bench", BATCH_USAGE, opts, CLI_N(opts), argc, argv);
     if (parsed != CLI_OK) return parsed == CLI_HELP ? 0 : 2;
-    uint32_t sizes[VKV_BATCH_MAX], n_sizes = 0;
+    uint32_t sizes[BATCH_SIZES], n_sizes = 0, max_seqs = 1;
     if (!parse_batch_sizes(seqs_arg, sizes, &n_sizes))
-        return cli_usage_error("bench", "--seqs takes batch sizes 1..%u separated by commas, not '%s'", VKV_BATCH_MAX,
-                               seqs_arg);
+        return cli_usage_error("bench", "--seqs takes up to %u batch sizes 1..%u separated by commas, not '%s'",
+                               BATCH_SIZES, VKV_STEP_MAX, seqs_arg);
+    for (uint32_t z = 0; z < n_sizes; z++)
+        if (sizes[z] > max_seqs) max_seqs = sizes[z];
     vkv_session *s = NULL;
-    vkv_ctx *ctx[VKV_BATCH_MAX] = {0}, *owner = NULL;
+    vkv_ctx *ctx[VKV_STEP_MAX] = {0}, *owner = NULL;
     int32_t *ids = NULL;
     vkv_status st;
     int rc = 1;
@@ -676,9 +679,10 @@ static int bench_batch(int argc, char **argv)
     /* the activation buffers: the server's default prefill chunk (512 rows),
      * or one whole prompt */
     const uint32_t owner_rows = n_prompt > 512 ? (uint32_t)n_prompt : 512;
-    vkv_ctx_params op = {.n_ctx = owner_rows, .n_batch = owner_rows, .k_type = VKV_F16, .v_type = VKV_F16};
+    vkv_ctx_params op = {.n_ctx = owner_rows, .n_batch = owner_rows, .k_type = VKV_F16, .v_type = VKV_F16,
+                         .step_seqs = max_seqs, .step_ctx = n_ctx};
     if ((st = vkv_ctx_create(gpu, m, &op, &owner))) goto fail;
-    for (uint32_t i = 0; i < VKV_BATCH_MAX; i++) {
+    for (uint32_t i = 0; i < max_seqs; i++) {
         vkv_ctx_params cp = {.n_ctx = n_ctx, .n_batch = (uint32_t)n_prompt, .scratch_from = owner};
         if ((st = vkv_ctx_create(gpu, m, &cp, &ctx[i]))) goto fail;
     }
@@ -701,7 +705,7 @@ static int bench_batch(int argc, char **argv)
             profile_start(gpu, profile && r == reps - 1);
             double t0 = now_s();
             for (int64_t k = 0; k < n_steps; k++) {
-                int32_t step_ids[VKV_BATCH_MAX];
+                int32_t step_ids[VKV_STEP_MAX];
                 for (uint32_t i = 0; i < n; i++) step_ids[i] = ids[(n_prompt + k + i) % n_ctx];
                 if ((st = vkv_ctx_eval_batch(ctx, step_ids, n, NULL))) goto fail;
             }
@@ -732,7 +736,7 @@ static int bench_batch(int argc, char **argv)
 fail:
     rc = cli_fail("bench", st);
 out:
-    for (uint32_t i = VKV_BATCH_MAX; i-- > 0;) vkv_ctx_free(ctx[i]);
+    for (uint32_t i = VKV_STEP_MAX; i-- > 0;) vkv_ctx_free(ctx[i]);
     vkv_ctx_free(owner);
     free(ids);
     vkv_session_close(s);

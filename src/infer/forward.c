@@ -25,6 +25,8 @@
 
 #include "vk/ops_attn.h"
 
+_Static_assert(VKV_STEP_MAX <= VKV_KV_STEP_MAX, "a step's sequences must fit one paged step");
+
 struct vkv_ctx {
     vkv_gpu *gpu;
     const vkv_model *m;
@@ -47,6 +49,10 @@ struct vkv_ctx {
     vkv_buffer *logits;   /* [n_batch, n_vocab] device */
     vkv_buffer *logits_host; /* [n_batch, n_vocab] host-visible readback */
     vkv_buffer *stage;    /* [4, stage_slot bytes]: rows of q, k, v, attn at aligned offsets */
+    vkv_buffer *paged_table; /* host-visible uint32: a paged step's tables, every layer's (vkv_ctx_params.step_seqs) */
+    vkv_buffer *paged_part;  /* a paged step's attention partials (paged_part_bytes of them) */
+    uint64_t paged_part_bytes;
+    uint32_t paged_used;     /* words of paged_table the forward being recorded has written */
     bool borrowed;        /* the buffers above are scratch_from's (vkv_ctx_params) */
     uint32_t buffer_rows; /* rows the buffers above hold: their owner's n_batch */
     vkv_kv_hook kv_hook;
@@ -94,6 +100,10 @@ static vkv_ctx_params resolve_params(const vkv_hparams *hp, const vkv_ctx_params
     if (!vkv_kv_type_ok(p.v_type)) p.v_type = VKV_F16;
     if (!p.n_kv_slots || p.n_kv_slots > p.n_ctx) p.n_kv_slots = p.n_ctx;
     if (p.scratch_from && p.n_batch > p.scratch_from->p.n_batch) p.n_batch = p.scratch_from->p.n_batch;
+    /* a step's sequences are rows of the owner's buffers */
+    if (p.scratch_from) p.step_seqs = 0;
+    if (p.step_seqs > p.n_batch) p.step_seqs = p.n_batch;
+    if (p.step_seqs > VKV_STEP_MAX) p.step_seqs = VKV_STEP_MAX;
     return p;
 }
 
@@ -105,7 +115,7 @@ typedef struct ctx_buffer {
     vkv_mem_kind kind;
     const char *what;
 } ctx_buffer;
-#define CTX_N_BUFFERS 17
+#define CTX_N_BUFFERS 19
 
 /* Bytes of one staging slot: the widest of a q, k, v or attn row, padded to
  * 256 bytes (the largest minStorageBufferOffsetAlignment Vulkan allows), so
@@ -116,9 +126,28 @@ static uint64_t stage_slot(const vkv_hparams *hp)
     return ((q > kv ? q : kv) + 255) & ~255ull;
 }
 
+/* The most a paged step's partials take: beyond it, a step's sequences of
+ * several splits are paged in several dispatches (vkv_kv_append_attend_paged). */
+#define PAGED_PART_MAX_BYTES (64ull << 20)
+
+/* A paged step's buffers for p (vkv_ctx_params.step_seqs): table words for
+ * every layer, and partials' bytes (at least one sequence's). Zero without
+ * paged steps. */
+static void paged_sizes(const vkv_hparams *hp, const vkv_ctx_params *p, uint64_t *words, uint64_t *part)
+{
+    *words = *part = 0;
+    if (!p->step_seqs) return;
+    const uint32_t n = p->step_seqs, ctx = p->step_ctx ? p->step_ctx : p->n_ctx;
+    *words = hp->n_layer * vkv_paged_table_words(n, ctx, VKV_KV_PAGE_SHIFT);
+    const vkv_attn_params ap = {.n_q = 1, .n_head = hp->n_head, .n_kv_head = hp->n_head_kv, .head_dim = hp->head_dim};
+    const uint64_t one = vkv_paged_scratch_bytes(&ap, 1, ctx), all = vkv_paged_scratch_bytes(&ap, n, ctx);
+    *part = all < PAGED_PART_MAX_BYTES ? all : one > PAGED_PART_MAX_BYTES ? one : PAGED_PART_MAX_BYTES;
+}
+
 static void ctx_buffers(vkv_ctx *c, const vkv_hparams *hp, ctx_buffer out[CTX_N_BUFFERS])
 {
-    uint64_t B = c->p.n_batch;
+    uint64_t B = c->p.n_batch, paged_words, paged_part;
+    paged_sizes(hp, &c->p, &paged_words, &paged_part);
     uint64_t q_dim = (uint64_t)hp->n_head * hp->head_dim, kv_dim = (uint64_t)hp->n_head_kv * hp->head_dim;
     const ctx_buffer list[CTX_N_BUFFERS] = {
         {&c->ids, 4 * B, VKV_MEM_HOST, "token ids"},
@@ -138,6 +167,8 @@ static void ctx_buffers(vkv_ctx *c, const vkv_hparams *hp, ctx_buffer out[CTX_N_
         {&c->logits, 4 * B * hp->n_vocab, VKV_MEM_DEVICE, "logits"},
         {&c->logits_host, 4 * B * hp->n_vocab, VKV_MEM_HOST, "logits readback"},
         {&c->stage, 4 * stage_slot(hp), VKV_MEM_DEVICE, "batch row staging"},
+        {&c->paged_table, 4 * paged_words, VKV_MEM_HOST, "paged step tables"},
+        {&c->paged_part, paged_part, VKV_MEM_DEVICE, "paged attention partials"},
     };
     memcpy(out, list, sizeof list);
 }
@@ -187,10 +218,13 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
         for (int i = 0; i < CTX_N_BUFFERS; i++) *bufs[i].dst = *owned[i].dst;
         c->borrowed = true;
         c->buffer_rows = owner->buffer_rows;
+        c->paged_part_bytes = owner->paged_part_bytes;
     } else {
         c->buffer_rows = c->p.n_batch;
         for (int i = 0; i < CTX_N_BUFFERS; i++)
             if ((st = make(gpu, bufs[i].bytes, bufs[i].kind, bufs[i].what, bufs[i].dst))) goto error;
+        uint64_t words;
+        paged_sizes(hp, &c->p, &words, &c->paged_part_bytes);
     }
     *out = c;
     return VKV_OK;
@@ -345,6 +379,49 @@ static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
     return VKV_OK;
 }
 
+/* The sequences of a forward whose token goes through a paged step
+ * (vkv_kv_append_attend_paged: one append and one attention dispatch for all
+ * of them, whatever their lengths), when the recording context has its
+ * buffers (vkv_ctx_params.step_seqs): one token each, no hooks, a plain
+ * layer with room; sequences whose caches have one row type go together, as
+ * many as the step's table still has words for (every layer of the forward
+ * takes its own). grouped[i] marks those done here. */
+static vkv_status attend_paged(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out, bool *grouped)
+{
+    vkv_ctx *s = f->s;
+    const uint32_t cap = (uint32_t)(vkv_buffer_size(s->paged_table) / 4);
+    bool joins[VKV_STEP_MAX];
+    for (uint32_t i = 0; i < f->n_seq; i++) {
+        const vkv_ctx *c = f->seqs[i];
+        joins[i] = f->n_tok[i] == 1 && !c->kv_hook && !c->q_hook && vkv_kv_pageable(c->kv, l, c->n_past) &&
+                   vkv_kv_paged_part_bytes(c->kv, c->n_past) <= s->paged_part_bytes;
+    }
+    for (uint32_t i = 0; i < f->n_seq; i++) {
+        if (!joins[i] || grouped[i]) continue;
+        vkv_kv_cache *kvs[VKV_STEP_MAX];
+        uint32_t n_past[VKV_STEP_MAX], rows[VKV_STEP_MAX], members[VKV_STEP_MAX], n = 0;
+        uint64_t words = 0;
+        for (uint32_t j = i; j < f->n_seq; j++) {
+            const vkv_ctx *c = f->seqs[j];
+            if (!joins[j] || grouped[j] || !vkv_kv_same_group(c->kv, f->seqs[i]->kv)) continue;
+            const uint64_t w = vkv_kv_paged_words(c->kv, c->n_past);
+            if (s->paged_used + words + w > cap) continue;
+            words += w;
+            kvs[n] = c->kv;
+            n_past[n] = c->n_past;
+            rows[n] = f->row[j];
+            members[n++] = j;
+        }
+        if (n < 2) continue;
+        for (uint32_t g = 0; g < n; g++) grouped[members[g]] = true;
+        vkv_status st = vkv_kv_append_attend_paged(kvs, n_past, rows, n, l, vkv_view_of(q_out), vkv_view_of(k_out),
+                                                   vkv_view_of(s->v), vkv_view_of(s->attn), f->n, s->paged_table,
+                                                   &s->paged_used, vkv_view_of(s->paged_part), s->paged_part_bytes);
+        if (st) return st;
+    }
+    return VKV_OK;
+}
+
 /* The sequences of a forward whose token can share cache-append and
  * attention dispatches (vkv_kv_append_attend_group; a batched step's, or a
  * batched prefill's one-token chunks): one token each, no
@@ -357,6 +434,7 @@ static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_o
     vkv_ctx *s = f->s;
     memset(grouped, 0, f->n_seq * sizeof *grouped);
     if (f->n_seq < 2 || s->p.stage_rows) return VKV_OK;
+    if (s->paged_part_bytes) return attend_paged(f, l, q_out, k_out, grouped);
     bool joins[VKV_STEP_MAX];
     for (uint32_t i = 0; i < f->n_seq; i++) {
         const vkv_ctx *c = f->seqs[i];
@@ -488,6 +566,7 @@ static vkv_status run_forward(const fwd_batch *f, float *logits)
     vkv_ctx *c = f->s;
     vkv_status st = vkv_cmd_begin(c->gpu);
     if (st) return st;
+    c->paged_used = 0;
     if ((st = record_forward(f))) return vkv_cmd_abort(c->gpu, st);
     if ((st = vkv_cmd_submit(c->gpu))) return st;
     const uint32_t n_out = out_rows(f);

@@ -31,6 +31,11 @@ typedef struct vkv_ctx_params {
                                   * that share them must not evaluate at the same time: one forward at a
                                   * time (the serve scheduler's steps), as nothing is kept in them between
                                   * forwards. vkv_ctx_plan_memory then counts no scratch but the cache's. */
+    uint32_t step_seqs; /* as the scratch owner of batched steps: the most sequences a step pages
+                         * (infer/forward.h, vkv_ctx_eval_batch) and the most tokens each holds
+                         * (step_ctx; 0 = n_ctx): the paged step's tables and partials are sized for
+                         * them. 0: no paged steps (each sequence's attention then runs on its own) */
+    uint32_t step_ctx;
     bool stage_rows;    /* tests: a forward led by this context keeps rows as a device of 256-byte storage
                          * alignment must: a batched step copies rows 1.. to aligned staging slots for
                          * attention (vkv_ctx_eval_batch), a batched prefill starts its chunks at rows of

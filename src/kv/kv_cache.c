@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk/dispatch.h"
 #include "vk/ops_attn.h"
 #include "vk/ops_vector.h"
 
@@ -781,6 +782,142 @@ vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *
         st = append_attend_slice(kvs + s0, n_past + s0, rows + s0, n, layer, q, k, v, out, n_rows);
     }
     return st;
+}
+
+bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)
+{
+    const vkv_hparams *hp = &kv->m->hp;
+    const uint64_t k = vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim);
+    const uint64_t v = vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
+    /* each cache within one storage range with its alignment slack */
+    const uint64_t limit = vkv_ops_max_range(kv->gpu) - vkv_ops_align(kv->gpu);
+    return !kv->tiers[layer].on && (uint64_t)n_past + 1 <= kv->n_slots && k <= limit && v <= limit;
+}
+
+uint64_t vkv_kv_paged_words(const vkv_kv_cache *kv, uint32_t n_past)
+{
+    return vkv_paged_table_words(1, n_past + 1, VKV_KV_PAGE_SHIFT);
+}
+
+uint64_t vkv_kv_paged_part_bytes(const vkv_kv_cache *kv, uint32_t n_past)
+{
+    const vkv_attn_params ap = plain_attn_params(kv, 1, n_past);
+    return vkv_attn_decode_splits(n_past + 1) > 1 ? vkv_paged_scratch_bytes(&ap, 1, n_past + 1) : 0;
+}
+
+/* Where a sequence's layer caches lie: the buffers over their memory blocks
+ * and their byte ranges in them. */
+typedef struct paged_place {
+    const vkv_buffer *k_base, *v_base;
+    uint64_t k_off, v_off, k_bytes, v_bytes;
+} paged_place;
+
+/* One paged step over sequences that share their pool buffers within one
+ * storage range each: their page lists relative to the windows' starts. */
+static vkv_status paged_dispatch(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+                                 const paged_place *pl, const uint32_t *members, uint32_t n, uint32_t layer,
+                                 vkv_view q, vkv_view k, vkv_view v, vkv_view out, uint32_t n_rows, vkv_buffer *table,
+                                 uint32_t *table_used, vkv_view scratch)
+{
+    const vkv_kv_cache *kv0 = kvs[members[0]];
+    vkv_gpu *gpu = kv0->gpu;
+    const uint64_t align = vkv_ops_align(gpu);
+    const uint64_t page = 1ull << VKV_KV_PAGE_SHIFT;
+    const uint64_t k_row = vkv_kv_row_bytes(kv0->plain_k, kv0->m->hp.head_dim);
+    const uint64_t v_row = vkv_kv_row_bytes(kv0->plain_v, kv0->m->hp.head_dim);
+    uint64_t k_lo = UINT64_MAX, v_lo = UINT64_MAX, n_pages = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const paged_place *p = &pl[members[i]];
+        if (p->k_off < k_lo) k_lo = p->k_off;
+        if (p->v_off < v_lo) v_lo = p->v_off;
+        n_pages += (n_past[members[i]] + page) / page; /* pages of n_past + 1 slots */
+    }
+    k_lo -= k_lo % align;
+    v_lo -= v_lo % align;
+    vkv_paged_seq seqs[VKV_KV_STEP_MAX];
+    uint64_t *lists = malloc(2 * n_pages * sizeof *lists), *at = lists;
+    if (!lists) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    for (uint32_t i = 0; i < n; i++) {
+        const uint32_t s = members[i];
+        const paged_place *p = &pl[s];
+        const uint32_t n_kv = n_past[s] + 1, np = (uint32_t)((n_kv + page - 1) / page);
+        const vkv_kv_cache *kv = kvs[s];
+        seqs[i] = (vkv_paged_seq){.n_kv = n_kv, .row = rows[s], .k_pages = at, .v_pages = at + np,
+                                  .k_head_bytes = k_row * kv->n_slots, .v_head_bytes = v_row * kv->n_slots};
+        /* a contiguous cache [n_kv_head, n_slots]: its pages in order */
+        for (uint32_t j = 0; j < np; j++) {
+            at[j] = p->k_off - k_lo + j * page * k_row;
+            at[np + j] = p->v_off - v_lo + j * page * v_row;
+        }
+        at += 2 * np;
+    }
+    const vkv_attn_params ap = plain_attn_params(kv0, 1, 0);
+    vkv_paged_step step;
+    vkv_status st = vkv_paged_step_write(&ap, VKV_KV_PAGE_SHIFT, seqs, n, table,
+                                         (uint32_t)(vkv_buffer_size(table) / 4), table_used, &step);
+    free(lists);
+    const vkv_view k_pool = {pl[members[0]].k_base, k_lo}, v_pool = {pl[members[0]].v_base, v_lo};
+    if (!st) st = vkv_op_kv_store_paged(gpu, &ap, &step, table, k, v, n_rows, k_pool, v_pool);
+    if (!st) st = vkv_op_attention_paged(gpu, &ap, &step, table, q, out, n_rows, k_pool, v_pool, scratch);
+    return st;
+}
+
+vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
+                                      vkv_view out, uint32_t n_rows, vkv_buffer *table, uint32_t *table_used,
+                                      vkv_view scratch, uint64_t scratch_bytes)
+{
+    if (!n_seq) return VKV_OK;
+    if (n_seq > VKV_KV_STEP_MAX) return vkv_error(VKV_ERR_ARG, "a paged step of %u sequences (at most %u)", n_seq, VKV_KV_STEP_MAX);
+    vkv_gpu *gpu = kvs[0]->gpu;
+    const uint64_t max_range = vkv_ops_max_range(gpu), align = vkv_ops_align(gpu);
+    paged_place pl[VKV_KV_STEP_MAX];
+    vkv_status st;
+    for (uint32_t i = 0; i < n_seq; i++) {
+        vkv_kv_cache *kv = kvs[i];
+        if (!vkv_kv_pageable(kv, layer, n_past[i]) || !vkv_kv_same_group(kv, kvs[0]))
+            return vkv_error(VKV_ERR_ARG, "layer %u: sequence %u's cache cannot join this paged step "
+                             "(vkv_kv_pageable, vkv_kv_same_group)", layer, i);
+        const vkv_hparams *hp = &kv->m->hp;
+        paged_place *p = &pl[i];
+        if ((st = vkv_buffer_base(gpu, kv->k_cache[layer], &p->k_base, &p->k_off)) ||
+            (st = vkv_buffer_base(gpu, kv->v_cache[layer], &p->v_base, &p->v_off)))
+            return st;
+        p->k_bytes = vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim);
+        p->v_bytes = vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
+        if (vkv_kv_paged_part_bytes(kv, n_past[i]) > scratch_bytes)
+            return vkv_error(VKV_ERR_ARG, "layer %u: sequence %u's partials exceed the paged step's scratch", layer, i);
+    }
+    /* Dispatches: sequences whose caches share the buffers and whose windows
+     * stay within one storage range each, and whose partials fit the scratch
+     * together; the first sequence not yet placed opens the next. */
+    bool done[VKV_KV_STEP_MAX] = {false};
+    uint32_t members[VKV_KV_STEP_MAX];
+    for (uint32_t first = 0; first < n_seq; first++) {
+        if (done[first]) continue;
+        const paged_place *p0 = &pl[first];
+        uint64_t k_lo = p0->k_off, k_hi = p0->k_off + p0->k_bytes, v_lo = p0->v_off, v_hi = p0->v_off + p0->v_bytes;
+        uint64_t part = 0;
+        uint32_t n = 0;
+        for (uint32_t i = first; i < n_seq; i++) {
+            const paged_place *p = &pl[i];
+            if (done[i] || p->k_base != p0->k_base || p->v_base != p0->v_base) continue;
+            const uint64_t nk_lo = p->k_off < k_lo ? p->k_off : k_lo, nk_hi = p->k_off + p->k_bytes > k_hi ? p->k_off + p->k_bytes : k_hi;
+            const uint64_t nv_lo = p->v_off < v_lo ? p->v_off : v_lo, nv_hi = p->v_off + p->v_bytes > v_hi ? p->v_off + p->v_bytes : v_hi;
+            const uint64_t pb = vkv_kv_paged_part_bytes(kvs[i], n_past[i]);
+            if (nk_hi - (nk_lo - nk_lo % align) > max_range || nv_hi - (nv_lo - nv_lo % align) > max_range ||
+                part + pb > scratch_bytes)
+                continue;
+            k_lo = nk_lo, k_hi = nk_hi, v_lo = nv_lo, v_hi = nv_hi;
+            part += pb;
+            done[i] = true;
+            members[n++] = i;
+        }
+        if (!n) return vkv_error(VKV_ERR_UNSUPPORTED, "layer %u: sequence %u's cache exceeds one storage range", layer, first);
+        if ((st = paged_dispatch(kvs, n_past, rows, pl, members, n, layer, q, k, v, out, n_rows, table, table_used, scratch)))
+            return st;
+    }
+    return VKV_OK;
 }
 
 vkv_kv_memory vkv_kv_memory_of(const vkv_kv_cache *kv, uint32_t n_past)

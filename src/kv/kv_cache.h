@@ -72,6 +72,35 @@ bool vkv_kv_groupable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past);
  * keeps its own slots per head). */
 bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b);
 
+/* Paged decode steps (docs/ARCHITECTURE.md §2, "Paged caches"): the slots
+ * per page the step's page lists use for plain caches, as a shift. */
+#define VKV_KV_PAGE_SHIFT 4u
+/* The most sequences one paged step takes. */
+#define VKV_KV_STEP_MAX 256u
+/* Whether layer `layer` of kv can join a paged decode step for a token at
+ * n_past: a plain layer with a slot for it, whose K and V caches each fit
+ * one storage range. */
+bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past);
+/* Table words and partials' bytes a sequence of kv at n_past adds to a
+ * paged step of one layer (vk/ops_attn.h, vkv_paged_table_words). */
+uint64_t vkv_kv_paged_words(const vkv_kv_cache *kv, uint32_t n_past);
+uint64_t vkv_kv_paged_part_bytes(const vkv_kv_cache *kv, uint32_t n_past);
+/* One token of each of n_seq sequences at layer `layer`, as
+ * vkv_kv_append_attend_group, through page lists: each cache's rows in the
+ * buffer over its memory block (vkv_buffer_base), the step's table written
+ * at word *table_used of `table` (host-visible, read when the recording
+ * runs, so each layer of a forward takes its own words; *table_used
+ * advances), the partials in scratch (scratch_bytes; at least one
+ * sequence's). One kv_store_paged and one attn_paged dispatch (+ one reduce)
+ * for all of them, more only when their caches lie in different memory
+ * blocks or more than one storage range apart, or their partials exceed the
+ * scratch. Every cache vkv_kv_pageable at its n_past and every pair
+ * vkv_kv_same_group; outputs bitwise vkv_kv_append_attend's. */
+vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
+                                      vkv_view out, uint32_t n_rows, vkv_buffer *table, uint32_t *table_used,
+                                      vkv_view scratch, uint64_t scratch_bytes);
+
 /* Copies the first n tokens' K and V rows of every layer of src into dst,
  * head by head (each cache keeps its own slots per head), on the device: the
  * bytes as stored, so dst then holds what src's evaluation of them wrote, bit

@@ -1652,7 +1652,7 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     /* The activation buffers every sequence borrows, once, beside a
      * chunk-sized KV cache of their owner's own. */
     vkv_ctx_params owner = {.n_ctx = e->p.prefill_chunk, .n_batch = e->p.prefill_chunk, .k_type = VKV_F16,
-                            .v_type = VKV_F16};
+                            .v_type = VKV_F16, .step_seqs = e->p.max_seqs, .step_ctx = e->p.n_ctx};
     vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &owner);
     const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
     const uint64_t scratch = plan.scratch_bytes + plan.kv_bytes, others = s->model->weight_bytes + scratch;

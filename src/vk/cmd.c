@@ -194,6 +194,7 @@ vkv_status vkv_dispatch_typed(vkv_gpu *gpu, vkv_kernel k, const vkv_binding *bin
     if (timed) vkCmdWriteTimestamp(gpu->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, gpu->query_pool, gpu->n_queries);
     vkCmdDispatch(gpu->cmd, gx, gy, gz);
     gpu->host.n_dispatches++;
+    gpu->kernel_dispatches[k]++;
     if (timed) {
         vkCmdWriteTimestamp(gpu->cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, gpu->query_pool, gpu->n_queries + 1);
         gpu->query_kernel[gpu->n_queries / 2] = k;
@@ -275,7 +276,13 @@ double vkv_gpu_last_submit_ns(const vkv_gpu *gpu) { return gpu->last_submit_ns; 
 double vkv_gpu_kernel_ns(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_ns[k]; }
 void vkv_gpu_reset_profile(vkv_gpu *gpu) { memset(gpu->kernel_ns, 0, sizeof gpu->kernel_ns); }
 vkv_host_stats vkv_gpu_host_stats(const vkv_gpu *gpu) { return gpu->host; }
-void vkv_gpu_reset_host_stats(vkv_gpu *gpu) { gpu->host = (vkv_host_stats){0}; }
+void vkv_gpu_reset_host_stats(vkv_gpu *gpu)
+{
+    gpu->host = (vkv_host_stats){0};
+    memset(gpu->kernel_dispatches, 0, sizeof gpu->kernel_dispatches);
+}
+
+uint64_t vkv_gpu_kernel_dispatches(const vkv_gpu *gpu, vkv_kernel k) { return gpu->kernel_dispatches[k]; }
 
 double vkv_clock_ns(clockid_t clock)
 {

@@ -195,6 +195,9 @@ typedef struct vkv_host_stats {
 } vkv_host_stats;
 vkv_host_stats vkv_gpu_host_stats(const vkv_gpu *gpu);
 void vkv_gpu_reset_host_stats(vkv_gpu *gpu);
+/* Dispatches of kernel k recorded since the last vkv_gpu_reset_host_stats
+ * (tests count a step's dispatches per kernel). */
+uint64_t vkv_gpu_kernel_dispatches(const vkv_gpu *gpu, vkv_kernel k);
 
 /* ---- pipelines ----
  * Built on first use, through a VkPipelineCache kept on disk per device

@@ -215,7 +215,9 @@ typedef enum vkv_wg_class {
     X(ATTN_GROUP_F32, attn_group_f32, 4, vkv_pc_attn_group, VKV_WG_NARROW)                             \
     X(ATTN_GROUP_F16, attn_group_f16, 4, vkv_pc_attn_group, VKV_WG_NARROW)                             \
     X(ATTN_DECODE_REDUCE, attn_decode_reduce, 2, vkv_pc_attn_decode_reduce, VKV_WG_WIDE)               \
-    X(ATTN_PAGED, attn_paged, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                                     \
+    X(ATTN_PAGED_F16, attn_paged_f16, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                             \
+    X(ATTN_PAGED_F32, attn_paged_f32, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                             \
+    X(ATTN_PAGED_ANY, attn_paged_any, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                             \
     X(ATTN_PAGED_REDUCE, attn_paged_reduce, 3, vkv_pc_attn_paged_reduce, VKV_WG_WIDE)                  \
     X(KV_STORE_PAGED, kv_store_paged, 5, vkv_pc_kv_store_paged, VKV_WG_NARROW)                         \
     X(GRAM, gram, 3, vkv_pc_gram, VKV_WG_WIDE)                                                         \

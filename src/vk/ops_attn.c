@@ -418,7 +418,12 @@ vkv_status vkv_op_attention_paged(vkv_gpu *gpu, const vkv_attn_params *p, const 
         if (tab[step->seq_base + s * VKV_PAGED_SEQ_WORDS + PAGED_ROW] >= n_rows)
             return vkv_error(VKV_ERR_ARG, "%s: sequence %u's row is outside the %u rows", op, s, n_rows);
     /* attn_rows' (and attn_decode's) workgroup and tiles for one query: the same arithmetic */
-    const uint32_t wg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_PAGED);
+    /* one row type for K and V: its own kernel; the rest decoded at run time */
+    const vkv_kernel kern = p->k_type != p->v_type ? VKV_K_ATTN_PAGED_ANY
+                          : p->k_type == VKV_F16   ? VKV_K_ATTN_PAGED_F16
+                          : p->k_type == VKV_F32   ? VKV_K_ATTN_PAGED_F32
+                                                   : VKV_K_ATTN_PAGED_ANY;
+    const uint32_t wg = vkv_kernel_workgroup_size(gpu, kern);
     if (wg > VKV_ATTN_SKV_VEC4) return vkv_error(VKV_ERR_UNSUPPORTED, "attention: workgroup of %u exceeds the shared tile", wg);
     uint32_t tq, tk;
     vkv_attn_tiles(hd, group, true, wg, &tq, &tk);
@@ -431,7 +436,7 @@ vkv_status vkv_op_attention_paged(vkv_gpu *gpu, const vkv_attn_params *p, const 
     vkv_binding b[6] = {vkv_ops_bind(q, 0, qo_bytes), vkv_ops_bind(k_pool, 0, step->k_end),
                         vkv_ops_bind(v_pool, 0, step->v_end), vkv_ops_bind(vkv_view_of(table), 0, tab_bytes),
                         vkv_ops_bind(out, 0, qo_bytes), vkv_ops_bind(part_view, 0, step->part_bytes ? part : qo_bytes)};
-    if ((st = vkv_dispatch(gpu, VKV_K_ATTN_PAGED, b, 6, &pc, row_tiles, step->n_items, p->n_kv_head))) return st;
+    if ((st = vkv_dispatch(gpu, kern, b, 6, &pc, row_tiles, step->n_items, p->n_kv_head))) return st;
     if (!step->n_list) return VKV_OK;
     const uint32_t rwg = vkv_kernel_workgroup_size(gpu, VKV_K_ATTN_PAGED_REDUCE);
     uint32_t gx, gy;

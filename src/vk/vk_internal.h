@@ -111,6 +111,7 @@ struct vkv_gpu {
     /* host cost (vkv_gpu_host_stats); the clocks of the open recording and
      * of the synchronous copy being recorded, ns */
     vkv_host_stats host;
+    uint64_t kernel_dispatches[VKV_KERNEL_COUNT]; /* since the last vkv_gpu_reset_host_stats */
     double record_start_ns, record_start_cpu_ns, sync_start_ns;
 };
 

@@ -21,8 +21,8 @@
  * twins one vkv_ctx_eval at a time. The 9-sequence steps run in sequence 2's
  * (borrowed) buffers, which stage their rows (vkv_ctx_params.stage_rows): the
  * path of devices whose storage alignment does not divide a row. The steps of
- * all 16 append to the plain caches and attend in grouped dispatches
- * (kv_store_group, attn_group: kv/kv_cache.h), the others per sequence.
+ * all 16 append to the plain caches and attend in one paged step per layer
+ * (kv_store_paged, attn_paged: kv/kv_cache.h), the others per sequence.
  *
  * usage: test_batch [MODEL.gguf [CALIB.vkcal]] (default: the shakespeare model
  * and its calibration; without a calibration the VECTOR sequence is plain
@@ -99,7 +99,8 @@ static bool create(vkv_gpu *gpu, const vkv_model *m, twin_set *s, uint32_t i, co
     /* contexts of different lengths: a grouped step's caches differ in slots per head */
     vkv_ctx_params cp = {.n_ctx = N_CTX - 4 * i, .n_batch = N_BATCH, .k_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16,
                          .v_type = t == Q8_CACHE ? VKV_Q8_0 : VKV_F16, .compress = !plain_prompt(i) || t == DECODE_BUDGET,
-                         .scratch_from = owner, .stage_rows = i == 2 || i == 15};
+                         .scratch_from = owner, .stage_rows = i == 2 || i == 15,
+                         .step_seqs = owner ? 0 : SEQS, .step_ctx = N_CTX};
     CHECK(!vkv_ctx_create(gpu, m, &cp, &s->ctx[i]), "context %u", i);
     return true;
 }
@@ -334,7 +335,7 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
         ok = false;
     }
     /* One-token chunks after a longer one: the f16 ones append and attend in
-     * a group, the q8_0 ones alone, each its own. */
+     * a paged step, the q8_0 ones in another, each its own. */
     ok = ok && prefill_singles(gpu, m, a.ctx[0], prompts[5]);
     /* Chunks of both paths in one forward, or more rows than the buffers hold, are refused. */
     if (ok) {
@@ -365,22 +366,21 @@ static bool run(vkv_gpu *gpu, const vkv_model *m, const vkv_calib *cal)
     /* The first 9 (the decode-budget sequence among them) over enough steps
      * for its budget to compress twice; then all 16; then one alone. */
     for (uint32_t t = 0; ok && t < 12; t++) ok = step(&a, &b, first9, 9, nv, la, lb);
-    /* The steps of all 16 must run the plain caches' attention in grouped
-     * dispatches (the 9 stage their rows, which keeps them per sequence):
-     * profiled, where the device has the kernel and timestamps. */
-    const bool grouped = vkv_kernel_arrays_fit(gpu, VKV_K_ATTN_GROUP_F16) && vkv_gpu_caps(gpu)->timestamps;
-    vkv_gpu_reset_profile(gpu);
-    vkv_gpu_set_profiling(gpu, grouped);
+    /* The steps of all 16 must append and attend in paged steps (the 9
+     * stage their rows, which keeps them per sequence): per layer one
+     * kv_store_paged and one attn_paged dispatch for each row type of the
+     * plain caches that take part (f16 and q8_0), and no grouped one. */
+    vkv_gpu_reset_host_stats(gpu);
     for (uint32_t t = 0; ok && t < 3; t++) ok = step(&a, &b, all, SEQS, nv, la, lb);
-    vkv_gpu_set_profiling(gpu, false);
-    if (ok && grouped && vkv_gpu_kernel_ns(gpu, VKV_K_ATTN_GROUP_F16) + vkv_gpu_kernel_ns(gpu, VKV_K_ATTN_GROUP_F32) <= 0) {
-        printf("FAIL: the batched steps of 16 sequences never ran the grouped attention (attn_group)\n");
-        fails++;
-        ok = false;
-    }
-    if (ok && grouped &&
-        vkv_gpu_kernel_ns(gpu, VKV_K_KV_STORE_GROUP_F16) + vkv_gpu_kernel_ns(gpu, VKV_K_KV_STORE_GROUP_F32) <= 0) {
-        printf("FAIL: the batched steps of 16 sequences never appended in grouped dispatches (kv_store_group)\n");
+    const uint64_t n_attn = vkv_gpu_kernel_dispatches(gpu, VKV_K_ATTN_PAGED_F16) +
+                            vkv_gpu_kernel_dispatches(gpu, VKV_K_ATTN_PAGED_ANY);
+    const uint64_t n_store = vkv_gpu_kernel_dispatches(gpu, VKV_K_KV_STORE_PAGED);
+    const uint64_t n_group = vkv_gpu_kernel_dispatches(gpu, VKV_K_ATTN_GROUP_F16) +
+                             vkv_gpu_kernel_dispatches(gpu, VKV_K_ATTN_GROUP_F32);
+    if (ok && (n_attn != 2ull * 3 * m->hp.n_layer || n_store != n_attn || n_group)) {
+        printf("FAIL: 3 steps of 16 sequences over %u layers ran %llu attn_paged, %llu kv_store_paged and %llu "
+               "attn_group dispatches, not %u, %u and 0\n", m->hp.n_layer, (unsigned long long)n_attn,
+               (unsigned long long)n_store, (unsigned long long)n_group, 6 * m->hp.n_layer, 6 * m->hp.n_layer);
         fails++;
         ok = false;
     }
