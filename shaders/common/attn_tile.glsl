@@ -22,32 +22,17 @@
 
 #include "vk/tiles.h"
 
-// ATTN_KV_GROUP (attn_group.comp): bindings 1 and 2 are arrays of that many
-// sequences' K and V caches and attn_seq, set by the shader from the
-// workgroup id (dynamically uniform), picks the sequence's.
-#if defined(ATTN_KV_GROUP)
-uint attn_seq = 0u;
-#define ATTN_K_ARRAY kc[ATTN_KV_GROUP]
-#define ATTN_V_ARRAY vc[ATTN_KV_GROUP]
-#define ATTN_K kc[attn_seq].
-#define ATTN_V vc[attn_seq].
-#else
-#define ATTN_K_ARRAY
-#define ATTN_V_ARRAY
-#define ATTN_K
-#define ATTN_V
-#endif
 #if defined(KV_F16)
-layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; } ATTN_K_ARRAY;  // K rows, f16: 4 halves per uvec2
-layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; } ATTN_V_ARRAY;  // V rows, f16
+layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; };  // K rows, f16: 4 halves per uvec2
+layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; };  // V rows, f16
 // Elements 4 d4 .. 4 d4 + 3 of K (V) row `row`.
-vec4 load_k(uint row, uint d4) { uvec2 w = ATTN_K k_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
-vec4 load_v(uint row, uint d4) { uvec2 w = ATTN_V v_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_k(uint row, uint d4) { uvec2 w = k_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_v(uint row, uint d4) { uvec2 w = v_h4[row * (pc.head_dim / 4u) + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
 #elif defined(KV_F32)
-layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; } ATTN_K_ARRAY;   // K rows, f32
-layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; } ATTN_V_ARRAY;   // V rows, f32
-vec4 load_k(uint row, uint d4) { return ATTN_K k_f4[row * (pc.head_dim / 4u) + d4]; }
-vec4 load_v(uint row, uint d4) { return ATTN_V v_f4[row * (pc.head_dim / 4u) + d4]; }
+layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };   // K rows, f32
+layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };   // V rows, f32
+vec4 load_k(uint row, uint d4) { return k_f4[row * (pc.head_dim / 4u) + d4]; }
+vec4 load_v(uint row, uint d4) { return v_f4[row * (pc.head_dim / 4u) + d4]; }
 #elif defined(KV_PAGED)
 // Rows through page tables (attn_paged.comp): bindings 1 and 2 are windows
 // of the KV pool as words; the shader defines KVQ_ROW_BYTE, which maps a
@@ -67,7 +52,7 @@ vec4 load_v(uint row, uint d4) { uint w = KVQ_ROW_BYTE(true, row, 4u * pc.head_d
 vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
 vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
 #endif
-#elif defined(KV_ANY) && !defined(ATTN_KV_GROUP)
+#elif defined(KV_ANY)
 // K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
 // at run time (common/kv_quant.glsl).
 layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
@@ -76,7 +61,7 @@ layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
 vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
 vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
 #else
-#error "define KV_F16, KV_F32, KV_PAGED or KV_ANY (not with ATTN_KV_GROUP)"
+#error "define KV_F16, KV_F32, KV_PAGED or KV_ANY"
 #endif
 
 // Shared budget (vk/tiles.h); the host picks tile sizes that fit.

@@ -75,8 +75,8 @@ int cmd_conform(int argc, char **argv)
         {.type = CLI_STR, .names = "--op", .metavar = "NAME", .dest = &filter,
          .help = "only ops whose name contains NAME (get_rows, rms_norm, matvec,\n"
                  "matmul_tiled, matmul_coopmat, rope, softmax, silu_mul, add, argmax, kv_store,\n"
-                 "kv_store_group, kv_store_paged, kv_convert, attn_prefill, attn_decode, attn_group,\n"
-                 "attn_paged, topk_select, mask_row_counts, vector_pool_extend, press_<scorer>, gram)"},
+                 "kv_store_paged, kv_convert, attn_prefill, attn_decode, attn_paged, topk_select,\n"
+                 "mask_row_counts, vector_pool_extend, press_<scorer>, gram)"},
         {.type = CLI_STR, .names = "--json", .metavar = "FILE", .dest = &json_path, .help = "also write the results as JSON"},
         {.type = CLI_FLAG, .names = "--no-big", .dest = &no_big, .help = "skip the cases with a weight over 128 MiB"},
         {.type = CLI_U64, .names = "--seed", .metavar = "S", .dest = &seed, .min = 0, .max = (double)UINT64_MAX,

@@ -26,11 +26,6 @@ vkv_status case_kv_store(conform_ctx *c, vkv_dtype t, uint32_t n_tok, uint32_t n
 vkv_status case_attention(conform_ctx *c, vkv_attn_path path, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head,
                           uint32_t hd, uint32_t n_q, uint32_t pos0, uint32_t n_kv, uint32_t n_ctx_max,
                           float q_amp);
-/* One token of each of n_seq sequences into its own caches in kv_store_group dispatches. */
-vkv_status case_kv_store_group(conform_ctx *c, vkv_dtype t, uint32_t n_kv, uint32_t hd, uint32_t n_ctx, uint32_t n_seq);
-/* Decode attention of n_seq sequences of different cache lengths in attn_group dispatches. */
-vkv_status case_attention_group(conform_ctx *c, vkv_dtype t, uint32_t n_head, uint32_t n_kv_head, uint32_t hd,
-                                uint32_t n_seq, uint32_t n_ctx_max);
 /* A paged decode step of n_seq (<= 8) sequences: kv_store_paged then
  * attn_paged over pages of 2^page_shift slots (>= 16), out of order. */
 vkv_status case_attention_paged(conform_ctx *c, vkv_dtype kt, vkv_dtype vt, uint32_t n_head, uint32_t n_kv_head,

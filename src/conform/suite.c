@@ -185,20 +185,6 @@ static void family_kv_store(conform_ctx *c, const char *op)
             RUN(case_kv_store(c, types[t], shapes[i].n_tok, shapes[i].n_kv, shapes[i].hd, shapes[i].n_ctx, shapes[i].slot0));
 }
 
-/* kv_store for a group of sequences: 1, 3, 8 and 11 (a full group, partial
- * ones, one of each), f32 and f16 caches, the default model's heads and a
- * larger shape. */
-static void family_kv_store_group(conform_ctx *c, const char *op)
-{
-    static const vkv_dtype types[] = {VKV_F32, VKV_F16};
-    static const uint32_t n_seq[] = {1, 3, 8, 11};
-    for (size_t t = 0; t < N_OF(types); t++)
-        for (size_t j = 0; j < N_OF(n_seq); j++) {
-            RUN(case_kv_store_group(c, types[t], 2, 48, 40, n_seq[j]));
-            RUN(case_kv_store_group(c, types[t], 8, 128, 300, n_seq[j]));
-        }
-}
-
 /* Row conversions: quantized tiers gathered back into the f16 working
  * layout (compression during generation), and the other directions. */
 static void family_kv_convert(conform_ctx *c, const char *op)
@@ -269,19 +255,6 @@ static void family_attention(conform_ctx *c, const char *op)
     }
     if (c->big && want(c, "attn_decode")) /* a cache over 128 MiB: bound per KV head on lavapipe */
         RUN(case_attention(c, VKV_ATTN_DECODE, VKV_F32, VKV_F32, 8, 8, 128, 1, 299, 300, 40000, 1.0f));
-}
-
-/* Grouped decode attention: 1, 3, 8 and 11 sequences (a full group, partial
- * ones, one of each), f32 and f16 caches, GQA 4:1 and MHA. */
-static void family_attention_group(conform_ctx *c, const char *op)
-{
-    static const vkv_dtype types[] = {VKV_F32, VKV_F16};
-    static const uint32_t n_seq[] = {1, 3, 8, 11};
-    for (size_t i = 0; i < N_OF(types); i++)
-        for (size_t j = 0; j < N_OF(n_seq); j++) {
-            RUN(case_attention_group(c, types[i], 8, 2, 64, n_seq[j], 300));
-            RUN(case_attention_group(c, types[i], 8, 8, 32, n_seq[j], 200));
-        }
 }
 
 /* Paged decode steps (kv_store_paged, attn_paged): every row type and a
@@ -513,10 +486,8 @@ static const struct {
     {{"press_critical-adakv-snapkv"}, family_press}, /* with press_first_stage_counts.comp */
     {{"press_critical-adakv-keydiff"}, family_press},
     {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
-    /* the batched decode step's grouped kernels, after it for the same reason */
-    {{"kv_store_group"}, family_kv_store_group},
-    {{"attn_group"}, family_attention_group},
-    {{"attn_paged", "kv_store_paged"}, family_attention_paged}, /* the paged decode step, last for the same reason */
+    /* the batched decode step's paged kernels, after it for the same reason */
+    {{"attn_paged", "kv_store_paged"}, family_attention_paged},
 };
 
 vkv_status vkv_conform_device(vkv_gpu *gpu, const vkv_caps *caps, uint64_t seed, const char *filter, bool big,

@@ -381,14 +381,19 @@ static vkv_status kv_hooks(const fwd_batch *f, uint32_t l, vkv_buffer *k_in)
 
 /* The sequences of a forward whose token goes through a paged step
  * (vkv_kv_append_attend_paged: one append and one attention dispatch for all
- * of them, whatever their lengths), when the recording context has its
- * buffers (vkv_ctx_params.step_seqs): one token each, no hooks, a plain
- * layer with room; sequences whose caches have one row type go together, as
- * many as the step's table still has words for (every layer of the forward
- * takes its own). grouped[i] marks those done here. */
+ * of them, whatever their lengths; a batched step's, or a batched prefill's
+ * one-token chunks), when the recording context has its buffers
+ * (vkv_ctx_params.step_seqs) and keeps rows unstaged: one token each, no
+ * hooks (they see one sequence's rows at a time), a plain layer with room;
+ * sequences whose caches have one row type go together, as many as the
+ * step's table still has words for (every layer of the forward takes its
+ * own). grouped[i] marks those done here; the rest, and a lone sequence,
+ * take the per-sequence path. */
 static vkv_status attend_paged(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out, bool *grouped)
 {
     vkv_ctx *s = f->s;
+    memset(grouped, 0, f->n_seq * sizeof *grouped);
+    if (f->n_seq < 2 || s->p.stage_rows || !s->paged_part_bytes) return VKV_OK;
     const uint32_t cap = (uint32_t)(vkv_buffer_size(s->paged_table) / 4);
     bool joins[VKV_STEP_MAX];
     for (uint32_t i = 0; i < f->n_seq; i++) {
@@ -422,52 +427,13 @@ static vkv_status attend_paged(const fwd_batch *f, uint32_t l, vkv_buffer *q_out
     return VKV_OK;
 }
 
-/* The sequences of a forward whose token can share cache-append and
- * attention dispatches (vkv_kv_append_attend_group; a batched step's, or a
- * batched prefill's one-token chunks): one token each, no
- * hooks (they see one sequence's rows at a time), caches the group takes
- * (rows are read by index, so none needs staging). Sequences whose caches
- * have one row type go together, whatever their lengths; grouped[i] marks
- * those done here, the rest (a lone one too) take the per-sequence path. */
-static vkv_status attend_grouped(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out, bool *grouped)
-{
-    vkv_ctx *s = f->s;
-    memset(grouped, 0, f->n_seq * sizeof *grouped);
-    if (f->n_seq < 2 || s->p.stage_rows) return VKV_OK;
-    if (s->paged_part_bytes) return attend_paged(f, l, q_out, k_out, grouped);
-    bool joins[VKV_STEP_MAX];
-    for (uint32_t i = 0; i < f->n_seq; i++) {
-        const vkv_ctx *c = f->seqs[i];
-        joins[i] = f->n_tok[i] == 1 && !c->kv_hook && !c->q_hook && vkv_kv_groupable(c->kv, l, c->n_past);
-    }
-    for (uint32_t i = 0; i < f->n_seq; i++) {
-        if (!joins[i] || grouped[i]) continue;
-        vkv_kv_cache *kvs[VKV_STEP_MAX];
-        uint32_t n_past[VKV_STEP_MAX], rows[VKV_STEP_MAX], members[VKV_STEP_MAX], n = 0;
-        for (uint32_t j = i; j < f->n_seq; j++) {
-            const vkv_ctx *c = f->seqs[j];
-            if (!joins[j] || grouped[j] || !vkv_kv_same_group(c->kv, f->seqs[i]->kv)) continue;
-            kvs[n] = c->kv;
-            n_past[n] = c->n_past;
-            rows[n] = f->row[j]; /* its row of the activations */
-            members[n++] = j;    /* its place in f */
-        }
-        if (n < 2) continue;
-        for (uint32_t g = 0; g < n; g++) grouped[members[g]] = true;
-        vkv_status st = vkv_kv_append_attend_group(kvs, n_past, rows, n, l, vkv_view_of(q_out), vkv_view_of(k_out),
-                                                   vkv_view_of(s->v), vkv_view_of(s->attn), f->n);
-        if (st) return st;
-    }
-    return VKV_OK;
-}
-
 static vkv_status attend(const fwd_batch *f, uint32_t l, vkv_buffer *q_out, vkv_buffer *k_out)
 {
     vkv_ctx *s = f->s;
     const vkv_hparams *hp = &s->m->hp;
     const uint32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     bool grouped[VKV_STEP_MAX];
-    vkv_status st = attend_grouped(f, l, q_out, k_out, grouped);
+    vkv_status st = attend_paged(f, l, q_out, k_out, grouped);
     if (st) return st;
     for (uint32_t i = 0; i < f->n_seq; i++) {
         if (grouped[i]) continue;

@@ -721,67 +721,9 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
     return VKV_OK;
 }
 
-/* Layer `layer` of kv as a sequence of a grouped attention, its token at n_past in q / out row `row`. */
-static vkv_attn_seq group_seq(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, uint32_t row)
-{
-    return (vkv_attn_seq){V(kv->k_cache[layer]), V(kv->v_cache[layer]), n_past + 1, row, kv->n_slots};
-}
-
-bool vkv_kv_groupable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)
-{
-    if (kv->tiers[layer].on || (uint64_t)n_past + 1 > kv->n_slots) return false;
-    const vkv_attn_params ap = plain_attn_params(kv, 1, n_past);
-    const vkv_attn_seq seq = group_seq(kv, layer, n_past, 0);
-    const vkv_hparams *hp = &kv->m->hp;
-    return kv->plain_k == kv->plain_v && vkv_attn_group_fits(kv->gpu, &ap, &seq, 1) &&
-           vkv_kv_store_group_fits(kv->gpu, kv->plain_k, hp->n_head_kv, hp->head_dim, kv->n_slots);
-}
-
 bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b)
 {
     return a->gpu == b->gpu && a->m == b->m && a->plain_k == b->plain_k && a->plain_v == b->plain_v;
-}
-
-/* vkv_kv_append_attend_group for up to VKV_BATCH_MAX sequences. */
-static vkv_status append_attend_slice(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
-                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
-                                      vkv_view out, uint32_t n_rows)
-{
-    const vkv_hparams *hp = &kvs[0]->m->hp;
-    vkv_attn_seq seqs[VKV_BATCH_MAX];
-    vkv_view k_caches[VKV_BATCH_MAX], v_caches[VKV_BATCH_MAX];
-    uint32_t slots[VKV_BATCH_MAX], n_slots[VKV_BATCH_MAX];
-    for (uint32_t i = 0; i < n_seq; i++) {
-        vkv_kv_cache *kv = kvs[i];
-        if (!vkv_kv_groupable(kv, layer, n_past[i]) || !vkv_kv_same_group(kv, kvs[0]))
-            return vkv_error(VKV_ERR_ARG, "layer %u: sequence %u's cache cannot join this grouped attention "
-                             "(vkv_kv_groupable, vkv_kv_same_group)", layer, i);
-        k_caches[i] = V(kv->k_cache[layer]);
-        v_caches[i] = V(kv->v_cache[layer]);
-        slots[i] = n_past[i];
-        n_slots[i] = kv->n_slots;
-        seqs[i] = group_seq(kv, layer, n_past[i], rows[i]);
-    }
-    /* every sequence's token in its caches, then every attention over them */
-    const vkv_kv_cache *kv0 = kvs[0];
-    vkv_status st = vkv_op_kv_store_group(kv0->gpu, kv0->plain_k, k, v, n_rows, hp->n_head_kv, hp->head_dim, k_caches,
-                                          v_caches, slots, rows, n_seq, n_slots);
-    if (st) return st;
-    const vkv_attn_params ap = plain_attn_params(kvs[0], 1, 0);
-    return vkv_op_attention_group(kvs[0]->gpu, &ap, seqs, n_seq, q, out, n_rows);
-}
-
-vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
-                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
-                                      vkv_view out, uint32_t n_rows)
-{
-    /* each sequence's token and attention are its own: slices of the group give the same bits */
-    vkv_status st = VKV_OK;
-    for (uint32_t s0 = 0; s0 < n_seq && !st; s0 += VKV_BATCH_MAX) {
-        const uint32_t n = n_seq - s0 < VKV_BATCH_MAX ? n_seq - s0 : VKV_BATCH_MAX;
-        st = append_attend_slice(kvs + s0, n_past + s0, rows + s0, n, layer, q, k, v, out, n_rows);
-    }
-    return st;
 }
 
 bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)

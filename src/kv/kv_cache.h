@@ -53,23 +53,8 @@ vkv_dtype vkv_kv_v_type(const vkv_kv_cache *kv);
 vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vkv_view k, vkv_view v, uint32_t n,
                                 uint32_t n_past, vkv_view out);
 
-/* One token of each of n_seq sequences (any number) at layer `layer`: row rows[i] of k
- * and v [n_rows, n_kv_head, head_dim] f32 appended to kvs[i] at n_past[i]
- * (one kv_store_group dispatch per VKV_ATTN_GROUP sequences), then row
- * rows[i] of out [n_rows, n_head, head_dim] = attention of q's row rows[i]
- * over its cache (one attn_group dispatch per VKV_ATTN_GROUP), bitwise
- * vkv_kv_append_attend's for it alone. Each cache must be vkv_kv_groupable
- * at its n_past and every pair vkv_kv_same_group. */
-vkv_status vkv_kv_append_attend_group(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
-                                      uint32_t n_seq, uint32_t layer, vkv_view q, vkv_view k, vkv_view v,
-                                      vkv_view out, uint32_t n_rows);
-/* Whether layer `layer` of kv can join a grouped attention for a token at
- * n_past: a plain layer of f32 or f16 rows (K and V alike) whose n_past + 1
- * slots are one decode split, on a device that takes the kernels' binding
- * arrays (attn_group, kv_store_group). */
-bool vkv_kv_groupable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past);
-/* Whether two caches can share a group: same device, model and row types (each
- * keeps its own slots per head). */
+/* Whether two caches can share a paged step: same device, model and row
+ * types (each keeps its own slots per head). */
 bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b);
 
 /* Paged decode steps (docs/ARCHITECTURE.md §2, "Paged caches"): the slots
@@ -85,8 +70,10 @@ bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past);
  * paged step of one layer (vk/ops_attn.h, vkv_paged_table_words). */
 uint64_t vkv_kv_paged_words(const vkv_kv_cache *kv, uint32_t n_past);
 uint64_t vkv_kv_paged_part_bytes(const vkv_kv_cache *kv, uint32_t n_past);
-/* One token of each of n_seq sequences at layer `layer`, as
- * vkv_kv_append_attend_group, through page lists: each cache's rows in the
+/* One token of each of n_seq sequences at layer `layer`: row rows[i] of k
+ * and v [n_rows, n_kv_head, head_dim] f32 appended to kvs[i] at n_past[i],
+ * then row rows[i] of out [n_rows, n_head, head_dim] = attention of q's row
+ * rows[i] over its cache, through page lists: each cache's rows in the
  * buffer over its memory block (vkv_buffer_base), the step's table written
  * at word *table_used of `table` (host-visible, read when the recording
  * runs, so each layer of a forward takes its own words; *table_used

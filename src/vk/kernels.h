@@ -32,10 +32,6 @@ typedef struct vkv_pc_add { uint32_t n, nb; } vkv_pc_add;
 typedef struct vkv_pc_argmax { uint32_t rows, n; } vkv_pc_argmax;
 typedef struct vkv_pc_attn { uint32_t n_q, n_head, n_kv_head, head_dim, n_ctx_max, n_kv, pos0; float scale;
                              uint32_t tile_q, tile_k, kv_head0, split_len, n_split, k_type, v_type; } vkv_pc_attn;
-/* attn_group: valid slots, q / out rows and cache slots per head of its VKV_ATTN_GROUP sequences, first. */
-typedef struct vkv_pc_attn_group { uint32_t n_kv[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP], n_slots[VKV_ATTN_GROUP];
-                                   uint32_t n_head, n_kv_head, head_dim; float scale;
-                                   uint32_t tile_q, tile_k; } vkv_pc_attn_group;
 /* attn_paged, attn_paged_reduce, kv_store_paged: the step's table is a buffer (shaders/attn_paged.comp). */
 typedef struct vkv_pc_attn_paged { uint32_t n_head, n_kv_head, head_dim; float scale; uint32_t tile_q, tile_k, k_type, v_type,
                                    page_shift, seq_base, item_base; } vkv_pc_attn_paged;
@@ -50,10 +46,6 @@ typedef struct vkv_pc_gram { uint32_t n_tok, m, n, ldx, ldy, x0, y0, x_step, y_s
 typedef struct vkv_pc_kv_convert { uint32_t n_rows, src_row0, dst_row0, head_dim, src_type, dst_type; } vkv_pc_kv_convert;
 typedef struct vkv_pc_kv_compact { uint32_t n, n_ctx, row_words, head_dim, src_type, k_type, v_type; } vkv_pc_kv_compact;
 typedef struct vkv_pc_kv_store { uint32_t n_tok, n_kv_head, head_dim, n_ctx, slot0, mode, kv_type; } vkv_pc_kv_store;
-/* kv_store_group: the new token's slot, its source row and the cache's slots per head of its
- * VKV_ATTN_GROUP sequences, first. */
-typedef struct vkv_pc_kv_store_group { uint32_t slot[VKV_ATTN_GROUP], row[VKV_ATTN_GROUP], n_slots[VKV_ATTN_GROUP];
-                                       uint32_t n_kv_head, head_dim; } vkv_pc_kv_store_group;
 typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mask_row_counts;
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
 typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x, group_threads; } vkv_pc_matvec;
@@ -98,9 +90,9 @@ typedef struct vkv_pc_vector_residual { uint32_t n, n_ctx, head_dim, n_kv_head, 
 /* Every push-constant struct above: the types vkv_dispatch accepts. */
 #define VKV_PUSH_CONSTANT_LIST(X) \
     X(vkv_pc_add) X(vkv_pc_argmax) X(vkv_pc_attn) X(vkv_pc_attn_decode_reduce) X(vkv_pc_attn_tiered) \
-    X(vkv_pc_attn_group) X(vkv_pc_attn_paged) X(vkv_pc_attn_paged_reduce) X(vkv_pc_kv_store_paged) \
+    X(vkv_pc_attn_paged) X(vkv_pc_attn_paged_reduce) X(vkv_pc_kv_store_paged) \
     X(vkv_pc_attn_tiered_reduce) X(vkv_pc_get_rows) X(vkv_pc_gram) X(vkv_pc_kv_convert) \
-    X(vkv_pc_kv_compact) X(vkv_pc_kv_store) X(vkv_pc_kv_store_group) X(vkv_pc_mask_row_counts) X(vkv_pc_matmul) X(vkv_pc_matvec) X(vkv_pc_matvec_cols) \
+    X(vkv_pc_kv_compact) X(vkv_pc_kv_store) X(vkv_pc_mask_row_counts) X(vkv_pc_matmul) X(vkv_pc_matvec) X(vkv_pc_matvec_cols) \
     X(vkv_pc_press_expected) X(vkv_pc_press_expected_logits) X(vkv_pc_press_expected_lse) \
     X(vkv_pc_press_expected_prep) X(vkv_pc_press_expected_stats) X(vkv_pc_press_from_state) \
     X(vkv_pc_press_keydiff) X(vkv_pc_press_keydiff_anchor) X(vkv_pc_press_keydiff_sum) \
@@ -173,8 +165,6 @@ typedef enum vkv_wg_class {
     X(KV_STORE_F16, kv_store_f16, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
     X(KV_STORE_F32, kv_store_f32, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                     \
     X(KV_STORE_Q, kv_store_q, 3, vkv_pc_kv_store, VKV_WG_WIDE)                                         \
-    X(KV_STORE_GROUP_F32, kv_store_group_f32, 4, vkv_pc_kv_store_group, VKV_WG_NARROW)                 \
-    X(KV_STORE_GROUP_F16, kv_store_group_f16, 4, vkv_pc_kv_store_group, VKV_WG_NARROW)                 \
     X(VECTOR_RESIDUAL_F16, vector_residual_f16, 6, vkv_pc_vector_residual, VKV_WG_NARROW)              \
     X(VECTOR_RESIDUAL_F32, vector_residual_f32, 6, vkv_pc_vector_residual, VKV_WG_NARROW)              \
     X(VECTOR_MATERIALIZE_F16, vector_materialize_f16, 6, vkv_pc_vector_materialize, VKV_WG_NARROW)     \
@@ -212,8 +202,6 @@ typedef enum vkv_wg_class {
     X(ATTN_ROWS_F32, attn_rows_f32, 4, vkv_pc_attn, VKV_WG_NARROW)                                     \
     X(ATTN_ROWS_F16, attn_rows_f16, 4, vkv_pc_attn, VKV_WG_NARROW)                                     \
     X(ATTN_ROWS_ANY, attn_rows_any, 4, vkv_pc_attn, VKV_WG_NARROW)                                     \
-    X(ATTN_GROUP_F32, attn_group_f32, 4, vkv_pc_attn_group, VKV_WG_NARROW)                             \
-    X(ATTN_GROUP_F16, attn_group_f16, 4, vkv_pc_attn_group, VKV_WG_NARROW)                             \
     X(ATTN_DECODE_REDUCE, attn_decode_reduce, 2, vkv_pc_attn_decode_reduce, VKV_WG_WIDE)               \
     X(ATTN_PAGED_F16, attn_paged_f16, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                             \
     X(ATTN_PAGED_F32, attn_paged_f32, 6, vkv_pc_attn_paged, VKV_WG_NARROW)                             \
@@ -260,11 +248,7 @@ typedef enum vkv_wg_class {
 /* Bindings that are arrays of buffers: X(enum suffix, binding, buffers). A
  * dispatch passes one vkv_binding per buffer, an array's in order; every
  * other binding holds one buffer. */
-#define VKV_KERNEL_ARRAY_BINDINGS(X)                                                  \
-    X(ATTN_GROUP_F32, 1, VKV_ATTN_GROUP) X(ATTN_GROUP_F32, 2, VKV_ATTN_GROUP)         \
-    X(ATTN_GROUP_F16, 1, VKV_ATTN_GROUP) X(ATTN_GROUP_F16, 2, VKV_ATTN_GROUP)         \
-    X(KV_STORE_GROUP_F32, 2, VKV_ATTN_GROUP) X(KV_STORE_GROUP_F32, 3, VKV_ATTN_GROUP) \
-    X(KV_STORE_GROUP_F16, 2, VKV_ATTN_GROUP) X(KV_STORE_GROUP_F16, 3, VKV_ATTN_GROUP)
+#define VKV_KERNEL_ARRAY_BINDINGS(X) /* none today: the paged kernels bind one pool buffer */
 /* Bindings and buffers a kernel has at most (src/vk/cmd.c records them on the stack). */
 #define VKV_MAX_BINDINGS 8
 #define VKV_MAX_DESCRIPTORS 32

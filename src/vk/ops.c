@@ -387,67 +387,6 @@ static vkv_status kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t 
     return vkv_dispatch(gpu, k, b, 3, &pc, gx, gy, 1);
 }
 
-bool vkv_kv_store_group_fits(const vkv_gpu *gpu, vkv_dtype type, uint32_t n_kv_head, uint32_t head_dim, uint32_t n_ctx)
-{
-    if (type != VKV_F32 && type != VKV_F16) return false;
-    const vkv_kernel k = type == VKV_F16 ? VKV_K_KV_STORE_GROUP_F16 : VKV_K_KV_STORE_GROUP_F32;
-    return vkv_kernel_arrays_fit(gpu, k) && head_dim % 4 == 0 &&
-           (uint64_t)n_kv_head * n_ctx * vkv_kv_row_bytes(type, head_dim) <= vkv_ops_max_range(gpu);
-}
-
-_Static_assert(VKV_ATTN_GROUP == 8, "kv_store_group.comp reads the sequences' slot, rows and slots per head as two uvec4 each");
-
-vkv_status vkv_op_kv_store_group(vkv_gpu *gpu, vkv_dtype type, vkv_view k_src, vkv_view v_src, uint32_t n_rows,
-                                 uint32_t n_kv_head, uint32_t head_dim, const vkv_view *k_caches,
-                                 const vkv_view *v_caches, const uint32_t *slots, const uint32_t *rows, uint32_t n_seq,
-                                 const uint32_t *n_ctx)
-{
-    const char *op = "kv_store_group";
-    if (!n_seq) return VKV_OK;
-    for (uint32_t i = 0; i < n_seq; i++)
-        if (!vkv_kv_store_group_fits(gpu, type, n_kv_head, head_dim, n_ctx[i]))
-            return vkv_error(VKV_ERR_UNSUPPORTED, "kv_store_group: these caches or this device need kv_store per "
-                                                  "sequence (vkv_kv_store_group_fits)");
-    const uint64_t src_bytes = 4ull * n_rows * n_kv_head * head_dim;
-    vkv_status st;
-    if ((st = vkv_ops_check_view(gpu, k_src, src_bytes, op, "keys")) ||
-        (st = vkv_ops_check_view(gpu, v_src, src_bytes, op, "values")) ||
-        (st = vkv_ops_check_single_range(gpu, src_bytes, op, "the keys")))
-        return st;
-    for (uint32_t i = 0; i < n_seq; i++) {
-        if (rows[i] >= n_rows || slots[i] >= n_ctx[i])
-            return vkv_error(VKV_ERR_ARG, "kv_store_group: sequence %u's row %u or slot %u is outside %u rows / %u slots",
-                             i, rows[i], slots[i], n_rows, n_ctx[i]);
-        const uint64_t cache_bytes = (uint64_t)n_kv_head * n_ctx[i] * vkv_kv_row_bytes(type, head_dim);
-        if ((st = vkv_ops_check_view(gpu, k_caches[i], cache_bytes, op, "a K cache")) ||
-            (st = vkv_ops_check_view(gpu, v_caches[i], cache_bytes, op, "a V cache")))
-            return st;
-    }
-    const vkv_kernel k = type == VKV_F16 ? VKV_K_KV_STORE_GROUP_F16 : VKV_K_KV_STORE_GROUP_F32;
-    const uint32_t wg = vkv_kernel_workgroup_size(gpu, k), pairs = n_kv_head * head_dim / 2;
-    for (uint32_t s0 = 0; s0 < n_seq; s0 += VKV_ATTN_GROUP) {
-        const uint32_t n = n_seq - s0 < VKV_ATTN_GROUP ? n_seq - s0 : VKV_ATTN_GROUP;
-        vkv_pc_kv_store_group pc = {.n_kv_head = n_kv_head, .head_dim = head_dim};
-        /* the sources, the K array, the V array; a partial group's unused
-         * slots repeat its first sequence's caches (every descriptor must be
-         * valid) and are not written (the grid's y stops at n) */
-        vkv_binding b[2 + 2 * VKV_ATTN_GROUP];
-        b[0] = vkv_ops_bind(k_src, 0, src_bytes);
-        b[1] = vkv_ops_bind(v_src, 0, src_bytes);
-        for (uint32_t j = 0; j < VKV_ATTN_GROUP; j++) {
-            const uint32_t i = s0 + (j < n ? j : 0);
-            const uint64_t cache_bytes = (uint64_t)n_kv_head * n_ctx[i] * vkv_kv_row_bytes(type, head_dim);
-            b[2 + j] = vkv_ops_bind(k_caches[i], 0, cache_bytes);
-            b[2 + VKV_ATTN_GROUP + j] = vkv_ops_bind(v_caches[i], 0, cache_bytes);
-            pc.slot[j] = j < n ? slots[i] : 0;
-            pc.row[j] = j < n ? rows[i] : 0;
-            pc.n_slots[j] = n_ctx[i];
-        }
-        if ((st = vkv_dispatch(gpu, k, b, 2 + 2 * VKV_ATTN_GROUP, &pc, (pairs + wg - 1) / wg, n, 1))) return st;
-    }
-    return VKV_OK;
-}
-
 vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
                            uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0)
 {

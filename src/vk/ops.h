@@ -65,22 +65,6 @@ vkv_status vkv_op_add_bias(vkv_gpu *gpu, vkv_view a, vkv_view bias, uint32_t row
  * row format of kvlayout/kv_layout.h, reference vkv_kv_encode_row). */
 vkv_status vkv_op_kv_store(vkv_gpu *gpu, vkv_dtype type, vkv_view src, uint32_t n_tok, uint32_t n_kv_head,
                            uint32_t head_dim, vkv_view cache, uint32_t n_ctx, uint32_t slot0);
-/* One token of each of n_seq sequences into its own plain caches: for each
- * s, k_caches[s][h, slots[s], :] = k_src[rows[s], h, :] and v_caches[s] from
- * v_src alike, for caches [n_kv_head, n_ctx[s]] of head_dim (a multiple of 4)
- * f32 or f16 elements (each sequence its own slots per head) and k_src, v_src
- * [n_rows, n_kv_head, head_dim] f32.
- * One kv_store_group dispatch per VKV_ATTN_GROUP sequences; each cache ends
- * bitwise as vkv_op_kv_store of its row leaves it. VKV_ERR_UNSUPPORTED when
- * vkv_kv_store_group_fits says no. */
-vkv_status vkv_op_kv_store_group(vkv_gpu *gpu, vkv_dtype type, vkv_view k_src, vkv_view v_src, uint32_t n_rows,
-                                 uint32_t n_kv_head, uint32_t head_dim, const vkv_view *k_caches,
-                                 const vkv_view *v_caches, const uint32_t *slots, const uint32_t *rows, uint32_t n_seq,
-                                 const uint32_t *n_ctx);
-/* Whether vkv_op_kv_store_group takes caches of this type and size: f32 or
- * f16 rows, a cache within one storage range, and a device that takes the
- * kernel's binding arrays (vkv_kernel_arrays_fit). */
-bool vkv_kv_store_group_fits(const vkv_gpu *gpu, vkv_dtype type, uint32_t n_kv_head, uint32_t head_dim, uint32_t n_ctx);
 /* The same into a tiered (compressed) layer: head h's token t goes to the
  * slot after its compressed tokens plus slot0 + t (meta: [n_kv_head, 8]
  * uint32 tier metadata; values selects the V layout). cache_rows: rows the

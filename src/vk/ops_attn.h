@@ -47,33 +47,6 @@ uint64_t vkv_attn_scratch_bytes(const vkv_attn_params *p);
 vkv_status vkv_op_attention(vkv_gpu *gpu, vkv_attn_path path, const vkv_attn_params *p, vkv_view q, vkv_view k,
                             vkv_view v, vkv_view scratch, vkv_view out);
 
-/* One sequence of a grouped decode attention: its layer caches k, v
- * ([n_kv_head, n_slots, head_dim] of the group's types: each sequence has
- * its own slots per head), its valid slots (its query, at position n_kv - 1,
- * sees them all) and the row of q and of out that holds its query and gets
- * its output. */
-typedef struct vkv_attn_seq {
-    vkv_view k, v;
-    uint32_t n_kv, row, n_slots;
-} vkv_attn_seq;
-
-/* Whether vkv_op_attention_group takes these sequences with p's shape
- * (p's n_q, n_kv, pos0 and n_ctx_max are not used beyond the checks every
- * attention makes: each sequence has its own): K and V both f32 or both f16, each
- * sequence within one decode split (n_kv <= VKV_ATTN_SPLIT_KEYS, so decode
- * runs attn_rows for it alone), its whole cache in one storage range, and a
- * device that takes attn_group's binding arrays (vkv_kernel_arrays_fit). */
-bool vkv_attn_group_fits(const vkv_gpu *gpu, const vkv_attn_params *p, const vkv_attn_seq *seqs, uint32_t n_seq);
-
-/* For each sequence s, out's row seqs[s].row [n_head, head_dim] f32 = the
- * decode attention of q's row seqs[s].row over seqs[s]'s caches: one
- * attn_group dispatch per VKV_ATTN_GROUP sequences, each row bitwise what
- * vkv_op_attention (AUTO, n_q = 1, pos0 = n_kv - 1) gives for it alone. q
- * and out: [n_rows, n_head, head_dim] f32. VKV_ERR_UNSUPPORTED when
- * vkv_attn_group_fits says no. */
-vkv_status vkv_op_attention_group(vkv_gpu *gpu, const vkv_attn_params *p, const vkv_attn_seq *seqs, uint32_t n_seq,
-                                  vkv_view q, vkv_view out, uint32_t n_rows);
-
 /* ---- paged decode (docs/ARCHITECTURE.md §2, "Paged caches") ----
  *
  * A sequence's plain K (V) cache of one layer as pages of page_slots = 1 <<

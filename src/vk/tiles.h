@@ -49,10 +49,6 @@
 #define VKV_ATTN_MAX_COLS 2u     /* vec4 output columns per thread */
 #define VKV_ATTN_MAX_TILE_Q 32u
 #define VKV_ATTN_MAX_TILE_K 64u
-/* Sequences of one grouped decode attention dispatch (attn_group.comp): its
- * K and V bindings are arrays of this many caches, 2 x 8 + q + out = 18
- * storage buffers, within every device's push-descriptor minimum of 32. */
-#define VKV_ATTN_GROUP 8u
 /* Paged decode attention (attn_paged.comp, kv_store_paged.comp,
  * attn_paged_reduce.comp; docs/ARCHITECTURE.md §2, "Paged caches"): words of
  * a sequence's entry in the step's table, and the most splits a sequence's
