@@ -47,7 +47,7 @@ layout(push_constant) uniform PC {
 
 // The current sequence's page lists and this workgroup's KV head offsets.
 uint k_list, v_list, k_head_off, v_head_off;
-#define KVQ_ROW_BYTE(is_v, row, rb) \
+#define PAGED_ROW_BYTE(is_v, row, rb) \
     (4u * ((is_v) ? tab[v_list + ((row) >> pc.page_shift)] + v_head_off \
                   : tab[k_list + ((row) >> pc.page_shift)] + k_head_off) \
      + ((row) & ((1u << pc.page_shift) - 1u)) * (rb))

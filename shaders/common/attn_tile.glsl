@@ -35,23 +35,50 @@ vec4 load_k(uint row, uint d4) { return k_f4[row * (pc.head_dim / 4u) + d4]; }
 vec4 load_v(uint row, uint d4) { return v_f4[row * (pc.head_dim / 4u) + d4]; }
 #elif defined(KV_PAGED)
 // Rows through page tables (attn_paged.comp): bindings 1 and 2 are windows
-// of the KV pool as words; the shader defines KVQ_ROW_BYTE, which maps a
-// slot of the current sequence and KV head to its row's byte. KV_PAGED_F16 /
-// KV_PAGED_F32 read rows of that one type (K and V) directly, as KV_F16 /
-// KV_F32 do; otherwise each as its push constant's type, decoded at run time.
+// of the KV pool; the shader defines PAGED_ROW_BYTE(is_v, row, rb), the byte
+// where a slot's row of the current sequence and KV head starts (rb: its row
+// bytes). Each tile's rows are looked up once, into s_krow / s_vrow
+// (attn_tile_rows), not once per element. KV_PAGED_F16 / KV_PAGED_F32 read
+// rows of that one type (K and V) as 8- / 16-byte words, as KV_F16 / KV_F32
+// do (the host checks that every page and head stride is so aligned);
+// otherwise each as its push constant's type, decoded at run time.
+shared uint s_krow[VKV_ATTN_MAX_TILE_K], s_vrow[VKV_ATTN_MAX_TILE_K];
+uint attn_tile_row0; // the slot of the tile's first row
+#if defined(KV_PAGED_F16)
+layout(binding = 1) readonly buffer Kbuf { uvec2 k_h4[]; };
+layout(binding = 2) readonly buffer Vbuf { uvec2 v_h4[]; };
+vec4 load_k(uint row, uint d4) { uvec2 w = k_h4[s_krow[row - attn_tile_row0] / 8u + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+vec4 load_v(uint row, uint d4) { uvec2 w = v_h4[s_vrow[row - attn_tile_row0] / 8u + d4]; return vec4(unpackHalf2x16(w.x), unpackHalf2x16(w.y)); }
+uint paged_k_row_bytes() { return 2u * pc.head_dim; }
+uint paged_v_row_bytes() { return 2u * pc.head_dim; }
+#elif defined(KV_PAGED_F32)
+layout(binding = 1) readonly buffer Kbuf { vec4 k_f4[]; };
+layout(binding = 2) readonly buffer Vbuf { vec4 v_f4[]; };
+vec4 load_k(uint row, uint d4) { return k_f4[s_krow[row - attn_tile_row0] / 16u + d4]; }
+vec4 load_v(uint row, uint d4) { return v_f4[s_vrow[row - attn_tile_row0] / 16u + d4]; }
+uint paged_k_row_bytes() { return 4u * pc.head_dim; }
+uint paged_v_row_bytes() { return 4u * pc.head_dim; }
+#else
 layout(binding = 1) readonly buffer Kbuf { uint k_words[]; };
 layout(binding = 2) readonly buffer Vbuf { uint v_words[]; };
-#if defined(KV_PAGED_F16)
-vec4 load_k(uint row, uint d4) { uint w = KVQ_ROW_BYTE(false, row, 2u * pc.head_dim) / 4u + 2u * d4; return vec4(unpackHalf2x16(k_words[w]), unpackHalf2x16(k_words[w + 1u])); }
-vec4 load_v(uint row, uint d4) { uint w = KVQ_ROW_BYTE(true, row, 2u * pc.head_dim) / 4u + 2u * d4; return vec4(unpackHalf2x16(v_words[w]), unpackHalf2x16(v_words[w + 1u])); }
-#elif defined(KV_PAGED_F32)
-vec4 load_k(uint row, uint d4) { uint w = KVQ_ROW_BYTE(false, row, 4u * pc.head_dim) / 4u + 4u * d4; return uintBitsToFloat(uvec4(k_words[w], k_words[w + 1u], k_words[w + 2u], k_words[w + 3u])); }
-vec4 load_v(uint row, uint d4) { uint w = KVQ_ROW_BYTE(true, row, 4u * pc.head_dim) / 4u + 4u * d4; return uintBitsToFloat(uvec4(v_words[w], v_words[w + 1u], v_words[w + 2u], v_words[w + 3u])); }
-#else
+#define KVQ_ROW_BYTE(is_v, row, rb) ((is_v) ? s_vrow[(row) - attn_tile_row0] : s_krow[(row) - attn_tile_row0])
 #include "common/kv_quant.glsl"
 vec4 load_k(uint row, uint d4) { return kvq_load4(false, pc.k_type, pc.head_dim, row, d4); }
 vec4 load_v(uint row, uint d4) { return kvq_load4(true, pc.v_type, pc.head_dim, row, d4); }
+uint paged_k_row_bytes() { return kvq_row_bytes(pc.k_type, pc.head_dim); }
+uint paged_v_row_bytes() { return kvq_row_bytes(pc.v_type, pc.head_dim); }
 #endif
+// The K and V row bytes of the tile's nk slots from `row0`, for every thread
+// to read after a barrier.
+void attn_tile_rows(uint row0, uint nk)
+{
+    attn_tile_row0 = row0;
+    const uint kb = paged_k_row_bytes(), vb = paged_v_row_bytes();
+    for (uint c = gl_LocalInvocationID.x; c < nk; c += gl_WorkGroupSize.x) {
+        s_krow[c] = PAGED_ROW_BYTE(false, row0 + c, kb);
+        s_vrow[c] = PAGED_ROW_BYTE(true, row0 + c, vb);
+    }
+}
 #elif defined(KV_ANY)
 // K and V of the types pc.k_type, pc.v_type (f16, f32, q8_0, q4_0), decoded
 // at run time (common/kv_quant.glsl).
@@ -141,6 +168,10 @@ void attend_segment(uint kb, uint ke, uint k_row0, uint v_row0, uint p_idx0, boo
     const uint wg = gl_WorkGroupSize.x, tid = gl_LocalInvocationID.x;
     for (uint k0 = kb; k0 < ke; k0 += pc.tile_k) {
         const uint nk = min(pc.tile_k, ke - k0);
+#if defined(KV_PAGED)
+        attn_tile_rows(k_row0 + k0, nk); // k_row0 = v_row0: slots
+        barrier();
+#endif
         // K tile -> shared (rows past nk are never read: no need to fill them).
         for (uint e = tid; e < nk * d4n; e += wg) {
             uint c = e / d4n, d4 = e % d4n;

@@ -223,7 +223,7 @@ vkv_status vkv_paged_step_write(const vkv_attn_params *p, uint32_t page_shift, c
     if (*used > cap || words > cap - *used)
         return vkv_error(VKV_ERR_ARG, "paged attention: the step's table needs %llu words, %u are left",
                          (unsigned long long)words, *used <= cap ? cap - *used : 0);
-    vkv_paged_step st = {.n_seq = n_seq, .page_shift = page_shift, .seq_base = *used};
+    vkv_paged_step st = {.n_seq = n_seq, .page_shift = page_shift, .seq_base = *used, .row_align = 16};
     st.item_base = st.seq_base + n_seq * VKV_PAGED_SEQ_WORDS;
     uint32_t w = st.item_base;
     /* work items first (their count is known), then the reduce list, then the page lists */
@@ -245,6 +245,7 @@ vkv_status vkv_paged_step_write(const vkv_attn_params *p, uint32_t page_shift, c
             q->v_head_bytes / 4 > UINT32_MAX / p->n_kv_head)
             return vkv_error(VKV_ERR_ARG, "paged attention: sequence %u's head strides %llu, %llu bytes are not "
                              "32-bit word counts", s, (unsigned long long)q->k_head_bytes, (unsigned long long)q->v_head_bytes);
+        while (q->k_head_bytes % st.row_align || q->v_head_bytes % st.row_align) st.row_align /= 2;
         e[PAGED_N_KV] = q->n_kv;
         e[PAGED_ROW] = q->row;
         e[PAGED_K_HEAD] = (uint32_t)(q->k_head_bytes / 4);
@@ -264,6 +265,7 @@ vkv_status vkv_paged_step_write(const vkv_attn_params *p, uint32_t page_shift, c
                     return vkv_error(VKV_ERR_ARG, "paged attention: sequence %u's %s page %llu at byte %llu is not "
                                      "word-aligned or reaches past 4 GiB", s, kv ? "V" : "K",
                                      (unsigned long long)i, (unsigned long long)pages[i]);
+                while (pages[i] % st.row_align) st.row_align /= 2;
                 uint64_t *reach = kv ? &st.v_end : &st.k_end;
                 if (end > *reach) *reach = end;
                 tab[w++] = (uint32_t)(pages[i] / 4);
@@ -344,11 +346,12 @@ vkv_status vkv_op_attention_paged(vkv_gpu *gpu, const vkv_attn_params *p, const 
         if (tab[step->seq_base + s * VKV_PAGED_SEQ_WORDS + PAGED_ROW] >= n_rows)
             return vkv_error(VKV_ERR_ARG, "%s: sequence %u's row is outside the %u rows", op, s, n_rows);
     /* attn_rows' (and attn_decode's) workgroup and tiles for one query: the same arithmetic */
-    /* one row type for K and V: its own kernel; the rest decoded at run time */
-    const vkv_kernel kern = p->k_type != p->v_type ? VKV_K_ATTN_PAGED_ANY
-                          : p->k_type == VKV_F16   ? VKV_K_ATTN_PAGED_F16
-                          : p->k_type == VKV_F32   ? VKV_K_ATTN_PAGED_F32
-                                                   : VKV_K_ATTN_PAGED_ANY;
+    /* one row type for K and V, every row on its words: its own kernel; the
+     * rest decoded at run time */
+    const vkv_kernel kern = p->k_type != p->v_type                          ? VKV_K_ATTN_PAGED_ANY
+                          : p->k_type == VKV_F16 && step->row_align >= 8  ? VKV_K_ATTN_PAGED_F16
+                          : p->k_type == VKV_F32 && step->row_align >= 16 ? VKV_K_ATTN_PAGED_F32
+                                                                          : VKV_K_ATTN_PAGED_ANY;
     const uint32_t wg = vkv_kernel_workgroup_size(gpu, kern);
     if (wg > VKV_ATTN_SKV_VEC4) return vkv_error(VKV_ERR_UNSUPPORTED, "attention: workgroup of %u exceeds the shared tile", wg);
     uint32_t tq, tk;

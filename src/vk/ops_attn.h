@@ -74,6 +74,7 @@ typedef struct vkv_paged_step {
     uint32_t words;             /* words written from seq_base */
     uint64_t part_bytes;        /* scratch the partials take */
     uint64_t k_end, v_end;      /* bytes of the pool views the rows reach */
+    uint32_t row_align;         /* 4, 8 or 16: the largest that divides every page offset and head stride */
 } vkv_paged_step;
 
 /* Table words one step of n_seq sequences with at most max_kv slots each
