@@ -132,7 +132,7 @@ vkv_status case_attention_paged(conform_ctx *c, vkv_dtype kt, vkv_dtype vt, uint
     if (!rs || !r || !rb) return vkv_error(VKV_ERR_OOM, "out of host memory");
     if (n_seq < 1 || n_seq > PAGED_CASE_MAX_SEQS)
         return vkv_error(VKV_ERR_ARG, "attn_paged case: %u sequences (1 to %u)", n_seq, PAGED_CASE_MAX_SEQS);
-    const uint32_t lens[PAGED_CASE_MAX_SEQS] = {1, page - 1 ? page - 1 : 2, 300, 2 * page + 3, 600, 17, 256, 257};
+    const uint32_t lens[PAGED_CASE_MAX_SEQS] = {1, page - 1, 300, 2 * page + 3, 600, 17, 256, 257};
     attn_paged_args a = {.n_seq = n_seq, .n_rows = n_seq + 1, .page_shift = page_shift};
     a.p = (vkv_attn_params){1, n_head, n_kv_head, hd, 1, 0, 0, (float)(1.0 / sqrt(hd)), kt, vt};
     const uint64_t k_row = vkv_kv_row_bytes(kt, hd), v_row = vkv_kv_row_bytes(vt, hd);
@@ -140,12 +140,12 @@ vkv_status case_attention_paged(conform_ctx *c, vkv_dtype kt, vkv_dtype vt, uint
     uint64_t *pages[2][PAGED_CASE_MAX_SEQS] = {{0}};
     uint32_t n_pages[PAGED_CASE_MAX_SEQS];
     float *q = conform_random_f32(c, a.n_rows * qrow), *k_src = conform_random_f32(c, a.n_rows * kvrow);
-    float *v_src = conform_random_f32(c, a.n_rows * kvrow), *tok = conform_random_f32(c, kvrow);
+    float *v_src = conform_random_f32(c, a.n_rows * kvrow);
     float *ref = calloc(a.n_rows * qrow, 4), *got = calloc(a.n_rows * qrow, 4), *single = calloc(a.n_rows * qrow, 4);
     uint8_t *pool = NULL, *want = NULL, *gpu_pool = NULL, *kc = NULL, *vc = NULL;
     attn_args one = {.path = VKV_ATTN_AUTO};
     vkv_status st = VKV_OK;
-    if (!q || !k_src || !v_src || !tok || !ref || !got || !single) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
+    if (!q || !k_src || !v_src || !ref || !got || !single) { st = vkv_error(VKV_ERR_OOM, "out of host memory"); goto done; }
     /* The pages: every (sequence, K or V, page) in a shuffled order; sequence 1's whole cache is one run. */
     uint32_t order[2 * PAGED_CASE_MAX_SEQS * 64], n_order = 0;
     for (uint32_t s = 0; s < n_seq; s++) {
@@ -265,7 +265,7 @@ done:
     conform_guarded_destroy(c, &a.q); conform_guarded_destroy(c, &a.out); conform_guarded_destroy(c, &a.scratch);
     vkv_buffer_destroy(c->gpu, a.table);
     for (uint32_t s = 0; s < PAGED_CASE_MAX_SEQS; s++) { free(pages[0][s]); free(pages[1][s]); }
-    free(q); free(k_src); free(v_src); free(tok); free(ref); free(got); free(single);
+    free(q); free(k_src); free(v_src); free(ref); free(got); free(single);
     free(pool); free(want); free(gpu_pool); free(kc); free(vc);
     return st;
 }

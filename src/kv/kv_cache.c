@@ -757,9 +757,9 @@ typedef struct paged_place {
 /* One paged step over sequences that share their pool buffers within one
  * storage range each: their page lists relative to the windows' starts. */
 static vkv_status paged_dispatch(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
-                                 const paged_place *pl, const uint32_t *members, uint32_t n, uint32_t layer,
-                                 vkv_view q, vkv_view k, vkv_view v, vkv_view out, uint32_t n_rows, vkv_buffer *table,
-                                 uint32_t *table_used, vkv_view scratch)
+                                 const paged_place *pl, const uint32_t *members, uint32_t n, vkv_view q, vkv_view k,
+                                 vkv_view v, vkv_view out, uint32_t n_rows, vkv_buffer *table, uint32_t *table_used,
+                                 vkv_view scratch)
 {
     const vkv_kv_cache *kv0 = kvs[members[0]];
     vkv_gpu *gpu = kv0->gpu;
@@ -856,7 +856,7 @@ vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *
             members[n++] = i;
         }
         if (!n) return vkv_error(VKV_ERR_UNSUPPORTED, "layer %u: sequence %u's cache exceeds one storage range", layer, first);
-        if ((st = paged_dispatch(kvs, n_past, rows, pl, members, n, layer, q, k, v, out, n_rows, table, table_used, scratch)))
+        if ((st = paged_dispatch(kvs, n_past, rows, pl, members, n, q, k, v, out, n_rows, table, table_used, scratch)))
             return st;
     }
     return VKV_OK;
