@@ -5,8 +5,10 @@
 // the mean over its tokens of the inner scores summed over the KV heads
 // (kvpress: scores.sum over heads, then the mean over the chunk), in every
 // head's row, so any top-k takes whole chunks, the best first
-// (src/press/chunkkv.c). One invocation per chunk: it alone reads and writes
-// its chunk's columns.
+// (src/press/chunkkv.c). A chunk holding an inner forced keep (+inf, or the
+// forced band of src/press/press.h: SnapKV's window) takes the highest of
+// them, so the newest window chunks come first. One invocation per chunk: it
+// alone reads and writes its chunk's columns.
 
 layout(local_size_x_id = 0) in;
 
@@ -24,13 +26,18 @@ void main()
     const uint c = gl_GlobalInvocationID.x;
     if (c >= pc.n_chunk) return;
     const uint j0 = c * pc.chunk, j1 = min(j0 + pc.chunk, pc.n);
-    float total = 0.0;
+    const float forced_min = uintBitsToFloat(0x71800000u); // vkv_press_forced_score(0)
+    float total = 0.0, forced = 0.0;
     for (uint j = j0; j < j1; j++) {
         float over_heads = 0.0;
-        for (uint h = 0u; h < pc.n_kv_head; h++) over_heads += scores[h * pc.n + j];
+        for (uint h = 0u; h < pc.n_kv_head; h++) {
+            const float s = scores[h * pc.n + j];
+            over_heads += s;
+            if (s >= forced_min) forced = max(forced, s);
+        }
         total += over_heads;
     }
-    const float mean = total / float(j1 - j0);
+    const float mean = forced > 0.0 ? forced : total / float(j1 - j0);
     for (uint h = 0u; h < pc.n_kv_head; h++)
         for (uint j = j0; j < j1; j++) scores[h * pc.n + j] = mean;
 }

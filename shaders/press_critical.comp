@@ -5,8 +5,10 @@
 // group, times the inner scorer's score plus epsilon; the first stage's picks
 // (mask) stay forced:
 //   vnorm[h, j] = mean over q in group(h) of sum_c |sum_d V[h, j, d] W_o[c, q hd + d]|
-//   scores[h, j] = first[h, j] or raw[h, j] = +inf ? +inf : (raw[h, j] + epsilon) * vnorm[h, j]
-// One invocation per token; workgroups along y are the KV heads.
+//   scores[h, j] = first[h, j] ? +inf : raw[h, j] forced ? raw[h, j] : (raw[h, j] + epsilon) * vnorm[h, j]
+// (forced: +inf or the forced band of src/press/press.h, SnapKV's window,
+// whose order the selection keeps). One invocation per token; workgroups
+// along y are the KV heads.
 
 #extension GL_GOOGLE_include_directive : require
 
@@ -18,6 +20,9 @@ layout(binding = 1) readonly buffer Wbuf { vec4 wo[]; };       // [n_embd, n_hea
 layout(binding = 2) readonly buffer Rbuf { float raw[]; };     // [n_kv_head, n] the inner scores
 layout(binding = 3) readonly buffer Mbuf { uint first[]; };    // [n_kv_head, n] 1 = the first stage's pick
 layout(binding = 4) writeonly buffer Sbuf { float scores[]; }; // [n_kv_head, n]
+
+// The forced band's lowest score (vkv_press_forced_score(0)).
+const uint FORCED_BITS = 0x71800000u;
 
 layout(push_constant) uniform PC {
     uint n;          // context tokens
@@ -34,8 +39,12 @@ void main()
     const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y;
     if (j >= pc.n) return;
     const uint o = h * pc.n + j;
-    if (first[o] != 0u || isinf(raw[o]) && raw[o] > 0.0) { // the inner scorer's forced keeps stay forced
+    if (first[o] != 0u) { // stage 1's keeps
         scores[o] = 1.0 / 0.0;
+        return;
+    }
+    if (raw[o] >= uintBitsToFloat(FORCED_BITS)) { // the inner scorer's forced keeps keep their order
+        scores[o] = raw[o];
         return;
     }
     const uint d4n = pc.head_dim / 4u, row = (h * pc.n_ctx + j) * d4n;

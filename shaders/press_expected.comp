@@ -1,8 +1,11 @@
 #version 450
 // ExpectedAttention, the final step, one invocation per (token j, KV head):
-// the expected attention softmax(z) averaged over the query heads of the
-// group, times ||v_j|| (kvpress: (scores + 0) * values.norm(dim=-1)); the
-// first n_sink tokens are kept (+inf; kvpress pads them with max + 1).
+// the expected attention p_j = softmax(z) averaged over the query heads of
+// the group, then (p_j + epsilon) ||v_j|| when vnorm != 0 (kvpress's
+// use_vnorm, its default), p_j alone otherwise (epsilon unused, as kvpress);
+// the first n_sink tokens are kept (+inf; kvpress pads them with the maximum
+// score). docs/ARCHITECTURE.md §2; the reference is expected_ref_core
+// (src/press/expected.c).
 
 #extension GL_GOOGLE_include_directive : require
 
@@ -16,6 +19,8 @@ layout(binding = 3) writeonly buffer Obuf { float scores[]; };  // [n_kv_head, n
 
 layout(push_constant) uniform PC {
     uint n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
+    float epsilon;   // added to p_j before the value norm multiplies it (kvpress's epsilon)
+    uint vnorm;      // 1: (p_j + epsilon) ||v_j||; 0: p_j
 } pc;
 
 float press_inf() { return uintBitsToFloat(0x7f800000u); }
@@ -35,10 +40,15 @@ void main()
         const uint h = kh * group + g;
         p += exp(z[h * n_z + j - pc.n_sink] - lse[h]);
     }
+    p /= float(group);
+    if (pc.vnorm == 0u) {
+        scores[o] = p;
+        return;
+    }
     float v2 = 0.0;
     for (uint d4 = 0u; d4 < d4n; d4++) {
         const vec4 v = kv_load4((hl * pc.n_ctx + j) * d4n + d4);
         v2 += dot(v, v);
     }
-    scores[o] = p / float(group) * sqrt(v2);
+    scores[o] = (p + pc.epsilon) * sqrt(v2);
 }

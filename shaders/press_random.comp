@@ -1,6 +1,6 @@
 #version 450
 // RandomPress: scores[h, j] uniform in [0, 1) from a counter-based hash of
-// (seed, layer, KV head, token), so every device and the CPU reference
+// (seed, sample, layer, KV head, token), so every device and the CPU reference
 // (src/press/random.c) draw the same values bit for bit: 24 bits of the hash
 // scaled by 2^-24 (exact). One invocation per token.
 
@@ -12,6 +12,7 @@ layout(push_constant) uniform PC {
     uint n;      // context tokens
     uint seed;   // the press's seed
     uint layer;  // the layer scored: every layer draws its own values
+    uint sample_index; // the evaluation's sample: every sample draws its own values
 } pc;
 
 // A 32-bit integer hash (a permuted congruential step): the same on the host.
@@ -26,6 +27,6 @@ void main()
 {
     const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y;
     if (j >= pc.n) return;
-    const uint bits = press_hash(j + press_hash(h + press_hash(pc.layer + press_hash(pc.seed))));
+    const uint bits = press_hash(j + press_hash(h + press_hash(pc.layer + press_hash(pc.sample_index + press_hash(pc.seed)))));
     scores[h * pc.n + j] = float(bits >> 8u) * (1.0 / 16777216.0);
 }

@@ -5,7 +5,8 @@
 // queries and the query heads of h's group:
 //   scores[h, j] = sum_{|t - j| <= kernel / 2, 0 <= t < n_pre} raw[h, t] / (kernel * w * group)
 // (all three means are linear, so their order does not matter); the window
-// itself gets +inf so it is always kept. One invocation per (token, KV head).
+// itself scores in the forced band, the newest highest, so it is always kept
+// and a budget below it keeps its newest. One invocation per (token, KV head).
 
 layout(local_size_x_id = 0) in;
 
@@ -18,14 +19,16 @@ layout(push_constant) uniform PC {
     float inv_div;  // 1 / (kernel * w * group)
 } pc;
 
-// +infinity, the score of a forced keep (built from bits: not a constant expression).
-float press_inf() { return uintBitsToFloat(0x7f800000u); }
+// The forced band (src/press/press.h, vkv_press_forced_score): the window's
+// token of order i scores 2^100 (1 + i 2^-23), above every real score, the
+// newest highest.
+const uint FORCED_BITS = 0x71800000u;
 
 void main()
 {
     const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y;
     if (j >= pc.n) return;
-    float s = press_inf();
+    float s = j < pc.n_pre ? 0.0 : uintBitsToFloat(FORCED_BITS + (j - pc.n_pre));
     if (j < pc.n_pre) {
         const uint half_k = pc.kernel / 2u;
         const uint t0 = j > half_k ? j - half_k : 0u, t1 = min(j + half_k + 1u, pc.n_pre);

@@ -301,7 +301,7 @@ static vkv_status grid_cell(vkv_session *s, const eppl_opts *o, eppl_data *d, co
     c.pool = pool;
     c.map = map;
     const bool query_aware =
-        vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->po.aware_flag, o->po.agnostic_flag));
+        vkv_press_query_aware(press, (vkv_query_mode)cli_query_mode(o->po.aware_flag, o->po.agnostic_flag), false);
     /* query-aware: one continuation token inside the compressed prefill */
     uint32_t n_comp = query_aware ? d->c0 + 1 : d->c0;
     double nll = 0, nll_ref = 0, kl = 0, ms = 0, used_pa = 0, kib = 0;
@@ -476,7 +476,8 @@ static int check_grid_gather(vkv_session *s, const eppl_opts *o, const eppl_data
                         c.p_a = v ? o->pas[a] : -1;
                         c.pool = v && o->n_pools ? o->pools[k] : VKV_POOL_DEFAULT;
                         const bool aware = vkv_press_query_aware(
-                            o->presses[pi], (vkv_query_mode)cli_query_mode(o->po.aware_flag, o->po.agnostic_flag));
+                            o->presses[pi], (vkv_query_mode)cli_query_mode(o->po.aware_flag, o->po.agnostic_flag),
+                            false);
                         char why[400];
                         if (vkv_compression_check_first(s, &c, aware ? d->c0 + 1 : d->c0, "--max-kv-tokens",
                                                         "--compression", why, sizeof why)) {

@@ -200,7 +200,8 @@ static vkv_status build_prompt(const lb_run *run, const vkv_lb_task *task, const
 
 /* Runs one sample and appends its line. 0, or an exit status. */
 static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_name, const char *tmpl, uint32_t max_gen,
-                      const lb_sample *s, const char *id, double *score_out, bool *written, const char *where)
+                      const lb_sample *s, size_t index, const char *id, double *score_out, bool *written,
+                      const char *where)
 {
     eval_env *e = run->e;
     *written = false;
@@ -214,6 +215,7 @@ static int run_sample(lb_run *run, const vkv_lb_task *task, const char *task_nam
     cli_press_compression(&run->o->po, e->press, !p.chat, &comp);
     /* kvpress's prompt carries its split: the compressed part ends where the prompt says */
     if (run->protocol == LB_PROTOCOL_KVPRESS) comp.query_aware = false;
+    comp.sample = (uint32_t)index; /* RandomPress's draw: the sample's line (docs/ARCHITECTURE.md §2) */
     vkv_gen_params gp = {.max_new = max_gen, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
     if (run->protocol == LB_PROTOCOL_LONGBENCH && !strcmp(task->name, "samsum")) {
         /* pred.py: eos_token_id=[eos, encode("\n")[-1]], min_length=context+1 */
@@ -362,8 +364,8 @@ static int parse_longbench_options(int argc, char **argv, lb_opts *l)
         return cli_usage_error("longbench", "--shard wants I/N with 0 <= I < N, got '%s'", shard);
     if (!l->data_dir) return cli_usage_error("longbench", "give the LongBench data directory with --data DIR");
     if (!l->out_path) return cli_usage_error("longbench", "give the results file with --out FILE");
+    o->po.kvpress_protocol = l->protocol == LB_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2, §5 */
     if (!eval_opts_check("longbench", o)) return 2;
-    o->po.paper_split_pool = l->protocol == LB_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2 */
     if (!l->prompts_dir && !(l->prompts_dir = prompts_dir_default(l->prompts_buf, sizeof l->prompts_buf)))
         return cli_usage_error("longbench", "give the directory of dataset2prompt.json and dataset2maxlen.json with "
                                             "--prompts DIR (LongBench's config/)");
@@ -471,7 +473,7 @@ static int run_line(lb_run *run, const lb_opts *l, const char *task_name, const 
         snprintf(where, sizeof where, "%s #%zu (%s)", task_name, idx, id);
         double score = 0;
         bool written = false;
-        r = run_sample(run, task, task_name, tmpl, max_gen, &s, id, &score, &written, where);
+        r = run_sample(run, task, task_name, tmpl, max_gen, &s, idx, id, &score, &written, where);
         if (written) {
             strset_add(&run->done, key, NULL); /* a repeated _id in the data runs once */
             int ti = vkv_longbench_task_index(task_name);

@@ -297,8 +297,8 @@ static int parse_niah_options(int argc, char **argv, eval_opts *o, niah *g)
     if (!g->question) g->question = f->question ? f->question : VKV_NIAH_DEFAULT_QUESTION;
     if (!g->answer_prefix) g->answer_prefix = f->answer_prefix ? f->answer_prefix : "";
     if (!*g->needle || !*g->question) return cli_usage_error("niah", "the needle and the question must not be empty");
+    o->po.kvpress_protocol = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2, §5 */
     if (!eval_opts_check("niah", o)) return 2;
-    o->po.paper_split_pool = g->protocol == VKV_NIAH_PROTOCOL_KVPRESS; /* docs/ARCHITECTURE.md §2 */
     /* both outputs can be written: checked before the grid runs (docs/ARCHITECTURE.md §6) */
     vkv_status st;
     if ((st = vkv_out_check("--out", g->out_path)) || (g->html_path && (st = vkv_out_check("--html", g->html_path))))
@@ -431,6 +431,8 @@ static vkv_status run_cell(niah *g, const vkv_niah_run *h, cell *c, size_t r)
         return vkv_error(VKV_ERR_ARG, "length %g, depth %g: %s", c->length, c->depth, why);
     }
     vkv_gen_result res;
+    /* RandomPress's draw: the cell's index in grid order over every run (docs/ARCHITECTURE.md §2) */
+    g->comp.sample = (uint32_t)(r * g->lengths.n * g->depths.n + (size_t)(c - g->cells));
     if (pn + g->n_predict + 1 > g->e->n_ctx) st = vkv_error(VKV_ERR_ARG, "the prompt is %zu tokens: no room for the answer", pn);
     else st = vkv_session_generate(g->e->s, &g->comp, &pr, &g->gen, &res);
     vkv_prompt_free(&pr);

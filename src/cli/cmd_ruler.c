@@ -168,6 +168,7 @@ static int run_sample(ruler_run *run, const vkv_ruler_task *task, size_t length,
     vkv_compression comp;
     cli_press_compression(&run->o->po, e->press, !p.chat, &comp);
     comp.query_aware = false; /* kvpress's prompt carries its split */
+    comp.sample = (uint32_t)index; /* RandomPress's draw (docs/ARCHITECTURE.md §2) */
     vkv_gen_params gp = {.max_new = max_gen, .stop_id = VKV_TOKEN_NULL, .strip_spm_space = true};
     vkv_gen_result g;
     int grc = eval_generate("ruler", e, &comp, &p.tokens, &gp, where, &g);
@@ -451,8 +452,8 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
         return cli_usage_error("ruler", "with --data, --lengths is the one length of rows that have none");
     if (!l->data_path && l->samples < 0) l->samples = 10;
     o->po.compression_list_ok = true; /* the leaderboard's x axis in one run */
+    o->po.kvpress_protocol = true; /* docs/ARCHITECTURE.md §2, §5 */
     if (!eval_opts_check("ruler", o)) return 2;
-    o->po.paper_split_pool = true; /* kvpress's protocol: docs/ARCHITECTURE.md §2 */
     if (!l->essays_dir) l->essays_dir = essays_dir_default(l->essays_buf, sizeof l->essays_buf);
     if (!l->words_path) l->words_path = "/usr/share/dict/words";
     return select_tasks(l);

@@ -31,7 +31,7 @@ void cli_press_opts_init(cli_press_opts *po)
 {
     *po = (cli_press_opts){.press = NULL, .compression_ratio = -1, .vector = false, .pa = -1, .calib = NULL,
                            .aware_flag = false, .agnostic_flag = false, .query_aware = false,
-                           .materialized = false, .vector_pool = -1};
+                           .materialized = false, .vector_pool = -1, .press_seed = -1};
 }
 
 /* The i-th of the '|'-separated words of list (as a pointer and length);

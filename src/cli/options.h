@@ -174,14 +174,16 @@ typedef struct cli_press_opts {
     bool query_aware;       /* the mode used: the flags', else the scorer's (cli_press_opts_check) */
     bool materialized;
     int vector_pool;        /* -1: the default (below); else an index into "row|layer|global" */
-    bool paper_split_pool;  /* --vector-pool's default is the scope reaching the paper's split
-                             * (--protocol kvpress), not the scorer's measured one */
+    bool kvpress_protocol;  /* --protocol kvpress: --vector-pool's default is the scope reaching the
+                             * paper's split, not the scorer's measured one, and the query mode's
+                             * kvpress's evaluation's (vkv_press_ops.kvpress_query_aware). Set
+                             * before cli_press_opts_check */
     int vector_map;         /* an index into "head|joint" (vkv_vector_map) */
     int64_t compress_every; /* compression during generation: every N tokens (0: off) */
     int64_t max_kv_tokens;  /* ... under M full KV pairs per head */
     int decoding;           /* an index into "budget|kvpress" (vkv_decoding_rule) */
     int64_t target_kv_tokens; /* kvpress's rule: pairs per head after a compression (0: its default) */
-    int64_t press_seed;     /* --press-seed: RandomPress's seed (0: its default, 42) */
+    int64_t press_seed;     /* --press-seed: RandomPress's seed (-1: not given, its default 42) */
 } cli_press_opts;
 
 void cli_press_opts_init(cli_press_opts *po);
@@ -209,7 +211,7 @@ int cli_query_mode(bool aware_flag, bool agnostic_flag);
 
 /* VECTOR's pool scope with the scorer press, as the press library's
  * vkv_pool_scope (kvlayout/kv_counts.h): --vector-pool's; else, with
- * po->paper_split_pool, vkv_press_paper_pool_scope; else VKV_POOL_DEFAULT
+ * po->kvpress_protocol, vkv_press_paper_pool_scope; else VKV_POOL_DEFAULT
  * (the scorer's own, docs/ARCHITECTURE.md §2). */
 int cli_pool_scope(const cli_press_opts *po, const struct vkv_press_ops *press);
 
@@ -221,7 +223,8 @@ const char *cli_decoding_check(cli_press_opts *po);
 /* The query mode's override; default: the scorer's own (press/press.h). */
 #define CLI_QUERY_MODE_OPTIONS(aware_dest, agnostic_dest)                                                      \
     {.type = CLI_FLAG, .names = "--query-aware", .dest = &(aware_dest),                                        \
-     .help = "compress context and question together (default for snapkv, pyramidkv, tova)"},                 \
+     .help = "compress context and question together (default for snapkv, pyramidkv, tova and\n"           \
+             "what wraps them; under --protocol kvpress, for snapkv, adakv-snapkv, chunkkv)"},                \
     {.type = CLI_FLAG, .names = "--query-agnostic", .dest = &(agnostic_dest),                                  \
      .help = "compress the context alone (default for the other scorers)"}
 
@@ -236,7 +239,7 @@ const char *cli_decoding_check(cli_press_opts *po);
 
 /* --press-seed, the random scorer's seed (eval-ppl takes it too). */
 #define CLI_PRESS_SEED_OPTION(po)                                                                              \
-    {.type = CLI_I64, .names = "--press-seed", .metavar = "S", .dest = &(po).press_seed, .min = 1,             \
+    {.type = CLI_I64, .names = "--press-seed", .metavar = "S", .dest = &(po).press_seed, .min = 0,             \
      .max = UINT32_MAX, .help = "the random scorer's seed (default 42, kvpress's evaluation seed)"}
 
 #define CLI_PRESS_OPTIONS(po)                                                                                  \

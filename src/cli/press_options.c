@@ -13,7 +13,7 @@
 int cli_pool_scope(const cli_press_opts *po, const vkv_press_ops *press)
 {
     if (po->vector_pool >= 0) return VKV_POOL_ROW + po->vector_pool;
-    return po->paper_split_pool ? vkv_press_paper_pool_scope(press) : VKV_POOL_DEFAULT;
+    return po->kvpress_protocol ? vkv_press_paper_pool_scope(press) : VKV_POOL_DEFAULT;
 }
 
 int cli_query_mode(bool aware_flag, bool agnostic_flag)
@@ -43,7 +43,8 @@ void cli_press_compression(const cli_press_opts *po, const vkv_press_ops *press,
                              .max_kv_tokens = (uint32_t)po->max_kv_tokens,
                              .decoding = (vkv_decoding_rule)po->decoding,
                              .target_kv_tokens = (uint32_t)po->target_kv_tokens,
-                             .press_seed = (uint32_t)po->press_seed};
+                             .press_seed_set = po->press_seed >= 0,
+                             .press_seed = po->press_seed >= 0 ? (uint32_t)po->press_seed : 0};
 }
 
 const char *cli_decoding_check(cli_press_opts *po)
@@ -148,6 +149,8 @@ bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_o
                 why = vkv_kv_check_ratios(po->n_compressions ? po->compressions[c] : compression_ratio_or_zero(po),
                                           po->n_pas ? po->pas[k] : -1, po->vector, ratios, sizeof ratios);
     if (why) cli_usage_error(cmd, "%s", why);
-    else po->query_aware = vkv_press_query_aware(*press, (vkv_query_mode)cli_query_mode(po->aware_flag, po->agnostic_flag));
+    else
+        po->query_aware = vkv_press_query_aware(*press, (vkv_query_mode)cli_query_mode(po->aware_flag, po->agnostic_flag),
+                                                po->kvpress_protocol);
     return !why;
 }

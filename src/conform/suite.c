@@ -427,8 +427,8 @@ static void family_press(conform_ctx *c, const char *op)
     for (int f16 = 0; f16 < 2; f16++) {
         vkv_dtype kv = f16 ? VKV_F16 : VKV_F32;
         RUN(case_press(c, press, kv, 8, 2, 64, 300, 320 + room, 0));
-        /* ObservedAttention and ExpectedAttention take every query: a shorter context */
-        const uint32_t n_long = strcmp(press, "observed") && strcmp(press, "expected") ? 1500 : 700;
+        /* ObservedAttention and ExpectedAttention (alone or wrapped) take every query: a shorter context */
+        const uint32_t n_long = strcmp(press, "observed") && !strstr(press, "expected") ? 1500 : 700;
         RUN(case_press(c, press, kv, 8, 2, 128, n_long, 1536 + room, 0));
     }
     RUN(case_press(c, press, VKV_F16, 4, 4, 32, 64, 64 + room, 0));
@@ -481,10 +481,13 @@ static const struct {
     {{"press_random"}, family_press},
     {{"press_adakv-snapkv"}, family_press}, /* AdaKV's safeguard over SnapKV (press/adakv.c) */
     {{"press_adakv-keydiff"}, family_press},
+    {{"press_adakv-expected"}, family_press}, /* kvpress's registry's expected_attention: epsilon 1e-2 */
     {{"press_critical-snapkv"}, family_press}, /* CriticalKV's projected value norm (press/critical.c) */
     {{"press_critical-keydiff"}, family_press},
+    {{"press_critical-expected"}, family_press}, /* over ExpectedAttention without value norms */
     {{"press_critical-adakv-snapkv"}, family_press}, /* with press_first_stage_counts.comp */
     {{"press_critical-adakv-keydiff"}, family_press},
+    {{"press_critical-adakv-expected"}, family_press},
     {{"matvec_cols"}, family_matvec_cols}, /* last: the earlier cases' random data stays as it was */
     /* the batched decode step's paged kernels, after it for the same reason */
     {{"attn_paged", "kv_store_paged"}, family_attention_paged},

@@ -8,15 +8,21 @@
  * and a head whose scores stand out keeps more than n_kept.
  * Here the scorer writes the safeguarded scores: +inf for each head's n_safe
  * (kvpress: the dtype's max), every other score clamped to the largest finite
- * float, so the forced ones outrank the inner scorer's own +inf (SnapKV's
- * window); the driver (press/vector.c) then takes the layer's top H n_kept
+ * float, so the forced ones outrank the inner scorer's own forced keeps
+ * (SnapKV's window, whose forced band, press/press.h, keeps the newest
+ * first); the driver (press/vector.c) then takes the layer's top H n_kept
  * (vkv_press_ops.layer_selection, ties by the flat index: earlier head, then
  * earlier position) and each head keeps its share. Ties inside a head's
  * safeguard are broken by position too. docs/ARCHITECTURE.md §2 says what
  * VECTOR's pool does with these per-head budgets.
  * GPU: the inner scorer into the scratch, then vkv_op_topk_select (each row's
  * n_safe) and vkv_op_vector_pool_extend (the forcing and clamping); the CPU
- * reference is vkv_ref_adakv_safeguard (src/ref/ref_select.c). */
+ * reference is vkv_ref_adakv_safeguard (src/ref/ref_select.c).
+ * adakv-expected is kvpress's evaluation registry's "expected_attention",
+ * AdaKVPress(ExpectedAttentionPress(epsilon=1e-2)): its inner ExpectedAttention
+ * always runs with epsilon 1e-2 and the value norms, whatever the caller's
+ * vkv_press_params say, and the wrapper carries its query capture
+ * (VKV_PRESS_WRAPPER_CAPTURE; docs/ARCHITECTURE.md §2). */
 #include "press/press_internal.h"
 
 #include <stdlib.h>
@@ -86,11 +92,24 @@ static vkv_status adakv_ref(const vkv_press_ops *inner, const char *name, const 
 ADAKV_PRESS(adakv_snapkv, vkv_press_snapkv, "adakv-snapkv")
 ADAKV_PRESS(adakv_keydiff, vkv_press_keydiff, "adakv-keydiff")
 
+/* kvpress's registry: ExpectedAttentionPress(epsilon=1e-2) under AdaKV, use_vnorm left at its default. */
+#define ADAKV_EXPECTED_EPSILON 1e-2f
+static vkv_press_params adakv_expected_params(const vkv_press_params *p)
+{
+    vkv_press_params q = *p;
+    q.expected_epsilon = ADAKV_EXPECTED_EPSILON;
+    q.expected_no_vnorm = false;
+    return q;
+}
+VKV_PRESS_WRAPPER_CAPTURE(adakv_expected, vkv_press_expected, "adakv-expected", adakv_gpu, adakv_ref,
+                          adakv_scratch_bytes, adakv_expected_params)
+
 /* The window and mode are the inner scorer's (press/snapkv.c, keydiff.c). */
 const vkv_press_ops vkv_press_adakv_snapkv = {
     .name = "adakv-snapkv",
     .window = 64,
     .query_aware = true,
+    .kvpress_query_aware = true,
     .score_gpu = adakv_snapkv_gpu,
     .score_ref = adakv_snapkv_ref,
     .scratch_bytes = adakv_snapkv_scratch,
@@ -105,6 +124,21 @@ const vkv_press_ops vkv_press_adakv_keydiff = {
     .score_gpu = adakv_keydiff_gpu,
     .score_ref = adakv_keydiff_ref,
     .scratch_bytes = adakv_keydiff_scratch,
+    .layer_selection = true,
+    .pool_scope = VKV_POOL_LAYER,
+};
+
+/* ExpectedAttention's mode and capture; compression during generation refuses
+ * it (layer_selection), as every AdaKV press. */
+const vkv_press_ops vkv_press_adakv_expected = {
+    .name = "adakv-expected",
+    .window = 0,
+    .query_aware = false,
+    .score_gpu = adakv_expected_gpu,
+    .score_ref = adakv_expected_ref,
+    .scratch_bytes = adakv_expected_scratch,
+    .state_bytes = adakv_expected_state,
+    .capture_gpu = adakv_expected_capture,
     .layer_selection = true,
     .pool_scope = VKV_POOL_LAYER,
 };

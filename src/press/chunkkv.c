@@ -54,7 +54,11 @@ static vkv_status chunk_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_p
     return vkv_dispatch(gpu, VKV_K_PRESS_CHUNKKV, b, 1, &pc, gx, 1, 1);
 }
 
-/* The chunk step on the host, in double. */
+/* The chunk step on the host, in double. A chunk holding a forced keep of
+ * the inner scorer (press/press.h) is forced: +inf when one is +inf, else the
+ * forced band's score of its newest window token, so a budget below the
+ * window keeps its newest chunks (a mean of band scores would round their
+ * order away). */
 static void chunk_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)
 {
     const uint32_t len = vkv_press_chunk_length_of(p), n = in->n;
@@ -62,9 +66,14 @@ static void chunk_ref(const vkv_press_params *p, const vkv_press_layer *in, floa
     for (uint32_t j0 = 0; j0 < n; j0 += len) {
         const uint32_t j1 = n - j0 < len ? n : j0 + len;
         double total = 0;
+        float forced = 0; /* the chunk's highest forced score, 0 when none */
         for (uint32_t j = j0; j < j1; j++)
-            for (uint32_t h = 0; h < in->n_kv_head; h++) total += scores[(size_t)h * n + j];
-        const float mean = (float)(total / (j1 - j0));
+            for (uint32_t h = 0; h < in->n_kv_head; h++) {
+                const float s = scores[(size_t)h * n + j];
+                total += s;
+                if (vkv_press_is_forced(s) && s > forced) forced = s;
+            }
+        const float mean = forced > 0 ? forced : (float)(total / (j1 - j0));
         for (uint32_t h = 0; h < in->n_kv_head; h++)
             for (uint32_t j = j0; j < j1; j++) scores[(size_t)h * n + j] = mean;
     }
@@ -87,8 +96,9 @@ static vkv_status wrap_ref(const vkv_press_ops *inner, const vkv_press_params *p
 
 /* One registered scorer per inner one: its score functions and its ops. The
  * inner scorer's window and mode are repeated here (a static initializer
- * cannot read another object; tests/unit/test_press_modes.c checks they agree). */
-#define CHUNKKV_OF(sym, inner, cli_name, inner_window, inner_aware)                                            \
+ * cannot read another object; tests/unit/test_press_modes.c checks they agree);
+ * kvpress_aware: kvpress's evaluation runs it query-aware (press/press.h). */
+#define CHUNKKV_OF(sym, inner, cli_name, inner_window, inner_aware, kvpress_aware)                                             \
     static vkv_status sym##_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in,          \
                                 vkv_view scores)                                                                \
     {                                                                                                           \
@@ -106,6 +116,7 @@ static vkv_status wrap_ref(const vkv_press_ops *inner, const vkv_press_params *p
         .name = cli_name,                                                                                       \
         .window = inner_window,                                                                                  \
         .query_aware = inner_aware,                                                                             \
+        .kvpress_query_aware = kvpress_aware,                                                                   \
         .score_gpu = sym##_gpu,                                                                                 \
         .score_ref = sym##_ref,                                                                                 \
         .scratch_bytes = sym##_scratch,                                                                         \
@@ -113,7 +124,7 @@ static vkv_status wrap_ref(const vkv_press_ops *inner, const vkv_press_params *p
         .needs_position_order = true,                                                                           \
     };
 
-CHUNKKV_OF(chunkkv, vkv_press_snapkv, "chunkkv", 64, true)
-CHUNKKV_OF(chunkkv_knorm, vkv_press_knorm, "chunkkv-knorm", 0, false)
-CHUNKKV_OF(chunkkv_keydiff, vkv_press_keydiff, "chunkkv-keydiff", 0, false)
-CHUNKKV_OF(chunkkv_tova, vkv_press_tova, "chunkkv-tova", 1, true)
+CHUNKKV_OF(chunkkv, vkv_press_snapkv, "chunkkv", 64, true, true)
+CHUNKKV_OF(chunkkv_knorm, vkv_press_knorm, "chunkkv-knorm", 0, false, false)
+CHUNKKV_OF(chunkkv_keydiff, vkv_press_keydiff, "chunkkv-keydiff", 0, false, false)
+CHUNKKV_OF(chunkkv_tova, vkv_press_tova, "chunkkv-tova", 1, true, false)

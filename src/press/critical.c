@@ -9,11 +9,19 @@
  *      (W_o [n_embd, n_head head_dim], the model's o_proj: the value's
  *      contribution to the residual stream through head q).
  * The driver then keeps each head's n_kept highest, as for any scorer. The
- * inner scorer's own +inf (SnapKV's window) stay +inf through stage 2, where
- * kvpress's padding with the maximum score gives finite products; both keep
- * them. GPU: the inner scorer into the scratch, vkv_op_topk_select (stage 1),
+ * inner scorer's forced keeps (+inf; SnapKV's window in the forced band,
+ * press/press.h) keep their scores through stage 2: above every reweighted
+ * score, below stage 1's, the newest window token first (kvpress pads the
+ * window with the maximum score, whose finite products keep it too). GPU: the inner scorer into the scratch, vkv_op_topk_select (stage 1),
  * then shaders/press_critical.comp (stage 2 and the merge); the CPU reference's
- * norm is vkv_ref_projected_value_norm (src/ref/ref_attn.c). */
+ * norm is vkv_ref_projected_value_norm (src/ref/ref_attn.c).
+ * critical-expected and critical-adakv-expected are kvpress's evaluation
+ * registry's CriticalKVPress / CriticalAdaKVPress over
+ * ExpectedAttentionPress(use_vnorm=False): their inner ExpectedAttention
+ * always runs without the value norms (the expected attention alone, stage 2
+ * then weighting it by the projected norm), whatever the caller's
+ * vkv_press_params say, and the wrapper carries its query capture
+ * (VKV_PRESS_WRAPPER_CAPTURE; docs/ARCHITECTURE.md §2). */
 #include "press/press_internal.h"
 
 #include <math.h>
@@ -103,14 +111,14 @@ static vkv_status critical_gpu(const vkv_press_ops *inner, const char *name, vkv
     return stage_two_gpu(gpu, in, raw, first, scores, name);
 }
 
-/* Stage 2 on the host: scores = first or raw +inf ? +inf : (raw + epsilon) vnorm. */
+/* Stage 2 on the host: scores = first ? +inf : raw forced ? raw : (raw + epsilon) vnorm. */
 static void stage_two_ref(const vkv_press_layer *in, const float *raw, const uint32_t *first, float *scores)
 {
     for (uint32_t h = 0; h < in->n_kv_head; h++)
         for (uint32_t j = 0; j < in->n; j++) {
             const size_t o = (size_t)h * in->n + j;
-            scores[o] = first[o] || raw[o] == INFINITY
-                            ? INFINITY
+            scores[o] = first[o]                     ? INFINITY
+                        : vkv_press_is_forced(raw[o]) ? raw[o]
                             : (float)(((double)raw[o] + CRITICAL_EPSILON) *
                                       vkv_ref_projected_value_norm(in->kv_type, in->v_host, in->n_ctx, in->head_dim,
                                                                    in->n_head, in->n_kv_head, in->n_embd, in->wo_host,
@@ -224,12 +232,24 @@ done:
 CRITICAL_ADAKV_PRESS(critical_adakv_snapkv, vkv_press_snapkv, "critical-adakv-snapkv")
 CRITICAL_ADAKV_PRESS(critical_adakv_keydiff, vkv_press_keydiff, "critical-adakv-keydiff")
 
+/* kvpress's registry: ExpectedAttentionPress(use_vnorm=False) under both CriticalKV presses. */
+static vkv_press_params critical_expected_params(const vkv_press_params *p)
+{
+    vkv_press_params q = *p;
+    q.expected_no_vnorm = true;
+    return q;
+}
+VKV_PRESS_WRAPPER_CAPTURE(critical_adakv_expected, vkv_press_expected, "critical-adakv-expected", critical_adakv_gpu,
+                          critical_adakv_ref, critical_scratch_bytes, critical_expected_params)
+
 /* One press per inner scorer: "critical-<inner>" (kvpress's evaluation names critical_<inner>). */
 #define CRITICAL_PRESS(id, inner_ops, label) \
     VKV_PRESS_WRAPPER(id, inner_ops, label, critical_gpu, critical_ref, critical_scratch_bytes)
 
 CRITICAL_PRESS(critical_snapkv, vkv_press_snapkv, "critical-snapkv")
 CRITICAL_PRESS(critical_keydiff, vkv_press_keydiff, "critical-keydiff")
+VKV_PRESS_WRAPPER_CAPTURE(critical_expected, vkv_press_expected, "critical-expected", critical_gpu, critical_ref,
+                          critical_scratch_bytes, critical_expected_params)
 
 /* The window and mode are the inner scorer's (press/snapkv.c, keydiff.c). */
 const vkv_press_ops vkv_press_critical_snapkv = {
@@ -272,6 +292,34 @@ const vkv_press_ops vkv_press_critical_adakv_keydiff = {
     .score_gpu = critical_adakv_keydiff_gpu,
     .score_ref = critical_adakv_keydiff_ref,
     .scratch_bytes = critical_adakv_keydiff_scratch,
+    .needs_wo = true,
+    .layer_selection = true,
+    .pool_scope = VKV_POOL_LAYER,
+};
+
+/* ExpectedAttention's mode and capture; compression during generation refuses
+ * both (needs_wo). */
+const vkv_press_ops vkv_press_critical_expected = {
+    .name = "critical-expected",
+    .window = 0,
+    .query_aware = false,
+    .score_gpu = critical_expected_gpu,
+    .score_ref = critical_expected_ref,
+    .scratch_bytes = critical_expected_scratch,
+    .state_bytes = critical_expected_state,
+    .capture_gpu = critical_expected_capture,
+    .needs_wo = true,
+};
+
+const vkv_press_ops vkv_press_critical_adakv_expected = {
+    .name = "critical-adakv-expected",
+    .window = 0,
+    .query_aware = false,
+    .score_gpu = critical_adakv_expected_gpu,
+    .score_ref = critical_adakv_expected_ref,
+    .scratch_bytes = critical_adakv_expected_scratch,
+    .state_bytes = critical_adakv_expected_state,
+    .capture_gpu = critical_adakv_expected_capture,
     .needs_wo = true,
     .layer_selection = true,
     .pool_scope = VKV_POOL_LAYER,

@@ -1,5 +1,8 @@
 /* ExpectedAttention (kvpress's ExpectedAttentionPress, defaults
- * n_future_positions 512, n_sink 4, use_covariance, use_vnorm, epsilon 0):
+ * n_future_positions 512, n_sink 4, use_covariance, use_vnorm, epsilon 0;
+ * use_vnorm and epsilon are vkv_press_params' expected_no_vnorm and
+ * expected_epsilon, which the compositions adakv-expected and
+ * critical-[adakv-]expected set, docs/ARCHITECTURE.md §2):
  * the attention future queries are expected to pay, from the statistics of
  * the context's queries.
  *   1. per query head, the mean mu and covariance Sigma (biased: / N) of the
@@ -10,8 +13,9 @@
  *      included), applied: mu' = Rbar mu, Sigma' = Rbar Sigma Rbar^T;
  *   3. for the non-sink keys j in [n_sink, n) (post-RoPE, from the cache):
  *      z_j = mu' . k_j / sqrt(d) + k_j^T Sigma' k_j / (2 d); softmax over j
- *      per query head; mean over the query heads of the KV head's group;
- *      times ||v_j||;
+ *      per query head; mean over the query heads of the KV head's group,
+ *      p_j; then (p_j + epsilon) ||v_j||, or p_j alone without the value
+ *      norms (kvpress adds epsilon only when it multiplies by them);
  *   4. the n_sink first tokens are kept (+inf; kvpress pads them with the
  *      maximum score + 1). kvpress asserts n > n_sink: an error here.
  *
@@ -172,7 +176,8 @@ static vkv_status expected_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vk
     for (uint32_t h0 = 0; h0 < in->n_kv_head; h0 += heads_per) {
         const uint32_t nh = in->n_kv_head - h0 < heads_per ? in->n_kv_head - h0 : heads_per;
         vkv_pc_press_expected fpc = {
-            in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0};
+            in->n, sink, in->n_ctx, in->head_dim, in->n_head, in->n_kv_head, h0, p->expected_epsilon,
+            p->expected_no_vnorm ? 0u : 1u};
         vkv_press_layer vin = *in;
         vin.k = in->v; /* the V cache has the K cache's layout */
         vkv_binding bf[4] = {vkv_ops_bind(z, 0, zb), vkv_ops_bind(lse, 0, lb), vkv_press_bind_k(&vin, h0, nh),
@@ -204,10 +209,17 @@ typedef struct expected_queries {
     uint32_t pos0, first, end, fut0;
 } expected_queries;
 
+/* kvpress's last step on one slot's group-mean expected attention p:
+ * (p + epsilon) vnorm with the value norms (use_vnorm), p without them. */
+static double finish_score(const vkv_press_params *p, double prob, double vnorm)
+{
+    return p->expected_no_vnorm ? prob : (prob + (double)p->expected_epsilon) * vnorm;
+}
+
 /* The reference in double of both paths: the statistics of the queries eq,
  * the softmax over the slots whose position is not a sink (and that the head
- * holds), the group mean, the value norms; sinks +inf, slots past a head's
- * tokens 0. */
+ * holds), the group mean p, then (p + epsilon) ||v|| or p alone
+ * (finish_score); sinks +inf, slots past a head's tokens 0. */
 static vkv_status expected_ref_core(const vkv_press_params *p, const vkv_press_layer *in, const expected_queries *eq,
                                     float *scores)
 {
@@ -327,7 +339,7 @@ static vkv_status expected_ref_core(const vkv_press_params *p, const vkv_press_l
                     const double v = vkv_kv_cache_get(in->kv_type, in->v_host, in->n_ctx, hd, kh, j, d);
                     v2 += v * v;
                 }
-                s = (float)(acc[(size_t)kh * n + j] / group * sqrt(v2));
+                s = (float)finish_score(p, acc[(size_t)kh * n + j] / group, sqrt(v2));
             }
             scores[(size_t)kh * n + j] = s;
         }
@@ -460,7 +472,7 @@ static vkv_status expected_window(vkv_gpu *gpu, const vkv_press_params *p, const
             const size_t o = (size_t)kh * in->n + j;
             scores[o] = j >= head_tokens(in, kh)             ? 0.0f
                         : slot_position(in, kh, j) < sink ? INFINITY
-                                                          : (float)(acc[o] / group * -(double)vn[o]);
+                                                          : (float)finish_score(p, acc[o] / group, -(double)vn[o]);
         }
 done:
     free(acc);

@@ -17,15 +17,16 @@ extern const vkv_press_ops vkv_press_chunkkv, vkv_press_chunkkv_knorm, vkv_press
 extern const vkv_press_ops vkv_press_adakv_snapkv, vkv_press_adakv_keydiff;
 extern const vkv_press_ops vkv_press_critical_snapkv, vkv_press_critical_keydiff;
 extern const vkv_press_ops vkv_press_critical_adakv_snapkv, vkv_press_critical_adakv_keydiff;
+extern const vkv_press_ops vkv_press_adakv_expected, vkv_press_critical_expected, vkv_press_critical_adakv_expected;
 
 static const vkv_press_ops *const all_presses[] = {
     &vkv_press_knorm, &vkv_press_keydiff, &vkv_press_streamingllm, &vkv_press_snapkv,
     &vkv_press_pyramidkv, &vkv_press_tova, &vkv_press_observed, &vkv_press_expected, &vkv_press_kvzip,
     &vkv_press_chunkkv, &vkv_press_chunkkv_knorm, &vkv_press_chunkkv_keydiff, &vkv_press_chunkkv_tova,
     &vkv_press_lagkv, &vkv_press_random,
-    &vkv_press_adakv_snapkv, &vkv_press_adakv_keydiff,
-    &vkv_press_critical_snapkv, &vkv_press_critical_keydiff,
-    &vkv_press_critical_adakv_snapkv, &vkv_press_critical_adakv_keydiff,
+    &vkv_press_adakv_snapkv, &vkv_press_adakv_keydiff, &vkv_press_adakv_expected,
+    &vkv_press_critical_snapkv, &vkv_press_critical_keydiff, &vkv_press_critical_expected,
+    &vkv_press_critical_adakv_snapkv, &vkv_press_critical_adakv_keydiff, &vkv_press_critical_adakv_expected,
     NULL,
 };
 
@@ -43,11 +44,11 @@ const vkv_press_ops *vkv_press_find(const char *name)
     return NULL;
 }
 
-bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode)
+bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode, bool kvpress_protocol)
 {
     if (mode == VKV_QUERY_AWARE) return true;
     if (mode == VKV_QUERY_AGNOSTIC) return false;
-    return ops && ops->query_aware;
+    return ops && (kvpress_protocol ? ops->kvpress_query_aware : ops->query_aware);
 }
 
 vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope requested)
@@ -66,7 +67,8 @@ vkv_press_params vkv_press_params_default(double compression_ratio)
 {
     return (vkv_press_params){.compression_ratio = compression_ratio, .window = 64, .kernel = 5, .n_sink = 4,
                               .block = 0, .pyramid_beta = 20.0f,
-                              .chunk_length = 20, .lag_size = 128, .seed = 42};
+                              .chunk_length = 20, .lag_size = 128, .seed = 42,
+                              .expected_epsilon = 0.0f, .expected_no_vnorm = false};
 }
 
 uint32_t vkv_press_window_of(const vkv_press_params *p) { return p->window ? p->window : 64; }

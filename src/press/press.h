@@ -75,17 +75,33 @@ typedef struct vkv_press_params {
     float pyramid_beta;      /* PyramidKV beta (20) */
     uint32_t chunk_length;   /* ChunkKV chunk (20; 0 = 20) */
     uint32_t lag_size;       /* LagKV partition (128; 0 = 128) */
-    uint32_t seed;           /* RandomPress seed (42, kvpress's evaluation seed) */
+    uint32_t seed;           /* RandomPress seed (42, kvpress's evaluation seed; 0 is a seed too) */
+    uint32_t sample;         /* RandomPress: the evaluation's sample index (0 outside one); each
+                                sample draws its own scores, as kvpress's global generator does */
+    /* ExpectedAttention's value-norm rescaling (docs/ARCHITECTURE.md §2):
+     * scores (p + expected_epsilon) ||v|| (kvpress's epsilon, 0), or the
+     * expected attention p alone when expected_no_vnorm (kvpress's
+     * use_vnorm=False, which ignores epsilon). Zero is kvpress's default for
+     * both, so a zeroed struct rescales as kvpress does. The compositions set
+     * them for their inner scorer: adakv-expected epsilon 1e-2,
+     * critical-expected and critical-adakv-expected no_vnorm. */
+    float expected_epsilon;
+    bool expected_no_vnorm;
 } vkv_press_params;
 
 /* kvpress's defaults: window 64, kernel 5, 4 sinks, whole-sequence KeyDiff, beta 20,
- * ChunkKV chunks of 20, LagKV partitions of 128, seed 42. */
+ * ChunkKV chunks of 20, LagKV partitions of 128, seed 42, ExpectedAttention's
+ * epsilon 0 with the value norms. */
 vkv_press_params vkv_press_params_default(double compression_ratio);
 
 typedef struct vkv_press_ops {
     const char *name;        /* as on the command line: "keydiff", "snapkv", ... */
     uint32_t window;         /* queries it needs captured per layer (0 = none) */
     bool query_aware;        /* the paper's default mode for this scorer */
+    bool kvpress_query_aware; /* the mode kvpress's evaluation gives it under --protocol kvpress: its
+                                 evaluate.py runs every press query-agnostic, its leaderboard script
+                                 turns query-awareness on for snapkv, adakv_snapkv and chunkkv alone
+                                 (docs/ARCHITECTURE.md §5, "Query modes") */
     /* scores[n_kv_head, n] f32 on the device (records into the open recording). */
     vkv_status (*score_gpu)(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores);
     /* The same on the host, in double where it matters (VKV_ERR_ARG for the
@@ -99,8 +115,10 @@ typedef struct vkv_press_ops {
     /* Tokens layer l keeps when not every layer keeps floor(n (1 - p_c))
      * (PyramidKV); NULL = the uniform kvpress count. */
     uint32_t (*n_kept)(const vkv_press_params *p, uint32_t layer, uint32_t n_layer, uint32_t n);
-    /* Positions that are always kept whatever their score (SnapKV's window,
-     * StreamingLLM's sinks): scores there are +inf. */
+    /* Positions that are always kept whatever their score: StreamingLLM's
+     * sinks score +inf; SnapKV's window (and what wraps it) scores in the
+     * forced band (vkv_press_forced_score), above every real score, the
+     * newest highest. */
 
     /* Scorers that look at every query rather than a captured window
      * (ObservedAttention, ExpectedAttention, KVzip): per-layer device state of
@@ -172,16 +190,38 @@ typedef struct vkv_press_ops {
     vkv_status (*score_window_ref)(const vkv_press_params *p, const vkv_press_layer *in, float *scores);
 } vkv_press_ops;
 
+/* The score of a token kept whatever the others score, with an order among
+ * such tokens: SnapKV's observation window (PyramidKV's, and AdaKV's,
+ * CriticalKV's and ChunkKV's over SnapKV), whose token `order` places
+ * (0 the oldest) scores 2^100 (1 + order 2^-23), bits 0x71800000 + order:
+ * above every real score, the newest highest, so a budget below the window
+ * keeps its newest tokens (kvpress pads the window with the maximum score,
+ * a tie that keeps no particular ones; docs/ARCHITECTURE.md §2). Sums of up
+ * to 2^27 of them stay finite (ChunkKV's chunk sums over heads). The
+ * shaders write the same bits. */
+#define VKV_PRESS_FORCED_BITS 0x71800000u
+static inline float vkv_press_forced_score(uint32_t order)
+{
+    const union { uint32_t u; float f; } b = {VKV_PRESS_FORCED_BITS + order};
+    return b.f;
+}
+/* Whether a score is a forced keep: +inf, or in the forced band. */
+static inline bool vkv_press_is_forced(float score)
+{
+    return score >= vkv_press_forced_score(0);
+}
+
 /* Whether the question is compressed with the context. The paper runs
  * SnapKV and PyramidKV query-aware and KeyDiff and KVzip query-agnostic
- * (vkv_press_ops.query_aware holds each scorer's mode); a command line may
- * override it either way. */
+ * (vkv_press_ops.query_aware holds each scorer's mode); under kvpress's
+ * protocol the default is kvpress's evaluation's (kvpress_query_aware); a
+ * command line may override either way. */
 typedef enum vkv_query_mode {
     VKV_QUERY_DEFAULT = 0,     /* the scorer's own mode */
     VKV_QUERY_AWARE,
     VKV_QUERY_AGNOSTIC,
 } vkv_query_mode;
-bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode);
+bool vkv_press_query_aware(const vkv_press_ops *ops, vkv_query_mode mode, bool kvpress_protocol);
 
 /* The pool scope a run uses: the requested one, or the scorer's own. */
 vkv_pool_scope vkv_press_pool_scope(const vkv_press_ops *ops, vkv_pool_scope requested);

@@ -92,6 +92,44 @@ vkv_status vkv_press_window_ref(const vkv_press_layer *in, uint32_t w, uint32_t 
         return scratch_fn(&inner_ops, p, in);                                                                          \
     }
 
+/* A wrapper whose inner scorer has a capture (ExpectedAttention) and runs
+ * with the composition's own parameters (kvpress's evaluation registry
+ * builds ExpectedAttentionPress(epsilon=1e-2) under AdaKV and
+ * ExpectedAttentionPress(use_vnorm=False) under CriticalKV;
+ * docs/ARCHITECTURE.md §2): adjust(p) returns the copy of *p that the
+ * wrapper and its inner scorer see. Defines id_gpu, id_ref and id_scratch as
+ * VKV_PRESS_WRAPPER does, and id_state and id_capture, the inner scorer's
+ * state_bytes and capture_gpu, for the wrapper's ops: the driver then captures
+ * the prefill's queries into the inner scorer's state through the wrapper. */
+#define VKV_PRESS_WRAPPER_CAPTURE(id, inner_ops, label, gpu_fn, ref_fn, scratch_fn, adjust)                            \
+    extern const vkv_press_ops inner_ops;                                                                              \
+    static vkv_status id##_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores)    \
+    {                                                                                                                  \
+        const vkv_press_params q = adjust(p);                                                                          \
+        return gpu_fn(&inner_ops, label, gpu, &q, in, scores);                                                         \
+    }                                                                                                                  \
+    static vkv_status id##_ref(const vkv_press_params *p, const vkv_press_layer *in, float *scores)                    \
+    {                                                                                                                  \
+        const vkv_press_params q = adjust(p);                                                                          \
+        return ref_fn(&inner_ops, label, &q, in, scores);                                                              \
+    }                                                                                                                  \
+    static uint64_t id##_scratch(const vkv_press_params *p, const vkv_press_layer *in)                                 \
+    {                                                                                                                  \
+        const vkv_press_params q = adjust(p);                                                                          \
+        return scratch_fn(&inner_ops, &q, in);                                                                         \
+    }                                                                                                                  \
+    static uint64_t id##_state(const vkv_press_params *p, const vkv_press_layer *in)                                   \
+    {                                                                                                                  \
+        const vkv_press_params q = adjust(p);                                                                          \
+        return inner_ops.state_bytes(&q, in);                                                                          \
+    }                                                                                                                  \
+    static vkv_status id##_capture(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view qv,    \
+                                   uint32_t n_tok, uint32_t pos0)                                                      \
+    {                                                                                                                  \
+        const vkv_press_params q = adjust(p);                                                                          \
+        return inner_ops.capture_gpu(gpu, &q, in, qv, n_tok, pos0);                                                    \
+    }
+
 /* ---- SnapKV's scores, shared with PyramidKV (press/snapkv.c) ---- */
 vkv_status vkv_snapkv_score_gpu(vkv_gpu *gpu, const vkv_press_params *p, const vkv_press_layer *in, vkv_view scores,
                                 const char *name);

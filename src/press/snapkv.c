@@ -7,8 +7,10 @@
  *   3. avg_pool1d(kernel 5, stride 1, padding 2) along the prefix, zero
  *      padding counted (PyTorch's count_include_pad default: always / 5);
  *   4. mean over the query heads of the KV head's group;
- *   5. the window's own tokens are always kept: +inf (kvpress pads them with
- *      the max score, which could tie with a prefix token; +inf cannot).
+ *   5. the window's own tokens are always kept: they score in the forced
+ *      band, the newest highest (vkv_press_forced_score; kvpress pads them
+ *      with the max score, which ties them with each other and with the best
+ *      prefix token). A budget below the window keeps its newest tokens.
  * kvpress asserts n > w; here n < w is an error naming both numbers and
  * n = w keeps everything (every token is in the window). The kernel must be
  * odd (an even one changes the pooled length in PyTorch).
@@ -66,7 +68,7 @@ vkv_status vkv_snapkv_score_ref(const vkv_press_params *p, const vkv_press_layer
     }
     for (uint32_t h = 0; h < in->n_kv_head; h++)
         for (uint32_t j = 0; j < in->n; j++) {
-            float s = INFINITY;
+            float s = vkv_press_forced_score(j - n_pre);
             if (j < n_pre) {
                 double acc = 0; /* the kernel's taps that fall inside the prefix; outside ones are zeros */
                 for (uint32_t t = j > half ? j - half : 0; t <= j + half && t < n_pre; t++)
@@ -93,6 +95,7 @@ const vkv_press_ops vkv_press_snapkv = {
     .name = "snapkv",
     .window = 64,
     .query_aware = true,
+    .kvpress_query_aware = true,
     .score_gpu = snapkv_gpu,
     .score_ref = snapkv_ref,
     .scratch_bytes = vkv_snapkv_scratch_bytes,

@@ -288,24 +288,28 @@ static void apx_quality(const uint8_t *tiers, const float *eps, const float *vro
     *rel = sum_v2 > 0 ? sum_eps / sum_v2 : NAN;
 }
 
+/* A score a scorer computed: not a forced keep (press/press.h). */
+static bool real_score(float s) { return isfinite(s) && !vkv_press_is_forced(s); }
+
 /* Distortion of one head: sum of the normalised importance of evicted tokens
  * plus that of approximated tokens weighted by their relative error. Scores
- * are shifted to be >= 0 (forced keeps count as the largest finite score). */
+ * are shifted to be >= 0 (forced keeps, +inf or in the forced band, count as
+ * the largest real score). */
 static double head_distortion(const uint8_t *tiers, const float *scores, const float *eps, const float *vrows, uint32_t n,
                               uint32_t hd)
 {
     double lo = INFINITY, hi = -INFINITY;
     for (uint32_t j = 0; j < n; j++)
-        if (isfinite(scores[j])) {
+        if (real_score(scores[j])) {
             lo = scores[j] < lo ? scores[j] : lo;
             hi = scores[j] > hi ? scores[j] : hi;
         }
     if (!isfinite(lo)) return NAN;
     double total = 0, e = 0;
-    for (uint32_t j = 0; j < n; j++) total += (isfinite(scores[j]) ? scores[j] : scores[j] > 0 ? hi : lo) - lo;
+    for (uint32_t j = 0; j < n; j++) total += (real_score(scores[j]) ? scores[j] : scores[j] > 0 ? hi : lo) - lo;
     if (!(total > 0)) return NAN;
     for (uint32_t j = 0; j < n; j++) {
-        double w = ((isfinite(scores[j]) ? scores[j] : scores[j] > 0 ? hi : lo) - lo) / total;
+        double w = ((real_score(scores[j]) ? scores[j] : scores[j] > 0 ? hi : lo) - lo) / total;
         if (tiers[j] == VKV_TIER_EVICTED) e += w;
         else if (tiers[j] == VKV_TIER_APPROXIMATED && vrows) {
             double v2 = 0;

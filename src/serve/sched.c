@@ -472,7 +472,7 @@ static bool request_compression(vkv_seq *q, char *msg, size_t size, const char *
     }
     /* query_aware: the request's as given; the server's default true forces it, false leaves the scorer's own */
     c->query_aware = vkv_press_query_aware(c->press, r->has_query_aware ? (r->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_AGNOSTIC)
-                                                     : d->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_DEFAULT);
+                                                     : d->query_aware ? VKV_QUERY_AWARE : VKV_QUERY_DEFAULT, false);
     int t = kv_type[0] ? vkv_dtype_from_name(kv_type) : (int)VKV_F16;
     if (t < 0 || !vkv_kv_type_ok((vkv_dtype)t)) {
         snprintf(msg, size, "kv_type '%s' is not a KV cache type (f16, f32, q8_0, q4_0)", kv_type);
@@ -702,7 +702,8 @@ static bool same_compression(const vkv_compression *a, const vkv_compression *b)
 {
     return a->press == b->press && a->compression_ratio == b->compression_ratio && a->vector == b->vector &&
            a->p_a == b->p_a && a->pool == b->pool && a->map == b->map && a->materialized == b->materialized &&
-           a->plain_prompt == b->plain_prompt && a->press_seed == b->press_seed;
+           a->plain_prompt == b->plain_prompt && a->press_seed_set == b->press_seed_set &&
+           a->press_seed == b->press_seed && a->sample == b->sample;
 }
 
 /* The cached compressed context q may take whole (-1: none): its context's

@@ -388,11 +388,13 @@ static vkv_status kvzip_prompt(vkv_session *s, bool chat, const vkv_kvzip_prompt
     return VKV_OK;
 }
 
-/* The scorer's parameters for compression c: kvpress's defaults, the seed if given. */
+/* The scorer's parameters for compression c: kvpress's defaults, the seed if
+ * given, the sample's index. */
 static vkv_press_params press_params(const vkv_compression *c)
 {
     vkv_press_params pp = vkv_press_params_default(c->compression_ratio);
-    if (c->press_seed) pp.seed = c->press_seed;
+    if (c->press_seed_set) pp.seed = c->press_seed;
+    pp.sample = c->sample;
     return pp;
 }
 

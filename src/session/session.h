@@ -112,7 +112,9 @@ typedef struct vkv_compression {
     uint32_t compress_every, max_kv_tokens;
     vkv_decoding_rule decoding;
     uint32_t target_kv_tokens;
-    uint32_t press_seed;        /* RandomPress's seed; 0: the default (42, vkv_press_params) */
+    bool press_seed_set;        /* press_seed was given; else the default (42, vkv_press_params) */
+    uint32_t press_seed;        /* RandomPress's seed (0 is a seed, as torch.manual_seed(0)) */
+    uint32_t sample;            /* RandomPress: the evaluation sample's index (0: none) */
 } vkv_compression;
 
 /* The rules every compression's settings keep, whoever gathered them (a

@@ -50,7 +50,8 @@ typedef struct vkv_pc_mask_row_counts { uint32_t rows, n, groups_x; } vkv_pc_mas
 typedef struct vkv_pc_matmul { uint32_t M, K, N, m_offset, ldy; } vkv_pc_matmul;
 typedef struct vkv_pc_matvec { uint32_t M, K, m_offset, groups_x, group_threads; } vkv_pc_matvec;
 typedef struct vkv_pc_matvec_cols { uint32_t M, K, m_offset, groups_x, n_cols, ldy, group_threads; } vkv_pc_matvec_cols;
-typedef struct vkv_pc_press_expected { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0; } vkv_pc_press_expected;
+typedef struct vkv_pc_press_expected { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
+                                       float epsilon; uint32_t vnorm; } vkv_pc_press_expected;
 typedef struct vkv_pc_press_expected_logits { uint32_t n, n_sink, n_ctx, head_dim, n_head, n_kv_head, kv_head0;
                                               float inv_sqrt_d, inv_2d; } vkv_pc_press_expected_logits;
 typedef struct vkv_pc_press_expected_lse { uint32_t n_z; } vkv_pc_press_expected_lse;
@@ -69,7 +70,7 @@ typedef struct vkv_pc_press_span {
     float scale;
 } vkv_pc_press_span;
 typedef struct vkv_pc_press_streamingllm { uint32_t n, n_sink; } vkv_pc_press_streamingllm;
-typedef struct vkv_pc_press_random { uint32_t n, seed, layer; } vkv_pc_press_random;
+typedef struct vkv_pc_press_random { uint32_t n, seed, layer, sample; } vkv_pc_press_random;
 typedef struct vkv_pc_press_lagkv { uint32_t n, n_ctx, head_dim, kv_head0, n_sink, lag; } vkv_pc_press_lagkv;
 typedef struct vkv_pc_press_chunkkv { uint32_t n, n_kv_head, chunk, n_chunk; } vkv_pc_press_chunkkv;
 typedef struct vkv_pc_press_tova { uint32_t n, n_pre, n_kv_head; float inv_heads; } vkv_pc_press_tova;

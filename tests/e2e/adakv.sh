@@ -8,7 +8,8 @@
 # row scope caps each head's a at its own budget; without --vector the tiers
 # are the scorer's; compression during generation refuses it. CriticalKV
 # (press/critical.c) generates with VECTOR on top, each head keeping n_kept and
-# its first stage forced.
+# its first stage forced; so do kvpress's registry's compositions over
+# ExpectedAttention (adakv-expected, critical-expected, critical-adakv-expected).
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -65,9 +66,9 @@ run --press adakv-keydiff --compression 0.9 -n 0 --tier-dump "$tmp/base.json" >/
 out=$(run --press adakv-keydiff --compression 0.5 -n 8 --compress-every 64 --max-kv-tokens 200 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "shares a layer's budget" <<<"$out" && ok || bad "adakv during generation ($rc): $out"
 
-out=$(run --press critical-snapkv --compression 0.5 --vector -n 16 --tier-dump "$tmp/crit.json" 2>"$tmp/err")
-[ $? -eq 0 ] && [ ${#out} -gt ${#prompt} ] && ok || bad "critical-snapkv --vector: no text: $(tail -3 "$tmp/err")"
-python3 - "$tmp/crit.json" <<'PY' && ok || bad "critical-snapkv's counts"
+# CriticalKV's counts in a tier dump: each head keeps n_kept, stage 1's picks forced
+critical_counts() {
+  python3 - "$1" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1])); n, pc = d["n_context"], d["compression"]
 n_kept = max(1, int(n * (1 - pc))); first = int((1 - pc) * n * 0.5)
@@ -76,6 +77,10 @@ for L in d["layers"]:
         assert h["n_kept"] == n_kept and h["n_retained"] + h["n_approximated"] // 2 == n_kept, h["n_kept"]
         assert sum(s is None for s in h["scores"]) >= first, "the first stage is forced"
 PY
+}
+out=$(run --press critical-snapkv --compression 0.5 --vector -n 16 --tier-dump "$tmp/crit.json" 2>"$tmp/err")
+[ $? -eq 0 ] && [ ${#out} -gt ${#prompt} ] && ok || bad "critical-snapkv --vector: no text: $(tail -3 "$tmp/err")"
+critical_counts "$tmp/crit.json" && ok || bad "critical-snapkv's counts"
 # CriticalAdaKV: AdaKV's counts (the layer's total, each head's safeguard) with VECTOR's layer pool
 out=$(run --press critical-adakv-snapkv --compression 0.5 --vector -n 16 --tier-dump "$tmp/cada.json" 2>"$tmp/err")
 [ $? -eq 0 ] && [ ${#out} -gt ${#prompt} ] && ok || bad "critical-adakv-snapkv --vector: no text: $(tail -3 "$tmp/err")"
@@ -90,6 +95,40 @@ for L in d["layers"]:
     for h in heads:   # the kept set is exactly the forced scores
         assert h["n_kept"] >= n_safe and sum(s is None for s in h["scores"]) == h["n_kept"], h["n_kept"]
 PY
+
+# kvpress's registry's ExpectedAttention compositions, whose wrappers capture every query of the
+# prefill: adakv-expected keeps AdaKV's counts, and its inner scores (p + 1e-2) ||v|| against
+# expected's p ||v|| give p = 1e-2 e / (a - e), the expected attention: positive, at most 1 in all
+# per head, and not uniform (it read the captured queries; zero statistics would give 1 / (n - 4)).
+run --press expected --compression 0.5 -n 0 --tier-dump "$tmp/exp.json" >/dev/null 2>"$tmp/err" ||
+  bad "expected: $(tail -2 "$tmp/err")"
+run --press adakv-expected --compression 0.5 -n 0 --tier-dump "$tmp/aexp.json" >/dev/null 2>"$tmp/err" &&
+  check "$tmp/aexp.json" none && ok || bad "adakv-expected's counts: $(tail -2 "$tmp/err")"
+python3 - "$tmp/exp.json" "$tmp/aexp.json" <<'PY' && ok || bad "adakv-expected: not ExpectedAttention with epsilon 1e-2"
+import json, sys
+e, a = (json.load(open(f)) for f in sys.argv[1:3])
+for Le, La in zip(e["layers"], a["layers"]):
+    for he, ha in zip(Le["heads"], La["heads"]):
+        p = [1e-2 * x / (y - x) for x, y in zip(he["scores"], ha["scores"]) if x is not None and y is not None and y < 1e38]
+        assert len(p) > len(he["scores"]) // 2 and min(p) > 0 and sum(p) <= 1 + 1e-3, (len(p), min(p), sum(p))
+        assert max(p) > 1.05 * min(p), (min(p), max(p))
+PY
+out=$(run --press critical-expected --compression 0.5 --vector -n 8 --tier-dump "$tmp/cexp.json" 2>"$tmp/err")
+[ $? -eq 0 ] && [ ${#out} -gt ${#prompt} ] && ok || bad "critical-expected --vector: no text: $(tail -3 "$tmp/err")"
+critical_counts "$tmp/cexp.json" && ok || bad "critical-expected's counts"
+run --press critical-adakv-expected --compression 0.75 -n 0 --tier-dump "$tmp/caexp.json" >/dev/null 2>"$tmp/err" ||
+  bad "critical-adakv-expected: $(tail -2 "$tmp/err")"
+python3 - "$tmp/caexp.json" <<'PY' && ok || bad "critical-adakv-expected's counts"
+import json, sys
+d = json.load(open(sys.argv[1])); n, H, pc = d["n_context"], d["n_kv_head"], d["compression"]
+n_kept = max(1, int(n * (1 - pc))); n_safe = int(n_kept * 0.20)
+for L in d["layers"]:
+    heads = L["heads"]
+    assert sum(h["n_kept"] for h in heads) == H * n_kept
+    for h in heads:
+        assert h["n_kept"] >= n_safe and sum(s is None for s in h["scores"]) == h["n_kept"], h["n_kept"]
+PY
+
 out=$(run --press critical-keydiff --compression 0.5 -n 8 --compress-every 64 --max-kv-tokens 200 2>&1); rc=$?
 [ $rc -ne 0 ] && grep -q "projected through W_o" <<<"$out" && ok || bad "critical during generation ($rc): $out"
 

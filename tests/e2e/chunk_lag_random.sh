@@ -7,7 +7,7 @@
 # VECTOR (a kept partial last chunk leaves its missing tokens to the next-best
 # chunk, src/press/chunkkv.c) and the same tokens in every head, and
 # RandomPress draws the same tiers on a second run (seed 42) and others
-# under --press-seed 7.
+# under --press-seed 7 and under --press-seed 0.
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -67,6 +67,10 @@ python3 -c 'import json, sys; a, b = (json.load(open(f))["layers"] for f in sys.
 run --press random --vector --press-seed 7 --tier-dump "$tmp/seed7.json" > /dev/null 2>&1 || bad "random --press-seed 7 run"
 python3 -c 'import json, sys; a, b = (json.load(open(f))["layers"] for f in sys.argv[1:]); sys.exit(a == b)' \
   "$tmp/random.json" "$tmp/seed7.json" && ok || bad "random: --press-seed 7 drew the default seed's tiers"
+# 0 is a seed like any other (torch.manual_seed(0)), not the default's stand-in
+run --press random --vector --press-seed 0 --tier-dump "$tmp/seed0.json" > /dev/null 2>&1 || bad "random --press-seed 0 run"
+python3 -c 'import json, sys; a, b = (json.load(open(f))["layers"] for f in sys.argv[1:]); sys.exit(a == b)' \
+  "$tmp/random.json" "$tmp/seed0.json" && ok || bad "random: --press-seed 0 drew the default seed's tiers"
 "$vkv" run -m "$model" -p "$context" -n 1 --press chunkkv-bogus --compression 0.5 > /dev/null 2> "$tmp/bad.err" &&
   bad "an unknown chunkkv inner scorer was accepted" || { grep -q "unknown press 'chunkkv-bogus'" "$tmp/bad.err" && ok ||
   bad "unknown chunkkv inner: $(cat "$tmp/bad.err")"; }

@@ -117,7 +117,7 @@ static vkv_compression case_compression(const tcase *c)
 {
     const vkv_press_ops *press = c->press ? vkv_press_find(c->press) : NULL;
     return (vkv_compression){.press = press, .compression_ratio = c->compression, .vector = c->vector, .p_a = -1,
-                             .query_aware = vkv_press_query_aware(press, VKV_QUERY_DEFAULT),
+                             .query_aware = vkv_press_query_aware(press, VKV_QUERY_DEFAULT, false),
                              .plain_prompt = c->kind != VKV_GEN_CHAT, .compress_every = c->compress_every,
                              .max_kv_tokens = c->max_kv_tokens, .decoding = VKV_DECODING_BUDGET};
 }

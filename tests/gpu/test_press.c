@@ -18,7 +18,11 @@
  * the reconstruction pass's queries after the context, with the repeated
  * keys in the cache), before score_gpu; as during generation, ObservedAttention
  * gets only the last query (its decode_window), ExpectedAttention the last
- * queries and a gathered layer. The global selection (KVzip) is
+ * queries and a gathered layer. ExpectedAttention also runs with kvpress's
+ * epsilon and without its value norms (use_vnorm=False), and under the
+ * compositions of kvpress's evaluation registry (adakv-expected,
+ * critical-expected, critical-adakv-expected; CriticalKV gets a random W_o).
+ * The global selection (KVzip) is
  * checked against its reference on scores with many ties.
  *
  * Skips (77) when there is no Vulkan device. */
@@ -47,6 +51,8 @@
 static vkv_gpu *gpu;
 
 static const double compressions[] = {0.25, 0.5, 0.9};
+/* W_o's rows for CriticalKV (a narrow residual stream keeps the reference quick) */
+#define PRESS_N_EMBD 48u
 #define N_PC 3
 #define MAX_ATTEMPTS 20
 
@@ -60,6 +66,13 @@ typedef struct press_shape {
     uint32_t decode;
 } press_shape;
 
+/* ExpectedAttention's vkv_press_params.expected_epsilon / expected_no_vnorm
+ * a case runs with (kvpress's defaults: 0, false). */
+typedef struct expected_rescale {
+    float epsilon;
+    bool no_vnorm;
+} expected_rescale;
+
 /* Inputs and the reference of one case. */
 typedef struct press_data {
     vkv_press_params pp;
@@ -67,6 +80,7 @@ typedef struct press_data {
     void *k_cache;    /* [n_kv_head, n_ctx, head_dim] of kv_type; slots >= n_keys are NaN */
     void *v_cache;    /* the same for the values */
     float *q;         /* [n_q, n_head, head_dim] f32: the window, or every captured query */
+    float *wo;        /* [PRESS_N_EMBD, n_head head_dim] f32 W_o (CriticalKV: vkv_press_ops.needs_wo), else NULL */
     float inv_freq[128]; /* head_dim <= 256 */
     uint32_t n_q, n_keys;
     float *ref;       /* [n_kv_head, n] reference scores */
@@ -97,12 +111,13 @@ static bool boundary_is_clear(const float *row, uint32_t n, uint32_t k, float *t
     float range = 0;
     for (uint32_t j = 0; j < n; j++) {
         tmp[j] = isnan(row[j]) ? -INFINITY : row[j];
-        /* FLT_MAX: AdaKV's clamped forced keeps (press/adakv.c), exact like +inf */
-        if (isfinite(tmp[j]) && tmp[j] != FLT_MAX && fabsf(tmp[j]) > range) range = fabsf(tmp[j]);
+        /* FLT_MAX: AdaKV's clamped forced keeps (press/adakv.c), exact like +inf and the forced band */
+        if (!vkv_press_is_forced(fabsf(tmp[j])) && tmp[j] != FLT_MAX && fabsf(tmp[j]) > range) range = fabsf(tmp[j]);
     }
     qsort(tmp, n, sizeof *tmp, cmp_desc);
     const float a = tmp[k - 1], b = tmp[k];
-    if ((isinf(a) || a == FLT_MAX || a == 0.0f || a == 1.0f) && a == b) return true; /* exact on both sides: broken by position */
+    if ((vkv_press_is_forced(a) || a == FLT_MAX || a == 0.0f || a == 1.0f) && a == b)
+        return true; /* exact on both sides: broken by position */
     if (a == b && a == floorf(a)) return true; /* LagKV's ranks: exact integers on both sides */
     return a - b > 1e-5f * (relative ? fabsf(a) : range);
 }
@@ -112,12 +127,14 @@ static void data_free(press_data *d)
     free(d->k_cache);
     free(d->v_cache);
     free(d->q);
+    free(d->wo);
     free(d->ref);
     memset(d, 0, sizeof *d);
 }
 
 /* Draws inputs until the reference selections are clear of near-ties. */
-static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape *s, press_data *d)
+static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape *s, expected_rescale er,
+                      press_data *d)
 {
     const bool capture = ops->capture_gpu != NULL;
     const uint32_t window = capture ? 0 : s->n < 64 ? s->n : 64, hd = s->head_dim;
@@ -129,6 +146,15 @@ static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape 
     const size_t sn = (size_t)s->n_kv_head * s->n;
     d->pp = vkv_press_params_default(0.5f);
     d->pp.block = s->block;
+    d->pp.expected_epsilon = er.epsilon;
+    d->pp.expected_no_vnorm = er.no_vnorm;
+    if (ops->needs_wo) {
+        const size_t wn = (size_t)PRESS_N_EMBD * s->n_head * hd;
+        vkv_rng wrng = vkv_rng_new(0x5eed2000u + s->n);
+        d->wo = malloc(wn * sizeof *d->wo);
+        assert_non_null(d->wo);
+        for (size_t i = 0; i < wn; i++) d->wo[i] = vkv_rng_uniform(&wrng, -1.0f, 1.0f);
+    }
     d->k_cache = malloc(vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, hd));
     d->v_cache = malloc(vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, hd));
     d->q = malloc(qn * sizeof *d->q);
@@ -165,7 +191,8 @@ static void data_make(const vkv_press_ops *ops, vkv_dtype kv, const press_shape 
                                   .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = d->inv_freq,
                                   .prefix = s->prefix, .span0 = s->span0, .span1 = s->span1,
                                   .q_pos0 = ops->repeat_pass ? s->n : s->decode ? s->n - d->n_q : 0,
-                                  .n_q = d->n_q, .q_host = capture ? d->q : NULL};
+                                  .n_q = d->n_q, .q_host = capture ? d->q : NULL,
+                                  .n_embd = d->wo ? PRESS_N_EMBD : 0, .wo_host = d->wo};
         assert_int_equal(ops->score_ref(&d->pp, &d->in, d->ref), VKV_OK);
         clear = true;
         for (int c = 0; c < N_PC; c++) {
@@ -188,18 +215,19 @@ static vkv_buffer *upload(const void *data, uint64_t bytes, const char *what)
 }
 
 /* One scorer on one cache type: scores and selections against the reference. */
-static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
+static void check_press_rescaled(const char *name, vkv_dtype kv, const press_shape *s, expected_rescale er)
 {
     const vkv_press_ops *ops = vkv_press_find(name);
     assert_non_null(ops);
     press_data d;
-    data_make(ops, kv, s, &d);
+    data_make(ops, kv, s, er, &d);
     const size_t sn = (size_t)s->n_kv_head * s->n;
     const uint64_t row_bytes = 4ull * s->n_head * s->head_dim, qb = row_bytes * d.n_q;
     const uint64_t cache_bytes = vkv_kv_cache_bytes(kv, s->n_kv_head, s->n_ctx, s->head_dim);
     vkv_buffer *kb = upload(d.k_cache, cache_bytes, "K cache"), *vb = upload(d.v_cache, cache_bytes, "V cache");
     vkv_buffer *qbuf = upload(d.q, qb, "queries");
     vkv_buffer *fb = upload(d.inv_freq, 2ull * s->head_dim, "RoPE frequencies");
+    vkv_buffer *wob = upload(d.wo, d.wo ? 4ull * PRESS_N_EMBD * s->n_head * s->head_dim : 0, "W_o");
     vkv_buffer *scratch = upload(NULL, vkv_press_scratch_bytes(ops, &d.pp, &d.in), "press scratch");
     const uint64_t state_bytes = ops->state_bytes ? ops->state_bytes(&d.pp, &d.in) : 16;
     vkv_buffer *state = upload(NULL, state_bytes, "press state");
@@ -212,6 +240,7 @@ static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
     d.in.scratch = vkv_view_of(scratch);
     d.in.state = vkv_view_of(state);
     d.in.inv_freq = vkv_view_of(fb);
+    if (d.wo) d.in.wo = vkv_view_of(wob);
 
     assert_int_equal(vkv_cmd_begin(gpu), VKV_OK);
     vkv_status st = VKV_OK;
@@ -235,7 +264,7 @@ static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
     assert_int_equal(vkv_buffer_download(gpu, sb, 0, got, sn * 4), VKV_OK);
     double num = 0, den = 0;
     for (size_t i = 0; i < sn; i++) {
-        if (isinf(d.ref[i]) || isinf(got[i])) {
+        if (vkv_press_is_forced(fabsf(d.ref[i])) || vkv_press_is_forced(fabsf(got[i]))) { /* +inf, the forced band */
             if (got[i] != d.ref[i]) fail_msg("%s %s: score %zu is %g, reference %g", name, kv == VKV_F16 ? "f16" : "f32", i, got[i], d.ref[i]);
             continue;
         }
@@ -263,9 +292,15 @@ static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
     vkv_buffer_destroy(gpu, state);
     vkv_buffer_destroy(gpu, qbuf);
     vkv_buffer_destroy(gpu, fb);
+    vkv_buffer_destroy(gpu, wob);
     vkv_buffer_destroy(gpu, kb);
     vkv_buffer_destroy(gpu, vb);
     data_free(&d);
+}
+
+static void check_press(const char *name, vkv_dtype kv, const press_shape *s)
+{
+    check_press_rescaled(name, kv, s, (expected_rescale){0.0f, false});
 }
 
 static void check_both_types(const char *name, const press_shape *s)
@@ -352,7 +387,7 @@ static void observed_decode_gpu_matches_reference(void **state)
  * rest NaN). The device's scores, finished on the host, against
  * score_window_ref: NMSE <= 1e-7, sinks +inf at the same slots, and the same
  * top-k selections at p_c {0.25, 0.5, 0.9} of each head's tokens. */
-static void check_expected_window(vkv_dtype kv)
+static void check_expected_window(vkv_dtype kv, float epsilon, bool no_vnorm)
 {
     const vkv_press_ops *ops = vkv_press_find("expected");
     assert_non_null(ops);
@@ -383,6 +418,8 @@ static void check_expected_window(vkv_dtype kv)
                           .freq_base = 10000.0f, .freq_scale = 1.0f};
     vkv_rope_inv_freq(&rp, inv_freq);
     vkv_press_params pp = vkv_press_params_default(0.5);
+    pp.expected_epsilon = epsilon;
+    pp.expected_no_vnorm = no_vnorm;
     vkv_press_layer in = {.layer = 1, .n_layer = 4, .n = N, .n_head = H, .n_kv_head = KVH, .head_dim = HD,
                           .n_ctx = CTX, .kv_type = kv, .window = W, .k_host = kc, .v_host = vc, .q_window_host = q,
                           .n_rot = HD, .rope_neox = rp.mode == VKV_ROPE_NEOX, .inv_freq_host = inv_freq,
@@ -459,8 +496,16 @@ static void check_expected_window(vkv_dtype kv)
 static void expected_decode_gpu_matches_reference(void **state)
 {
     (void)state;
-    check_expected_window(VKV_F32);
-    check_expected_window(VKV_F16);
+    check_expected_window(VKV_F32, 0.0f, false);
+    check_expected_window(VKV_F16, 0.0f, false);
+}
+
+/* The same with kvpress's epsilon, and without the value norms. */
+static void expected_decode_rescaling_gpu_matches_reference(void **state)
+{
+    (void)state;
+    check_expected_window(VKV_F32, 1e-2f, false);
+    check_expected_window(VKV_F16, 1e-2f, true);
 }
 
 static void expected_gpu_matches_reference(void **state)
@@ -469,6 +514,31 @@ static void expected_gpu_matches_reference(void **state)
     check_both_types("expected", &gqa);
     const press_shape mha = {4, 4, 32, 200, 200, 0, 0, 0, 0, 0, 0};
     check_press("expected", VKV_F32, &mha);
+}
+
+/* kvpress's epsilon (the registry's 1e-2) before the value norm, and no
+ * value norm (use_vnorm=False, an epsilon then unused): the reference's
+ * formula is tests/unit/test_press_ref.c's, these the device's. */
+static void expected_rescaling_gpu_matches_reference(void **state)
+{
+    (void)state;
+    const expected_rescale eps = {1e-2f, false}, bare = {0.5f, true};
+    for (int f16 = 0; f16 < 2; f16++) {
+        check_press_rescaled("expected", f16 ? VKV_F16 : VKV_F32, &gqa, eps);
+        check_press_rescaled("expected", f16 ? VKV_F16 : VKV_F32, &gqa, bare);
+    }
+}
+
+/* kvpress's evaluation registry's ExpectedAttention compositions: AdaKV over
+ * epsilon 1e-2, CriticalKV and CriticalAdaKV over no value norms (the
+ * wrappers set those; press/adakv.c, press/critical.c), each capturing its
+ * queries through the wrapper. */
+static void expected_compositions_gpu_match_reference(void **state)
+{
+    (void)state;
+    check_both_types("adakv-expected", &gqa);
+    check_both_types("critical-expected", &gqa);
+    check_both_types("critical-adakv-expected", &gqa);
 }
 
 static void kvzip_gpu_matches_reference(void **state)
@@ -579,6 +649,9 @@ int main(void)
         cmocka_unit_test(observed_decode_gpu_matches_reference),
         cmocka_unit_test(expected_gpu_matches_reference),
         cmocka_unit_test(expected_decode_gpu_matches_reference),
+        cmocka_unit_test(expected_rescaling_gpu_matches_reference),
+        cmocka_unit_test(expected_decode_rescaling_gpu_matches_reference),
+        cmocka_unit_test(expected_compositions_gpu_match_reference),
         cmocka_unit_test(kvzip_gpu_matches_reference),
         cmocka_unit_test(global_selection_matches_reference),
         cmocka_unit_test(snapkv_gpu_rejects_a_context_shorter_than_its_window),

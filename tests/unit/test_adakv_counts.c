@@ -2,7 +2,10 @@
  * the host: the safeguard, the per-layer selection and VECTOR's layer pool
  * over the per-head budgets. Every layer keeps the uniform total, each head
  * at least int(n_kept * 0.20), ties go to the earlier (head, position).
- * And CriticalKV's two stages (press/critical.c) on a case worked by hand.
+ * And CriticalKV's two stages (press/critical.c) on a case worked by hand,
+ * and kvpress's evaluation registry's ExpectedAttention compositions
+ * (adakv-expected, critical-expected, critical-adakv-expected) over the
+ * ExpectedAttention scores of the parameters the registry gives them.
  * No GPU is used: score_ref and the references read host copies. */
 #include <math.h>
 #include <setjmp.h>
@@ -16,6 +19,7 @@
 #include "kvlayout/kv_counts.h"
 #include "kvlayout/kv_layout.h"
 #include "press/press.h"
+#include "ref/ref_attn.h"
 #include "ref/ref_pool.h"
 #include "ref/ref_select.h"
 
@@ -270,6 +274,168 @@ static void critical_adakv_keeps_adakvs_budgets_and_its_first_stage(void **state
     assert_memory_equal(kept, budget, sizeof kept);
 }
 
+/* An ExpectedAttention layer: kvh KV heads of 2 query heads each, head_dim
+ * HD, n tokens, no RoPE (n_rot 0), every query on the host, values of
+ * different norms; W_o [n_embd = 3, 2 kvh HD] for CriticalKV. */
+enum { EXP_N = 40, EXP_KVH = 2, EXP_HEADS = 2 * EXP_KVH, EXP_EMBD = 3 };
+typedef struct expected_case {
+    float keys[EXP_KVH * EXP_N * HD], vals[EXP_KVH * EXP_N * HD], q[EXP_N * EXP_HEADS * HD];
+    float wo[EXP_EMBD * EXP_HEADS * HD];
+    vkv_press_layer in;
+} expected_case;
+
+static void expected_case_make(expected_case *c, uint32_t seed)
+{
+    for (size_t i = 0; i < sizeof c->keys / sizeof *c->keys; i++) {
+        seed = seed * 1103515245u + 12345u;
+        c->keys[i] = (float)((seed >> 8) % 2000) / 1000.0f - 1.0f;
+        seed = seed * 1103515245u + 12345u;
+        c->vals[i] = ((float)((seed >> 8) % 2000) / 1000.0f - 1.0f) * (float)(1 + (i / HD) % 5);
+    }
+    for (size_t i = 0; i < sizeof c->q / sizeof *c->q; i++) {
+        seed = seed * 1103515245u + 12345u;
+        c->q[i] = (float)((seed >> 8) % 2000) / 500.0f - 2.0f + (i % HD == 0 ? 1.5f : 0.0f);
+    }
+    for (size_t i = 0; i < sizeof c->wo / sizeof *c->wo; i++) c->wo[i] = (float)((i * 7) % 5) - 2.0f;
+    c->in = (vkv_press_layer){.layer = 0, .n_layer = 1, .n = EXP_N, .n_head = EXP_HEADS, .n_kv_head = EXP_KVH,
+                              .head_dim = HD, .n_ctx = EXP_N, .kv_type = VKV_F32, .k_host = c->keys,
+                              .v_host = c->vals, .q_host = c->q, .q_pos0 = 0, .n_q = EXP_N, .n_embd = EXP_EMBD,
+                              .wo_host = c->wo};
+}
+
+/* ExpectedAttention's scores with the given epsilon / value norms. */
+static void expected_scores(const vkv_press_params *base, const vkv_press_layer *in, float eps, bool no_vnorm,
+                            float *out)
+{
+    vkv_press_params p = *base;
+    p.expected_epsilon = eps;
+    p.expected_no_vnorm = no_vnorm;
+    assert_int_equal(vkv_press_find("expected")->score_ref(&p, in, out), VKV_OK);
+}
+
+/* kvpress's registry's "expected_attention": AdaKVPress(ExpectedAttentionPress(epsilon=1e-2)).
+ * adakv-expected's scores are AdaKV's safeguard over ExpectedAttention's
+ * (p + 1e-2) ||v||, whatever epsilon / use_vnorm the caller's parameters hold;
+ * the plain ExpectedAttention's (epsilon 0) give other scores. */
+static void adakv_expected_is_adakv_over_expected_attention_with_epsilon_1e2(void **state)
+{
+    (void)state;
+    static expected_case c;
+    expected_case_make(&c, 17);
+    const vkv_press_ops *ada = vkv_press_find("adakv-expected");
+    assert_non_null(ada);
+    assert_true(ada->layer_selection && !ada->needs_wo && ada->capture_gpu && ada->state_bytes && !ada->window);
+    assert_int_equal(ada->pool_scope, VKV_POOL_LAYER);
+    const double p_c = 0.75;
+    vkv_press_params p = vkv_press_params_default(p_c);
+    float inner[EXP_KVH * EXP_N], want[EXP_KVH * EXP_N], got[EXP_KVH * EXP_N];
+    expected_scores(&p, &c.in, 1e-2f, false, inner);
+    assert_int_equal(vkv_ref_adakv_safeguard(inner, EXP_KVH, EXP_N, (uint32_t)(vkv_kv_n_kept(p_c, EXP_N) * 0.20), want),
+                     VKV_OK);
+    const float eps_given[] = {0.0f, 0.5f, 0.0f};
+    const bool no_vnorm_given[] = {false, false, true};
+    for (int t = 0; t < 3; t++) {
+        p.expected_epsilon = eps_given[t];
+        p.expected_no_vnorm = no_vnorm_given[t];
+        assert_int_equal(ada->score_ref(&p, &c.in, got), VKV_OK);
+        assert_memory_equal(got, want, sizeof got);
+    }
+    /* the capture's state is ExpectedAttention's */
+    assert_int_equal(ada->state_bytes(&p, &c.in), vkv_press_find("expected")->state_bytes(&p, &c.in));
+    /* epsilon changes the scores: without it the non-forced ones differ */
+    float plain[EXP_KVH * EXP_N];
+    expected_scores(&p, &c.in, 0.0f, false, plain);
+    size_t differ = 0;
+    for (size_t i = 0; i < EXP_KVH * EXP_N; i++) differ += isfinite(inner[i]) && plain[i] != inner[i];
+    assert_true(differ > EXP_N);
+}
+
+/* kvpress's registry's "critical_expected_attention":
+ * CriticalKVPress(ExpectedAttentionPress(use_vnorm=False)). With inner =
+ * ExpectedAttention's expected attention alone (sinks +inf), each head's
+ * int((1 - p_c) n 0.5) highest inner scores are forced and every other is
+ * (inner + 1e-4) vnorm, vnorm the projected value norm. */
+static void critical_expected_reweights_expected_attention_without_the_value_norm(void **state)
+{
+    (void)state;
+    static expected_case c;
+    expected_case_make(&c, 29);
+    const vkv_press_ops *crit = vkv_press_find("critical-expected");
+    assert_non_null(crit);
+    assert_true(crit->needs_wo && !crit->layer_selection && crit->capture_gpu && crit->state_bytes && !crit->window);
+    const double p_c = 0.5;
+    vkv_press_params p = vkv_press_params_default(p_c);
+    p.expected_epsilon = 0.3f; /* ignored: the registry's inner press has no value norms */
+    float inner[EXP_KVH * EXP_N], got[EXP_KVH * EXP_N], with_vnorm[EXP_KVH * EXP_N];
+    expected_scores(&p, &c.in, 0.0f, true, inner);
+    expected_scores(&p, &c.in, 0.0f, false, with_vnorm);
+    assert_int_equal(crit->score_ref(&p, &c.in, got), VKV_OK);
+    const uint32_t first = (uint32_t)((1 - p_c) * EXP_N * 0.5); /* 10 */
+    uint32_t mask[EXP_KVH * EXP_N];
+    assert_int_equal(vkv_ref_topk_select(inner, EXP_KVH, EXP_N, NULL, first, mask), VKV_OK);
+    size_t differ = 0;
+    for (uint32_t h = 0; h < EXP_KVH; h++) {
+        uint32_t forced = 0;
+        for (uint32_t j = 0; j < EXP_N; j++) {
+            const size_t i = (size_t)h * EXP_N + j;
+            if (mask[i] || isinf(inner[i])) { /* the first stage and the sinks */
+                forced++;
+                assert_true(isinf(got[i]) && got[i] > 0);
+                continue;
+            }
+            const double vnorm = vkv_ref_projected_value_norm(VKV_F32, c.vals, EXP_N, HD, EXP_HEADS, EXP_KVH, EXP_EMBD,
+                                                              c.wo, h, j);
+            assert_float_equal(got[i], (float)((inner[i] + 1e-4) * vnorm), 1e-6 * fabs(got[i]) + 1e-12);
+            differ += fabsf(got[i] - (float)((with_vnorm[i] + 1e-4) * vnorm)) > 1e-6f * fabsf(got[i]);
+        }
+        assert_int_equal(forced, first); /* the 4 sinks (+inf) are 4 of the first stage's 10 */
+    }
+    assert_true(differ > 0);
+}
+
+/* kvpress's registry's "critical_adakv_expected_attention":
+ * CriticalAdaKVPress(ExpectedAttentionPress(use_vnorm=False)). AdaKV's
+ * budgets b_h from the safeguarded expected attention (without value norms),
+ * exactly b_h forced scores per head among which its int(b_h 0.5) highest
+ * safeguarded ones; the caller's epsilon / use_vnorm change nothing. */
+static void critical_adakv_expected_keeps_budgets_of_expected_attention_without_the_value_norm(void **state)
+{
+    (void)state;
+    static expected_case c;
+    expected_case_make(&c, 41);
+    const vkv_press_ops *ca = vkv_press_find("critical-adakv-expected");
+    assert_non_null(ca);
+    assert_true(ca->needs_wo && ca->layer_selection && ca->capture_gpu && ca->state_bytes && !ca->window);
+    assert_int_equal(ca->pool_scope, VKV_POOL_LAYER);
+    const double p_c = 0.75;
+    vkv_press_params p = vkv_press_params_default(p_c);
+    float inner[EXP_KVH * EXP_N], safe[EXP_KVH * EXP_N], got[EXP_KVH * EXP_N], again[EXP_KVH * EXP_N];
+    expected_scores(&p, &c.in, 0.0f, true, inner);
+    assert_int_equal(ca->score_ref(&p, &c.in, got), VKV_OK);
+    const uint32_t n_kept = vkv_kv_n_kept(p_c, EXP_N), n_safe = (uint32_t)(n_kept * 0.20);
+    uint32_t budget[EXP_KVH], first[EXP_KVH], mask[EXP_KVH * EXP_N], kept[EXP_KVH];
+    assert_int_equal(vkv_ref_adakv_safeguard(inner, EXP_KVH, EXP_N, n_safe, safe), VKV_OK);
+    assert_int_equal(vkv_ref_select_counts(safe, EXP_KVH, EXP_N, EXP_KVH * n_kept, budget), VKV_OK);
+    for (uint32_t h = 0; h < EXP_KVH; h++) first[h] = budget[h] / 2;
+    assert_int_equal(vkv_ref_topk_select(safe, EXP_KVH, EXP_N, first, 0, mask), VKV_OK);
+    for (uint32_t h = 0; h < EXP_KVH; h++) {
+        uint32_t forced = 0;
+        for (uint32_t j = 0; j < EXP_N; j++) {
+            const float x = got[h * EXP_N + j];
+            forced += isinf(x) && x > 0;
+            if (mask[h * EXP_N + j]) assert_true(isinf(x) && x > 0);
+        }
+        assert_true(budget[h] >= n_safe);
+        assert_int_equal(forced, budget[h]);
+    }
+    assert_int_equal(vkv_ref_select_counts(got, EXP_KVH, EXP_N, EXP_KVH * n_kept, kept), VKV_OK);
+    assert_memory_equal(kept, budget, sizeof kept);
+    p.expected_epsilon = 0.5f;
+    p.expected_no_vnorm = false;
+    assert_int_equal(ca->score_ref(&p, &c.in, again), VKV_OK);
+    assert_memory_equal(again, got, sizeof got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -280,6 +446,9 @@ int main(void)
         cmocka_unit_test(layer_pool_keeps_the_uniform_totals_over_per_head_budgets),
         cmocka_unit_test(critical_keydiff_two_stages_by_hand),
         cmocka_unit_test(critical_adakv_keeps_adakvs_budgets_and_its_first_stage),
+        cmocka_unit_test(adakv_expected_is_adakv_over_expected_attention_with_epsilon_1e2),
+        cmocka_unit_test(critical_expected_reweights_expected_attention_without_the_value_norm),
+        cmocka_unit_test(critical_adakv_expected_keeps_budgets_of_expected_attention_without_the_value_norm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -545,8 +545,9 @@ static void press_help_lists_the_press_table(void **state)
     }
     assert_string_equal(help, "importance scorer: knorm, keydiff, streamingllm, snapkv, pyramidkv, tova,\n"
                               "observed, expected, kvzip, chunkkv, chunkkv-knorm, chunkkv-keydiff,\n"
-                              "chunkkv-tova, lagkv, random, adakv-snapkv, adakv-keydiff, critical-snapkv,\n"
-                              "critical-keydiff, critical-adakv-snapkv, critical-adakv-keydiff");
+                              "chunkkv-tova, lagkv, random, adakv-snapkv, adakv-keydiff, adakv-expected,\n"
+                              "critical-snapkv, critical-keydiff, critical-expected, critical-adakv-snapkv,\n"
+                              "critical-adakv-keydiff, critical-adakv-expected");
 }
 
 /* The KV-type group of a command whose default is not f16 (perplexity's f32)

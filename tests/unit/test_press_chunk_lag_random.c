@@ -215,13 +215,14 @@ static void defaults_are_kvpress(void **state)
     assert_int_equal(p.seed, 42);
 }
 
-/* Uniform in [0, 1), the same for the same (seed, layer), another draw for
- * another seed or layer; the count is kvpress's. */
-static void random_is_seeded_per_layer(void **state)
+/* Uniform in [0, 1), the same for the same (seed, sample, layer), another
+ * draw for another seed, sample or layer (seed 0 included: a seed like any
+ * other); the count is kvpress's. */
+static void random_is_seeded_per_sample_and_layer(void **state)
 {
     (void)state;
     enum { N = 500 };
-    static float keys[2 * N * HD], a[2 * N], b[2 * N], c[2 * N];
+    static float keys[2 * N * HD], a[2 * N], b[2 * N], c[2 * N], d[2 * N], z[2 * N];
     vkv_press_params p = vkv_press_params_default(0.5);
     vkv_press_layer in = layer_f32(keys, N, 2);
     const vkv_press_ops *ops = press("random");
@@ -240,12 +241,21 @@ static void random_is_seeded_per_layer(void **state)
     in.layer = 1;
     p.seed = 42;
     assert_int_equal(ops->score_ref(&p, &in, c), VKV_OK);
-    size_t same_seed = 0, same_layer = 0;
+    in.layer = 0;
+    p.sample = 1; /* the next sample of an evaluation: its own draw */
+    assert_int_equal(ops->score_ref(&p, &in, d), VKV_OK);
+    p.sample = 0;
+    p.seed = 0;
+    assert_int_equal(ops->score_ref(&p, &in, z), VKV_OK);
+    size_t same_seed = 0, same_layer = 0, same_sample = 0, same_zero = 0;
     for (uint32_t i = 0; i < 2 * N; i++) {
         same_seed += a[i] == b[i];
         same_layer += a[i] == c[i];
+        same_sample += a[i] == d[i];
+        same_zero += a[i] == z[i];
     }
-    assert_true(same_seed < 5 && same_layer < 5);
+    assert_true(same_seed < 5 && same_layer < 5 && same_sample < 5 && same_zero < 5);
+    p.seed = 42;
     uint32_t mask[N];
     assert_int_equal(kept_mask(ops, &p, a, N, mask), 250);
 }
@@ -260,7 +270,7 @@ int main(void)
         cmocka_unit_test(lagkv_ranks_a_partition_against_the_next),
         cmocka_unit_test(lagkv_without_a_scored_partition_keeps_sinks_and_latest),
         cmocka_unit_test(defaults_are_kvpress),
-        cmocka_unit_test(random_is_seeded_per_layer),
+        cmocka_unit_test(random_is_seeded_per_sample_and_layer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

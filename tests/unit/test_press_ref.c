@@ -170,8 +170,9 @@ static void snapkv_pools_the_mean_window_attention_with_zero_padding(void **stat
     assert_float_equal(out[1], 4 * m / 5, 1e-7);
     assert_float_equal(out[2], 4 * m / 5, 1e-7);
     assert_float_equal(out[3], 3 * m / 5, 1e-7);
-    assert_true(isinf(out[4]) && out[4] > 0); /* the window is always kept */
-    assert_true(isinf(out[5]) && out[5] > 0);
+    /* the window is always kept: the forced band, the newest highest */
+    assert_true(vkv_press_is_forced(out[4]) && out[5] > out[4] && isfinite(out[5]));
+    assert_true(out[4] == vkv_press_forced_score(0) && out[5] == vkv_press_forced_score(1));
     /* PyramidKV scores are SnapKV's. */
     float pyr[6];
     score("pyramidkv", &p, &in, pyr);
@@ -193,7 +194,46 @@ static void snapkv_weights_follow_the_causal_softmax(void **state)
     score("snapkv", &p, &in, out);
     assert_float_equal(out[0], 0.5f, 1e-6);
     assert_float_equal(out[1], 0.25f, 1e-6);
-    assert_true(isinf(out[2]));
+    assert_true(vkv_press_is_forced(out[2]));
+}
+
+/* A budget below SnapKV's window of 64: the window's tokens all outrank the
+ * prefix, and among them the newest win (the forced band's order), for
+ * SnapKV, PyramidKV and what wraps SnapKV: AdaKV (the layer's flat top-k),
+ * CriticalKV (stage 1's picks, then the window's order through stage 2),
+ * CriticalAdaKV and ChunkKV (the newest whole chunk). With +inf for every
+ * window token the ties kept the oldest window tokens instead. */
+static void snapkv_budget_below_the_window_keeps_its_newest_tokens(void **state)
+{
+    (void)state;
+    enum { N = 80, H = 2, W = 64, EMBD = 6 };
+    static float keys[H * N * HD], q[W * H * HD], wo[EMBD * H * HD], scores[H * N];
+    uint32_t seed = 12345;
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) keys[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < sizeof q / sizeof *q; i++) q[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 4194304.0f - 2.0f;
+    for (size_t i = 0; i < sizeof wo / sizeof *wo; i++) wo[i] = (float)((seed = seed * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+    vkv_press_params p = vkv_press_params_default(0.875); /* n_kept = int(80 x 0.125) = 10 < 64 */
+    assert_int_equal(vkv_kv_n_kept(p.compression_ratio, N), 10);
+    vkv_press_layer in = layer_f32(keys, N, H, H, q, W);
+    in.n_embd = EMBD;
+    in.wo_host = wo;
+    static const struct { const char *name; bool layer_wide; uint32_t keep; } cases[] = {
+        {"snapkv", false, 10}, {"pyramidkv", false, 10}, {"critical-snapkv", false, 10},
+        {"adakv-snapkv", true, 10}, {"critical-adakv-snapkv", true, 10},
+        {"chunkkv", false, 20}, /* one whole chunk of 20 (at least one chunk kept) */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        score(cases[c].name, &p, &in, scores);
+        uint32_t mask[H * N];
+        if (cases[c].layer_wide) /* the layer's H n_kept highest of all its heads (press.h, layer_selection) */
+            assert_int_equal(vkv_ref_topk_select(scores, 1, H * N, NULL, H * cases[c].keep, mask), VKV_OK);
+        else
+            assert_int_equal(vkv_ref_topk_select(scores, H, N, NULL, cases[c].keep, mask), VKV_OK);
+        for (uint32_t h = 0; h < H; h++)
+            for (uint32_t j = 0; j < N; j++)
+                if (mask[h * N + j] != (j >= N - cases[c].keep))
+                    fail_msg("%s: head %u position %u %s", cases[c].name, h, j, mask[h * N + j] ? "kept" : "evicted");
+    }
 }
 
 static void snapkv_rejects_a_context_shorter_than_its_window(void **state)
@@ -310,6 +350,33 @@ static void expected_scores_the_gaussian_expected_attention_times_the_value_norm
     /* n <= n_sink is refused (kvpress asserts). */
     p.n_sink = 3;
     assert_int_equal(vkv_press_find("expected")->score_ref(&p, &in, out), VKV_ERR_ARG);
+}
+
+/* kvpress's last step, scores = (p + epsilon) ||v|| with use_vnorm and p
+ * alone without it (epsilon then unused), on the first case above: p1 =
+ * e / (e + 1), p2 = 1 / (e + 1), ||v1|| = 1, ||v2|| = 2 (e = exp(0.625)). */
+static void expected_adds_epsilon_before_the_value_norm_and_drops_both_without_it(void **state)
+{
+    (void)state;
+    float keys[3 * HD] = {5, 5, 5, 5, /**/ 1, 0, 0, 0, /**/ 0, 2, 0, 0};
+    float q[3 * HD] = {7, 7, 7, 7, /**/ 2, 0, 0, 0, /**/ 0, 0, 0, 0}, out[3];
+    vkv_press_params p = vkv_press_params_default(0.5f);
+    assert_true(p.expected_epsilon == 0.0f && !p.expected_no_vnorm); /* kvpress's defaults */
+    p.n_sink = 1;
+    p.expected_epsilon = 0.25f;
+    vkv_press_layer in = layer_f32(keys, 3, 1, 1, NULL, 0);
+    in.q_host = q;
+    in.n_q = 3;
+    const double e = exp(0.625), p1 = e / (e + 1), p2 = 1 / (e + 1);
+    score("expected", &p, &in, out);
+    assert_true(isinf(out[0]) && out[0] > 0);
+    assert_float_equal(out[1], (p1 + 0.25) * 1, 1e-6);
+    assert_float_equal(out[2], (p2 + 0.25) * 2, 1e-6);
+    p.expected_no_vnorm = true; /* epsilon stays 0.25 and is ignored */
+    score("expected", &p, &in, out);
+    assert_true(isinf(out[0]) && out[0] > 0);
+    assert_float_equal(out[1], p1, 1e-6);
+    assert_float_equal(out[2], p2, 1e-6);
 }
 
 static void kvzip_scores_the_largest_attention_from_the_repeat_queries(void **state)
@@ -605,10 +672,12 @@ int main(void)
         cmocka_unit_test(scorers_refuse_a_compression_ratio_outside_the_range),
         cmocka_unit_test(snapkv_pools_the_mean_window_attention_with_zero_padding),
         cmocka_unit_test(snapkv_weights_follow_the_causal_softmax),
+        cmocka_unit_test(snapkv_budget_below_the_window_keeps_its_newest_tokens),
         cmocka_unit_test(snapkv_rejects_a_context_shorter_than_its_window),
         cmocka_unit_test(tova_averages_the_last_query_over_all_heads),
         cmocka_unit_test(observed_averages_the_attention_over_the_queries_that_see_a_token),
         cmocka_unit_test(expected_scores_the_gaussian_expected_attention_times_the_value_norm),
+        cmocka_unit_test(expected_adds_epsilon_before_the_value_norm_and_drops_both_without_it),
         cmocka_unit_test(kvzip_scores_the_largest_attention_from_the_repeat_queries),
         cmocka_unit_test(kvzip_passes_chunk_the_context_after_its_prefix),
         cmocka_unit_test(kvzip_prompt_follows_the_chat_template),
