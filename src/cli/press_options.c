@@ -8,6 +8,7 @@
 #include "cli/options.h"
 #include "kvlayout/kv_counts.h"
 #include "press/press.h"
+#include "press/registry.h"
 #include "session/session.h"
 
 int cli_pool_scope(const cli_press_opts *po, const vkv_press_ops *press)
@@ -118,10 +119,47 @@ static const char *parse_ratio_options(cli_press_opts *po, char *msg, size_t siz
     return why;
 }
 
+/* Whether a press of vkvector's has this name. */
+static bool bare_press(const char *name)
+{
+    for (const vkv_press_ops *const *p = vkv_press_all(); *p; p++)
+        if (!strcmp((*p)->name, name)) return true;
+    return false;
+}
+
+/* --press naming an entry of kvpress's evaluation registry (press/registry.h):
+ * under --protocol kvpress, the press that builds it (with kvpress's
+ * DecodingPress rule for the decoding_ names), or the reason it is not built;
+ * elsewhere a registry name that is no press of vkvector's is refused with the
+ * press to give. The message, or NULL. */
+static const char *registry_press(cli_press_opts *po, char *msg, size_t size)
+{
+    const vkv_press_registry_entry *e = po->press ? vkv_press_registry_find(po->press) : NULL;
+    if (!e || (!po->kvpress_protocol && bare_press(po->press))) return NULL;
+    if (!po->kvpress_protocol)
+        snprintf(msg, size, "'%s' is a name of kvpress's evaluation registry (%s), taken under --protocol kvpress%s%s",
+                 e->kvpress_name, e->composition, e->press ? "; vkvector's press for it: " : "",
+                 e->press ? e->press : "");
+    else if (e->refused)
+        snprintf(msg, size, "kvpress's '%s' (%s) is not built: %s", e->kvpress_name, e->composition, e->refused);
+    else if (!e->press && po->compression_arg)
+        snprintf(msg, size, "kvpress's '%s' is the full cache: --compression does not apply", e->kvpress_name);
+    else if (e->decoding && po->compression_arg)
+        snprintf(msg, size, "kvpress's '%s' (%s) compresses during generation only, as its DecodingPress ignores "
+                 "the compression ratio: drop --compression", e->kvpress_name, e->composition);
+    else {
+        if (e->decoding) po->decoding = VKV_DECODING_KVPRESS; /* its interval and target: kvpress's defaults */
+        po->press = e->press;
+        return NULL;
+    }
+    return msg;
+}
+
 bool cli_press_opts_check(const char *cmd, cli_press_opts *po, const vkv_press_ops **press)
 {
-    char ratios[160], pa_msg[320];
+    char ratios[160], pa_msg[320], registry_msg[640];
     const char *why = parse_ratio_options(po, pa_msg, sizeof pa_msg);
+    if (!why) why = registry_press(po, registry_msg, sizeof registry_msg);
     if (!why) why = cli_decoding_check(po);
     const bool budget = po->decoding == VKV_DECODING_BUDGET;
     *press = NULL;

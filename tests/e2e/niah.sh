@@ -102,5 +102,21 @@ g = json.load(open(sys.argv[1]))
 assert g["protocol"] == "kvpress" and g["depths"] == list(range(0, 101, 10)), g["depths"]
 PY
 
+# kvpress's registry names under its protocol: expected_attention is AdaKV over ExpectedAttention
+# (epsilon 1e-2, vkvector's adakv-expected, query-agnostic as kvpress's evaluation runs it); a name
+# vkvector does not build is refused by name with the reason; outside the protocol the registry's own
+# names are refused.
+expect 0 "mean ROUGE-L F over 1 cells" -- "$vkv" niah -m "$model" --haystack "$hay" -n 4 --quiet --lengths $kv_len \
+  --depths 50 --press expected_attention --compression 0.5 --out "$tmp/r.json"
+python3 - "$tmp/r.json" <<'PY' && ok || bad "registry name: $(head -c 600 "$tmp/r.json")"
+import json, sys
+g = json.load(open(sys.argv[1]))
+assert g["press"] == "adakv-expected" and g["query_aware"] is False and g["protocol"] == "kvpress", g["press"]
+PY
+expect 2 "kvpress's 'qfilter' .* is not built: it needs trained artefacts" -- "$vkv" niah -m "$model" \
+  --haystack "$hay" --lengths $kv_len --depths 50 --press qfilter --compression 0.5 --out "$tmp/x.json"
+expect 2 "'expected_attention' is a name of kvpress's evaluation registry" -- niah --lengths $l1 --depths 50 \
+  --press expected_attention --compression 0.5 --out "$tmp/x.json"
+
 echo "niah: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
