@@ -1,7 +1,9 @@
 /* vkvector ruler: RULER with kvpress's protocol (docs/ARCHITECTURE.md §5).
  * The samples are kvpress's RULER rows (--data) or generated here from
- * --seed by RULER's rules (src/eval/ruler.h), filled to each --lengths with
- * the model's tokenizer. Each sample's context is compressed; its question
+ * --seed by RULER's rules (src/eval/ruler.h: late 2024's, which made
+ * kvpress's rows, or --ruler-version head), filled to each --lengths with
+ * the model's tokenizer; --save-rows writes them as kvpress's rows instead
+ * of running them. Each sample's context is compressed; its question
  * and answer prefix follow; the answer is generated greedily up to kvpress's
  * per-task length and scored with RULER's string_match_all / _part, once per
  * --compression value (a list sweeps the leaderboard's x axis). One line
@@ -12,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -23,6 +26,8 @@
 #include "eval/lb_jsonl.h"
 #include "eval/niah.h"
 #include "eval/ruler.h"
+#include "model/gguf.h"
+#include "tok/tokenizer.h"
 
 #define RULER_MAX_LENGTHS 32
 #define RULER_MAX_ACC (16 * (RULER_MAX_LENGTHS + 1)) /* (p_c, length) pairs: --compression's 16 by the lengths */
@@ -31,6 +36,8 @@
 typedef struct ruler_opts {
     eval_opts common;
     const char *data_path, *out_path, *tasks_arg, *lengths_arg, *essays_dir, *words_path, *squad_path, *hotpotqa_path;
+    const char *version_arg, *save_rows;
+    vkv_ruler_version version;
     int64_t samples, shard_i, shard_n, max_new, seed;
     bool strict, quiet;
     bool task_on[VKV_RULER_N_TASKS];
@@ -53,22 +60,28 @@ typedef struct ruler_run {
     FILE *out;
     const char *source;          /* "data" or "generated" */
     vkv_ruler_sources src;
+    vkv_ruler_gen gen;           /* the generator's rules and what it found */
     vkv_ruler_qa_set squad, hotpotqa;
     strset done;                 /* sample_key of the results already in the file */
     ruler_acc acc[RULER_MAX_ACC];
     size_t n_acc;
     size_t n_new, n_bad, n_failed, n_resumed;
+    size_t n_rows;             /* --save-rows: rows written */
 } ruler_run;
 
 /* ---- results already in the file ---- */
 
+/* Whether a result line's samples are this run's: the same source, and for
+ * generated ones the same seed and RULER version. */
 static bool same_source(const vkv_json *r, const ruler_run *run)
 {
     const char *src = json_get_str(r, "source");
     if (!src || strcmp(src, run->source)) return false;
     if (strcmp(run->source, "generated")) return true;
     const vkv_json *seed = vkv_json_get(r, "seed");
-    return seed && seed->type == VKV_JSON_NUMBER && seed->number == (double)run->l->seed;
+    const char *version = json_get_str(r, "ruler_version");
+    return seed && seed->type == VKV_JSON_NUMBER && seed->number == (double)run->l->seed && version &&
+           !strcmp(version, vkv_ruler_version_name(run->l->version));
 }
 
 /* A result's identity in a file: its p_c (as the settings store it), task, length and index. */
@@ -124,9 +137,11 @@ static int resumed_line(void *ctx, const vkv_json *r, size_t line_no)
     if (k < 0 || !same_source(r, run)) {
         char have[512];
         eval_describe_settings(r, "kvpress", have, sizeof have);
-        const char *src = json_get_str(r, "source");
-        fprintf(stderr, "vkvector ruler: %s:%zu holds a result of other settings (%s, %s data); write this run to "
-                        "another --out file\n", run->l->out_path, line_no, have, src ? src : "?");
+        const char *src = json_get_str(r, "source"), *version = json_get_str(r, "ruler_version");
+        fprintf(stderr, "vkvector ruler: %s:%zu holds a result of other settings (%s, %s data%s%s); write this run to "
+                        "another --out file\n", run->l->out_path, line_no, have, src ? src : "?",
+                src && !strcmp(src, "generated") ? ", RULER version " : "",
+                src && !strcmp(src, "generated") ? (version ? version : "before --ruler-version") : "");
         return 2;
     }
     const char *task = json_get_str(r, "task");
@@ -200,6 +215,9 @@ static int run_sample(ruler_run *run, const vkv_ruler_task *task, size_t length,
     vkv_json_key(&w, "seed");
     if (strcmp(run->source, "generated")) vkv_json_null(&w);
     else vkv_json_num(&w, (double)run->l->seed);
+    vkv_json_key(&w, "ruler_version");
+    if (strcmp(run->source, "generated")) vkv_json_null(&w);
+    else vkv_json_str(&w, vkv_ruler_version_name(run->l->version));
     vkv_json_key(&w, "pred");
     vkv_json_strn(&w, g.text, g.len);
     vkv_json_key(&w, "answer");
@@ -305,38 +323,129 @@ static vkv_status count_tokens(void *ctx, const char *text, size_t *n)
     return st;
 }
 
-/* Generated samples: every task, length and index. 0, or an exit status. */
-static int run_generated(ruler_run *run)
+/* Whether a generated qa task lacks its set: said once, and skipped. */
+static bool qa_skipped(const ruler_run *run, int t)
+{
+    const vkv_ruler_task *task = &vkv_ruler_tasks[t];
+    bool squad = t == vkv_ruler_task_index("qa_1");
+    if (task->kind != VKV_RULER_QA || (squad ? run->src.squad : run->src.hotpotqa)) return false;
+    fprintf(stderr, "vkvector ruler: %s skipped: it is built from %s; give its file with --%s (or kvpress's "
+                    "RULER rows with --data)\n", task->name, squad ? "SQuAD" : "HotpotQA",
+            squad ? "squad FILE" : "hotpotqa FILE");
+    return true;
+}
+
+/* What each_generated hands every sample to: 0, or an exit status. */
+typedef int (*sample_fn)(ruler_run *run, const vkv_ruler_task *task, size_t length, size_t index,
+                         vkv_ruler_sample *s, void *ctx);
+
+/* Generates every sample of the tasks on, at every length, of this shard
+ * (with skip_done, not those already written) and hands each to use. A length
+ * whose generation fails by its arguments is skipped with the reason (it is the
+ * same for every sample). 0, or an exit status. */
+static int each_generated(ruler_run *run, bool skip_done, sample_fn use, void *ctx)
 {
     const ruler_opts *l = run->l;
     int rc = 0;
     for (int t = 0; t < VKV_RULER_N_TASKS && !rc; t++) {
         const vkv_ruler_task *task = &vkv_ruler_tasks[t];
-        if (!l->task_on[t]) continue;
-        if (task->kind == VKV_RULER_QA && !(t == vkv_ruler_task_index("qa_1") ? run->src.squad : run->src.hotpotqa)) {
-            bool squad = t == vkv_ruler_task_index("qa_1");
-            fprintf(stderr, "vkvector ruler: %s skipped: it is built from %s; give its file with --%s (or kvpress's "
-                            "RULER rows with --data)\n", task->name, squad ? "SQuAD" : "HotpotQA",
-                    squad ? "squad FILE" : "hotpotqa FILE");
-            continue;
-        }
+        if (!l->task_on[t] || qa_skipped(run, t)) continue;
         for (size_t k = 0; k < l->n_lengths && !rc; k++)
             for (size_t i = 0; i < (size_t)l->samples && !rc; i++) {
-                if (!to_run(run, task, l->lengths[k], i)) continue;
+                if (i % (size_t)l->shard_n != (size_t)l->shard_i) continue;
+                if (skip_done && !to_run(run, task, l->lengths[k], i)) continue;
                 vkv_ruler_sample s;
-                vkv_status st = vkv_ruler_generate(task, &run->src, count_tokens, (void *)run->e->s->tok,
-                                                   l->lengths[k], (uint64_t)l->seed, i, &s);
+                vkv_status st = vkv_ruler_generate(&run->gen, task, &run->src, l->lengths[k], (uint64_t)l->seed, i, &s);
                 if (st) {
                     fprintf(stderr, "vkvector ruler: %s @%zu: %s\n", task->name, l->lengths[k], vkv_last_error());
                     if (st != VKV_ERR_ARG) return 1;
                     run->n_failed++;
-                    break; /* the same for every sample of this length */
+                    break;
                 }
-                rc = run_sample(run, task, l->lengths[k], i, gen_length(l, vkv_ruler_max_new_tokens(task)), &s);
+                rc = use(run, task, l->lengths[k], i, &s, ctx);
                 vkv_ruler_sample_free(&s);
             }
     }
     return rc;
+}
+
+static int run_generated_sample(ruler_run *run, const vkv_ruler_task *task, size_t length, size_t index,
+                                vkv_ruler_sample *s, void *ctx)
+{
+    (void)ctx;
+    return run_sample(run, task, length, index, gen_length(run->l, vkv_ruler_max_new_tokens(task)), s);
+}
+
+/* Generated samples: every task, length and index. 0, or an exit status. */
+static int run_generated(ruler_run *run) { return each_generated(run, true, run_generated_sample, NULL); }
+
+/* One generated sample as a kvpress row on --save-rows' file (ctx: its vkv_out). */
+static int write_row(ruler_run *run, const vkv_ruler_task *task, size_t length, size_t index, vkv_ruler_sample *s,
+                     void *ctx)
+{
+    const ruler_opts *l = run->l;
+    vkv_json_writer w;
+    vkv_json_init(&w, ((vkv_out *)ctx)->f, false);
+    vkv_json_begin_object(&w);
+    vkv_json_key(&w, "context");
+    vkv_json_str(&w, s->context);
+    vkv_json_key(&w, "question");
+    vkv_json_str(&w, s->question);
+    vkv_json_key(&w, "answer_prefix");
+    vkv_json_str(&w, s->answer_prefix);
+    vkv_json_key(&w, "answer");
+    eval_write_string_list(&w, s->answers, s->n_answers);
+    vkv_json_key(&w, "task");
+    vkv_json_str(&w, task->name);
+    vkv_json_key(&w, "max_new_tokens");
+    vkv_json_uint(&w, vkv_ruler_max_new_tokens(task));
+    vkv_json_key(&w, "length");
+    vkv_json_uint(&w, length);
+    vkv_json_key(&w, "index");
+    vkv_json_uint(&w, index);
+    vkv_json_key(&w, "seed");
+    vkv_json_num(&w, (double)l->seed);
+    vkv_json_key(&w, "ruler_version");
+    vkv_json_str(&w, vkv_ruler_version_name(l->version));
+    vkv_json_end_object(&w);
+    fputc('\n', ((vkv_out *)ctx)->f);
+    run->n_rows++;
+    return 0;
+}
+
+/* --save-rows: the generated samples as kvpress's rows (what --data reads,
+ * with the sample's index, seed and RULER version), the model's tokenizer
+ * alone loaded. 0, or an exit status. */
+static int save_rows(ruler_run *run)
+{
+    const ruler_opts *l = run->l;
+    const char *model = l->common.mo.model_path;
+    vkv_gguf *gg = NULL;
+    vkv_tokenizer *tok = NULL;
+    struct stat sb;
+    vkv_status st = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode) ? vkv_tokenizer_load_hf(model, &tok)
+                                                                  : vkv_gguf_open(model, &gg);
+    if (!st && gg) st = vkv_tokenizer_load(gg, &tok);
+    vkv_gguf_close(gg);
+    vkv_out out = {0};
+    if (!st) st = vkv_out_open(&out, l->save_rows);
+    if (st) {
+        vkv_tokenizer_free(tok);
+        return cli_fail("ruler", st);
+    }
+    run->gen.count_ctx = tok;
+    const int rc = each_generated(run, false, write_row, &out);
+    vkv_tokenizer_free(tok);
+    if (rc) {
+        vkv_out_drop(&out);
+        return rc;
+    }
+    if ((st = vkv_out_commit(&out))) return cli_fail("ruler", st);
+    fprintf(stderr, "vkvector ruler: %zu rows (RULER %s, seed %lld) in %s", run->n_rows, vkv_ruler_version_name(l->version),
+            (long long)l->seed, l->save_rows);
+    if (run->n_failed) fprintf(stderr, "; %zu task lengths failed (reasons above)", run->n_failed);
+    fprintf(stderr, "\n");
+    return 0;
 }
 
 /* ---- options ---- */
@@ -415,6 +524,15 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
                  "first N rows of each task, default all)"},
         {.type = CLI_I64, .names = "--seed", .metavar = "S", .dest = &l->seed, .min = 0, .max = (double)INT64_MAX,
          .help = "the generator's seed (default 42, RULER's)"},
+        {.type = CLI_STR, .names = "--ruler-version", .metavar = "V", .dest = &l->version_arg,
+         .help = "whose rules the generator follows: 2024 (the default: RULER at\n"
+                 "commit " VKV_RULER_2024_COMMIT ", October 2024, which generated kvpress's rows;\n"
+                 "haystacks grown in steps) or head (RULER's current rules; sized by\n"
+                 "bisection)"},
+        {.type = CLI_STR, .names = "--save-rows", .metavar = "FILE", .dest = &l->save_rows,
+         .help = "write the generated samples as kvpress's rows (JSON lines, what\n"
+                 "--data reads) to FILE and stop: no model is run, -m gives the\n"
+                 "tokenizer (a vocabulary-only GGUF or a tokenizer folder will do)"},
         {.type = CLI_STR, .names = "--essays", .metavar = "DIR", .dest = &l->essays_dir,
          .help = "the essay haystack's text files (default ../shared/data/paul_graham_essays)"},
         {.type = CLI_STR, .names = "--words", .metavar = "FILE", .dest = &l->words_path,
@@ -432,18 +550,27 @@ static int parse_ruler_options(int argc, char **argv, ruler_opts *l)
         {.type = CLI_FLAG, .names = "--quiet", .dest = &l->quiet, .help = "no line per sample"},
         EVAL_OPTIONS(*o),
     };
-    int rc = cli_parse("ruler", "vkvector ruler --out RESULTS.jsonl (--data FILE.jsonl | --lengths LIST) [options]\n\n"
+    int rc = cli_parse("ruler", "vkvector ruler --out RESULTS.jsonl (--data FILE.jsonl | --lengths LIST) [options]\n"
+                       "       vkvector ruler --save-rows ROWS.jsonl --lengths LIST [options]\n\n"
                        "Runs RULER's tasks with kvpress's protocol (the context compressed, the question and answer prefix\n"
                        "after it, kvpress's generation length per task) with a press at each compression ratio of\n"
                        "--compression (\"0.25,0.5,0.75\" runs them in turn), and appends one line per sample to\n"
                        "RESULTS.jsonl: task, length, index, source, pred, answer, score (RULER's string_match_all,\n"
                        "string_match_part for qa), the run settings, token counts, timings and KV bytes. Samples already in\n"
-                       "the file (same settings, any of the ratios) are skipped, so a stopped run resumes where it was.",
+                       "the file (same settings, any of the ratios) are skipped, so a stopped run resumes where it was.\n"
+                       "Generated samples follow RULER's rules as of late 2024 (--ruler-version), as kvpress's rows were made.",
                        opts, CLI_N(opts), argc, argv);
     if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
     if (shard && !eval_parse_shard(shard, &l->shard_i, &l->shard_n))
         return cli_usage_error("ruler", "--shard wants I/N with 0 <= I < N, got '%s'", shard);
-    if (!l->out_path) return cli_usage_error("ruler", "give the results file with --out FILE");
+    if (l->version_arg && !vkv_ruler_version_parse(l->version_arg, &l->version))
+        return cli_usage_error("ruler", "--ruler-version wants 2024 (or %s) or head, got '%s'", VKV_RULER_2024_COMMIT,
+                               l->version_arg);
+    if (l->save_rows && l->data_path)
+        return cli_usage_error("ruler", "--save-rows writes generated samples: give --lengths, not --data");
+    if (l->save_rows && l->out_path)
+        return cli_usage_error("ruler", "--save-rows writes the samples and runs nothing: leave out --out");
+    if (!l->out_path && !l->save_rows) return cli_usage_error("ruler", "give the results file with --out FILE");
     if ((rc = parse_lengths(l)) >= 0) return rc;
     if (!l->data_path && !l->n_lengths)
         return cli_usage_error("ruler", "give the lengths to generate with --lengths LIST, or kvpress's rows with "
@@ -470,7 +597,7 @@ static int read_sources(ruler_run *run, char **essays)
         need_essays |= k->kind == VKV_RULER_NIAH && k->haystack == VKV_RULER_ESSAY;
         need_words |= k->kind == VKV_RULER_CWE || (k->kind == VKV_RULER_NIAH && k->key == VKV_RULER_WORDS);
     }
-    if (need_essays && vkv_niah_read_haystack(l->essays_dir, NULL, NULL, essays, &run->src.essays_len)) {
+    if (need_essays && vkv_ruler_read_essays(l->essays_dir, essays, &run->src.essays_len)) {
         fprintf(stderr, "vkvector ruler: the essay haystack: %s (give its directory with --essays DIR)\n",
                 vkv_last_error());
         return 1;
@@ -517,20 +644,26 @@ int cmd_ruler(int argc, char **argv)
     if (rc >= 0) return rc;
     const eval_opts *o = &l.common;
     eval_env e = {0};
-    ruler_run run = {.l = &l, .o = o, .e = &e, .source = l.data_path ? "data" : "generated"};
+    ruler_run run = {.l = &l, .o = o, .e = &e, .source = l.data_path ? "data" : "generated",
+                     .gen = {.version = l.version, .count = count_tokens}};
     char *essays = NULL;
     rc = 1;
-    /* the results file can be appended to and the data read: checked before the model is loaded */
-    vkv_status st = vkv_append_check("--out", l.out_path);
+    /* the output can be written and the data read: checked before the model is loaded */
+    vkv_status st = l.save_rows ? vkv_out_check("--save-rows", l.save_rows) : vkv_append_check("--out", l.out_path);
     if (!st && l.data_path && access(l.data_path, R_OK) != 0) {
         fprintf(stderr, "vkvector ruler: cannot read '%s': %s\n", l.data_path, strerror(errno));
         goto out;
     }
     if (st || (!l.data_path && read_sources(&run, &essays))) goto out;
+    if (l.save_rows) {
+        rc = save_rows(&run);
+        goto out;
+    }
     size_t want = 0;
     for (size_t i = 0; i < l.n_lengths; i++) want = l.lengths[i] > want ? l.lengths[i] : want;
     /* the chat template's turn around the generated prompt */
     if ((st = eval_env_open("ruler", o, want ? (uint32_t)(want + 64) : 0, &e))) goto out;
+    run.gen.count_ctx = (void *)e.s->tok;
     rc = eval_results_resume("ruler", l.out_path, resumed_line, &run, &run.out);
     if (rc) goto out;
     fprintf(stderr, "vkvector ruler: kvpress protocol, %s data, %s, %s%s%s%s, %u-token context; %zu results already "
@@ -548,6 +681,7 @@ out:
     if (st) rc = cli_fail("ruler", st);
     if (run.out) fclose(run.out);
     strset_free(&run.done);
+    vkv_ruler_gen_free(&run.gen);
     free(essays);
     vkv_ruler_words_free(run.src.words, run.src.n_words);
     vkv_ruler_qa_set_free(&run.squad);

@@ -2,15 +2,19 @@
 #include "eval/ruler.h"
 
 #include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/file.h"
 #include "core/rng.h"
 #include "core/strbuf.h"
 #include "eval/lb_jsonl.h"
+#include "eval/sentences.h"
 
 const vkv_ruler_task vkv_ruler_tasks[VKV_RULER_N_TASKS] = {
     {"niah_single_1", VKV_RULER_NIAH, VKV_RULER_NOISE, VKV_RULER_WORDS, VKV_RULER_NUMBERS, 1, 1, 1},
@@ -443,6 +447,81 @@ vkv_status vkv_ruler_read_hotpotqa(const char *path, vkv_ruler_qa_set *out)
     return st;
 }
 
+/* ---- the essays as RULER reads them ---- */
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+vkv_status vkv_ruler_read_essays(const char *dir, char **text, size_t *len)
+{
+    *text = NULL;
+    *len = 0;
+    DIR *d = opendir(dir);
+    if (!d) return vkv_error(VKV_ERR_IO, "cannot open the essays' directory '%s': %s", dir, strerror(errno));
+    str_list names = {0};
+    bool ok = true;
+    for (struct dirent *de; ok && (de = readdir(d));) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && !strcmp(de->d_name + l - 4, ".txt")) ok = str_list_add(&names, strdup(de->d_name));
+    }
+    closedir(d);
+    if (ok && names.n) qsort(names.v, names.n, sizeof *names.v, cmp_name);
+    vkv_strbuf b = {0};
+    vkv_status st = ok ? VKV_OK : oom();
+    for (size_t i = 0; i < names.n && !st; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names.v[i]);
+        struct stat sb;
+        if (stat(path, &sb) || !S_ISREG(sb.st_mode)) continue;
+        char *t;
+        size_t tl;
+        if ((st = vkv_read_file(path, (size_t)64 << 20, &t, &tl))) break;
+        vkv_strbuf_put(&b, t, tl); /* as they are, one after another */
+        free(t);
+        if (b.oom) st = oom();
+    }
+    for (size_t i = 0; i < names.n; i++) free(names.v[i]);
+    free(names.v);
+    if (!st && !b.n) st = vkv_error(VKV_ERR_IO, "no text in the essays' directory '%s' (its .txt files)", dir);
+    if (st) {
+        free(b.p);
+        return st;
+    }
+    *text = b.p;
+    *len = b.n;
+    return VKV_OK;
+}
+
+/* ---- versions ---- */
+
+const char *vkv_ruler_version_name(vkv_ruler_version v) { return v == VKV_RULER_HEAD ? "head" : "2024"; }
+
+bool vkv_ruler_version_parse(const char *s, vkv_ruler_version *v)
+{
+    if (!strcmp(s, "2024") || !strcmp(s, VKV_RULER_2024_COMMIT)) *v = VKV_RULER_2024;
+    else if (!strcmp(s, "head")) *v = VKV_RULER_HEAD;
+    else return false;
+    return true;
+}
+
+/* What a generator run found for one (task, length, seed): late-2024
+ * RULER's haystack size, and variable tracking's solved example. */
+struct vkv_ruler_size {
+    int task;
+    size_t length;
+    uint64_t seed;
+    size_t units;
+    char *example;         /* vt: the text before the task's own prompt */
+    size_t example_tokens; /* what RULER counts for it */
+};
+
+void vkv_ruler_gen_free(vkv_ruler_gen *g)
+{
+    for (size_t i = 0; i < g->n_sizes; i++) free(g->sizes[i].example);
+    free(g->sizes);
+    g->sizes = NULL;
+    g->n_sizes = 0;
+}
+
 /* ---- the generator (RULER's scripts/data/synthetic rules) ---- */
 
 /* RULER's repeated noise sentence. */
@@ -451,16 +530,28 @@ vkv_status vkv_ruler_read_hotpotqa(const char *path, vkv_ruler_qa_set *out)
 /* The needle depths RULER draws from: round(linspace(0, 100, 40)). */
 static int depth_at(int i) { return (int)lround(100.0 * i / 39.0); }
 
+/* A word of the essays: bytes [start, start + len) of the text. */
+typedef struct essay_word {
+    size_t start, len;
+} essay_word;
+
 typedef struct gen {
     const vkv_ruler_task *t;
     const vkv_ruler_sources *src;
+    vkv_ruler_version version;
+    bool example;           /* vt: building late-2024's solved example */
     vkv_rng rng;
+    uint64_t seed;          /* RULER's random_seed, for its fixed-seed shuffles */
     size_t length;
+    const essay_word *words; /* the essays' words, as RULER splits them */
+    size_t n_words;
     vkv_strbuf ctx, q, ap;
     char **answers;
     size_t n_answers;
-    bool oom;
+    bool oom, small; /* small: the haystack has too few units for the task */
 } gen;
+
+static bool v2024(const gen *g) { return g->version == VKV_RULER_2024; }
 
 static void add_answer(gen *g, const char *s)
 {
@@ -485,6 +576,14 @@ static void shuffle_idx(vkv_rng *r, size_t *v, size_t n)
         v[i - 1] = v[j];
         v[j] = t;
     }
+}
+
+/* RULER's random.Random(random_seed).shuffle(x): a permutation that depends
+ * on the seed and the list's length alone, the same in every sample. */
+static void seed_shuffle(const gen *g, size_t *v, size_t n)
+{
+    vkv_rng r = vkv_rng_new(g->seed * 0x9e3779b97f4a7c15ull + 0x243f6a8885a308d3ull);
+    shuffle_idx(&r, v, n);
 }
 
 /* k distinct values of [0, n) in random order (k <= n); v[k]. */
@@ -535,66 +634,126 @@ static const char *item_plural(vkv_ruler_item k)
     return k == VKV_RULER_NUMBERS ? "numbers" : k == VKV_RULER_UUIDS ? "uuids" : "words";
 }
 
-/* The first n words of the essays (white space runs as one space), wrapped
- * around, into b. */
-static void essay_words(const vkv_ruler_sources *s, size_t n, vkv_strbuf *b)
+/* The length of the white space character (Python's str.isspace) at
+ * p[0, n), or 0. */
+static size_t py_space(const char *s, size_t n)
 {
-    size_t i = 0, got = 0;
-    while (got < n) {
-        while (i < s->essays_len && isspace((unsigned char)s->essays[i])) i++;
-        if (i >= s->essays_len) {
-            if (!got) return;
-            i = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    if (p[0] < 0x80) return p[0] == ' ' || (p[0] >= '\t' && p[0] <= '\r') || (p[0] >= 0x1c && p[0] <= 0x1f);
+    if (n >= 2 && p[0] == 0xc2 && (p[1] == 0x85 || p[1] == 0xa0)) return 2;
+    if (n < 3) return 0;
+    if ((p[0] == 0xe1 && p[1] == 0x9a && p[2] == 0x80) || (p[0] == 0xe3 && p[1] == 0x80 && p[2] == 0x80) ||
+        (p[0] == 0xe2 && p[1] == 0x81 && p[2] == 0x9f) ||
+        (p[0] == 0xe2 && p[1] == 0x80 && (p[2] <= 0x8a || p[2] == 0xa8 || p[2] == 0xa9 || p[2] == 0xaf)))
+        return 3;
+    return 0;
+}
+
+/* The essays' words as RULER splits them: re.sub(r"\s+", " ", text).split(" "),
+ * an empty first (last) word when the text starts (ends) with white space. */
+static essay_word *split_essays(const char *t, size_t len, size_t *n)
+{
+    size_t cap = 1024, k = 0;
+    essay_word *w = malloc(sizeof *w * cap);
+    if (!w) return NULL;
+    size_t i = 0;
+    bool ws_run = false;
+    if (len && py_space(t, len)) w[k++] = (essay_word){0, 0};
+    while (i < len) {
+        size_t sl = py_space(t + i, len - i);
+        if (sl) {
+            i += sl;
+            ws_run = true;
             continue;
         }
         size_t e = i;
-        while (e < s->essays_len && !isspace((unsigned char)s->essays[e])) e++;
-        if (got++) vkv_strbuf_put(b, " ", 1);
-        vkv_strbuf_put(b, s->essays + i, e - i);
+        while (e < len && !py_space(t + e, len - e)) e++;
+        if (k + 2 > cap) {
+            essay_word *g = realloc(w, sizeof *g * (cap *= 2));
+            if (!g) {
+                free(w);
+                return NULL;
+            }
+            w = g;
+        }
+        w[k++] = (essay_word){i, e - i};
+        ws_run = false;
         i = e;
+    }
+    if (ws_run && k) w[k++] = (essay_word){len, 0};
+    *n = k;
+    return w;
+}
+
+/* " ".join(the first n words): late-2024 RULER takes at most all of them,
+ * RULER's head repeats them as often as needed. */
+static void essay_text(const gen *g, size_t n, vkv_strbuf *b)
+{
+    if (v2024(g) && n > g->n_words) n = g->n_words;
+    for (size_t i = 0; i < n && g->n_words; i++) {
+        const essay_word *w = &g->words[i % g->n_words];
+        if (i) vkv_strbuf_put(b, " ", 1);
+        vkv_strbuf_put(b, g->src->essays + w->start, w->len);
     }
 }
 
-/* Sentence starts of t: 0 and after each ". ", "? " or "! ". */
-static size_t *sentence_starts(const char *t, size_t len, size_t *n)
-{
-    size_t cap = 64, k = 0;
-    size_t *v = malloc(sizeof *v * cap);
-    if (!v) return NULL;
-    v[k++] = 0;
-    for (size_t i = 1; i + 1 < len; i++)
-        if ((t[i - 1] == '.' || t[i - 1] == '?' || t[i - 1] == '!') && t[i] == ' ') {
-            if (k == cap) {
-                size_t *g = realloc(v, sizeof *v * (cap *= 2));
-                if (!g) {
-                    free(v);
-                    return NULL;
-                }
-                v = g;
-            }
-            v[k++] = i + 1;
-        }
-    *n = k;
-    return v;
-}
-
-/* Lines joined with '\n', with the extra lines inserted before the lines
- * at[i] (ascending; RULER's list insertions). */
-static void lines_with_inserts(gen *g, const char *const *lines, size_t n, char **ins, const size_t *at, size_t n_ins)
+/* Strings joined by sep, with the strings ins[k] inserted before the
+ * strings at[k] (ascending; RULER's list insertions), into b. */
+static void join_with_inserts(vkv_strbuf *b, const char *const *items, size_t n, char *const *ins, const size_t *at,
+                              size_t n_ins, const char *sep)
 {
     size_t k = 0;
     bool first = true;
     for (size_t i = 0; i <= n; i++) {
         while (k < n_ins && at[k] == i) {
-            if (!first) vkv_strbuf_put(&g->ctx, "\n", 1);
-            vkv_strbuf_puts(&g->ctx, ins[k++]);
+            if (!first) vkv_strbuf_puts(b, sep);
+            vkv_strbuf_puts(b, ins[k++]);
             first = false;
         }
         if (i == n) break;
-        if (!first) vkv_strbuf_put(&g->ctx, "\n", 1);
-        vkv_strbuf_puts(&g->ctx, lines[i]);
+        if (!first) vkv_strbuf_puts(b, sep);
+        vkv_strbuf_puts(b, items[i]);
         first = false;
     }
+}
+
+/* The essay haystack of n words with the needles between its sentences,
+ * at depths drawn from RULER's 40 (nltk.sent_tokenize's sentences,
+ * src/eval/sentences.h; joined by spaces as RULER joins them). */
+static void essay_with_needles(gen *g, size_t n_hay, char *const *needles, size_t n_needles)
+{
+    vkv_strbuf text = {0};
+    vkv_strbuf_put(&text, "", 0);
+    essay_text(g, n_hay, &text);
+    size_t b = 0, e = text.n; /* RULER splits text.strip() */
+    while (b < e && text.p[b] == ' ') b++;
+    while (e > b && text.p[e - 1] == ' ') e--;
+    vkv_sentence *s = NULL;
+    size_t n_sent = 0, d[16], at[16];
+    if (text.oom || vkv_sentences_split(text.p + b, e - b, &s, &n_sent) || !sample_idx(&g->rng, 40, n_needles, d)) {
+        g->oom = true;
+    } else {
+        for (size_t i = 0; i < n_needles; i++)
+            at[i] = (size_t)((double)n_sent * ((double)depth_at((int)d[i]) / 100.0));
+        qsort(at, n_needles, sizeof *at, cmp_size);
+        /* " ".join(sentences[a:b]) between the needles, all joined by " " */
+        size_t prev = 0;
+        for (size_t i = 0; i <= n_needles; i++) {
+            size_t cut = i < n_needles ? at[i] : n_sent;
+            if (i) vkv_strbuf_put(&g->ctx, " ", 1);
+            for (size_t k = prev; k < cut; k++) {
+                if (k > prev) vkv_strbuf_put(&g->ctx, " ", 1);
+                vkv_strbuf_put(&g->ctx, text.p + b + s[k].start, s[k].end - s[k].start);
+            }
+            if (i < n_needles) {
+                vkv_strbuf_put(&g->ctx, " ", 1);
+                vkv_strbuf_puts(&g->ctx, needles[i]);
+            }
+            prev = cut;
+        }
+    }
+    free(s);
+    free(text.p);
 }
 
 static void gen_niah(gen *g, size_t n_hay)
@@ -620,7 +779,7 @@ static void gen_niah(gen *g, size_t n_hay)
     }
     size_t order[16];
     for (size_t i = 0; i < n_needles; i++) order[i] = i;
-    shuffle_idx(&g->rng, order, n_needles);
+    seed_shuffle(g, order, n_needles);
     char *shuffled[16];
     for (size_t i = 0; i < n_needles; i++) shuffled[i] = needles[order[i]];
 
@@ -633,37 +792,13 @@ static void gen_niah(gen *g, size_t n_hay)
     vkv_strbuf_puts(&g->ctx, tv);
     vkv_strbuf_puts(&g->ctx, " afterwards.\n");
     if (t->haystack == VKV_RULER_ESSAY) {
-        /* needles between sentences at depths drawn from RULER's 40 */
-        vkv_strbuf text = {0};
-        vkv_strbuf_put(&text, "", 0);
-        essay_words(g->src, n_hay, &text);
-        size_t n_sent = 0, *starts = text.oom ? NULL : sentence_starts(text.p, text.n, &n_sent);
-        size_t d[16], at[18];
-        if (!starts || !sample_idx(&g->rng, 40, n_needles, d)) g->oom = true;
-        else {
-            for (size_t i = 0; i < n_needles; i++) at[i] = (size_t)(n_sent * depth_at((int)d[i]) / 100);
-            qsort(at, n_needles, sizeof *at, cmp_size);
-            size_t prev = 0;
-            for (size_t i = 0; i <= n_needles; i++) {
-                size_t cut = i < n_needles ? at[i] : n_sent;
-                size_t b = prev < n_sent ? starts[prev] : text.n, e = cut < n_sent ? starts[cut] : text.n;
-                while (e > b && text.p[e - 1] == ' ') e--;
-                if (i) vkv_strbuf_put(&g->ctx, " ", 1);
-                vkv_strbuf_put(&g->ctx, text.p + b, e - b);
-                if (i < n_needles) {
-                    vkv_strbuf_put(&g->ctx, " ", 1);
-                    vkv_strbuf_puts(&g->ctx, shuffled[i]);
-                }
-                prev = cut;
-            }
-        }
-        free(starts);
-        free(text.p);
+        if (!g->oom) essay_with_needles(g, n_hay, shuffled, n_needles);
     } else {
         /* noise sentences or needles of random keys, one a line; the needles at random lines */
         char **lines = calloc(n_hay ? n_hay : 1, sizeof *lines);
         size_t at[16];
-        if (!lines || !sample_idx(&g->rng, n_hay, n_needles, at)) g->oom = true;
+        if (n_hay < n_needles) g->small = true;
+        else if (!lines || !sample_idx(&g->rng, n_hay, n_needles, at)) g->oom = true;
         for (size_t i = 0; lines && i < n_hay && !g->oom; i++) {
             if (t->haystack == VKV_RULER_NOISE) {
                 lines[i] = NOISE_SENTENCE;
@@ -676,25 +811,17 @@ static void gen_niah(gen *g, size_t n_hay)
             if (!(lines[i] = strdup(buf))) g->oom = true;
         }
         if (!g->oom) {
-            /* RULER inserts at the sampled indexes, largest first: the needle of
-             * index a ends up before original line a */
+            /* RULER inserts at the sampled indexes, largest first, paired with
+             * the needles in order: the needle of index a ends up before
+             * original line a, the smallest index with the last needle */
             size_t pos[16];
             char *ins[16];
-            size_t idx[16];
-            for (size_t i = 0; i < n_needles; i++) idx[i] = i;
-            for (size_t i = 0; i < n_needles; i++)
-                for (size_t j = i + 1; j < n_needles; j++)
-                    if (at[idx[j]] < at[idx[i]]) {
-                        size_t s = idx[i];
-                        idx[i] = idx[j];
-                        idx[j] = s;
-                    }
-            /* sorted descending, paired with the needles in order: the smallest index gets the last needle */
+            qsort(at, n_needles, sizeof *at, cmp_size);
             for (size_t i = 0; i < n_needles; i++) {
-                pos[i] = at[idx[i]];
+                pos[i] = at[i];
                 ins[i] = shuffled[n_needles - 1 - i];
             }
-            lines_with_inserts(g, (const char *const *)lines, n_hay, ins, pos, n_needles);
+            join_with_inserts(&g->ctx, (const char *const *)lines, n_hay, ins, pos, n_needles, "\n");
         }
         if (lines && t->haystack == VKV_RULER_NEEDLES)
             for (size_t i = 0; i < n_hay; i++) free(lines[i]);
@@ -726,17 +853,24 @@ static void gen_niah(gen *g, size_t n_hay)
     for (size_t i = 0; i < n_needles; i++) free(needles[i]);
 }
 
-/* Variable tracking: one chain of 4 hops among noise lines (RULER's vt; its
- * in-context example is left out: it alone is about 500 tokens). */
+/* Variable tracking: one chain of 4 hops among n_hay noise sentences
+ * (RULER's vt). Late 2024: the noise ends with '\n' and the items are
+ * joined by spaces (a chain's step shares the line of the noise after it),
+ * a haystack of at most 5 noises is cut into its sentences, and the answer
+ * prefix spells "assgined"; head: one item a line. The solved example of
+ * late 2024 (g->example): 3-letter variables, and RULER's template with
+ * the white space runs of its first part made single spaces and its last
+ * word dropped. */
 static void gen_vt(gen *g, size_t n_hay)
 {
     enum { HOPS = 4, VARS = HOPS + 1 };
+    int var_len = g->example ? 3 : 5;
     char vars[VARS][6];
     for (int i = 0; i < VARS; i++) {
         bool dup;
         do {
-            for (int c = 0; c < 5; c++) vars[i][c] = (char)('A' + vkv_rng_below(&g->rng, 26));
-            vars[i][5] = 0;
+            for (int c = 0; c < var_len; c++) vars[i][c] = (char)('A' + vkv_rng_below(&g->rng, 26));
+            vars[i][var_len] = 0;
             dup = false;
             for (int j = 0; j < i; j++) dup |= !strcmp(vars[i], vars[j]);
         } while (dup);
@@ -745,28 +879,68 @@ static void gen_vt(gen *g, size_t n_hay)
     snprintf(value, sizeof value, "%u", 10000u + vkv_rng_below(&g->rng, 89999u));
     snprintf(chain[0], sizeof chain[0], "VAR %s = %s", vars[0], value);
     for (int j = 0; j < HOPS; j++) snprintf(chain[j + 1], sizeof chain[j + 1], "VAR %s = VAR %s ", vars[j + 1], vars[j]);
-    const char **lines = malloc(sizeof *lines * (n_hay ? n_hay : 1));
+    static const char *const pieces[] = {"The grass is green.", " The sky is blue.", " The sun is yellow.",
+                                         " Here we go.", " There and back again.", "\n"};
+    bool cut = v2024(g) && n_hay <= VARS; /* RULER's noise too short for the chain */
+    size_t n_items = cut ? n_hay * 6 : n_hay;
+    const char **items = malloc(sizeof *items * (n_items ? n_items : 1));
     size_t at[VARS];
-    if (!lines || n_hay < VARS || !sample_idx(&g->rng, n_hay, VARS, at)) {
-        g->oom = g->oom || !lines;
-        free(lines);
+    if (n_items < VARS) g->small = true; /* a haystack needs a place for each step */
+    else if (!items || !sample_idx(&g->rng, n_items, VARS, at)) g->oom = true;
+    if (g->small || g->oom) {
+        free(items);
         return;
     }
-    for (size_t i = 0; i < n_hay; i++) lines[i] = NOISE_SENTENCE;
+    for (size_t i = 0; i < n_items; i++)
+        items[i] = cut ? pieces[i % 6] : v2024(g) ? NOISE_SENTENCE "\n" : NOISE_SENTENCE;
     qsort(at, VARS, sizeof *at, cmp_size);
     char *ins[VARS];
     for (int j = 0; j < VARS; j++) ins[j] = chain[j];
-    vkv_strbuf_puts(&g->ctx, "Memorize and track the chain(s) of variable assignment hidden in the following text.\n\n");
-    lines_with_inserts(g, lines, n_hay, ins, at, VARS);
-    vkv_strbuf_put(&g->ctx, "\n", 1);
-    free(lines);
-    for (int i = 0; i < VARS; i++) add_answer(g, vars[i]);
+    vkv_strbuf context = {0};
+    vkv_strbuf_put(&context, "", 0);
+    join_with_inserts(&context, items, n_items, ins, at, VARS, v2024(g) ? " " : "\n");
+    free(items);
+    if (context.oom) {
+        g->oom = true;
+        return;
+    }
+    if (v2024(g)) { /* context.replace(". \n", ".\n") */
+        size_t k = 0;
+        for (size_t i = 0; i < context.n; i++) {
+            if (i + 2 < context.n && context.p[i] == '.' && context.p[i + 1] == ' ' && context.p[i + 2] == '\n') {
+                context.p[k++] = '.';
+                i++;
+                continue;
+            }
+            context.p[k++] = context.p[i];
+        }
+        context.p[k] = 0;
+        context.n = k;
+    }
+    const char *spelling = v2024(g) ? "assgined" : "assigned";
     char buf[256];
-    snprintf(buf, sizeof buf, "Question: Find all variables that are assigned the value %s in the text above. ", value);
-    vkv_strbuf_puts(&g->q, buf);
-    snprintf(buf, sizeof buf, "Answer: According to the chain(s) of variable assignment in the text above, %d variables "
-                              "are assigned the value %s, they are: ", VARS, value);
-    vkv_strbuf_puts(&g->ap, buf);
+    if (g->example) {
+        vkv_strbuf_puts(&g->ctx, "Memorize and track the chain(s) of variable assignment hidden in the following text. ");
+        vkv_strbuf_puts(&g->ctx, context.p);
+        snprintf(buf, sizeof buf, " Question: Find all variables that are assigned the value %s in the text", value);
+        vkv_strbuf_puts(&g->ctx, buf);
+        snprintf(buf, sizeof buf, " Answer: According to the chain(s) of variable assignment in the text above, %d "
+                                  "variables are %s the value %s, they are: ", VARS, spelling, value);
+        vkv_strbuf_puts(&g->ctx, buf);
+    } else {
+        vkv_strbuf_puts(&g->ctx, "Memorize and track the chain(s) of variable assignment hidden in the following "
+                                 "text.\n\n");
+        vkv_strbuf_puts(&g->ctx, context.p);
+        vkv_strbuf_put(&g->ctx, "\n", 1);
+        snprintf(buf, sizeof buf, "Question: Find all variables that are assigned the value %s in the text above. ",
+                 value);
+        vkv_strbuf_puts(&g->q, buf);
+        snprintf(buf, sizeof buf, "Answer: According to the chain(s) of variable assignment in the text above, %d "
+                                  "variables are %s the value %s, they are: ", VARS, spelling, value);
+        vkv_strbuf_puts(&g->ap, buf);
+    }
+    free(context.p);
+    for (int i = 0; i < VARS; i++) add_answer(g, vars[i]);
 }
 
 #define CWE_HEAD "Below is a numbered list of words. In these words, some appear more often than others. Memorize the " \
@@ -775,8 +949,9 @@ static void gen_vt(gen *g, size_t n_hay)
 #define CWE_PREFIX "Answer: The top 10 words that appear most often in the list are:"
 
 /* One list of RULER's common-words task: num_words distinct words, the
- * first 10 repeated `common` times, the others `uncommon` times, shuffled,
- * numbered "1. w 2. w ...". The 10 common words into common[]. */
+ * first 10 repeated `common` times, the others `uncommon` times (RULER's
+ * common * c + uncommon * u), put in RULER's fixed-seed order, numbered
+ * "1. w 2. w ...". The 10 common words into common[]. */
 static void cwe_list(gen *g, size_t num_words, int common, int uncommon, vkv_strbuf *b, const char **common_words)
 {
     size_t *pick = malloc(sizeof *pick * num_words);
@@ -789,9 +964,11 @@ static void cwe_list(gen *g, size_t num_words, int common, int uncommon, vkv_str
         return;
     }
     size_t k = 0;
-    for (size_t w = 0; w < num_words; w++)
-        for (int r = 0; r < (w < 10 ? common : uncommon); r++) list[k++] = pick[w];
-    shuffle_idx(&g->rng, list, total);
+    for (int r = 0; r < common; r++)
+        for (size_t w = 0; w < 10; w++) list[k++] = pick[w];
+    for (int r = 0; r < uncommon; r++)
+        for (size_t w = 10; w < num_words; w++) list[k++] = pick[w];
+    seed_shuffle(g, list, total);
     for (size_t i = 0; i < total; i++) {
         char num[24];
         snprintf(num, sizeof num, "%s%zu. ", i ? " " : "", i + 1);
@@ -804,7 +981,9 @@ static void cwe_list(gen *g, size_t num_words, int common, int uncommon, vkv_str
 }
 
 /* Common words: one solved example, then the list (RULER's repeats: 3/1 and
- * 6/1 under 4096 tokens, 10/3 and 30/3 from 4096). */
+ * 6/1 under 4096 tokens, 10/3 and 30/3 from 4096). The example's answer
+ * follows its prefix directly in late 2024 ("are:1. w"), after a space in
+ * RULER's head. */
 static void gen_cwe(gen *g, size_t num_words)
 {
     bool short_ctx = g->length < 4096;
@@ -815,7 +994,7 @@ static void gen_cwe(gen *g, size_t num_words)
     vkv_strbuf_puts(&g->ctx, "\n" CWE_QUESTION CWE_PREFIX);
     for (int i = 0; i < 10; i++) {
         char num[24];
-        snprintf(num, sizeof num, " %d. ", i + 1);
+        snprintf(num, sizeof num, "%s%d. ", i || !v2024(g) ? " " : "", i + 1);
         vkv_strbuf_puts(&g->ctx, num);
         vkv_strbuf_puts(&g->ctx, ex_common[i]);
     }
@@ -828,12 +1007,19 @@ static void gen_cwe(gen *g, size_t num_words)
     vkv_strbuf_puts(&g->ap, CWE_PREFIX);
 }
 
-/* Frequent words: coded 6-letter words drawn with Zipf weights k^-2 (RULER's
- * alpha 2), the most frequent replaced by "..." as noise; the answer is the
- * next three. */
+/* The frequent-words vocabulary's size: length / 50 in late 2024,
+ * (length - 50) / 50 in RULER's head. */
+static size_t fwe_vocab_size(const gen *g)
+{
+    return (g->length - (v2024(g) ? 0 : vkv_ruler_max_new_tokens(g->t))) / 50;
+}
+
+/* Frequent words: coded 6-letter words, rank k drawn num_words * k^-2 /
+ * zeta(2) times (RULER's alpha 2), the most frequent replaced by "..." as
+ * noise, in RULER's fixed-seed order; the answer is the next three. */
 static void gen_fwe(gen *g, size_t num_words)
 {
-    size_t vocab_size = (g->length - vkv_ruler_max_new_tokens(g->t)) / 50;
+    size_t vocab_size = fwe_vocab_size(g);
     char (*vocab)[8] = malloc(sizeof *vocab * vocab_size);
     if (!vocab) {
         g->oom = true;
@@ -851,7 +1037,7 @@ static void gen_fwe(gen *g, size_t num_words)
     strcpy(vocab[0], "...");
     const double zeta2 = M_PI * M_PI / 6;
     size_t total = 0;
-    for (size_t k = 0; k < vocab_size; k++) total += (size_t)(num_words / ((k + 1.0) * (k + 1.0)) / zeta2);
+    for (size_t k = 0; k < vocab_size; k++) total += (size_t)((double)num_words * pow((double)(k + 1), -2.0) / zeta2);
     size_t *list = malloc(sizeof *list * (total ? total : 1)), n = 0;
     if (!list) {
         free(vocab);
@@ -859,8 +1045,8 @@ static void gen_fwe(gen *g, size_t num_words)
         return;
     }
     for (size_t k = 0; k < vocab_size; k++)
-        for (size_t r = (size_t)(num_words / ((k + 1.0) * (k + 1.0)) / zeta2); r; r--) list[n++] = k;
-    shuffle_idx(&g->rng, list, n);
+        for (size_t r = (size_t)((double)num_words * pow((double)(k + 1), -2.0) / zeta2); r; r--) list[n++] = k;
+    seed_shuffle(g, list, n);
     vkv_strbuf_puts(&g->ctx, "Read the following coded text and track the frequency of each coded word. Find the three "
                              "most frequently appeared coded words. ");
     for (size_t i = 0; i < n; i++) {
@@ -879,13 +1065,22 @@ static void gen_fwe(gen *g, size_t num_words)
 #define QA_INSTRUCTION "Answer the question based on the given documents. Only give me the answer and do not " \
                        "output any other words."
 
+/* The question-answering set of qa_1 (SQuAD) or qa_2 (HotpotQA). */
+static const vkv_ruler_qa_set *qa_set(const vkv_ruler_task *t, const vkv_ruler_sources *src)
+{
+    return !strcmp(t->name, "qa_1") ? src->squad : src->hotpotqa;
+}
+
 /* Question answering: question `index` of the set, its gold documents, then
  * (SQuAD) its article's other paragraphs, then other documents drawn at
- * random, num_docs in all, shuffled, as "Document i:\n..." (RULER's qa). */
+ * random, num_docs in all, in RULER's fixed-seed order, as
+ * "Document i:\n..." (RULER's qa). num_docs beyond the set: every document
+ * once (late 2024), or repeated as needed (head). */
 static void gen_qa(gen *g, size_t num_docs, size_t index)
 {
-    const vkv_ruler_qa_set *set = !strcmp(g->t->name, "qa_1") ? g->src->squad : g->src->hotpotqa;
+    const vkv_ruler_qa_set *set = qa_set(g->t, g->src);
     const vkv_ruler_qa *q = &set->qas[index % set->n_qas];
+    if (v2024(g) && num_docs > set->n_docs) num_docs = set->n_docs;
     size_t *pick = malloc(sizeof *pick * (num_docs + 1));
     bool *used = calloc(set->n_docs, sizeof *used);
     if (!pick || !used) {
@@ -900,7 +1095,7 @@ static void gen_qa(gen *g, size_t num_docs, size_t index)
         used[q->gold[i]] = true;
     }
     if (num_docs >= set->n_docs) {
-        /* every document, repeated as needed (RULER's wrap-around) */
+        /* every document, RULER's head repeating them as needed */
         n = 0;
         for (size_t i = 0; i < num_docs; i++) pick[n++] = i % set->n_docs;
     } else if (num_docs - n <= q->n_more) {
@@ -922,7 +1117,7 @@ static void gen_qa(gen *g, size_t num_docs, size_t index)
             pick[n++] = d;
         }
     }
-    shuffle_idx(&g->rng, pick, n);
+    seed_shuffle(g, pick, n);
     vkv_strbuf_puts(&g->ctx, QA_INSTRUCTION "\n\nThe following are given documents.\n\n");
     for (size_t i = 0; i < n && !g->oom; i++) {
         char head[48];
@@ -950,13 +1145,66 @@ static void gen_reset(gen *g)
     string_list_free(g->answers);
     g->answers = NULL;
     g->n_answers = 0;
-    g->oom = false;
+    g->oom = g->small = false;
 }
 
-/* The sample with n haystack units, its RNG restarted from `start`, and
- * whether its prompt fits the length. */
-static vkv_status build(gen *g, vkv_rng start, size_t n, size_t index, vkv_ruler_count_fn *count, void *cctx,
-                        bool *fits)
+/* Python's repr() of a string, into b. */
+static void py_repr(vkv_strbuf *b, const char *s)
+{
+    char quote = strchr(s, '\'') && !strchr(s, '"') ? '"' : '\'';
+    vkv_strbuf_put(b, &quote, 1);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '\\' || *p == (unsigned char)quote) snprintf(esc, sizeof esc, "\\%c", *p);
+        else if (*p == '\n') strcpy(esc, "\\n");
+        else if (*p == '\r') strcpy(esc, "\\r");
+        else if (*p == '\t') strcpy(esc, "\\t");
+        else if (*p < 0x20 || *p == 0x7f) snprintf(esc, sizeof esc, "\\x%02x", *p);
+        else {
+            esc[0] = (char)*p;
+            esc[1] = 0;
+        }
+        vkv_strbuf_puts(b, esc);
+    }
+    vkv_strbuf_put(b, &quote, 1);
+}
+
+/* What late-2024 RULER adds after the prompt when it sizes the haystack:
+ * the answers as each task's script writes them (niah: joined by spaces,
+ * right after the prompt; vt and qa: " " and the Python list; cwe: " " and
+ * "1. w 2. w ..."). */
+static void answer_suffix(const gen *g, vkv_strbuf *b)
+{
+    switch (g->t->kind) {
+    case VKV_RULER_NIAH:
+        for (size_t i = 0; i < g->n_answers; i++) {
+            if (i) vkv_strbuf_put(b, " ", 1);
+            vkv_strbuf_puts(b, g->answers[i]);
+        }
+        break;
+    case VKV_RULER_VT:
+    case VKV_RULER_QA:
+        vkv_strbuf_puts(b, " [");
+        for (size_t i = 0; i < g->n_answers; i++) {
+            if (i) vkv_strbuf_puts(b, ", ");
+            py_repr(b, g->answers[i]);
+        }
+        vkv_strbuf_puts(b, "]");
+        break;
+    case VKV_RULER_CWE:
+        for (size_t i = 0; i < g->n_answers; i++) {
+            char num[24];
+            snprintf(num, sizeof num, " %zu. ", i + 1);
+            vkv_strbuf_puts(b, num);
+            vkv_strbuf_puts(b, g->answers[i]);
+        }
+        break;
+    case VKV_RULER_FWE: break;
+    }
+}
+
+/* The sample with n haystack units, its RNG restarted from `start`. */
+static vkv_status build(gen *g, vkv_rng start, size_t n, size_t index)
 {
     gen_reset(g);
     g->rng = start;
@@ -970,18 +1218,29 @@ static vkv_status build(gen *g, vkv_rng start, size_t n, size_t index, vkv_ruler
     case VKV_RULER_FWE: gen_fwe(g, n); break;
     case VKV_RULER_QA: gen_qa(g, n, index); break;
     }
-    if (g->oom || g->ctx.oom || g->q.oom || g->ap.oom) return oom();
+    if (g->small) return vkv_error(VKV_ERR_ARG, "%s: a haystack of %zu units is too small for the task", g->t->name, n);
+    return g->oom || g->ctx.oom || g->q.oom || g->ap.oom ? oom() : VKV_OK;
+}
+
+/* The tokens of the built prompt (context, question, answer prefix), with
+ * late-2024's answer suffix when asked. */
+static vkv_status count_prompt(const gen *g, const vkv_ruler_gen *run, bool suffix, size_t *n)
+{
     vkv_strbuf all = {0};
     vkv_strbuf_puts(&all, g->ctx.p);
     vkv_strbuf_puts(&all, g->q.p);
     vkv_strbuf_puts(&all, g->ap.p);
-    if (all.oom) return oom();
-    size_t nt = 0;
-    vkv_status st = count(cctx, all.p, &nt);
+    if (suffix) answer_suffix(g, &all);
+    if (all.oom) {
+        free(all.p);
+        return oom();
+    }
+    vkv_status st = run->count(run->count_ctx, all.p, n);
     free(all.p);
-    *fits = !st && nt + vkv_ruler_max_new_tokens(g->t) <= g->length;
     return st;
 }
+
+/* ---- sizing the haystack: RULER's head (bisection) ---- */
 
 /* The fewest haystack units a task's sample has, and the most the word
  * list allows (0: no bound). */
@@ -989,7 +1248,7 @@ static void unit_bounds(const gen *g, size_t *lo, size_t *hi)
 {
     *hi = 0;
     switch (g->t->kind) {
-    case VKV_RULER_NIAH: *lo = 1; break;
+    case VKV_RULER_NIAH: *lo = 1; break; /* the line haystacks hide one needle */
     case VKV_RULER_VT: *lo = 5; break;
     case VKV_RULER_CWE:
         *lo = 11;
@@ -1000,53 +1259,297 @@ static void unit_bounds(const gen *g, size_t *lo, size_t *hi)
     }
 }
 
-vkv_status vkv_ruler_generate(const vkv_ruler_task *t, const vkv_ruler_sources *src, vkv_ruler_count_fn *count,
-                              void *count_ctx, size_t length, uint64_t seed, size_t index, vkv_ruler_sample *out)
+static vkv_status fits_head(gen *g, const vkv_ruler_gen *run, vkv_rng start, size_t n, size_t index, bool *fits)
 {
-    memset(out, 0, sizeof *out);
-    const vkv_ruler_qa_set *qa = !strcmp(t->name, "qa_1") ? src->squad : src->hotpotqa;
-    if (t->kind == VKV_RULER_QA && (!qa || !qa->n_qas || !qa->n_docs))
-        return vkv_error(VKV_ERR_ARG, "%s is built from %s: give its file (--%s)", t->name,
-                         !strcmp(t->name, "qa_1") ? "SQuAD" : "HotpotQA", !strcmp(t->name, "qa_1") ? "squad" : "hotpotqa");
-    if (t->kind == VKV_RULER_FWE && (length < vkv_ruler_max_new_tokens(t) + 200))
-        return vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short (RULER's vocabulary of (length - 50) / 50 coded "
-                                      "words needs at least 4)", t->name, length);
-    if ((t->haystack == VKV_RULER_ESSAY && t->kind == VKV_RULER_NIAH && !src->essays_len) ||
-        ((t->kind == VKV_RULER_CWE || (t->kind == VKV_RULER_NIAH && (t->key == VKV_RULER_WORDS))) && src->n_words < 1000))
-        return vkv_error(VKV_ERR_ARG, "%s needs %s", t->name,
-                         t->haystack == VKV_RULER_ESSAY && !src->essays_len ? "the essays" : "a word list");
-    /* one stream per (seed, task, length, sample) */
-    vkv_rng mix = vkv_rng_new(seed);
-    uint64_t h = vkv_rng_u64(&mix);
-    for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
-    h ^= (uint64_t)length * 0x9e3779b97f4a7c15ull;
-    h ^= (uint64_t)(index + 1) * 0xc2b2ae3d27d4eb4full;
-    vkv_rng start = vkv_rng_new(h);
-    gen g = {.t = t, .src = src, .length = length};
+    vkv_status st = build(g, start, n, index);
+    size_t nt = 0;
+    if (!st) st = count_prompt(g, run, false, &nt);
+    *fits = !st && nt + vkv_ruler_max_new_tokens(g->t) <= g->length;
+    return st;
+}
+
+/* The largest haystack whose prompt and generation fit: doubling, then
+ * bisection; the sample built with it. */
+static vkv_status size_head(gen *g, const vkv_ruler_gen *run, vkv_rng start, size_t index)
+{
     size_t lo, cap;
-    unit_bounds(&g, &lo, &cap);
+    unit_bounds(g, &lo, &cap);
     bool fits = false;
-    vkv_status st = build(&g, start, lo, index, count, count_ctx, &fits);
+    vkv_status st = fits_head(g, run, start, lo, index, &fits);
     if (!st && !fits)
-        st = vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for its smallest prompt and its %u generated tokens",
-                       t->name, length, vkv_ruler_max_new_tokens(t));
-    /* the largest haystack that fits: doubling, then bisection */
+        return vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for its smallest prompt and its %u generated tokens",
+                         g->t->name, g->length, vkv_ruler_max_new_tokens(g->t));
     size_t good = lo, bad = 0;
     while (!st && !bad) {
         size_t next = good * 2;
         if (cap && next > cap) next = cap;
         if (next == good) break;
-        if ((st = build(&g, start, next, index, count, count_ctx, &fits))) break;
+        if ((st = fits_head(g, run, start, next, index, &fits))) break;
         if (fits) good = next;
         else bad = next;
     }
     while (!st && bad && bad - good > 1) {
         size_t mid = good + (bad - good) / 2;
-        if ((st = build(&g, start, mid, index, count, count_ctx, &fits))) break;
+        if ((st = fits_head(g, run, start, mid, index, &fits))) break;
         if (fits) good = mid;
         else bad = mid;
     }
-    if (!st) st = build(&g, start, good, index, count, count_ctx, &fits);
+    return st ? st : build(g, start, good, index);
+}
+
+/* ---- sizing the haystack: late-2024 RULER (steps) ---- */
+
+/* How late-2024 RULER grows a task's haystack: from `inc` units in steps
+ * of `inc` (essay 500 words; noise and needle lines 25, 5 under 4096
+ * tokens; vt 10 lines; cwe 10 words; qa 10 documents), while the prompt,
+ * the answers and the generation fit, up to the units there are. */
+typedef struct steps {
+    size_t inc, cap;   /* cap 0: none */
+    bool cap_before;   /* the essays: capped before the step, the others after it */
+    size_t limit;      /* the length */
+    uint32_t gen;      /* the generation's tokens */
+    size_t extra;      /* vt: its solved example's tokens */
+} steps;
+
+static steps steps_of(const gen *g)
+{
+    steps s = {.inc = 10, .limit = g->length, .gen = vkv_ruler_max_new_tokens(g->t)};
+    switch (g->t->kind) {
+    case VKV_RULER_NIAH:
+        if (g->t->haystack == VKV_RULER_ESSAY) {
+            s.inc = 500;
+            s.cap = g->n_words;
+            s.cap_before = true;
+        } else s.inc = g->length < 4096 ? 5 : 25;
+        break;
+    case VKV_RULER_CWE: s.cap = g->src->n_words; break;
+    case VKV_RULER_QA: s.cap = qa_set(g->t, g->src)->n_docs; break;
+    default: break;
+    }
+    return s;
+}
+
+/* RULER's search for the run's haystack size: the number of units after
+ * growing (0 when even the first step does not fit). */
+static vkv_status grow_2024(gen *g, const vkv_ruler_gen *run, const steps *s, vkv_rng start, size_t *units)
+{
+    size_t n = s->inc, total = 0;
+    vkv_status st = VKV_OK;
+    while (total + s->gen < s->limit) {
+        if ((st = build(g, start, n, 0)) || (st = count_prompt(g, run, true, &total))) break;
+        total += s->extra;
+        if (total + s->gen > s->limit) {
+            n -= s->inc;
+            break;
+        }
+        if (s->cap_before && n > s->cap) {
+            n = s->cap;
+            break;
+        }
+        n += s->inc;
+        if (s->cap && !s->cap_before && n > s->cap) {
+            n = s->cap;
+            break;
+        }
+    }
+    *units = n;
+    return st;
+}
+
+/* A sample from the run's size down, a step at a time, until its prompt
+ * and generation fit. */
+static vkv_status fit_2024(gen *g, const vkv_ruler_gen *run, const steps *s, vkv_rng start, size_t units, size_t index)
+{
+    for (size_t n = units; n;) {
+        size_t nt;
+        vkv_status st = build(g, start, n, index);
+        if (!st) st = count_prompt(g, run, false, &nt);
+        if (st) return st;
+        if (nt + s->gen + s->extra <= s->limit) return VKV_OK;
+        if (n <= s->inc) break;
+        n -= s->inc;
+    }
+    return vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for late-2024 RULER's smallest haystack (%zu %s) and "
+                                  "%u generated tokens", g->t->name, g->length, s->inc,
+                     g->t->kind == VKV_RULER_QA ? "documents" : g->t->kind == VKV_RULER_CWE ? "words"
+                     : g->t->haystack == VKV_RULER_ESSAY && g->t->kind == VKV_RULER_NIAH ? "words" : "lines",
+                     s->gen);
+}
+
+/* Frequent words' own search (late 2024): from length / 6 words in steps
+ * of length / 32 while the prompt is under the length, one step back; a
+ * sample steps down from there until its prompt is within the length
+ * (the generation not counted). */
+static vkv_status fwe_2024(gen *g, const vkv_ruler_gen *run, vkv_rng start, bool grow, size_t *units)
+{
+    size_t inc = g->length / 32, n = grow ? g->length / 6 : *units, nt;
+    vkv_status st = build(g, start, n, 0);
+    if (!st) st = count_prompt(g, run, false, &nt);
+    if (grow) {
+        while (!st && nt < g->length) {
+            n += inc;
+            if (!(st = build(g, start, n, 0))) st = count_prompt(g, run, false, &nt);
+        }
+        *units = n - inc;
+        return st;
+    }
+    while (!st && nt > g->length) {
+        if (n <= inc)
+            return vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for late-2024 RULER's coded text", g->t->name,
+                             g->length);
+        n -= inc;
+        if (!(st = build(g, start, n, 0))) st = count_prompt(g, run, false, &nt);
+    }
+    return st;
+}
+
+/* The random stream of (seed, task, length, sample); the run's own
+ * streams (the haystack's search, vt's example) with sample SIZE_MAX and
+ * SIZE_MAX - 1. */
+static vkv_rng stream(uint64_t seed, const vkv_ruler_task *t, size_t length, size_t index)
+{
+    vkv_rng mix = vkv_rng_new(seed);
+    uint64_t h = vkv_rng_u64(&mix);
+    for (const char *c = t->name; *c; c++) h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+    h ^= (uint64_t)length * 0x9e3779b97f4a7c15ull;
+    h ^= (uint64_t)(index + 1) * 0xc2b2ae3d27d4eb4full;
+    return vkv_rng_new(h);
+}
+
+/* Late-2024 vt's solved example, the same for every sample and length of
+ * a seed: RULER's vt at 500 tokens (noise in steps of 5), its answer after
+ * it: " " + example + " " + answers + "\n\n" + "\n\n" goes before the
+ * task's prompt; RULER counts the example with its answers and one
+ * "\n\n". */
+static vkv_status vt_example(const gen *base, const vkv_ruler_gen *run, char **text, size_t *tokens)
+{
+    gen g = *base;
+    g.example = true;
+    g.length = 500;
+    g.ctx = g.q = g.ap = (vkv_strbuf){0};
+    g.answers = NULL;
+    g.n_answers = 0;
+    steps s = {.inc = 5, .limit = 500, .gen = vkv_ruler_max_new_tokens(g.t)};
+    vkv_rng start = stream(g.seed, g.t, 0, SIZE_MAX - 1);
+    size_t units;
+    vkv_status st = grow_2024(&g, run, &s, start, &units);
+    if (!st) st = fit_2024(&g, run, &s, start, units, 0);
+    vkv_strbuf b = {0};
+    if (!st) {
+        vkv_strbuf_puts(&b, g.ctx.p);
+        vkv_strbuf_put(&b, " ", 1);
+        for (size_t i = 0; i < g.n_answers; i++) {
+            if (i) vkv_strbuf_put(&b, " ", 1);
+            vkv_strbuf_puts(&b, g.answers[i]);
+        }
+        vkv_strbuf_puts(&b, "\n\n");
+        st = b.oom ? oom() : run->count(run->count_ctx, b.p, tokens);
+    }
+    gen_reset(&g);
+    if (st) {
+        free(b.p);
+        return st;
+    }
+    /* the sample's text: " " + example + "\n\n" before the prompt */
+    vkv_strbuf t = {0};
+    vkv_strbuf_put(&t, " ", 1);
+    vkv_strbuf_puts(&t, b.p);
+    vkv_strbuf_puts(&t, "\n\n");
+    free(b.p);
+    if (t.oom) {
+        free(t.p);
+        return oom();
+    }
+    *text = t.p;
+    return VKV_OK;
+}
+
+/* The run's size for (task, length, seed), found now when not yet. */
+static vkv_status size_2024(gen *g, vkv_ruler_gen *run, struct vkv_ruler_size **out)
+{
+    int ti = (int)(g->t - vkv_ruler_tasks);
+    for (size_t i = 0; i < run->n_sizes; i++)
+        if (run->sizes[i].task == ti && run->sizes[i].length == g->length && run->sizes[i].seed == g->seed) {
+            *out = &run->sizes[i];
+            return VKV_OK;
+        }
+    struct vkv_ruler_size z = {.task = ti, .length = g->length, .seed = g->seed};
+    vkv_status st = VKV_OK;
+    if (g->t->kind == VKV_RULER_VT) st = vt_example(g, run, &z.example, &z.example_tokens);
+    vkv_rng search = stream(g->seed, g->t, g->length, SIZE_MAX);
+    if (!st && g->t->kind == VKV_RULER_FWE) st = fwe_2024(g, run, search, true, &z.units);
+    else if (!st) {
+        steps s = steps_of(g);
+        s.extra = z.example_tokens;
+        st = grow_2024(g, run, &s, search, &z.units);
+    }
+    gen_reset(g);
+    struct vkv_ruler_size *grown = st ? NULL : realloc(run->sizes, sizeof *grown * (run->n_sizes + 1));
+    if (!st && !grown) st = oom();
+    if (st) {
+        free(z.example);
+        return st;
+    }
+    run->sizes = grown;
+    run->sizes[run->n_sizes] = z;
+    *out = &run->sizes[run->n_sizes++];
+    return VKV_OK;
+}
+
+vkv_status vkv_ruler_generate(vkv_ruler_gen *run, const vkv_ruler_task *t, const vkv_ruler_sources *src,
+                              size_t length, uint64_t seed, size_t index, vkv_ruler_sample *out)
+{
+    memset(out, 0, sizeof *out);
+    const vkv_ruler_qa_set *qa = qa_set(t, src);
+    bool v24 = run->version == VKV_RULER_2024;
+    if (t->kind == VKV_RULER_QA && (!qa || !qa->n_qas || !qa->n_docs))
+        return vkv_error(VKV_ERR_ARG, "%s is built from %s: give its file (--%s)", t->name,
+                         !strcmp(t->name, "qa_1") ? "SQuAD" : "HotpotQA", !strcmp(t->name, "qa_1") ? "squad" : "hotpotqa");
+    if (t->kind == VKV_RULER_FWE && (length < vkv_ruler_max_new_tokens(t) + 200))
+        return vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short (RULER's vocabulary of %s / 50 coded words needs "
+                                      "at least 4)", t->name, length, v24 ? "length" : "(length - 50)");
+    if ((t->haystack == VKV_RULER_ESSAY && t->kind == VKV_RULER_NIAH && !src->essays_len) ||
+        ((t->kind == VKV_RULER_CWE || (t->kind == VKV_RULER_NIAH && (t->key == VKV_RULER_WORDS))) && src->n_words < 1000))
+        return vkv_error(VKV_ERR_ARG, "%s needs %s", t->name,
+                         t->haystack == VKV_RULER_ESSAY && !src->essays_len ? "the essays" : "a word list");
+    gen g = {.t = t, .src = src, .version = run->version, .seed = seed, .length = length};
+    essay_word *words = NULL;
+    if (t->kind == VKV_RULER_NIAH && t->haystack == VKV_RULER_ESSAY) {
+        if (!(words = split_essays(src->essays, src->essays_len, &g.n_words))) return oom();
+        g.words = words;
+    }
+    vkv_rng start = stream(seed, t, length, index);
+    struct vkv_ruler_size *size = NULL;
+    vkv_status st;
+    if (!v24) st = size_head(&g, run, start, index);
+    else if (!(st = size_2024(&g, run, &size))) {
+        if (t->kind == VKV_RULER_FWE) {
+            size_t n = size->units;
+            st = n ? fwe_2024(&g, run, start, false, &n)
+                   : vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for late-2024 RULER's coded text", t->name,
+                               length);
+        } else {
+            steps s = steps_of(&g);
+            s.extra = size->example_tokens;
+            st = size->units ? fit_2024(&g, run, &s, start, size->units, index)
+                             : vkv_error(VKV_ERR_ARG, "%s: %zu tokens is too short for late-2024 RULER's first "
+                                                      "haystack step (%zu units) and %u generated tokens",
+                                         t->name, length, s.inc, s.gen);
+        }
+    }
+    free(words);
+    if (!st && size && size->example) { /* vt's solved example before the prompt */
+        vkv_strbuf c = {0};
+        vkv_strbuf_puts(&c, size->example);
+        vkv_strbuf_puts(&c, g.ctx.p);
+        if (c.oom) {
+            free(c.p);
+            st = oom();
+        } else {
+            free(g.ctx.p);
+            g.ctx = c;
+        }
+    }
     if (st) {
         gen_reset(&g);
         return st;

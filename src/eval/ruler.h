@@ -103,9 +103,9 @@ vkv_status vkv_ruler_read_squad(const char *path, vkv_ruler_qa_set *out);
 vkv_status vkv_ruler_read_hotpotqa(const char *path, vkv_ruler_qa_set *out);
 void vkv_ruler_qa_set_free(vkv_ruler_qa_set *s);
 
-/* What the generator draws from: the essays' text, a word list (distinct
- * lower-case words), and the question-answering sets of qa_1 (SQuAD) and
- * qa_2 (HotpotQA), NULL when not given. Borrowed. */
+/* What the generator draws from: the essays' text (vkv_ruler_read_essays),
+ * a word list (distinct lower-case words), and the question-answering sets
+ * of qa_1 (SQuAD) and qa_2 (HotpotQA), NULL when not given. Borrowed. */
 typedef struct vkv_ruler_sources {
     const char *essays;
     size_t essays_len;
@@ -113,6 +113,11 @@ typedef struct vkv_ruler_sources {
     size_t n_words;
     const vkv_ruler_qa_set *squad, *hotpotqa;
 } vkv_ruler_sources;
+
+/* The essays as RULER reads them (its PaulGrahamEssays.json): the
+ * directory's .txt files in name order, one after another as they are.
+ * VKV_ERR_IO when the directory cannot be read or has no text. */
+vkv_status vkv_ruler_read_essays(const char *dir, char **text, size_t *len);
 
 /* The words of a word list file (one a line, e.g. /usr/share/dict/words):
  * those of 3 to 12 ASCII lower-case letters, in file order, without
@@ -124,15 +129,51 @@ void vkv_ruler_words_free(char **words, size_t n);
 /* Counts the tokens of a text (the model's tokenizer, no BOS). */
 typedef vkv_status vkv_ruler_count_fn(void *ctx, const char *text, size_t *n_tokens);
 
+/* Whose rules the generator follows (docs/ARCHITECTURE.md §5, RULER):
+ * - VKV_RULER_2024: RULER as of commit e40fae1 (October 2024), the version
+ *   that generated kvpress's rows. Each (task, length)'s haystack size is
+ *   found once per run, growing it in steps (500 essay words, 25 lines, 5
+ *   under 4096 tokens; vt, cwe and qa 10 units) while the prompt, RULER's
+ *   answers and the generation fit; each sample steps down from there until
+ *   it fits. Variable tracking's noise ends with a newline and is joined by
+ *   spaces, its answer prefix spells "assgined", and a solved example (the
+ *   same for the whole run) goes before it; cwe's solved example has no
+ *   space after "are:"; fwe's vocabulary is length / 50 words.
+ * - VKV_RULER_HEAD: RULER's current rules: the largest haystack that fits,
+ *   by bisection for each sample, vt's items one a line (no solved
+ *   example), "assigned", cwe's "are: 1. ...", fwe's (length - 50) / 50
+ *   words, the essays repeated beyond their end.
+ * Both put the essay needles between nltk.sent_tokenize's sentences
+ * (src/eval/sentences.h) and shuffle with RULER's fixed-seed shuffles. */
+typedef enum vkv_ruler_version { VKV_RULER_2024, VKV_RULER_HEAD } vkv_ruler_version;
+#define VKV_RULER_2024_COMMIT "e40fae1"
+/* "2024" or "head". */
+const char *vkv_ruler_version_name(vkv_ruler_version v);
+/* "2024" (or the commit, "e40fae1") and "head"; false for anything else. */
+bool vkv_ruler_version_parse(const char *s, vkv_ruler_version *v);
+
+/* A generator run: the rules, the token counter, and what the run found
+ * (late 2024's haystack sizes and vt's example, per task, length and seed,
+ * for the same sources). Zero-initialise the rest; free with
+ * vkv_ruler_gen_free. */
+typedef struct vkv_ruler_gen {
+    vkv_ruler_version version;
+    vkv_ruler_count_fn *count;
+    void *count_ctx;
+    struct vkv_ruler_size *sizes;
+    size_t n_sizes;
+} vkv_ruler_gen;
+void vkv_ruler_gen_free(vkv_ruler_gen *g);
+
 /* Sample `index` of a synthetic task at `length` tokens: RULER's template
- * with the largest haystack (sentences, words, ...) whose prompt's tokens
- * (context + question + answer prefix) plus the task's generation length fit
- * in `length`, found by binary search. The same (task, length, seed, index)
- * gives the same sample (qa: question `index` of its set, as RULER takes
- * them in order, with distractor documents drawn from the seed).
- * VKV_ERR_ARG for qa without its set, or a length too short for the task's
- * smallest prompt. */
-vkv_status vkv_ruler_generate(const vkv_ruler_task *t, const vkv_ruler_sources *src, vkv_ruler_count_fn *count,
-                              void *count_ctx, size_t length, uint64_t seed, size_t index, vkv_ruler_sample *out);
+ * with the haystack (sentences, words, ...) its version sizes so that the
+ * prompt's tokens (context + question + answer prefix) plus the task's
+ * generation fit in `length` (late-2024 fwe: the prompt alone). The same
+ * (version, task, length, seed, index) gives the same sample (qa: question
+ * `index` of its set, as RULER takes them in order, with distractor
+ * documents drawn from the seed). VKV_ERR_ARG for qa without its set, or a
+ * length too short for the task's smallest prompt. */
+vkv_status vkv_ruler_generate(vkv_ruler_gen *run, const vkv_ruler_task *t, const vkv_ruler_sources *src, size_t length,
+                              uint64_t seed, size_t index, vkv_ruler_sample *out);
 
 #endif

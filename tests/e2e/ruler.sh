@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The RULER harness end to end at toy scale on the default model, from both
 # data sources: kvpress's rows (tests/data/kvpress_ruler.jsonl) and samples
-# generated here (two tasks at 512 tokens, sharded). Checks the result lines
-# and their scores (RULER's string_match_all / _part recomputed here), a
-# resume that adds nothing, shards that are disjoint and whole, the same
-# sample from the same seed, a settings clash, the report, and bad input.
+# generated here (two tasks at 512 tokens, sharded, by RULER's head rules).
+# Checks the result lines and their scores (RULER's string_match_all / _part
+# recomputed here), a resume that adds nothing, shards that are disjoint and
+# whole, the same sample from the same seed, a settings clash, the report,
+# and bad input; then late 2024's rules (the default): --save-rows with
+# kvpress's tokenizer (Llama 3's vocabulary, when ../shared has it) and with
+# the model's, those rows run from --data as the generated run runs them,
+# and a results file of one version refusing the other.
 set -u
 vkv=$1
 shared=${VKVECTOR_SHARED:-../shared}
@@ -79,7 +83,7 @@ assert [r["max_new_tokens"] for r in rows] == [4] * 5
 PY
 
 # ---- generated samples, in two shards ----
-gen=(--lengths 512 --tasks niah_single_1,vt,qa_1 --samples 2 --seed 7)
+gen=(--lengths 512 --tasks niah_single_1,vt,qa_1 --samples 2 --seed 7 --ruler-version head)
 expect 0 "qa_1 skipped: it is built from SQuAD; give its file with --squad" -- run --out "$tmp/gen0.jsonl" "${gen[@]}" --shard 0/2
 expect 0 "2 new results" -- run --out "$tmp/gen1.jsonl" "${gen[@]}" --shard 1/2
 expect 0 "0 new results" -- run --out "$tmp/gen0.jsonl" "${gen[@]}" --shard 0/2
@@ -100,7 +104,7 @@ for r in s0 + s1:
     assert len(r["answer"]) == (1 if r["task"].startswith("niah") else 5), r
 PY
 # the same seed gives the same sample, so the same greedy answer
-run --out "$tmp/again.jsonl" --lengths 512 --tasks niah_single_1 --samples 1 --seed 7 2>/dev/null
+run --out "$tmp/again.jsonl" --lengths 512 --tasks niah_single_1 --samples 1 --seed 7 --ruler-version head 2>/dev/null
 py "$tmp/gen0.jsonl" "$tmp/again.jsonl" <<'PY' && ok || bad "seed 7 again gave another sample"
 import json, sys
 a = [json.loads(l) for l in open(sys.argv[1]) if '"niah_single_1"' in l][0]
@@ -112,7 +116,8 @@ PY
 cat > "$tmp/squad.json" <<'JSON'
 {"data": [{"paragraphs": [{"context": "The king of Denmark lived in the castle of Elsinore.", "qas": [{"question": "Where did the king of Denmark live?", "answers": [{"text": "Elsinore"}], "is_impossible": false}]}, {"context": "The prince walked by the sea.", "qas": []}]}, {"paragraphs": [{"context": "Romeo was a Montague of Verona.", "qas": []}]}]}
 JSON
-expect 0 "qa_2 skipped: it is built from HotpotQA" -- run --out "$tmp/qa.jsonl" --lengths 256 --tasks qa_1,qa_2 --samples 1 --squad "$tmp/squad.json"
+expect 0 "qa_2 skipped: it is built from HotpotQA" -- run --out "$tmp/qa.jsonl" --lengths 256 --tasks qa_1,qa_2 --samples 1 \
+  --squad "$tmp/squad.json" --ruler-version head
 py "$tmp/qa.jsonl" <<'PY' && ok || bad "generated qa_1: $(cat "$tmp/qa.jsonl")"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
@@ -127,7 +132,7 @@ expect 2 "--compression wants a number in \[0, 1\) or a comma list of up to 16, 
   run --out "$tmp/x.jsonl" --lengths 256 --compression 0.5,1
 expect 2 "--compression wants a number in \[0, 1\), got '0.25,0.5'" -- \
   "$vkv" niah -m "$model" --press knorm --compression 0.25,0.5 --out "$tmp/x.jsonl"
-sweep=(--lengths 512 --tasks niah_single_1 --samples 1 --seed 3)
+sweep=(--lengths 512 --tasks niah_single_1 --samples 1 --seed 3 --ruler-version head)
 expect 0 "2 new results" -- run --out "$tmp/sweep.jsonl" "${sweep[@]}" --compression 0.25,0.5
 expect 0 "0 new results" -- run --out "$tmp/sweep.jsonl" "${sweep[@]}" --compression 0.5,0.25
 # a longer list resumes the ratios it shares and runs the new one
@@ -175,6 +180,113 @@ want = sum(100 * sum(v) / len(v) for v in cells.values()) / len(cells)
 line = [l for l in sys.argv[4].splitlines() if l.startswith("vkvector-shakespeare,knorm,0.5,") and l.count(",") == 4][0]
 assert abs(float(line.split(",")[3]) - want) < 0.006 and int(line.split(",")[4]) == len(cells), (line, want)
 PY
+
+# ---- late 2024's rules (the default), --ruler-version and --save-rows ----
+expect 2 "--ruler-version wants 2024 \(or e40fae1\) or head, got '2023'" -- \
+  run --out "$tmp/x.jsonl" --lengths 512 --ruler-version 2023
+expect 2 "--save-rows writes generated samples: give --lengths, not --data" -- \
+  "$vkv" ruler --save-rows "$tmp/r.jsonl" --data "$data"
+expect 2 "--save-rows writes the samples and runs nothing: leave out --out" -- \
+  "$vkv" ruler --save-rows "$tmp/r.jsonl" --out "$tmp/x.jsonl" --lengths 1024
+# 512 tokens cannot hold late 2024's first step of 5 noise lines in this model's tokens: said, not run
+expect 0 "too short for late-2024 RULER's first haystack step \(5 units\)" -- \
+  run --out "$tmp/short.jsonl" --lengths 512 --tasks niah_single_1 --samples 1
+
+# kvpress's rows were made with Llama 3's tokenizer: rows of both versions at 4096 tokens, no model run
+llama=$shared/vocab/ggml-vocab-llama-bpe.gguf
+if [ -f "$llama" ]; then
+  five=(--lengths 4096 --tasks niah_single_2,niah_multikey_1,vt,cwe,fwe --samples 3)
+  expect 0 "15 rows \(RULER 2024, seed 42\)" -- "$vkv" ruler -m "$llama" --save-rows "$tmp/rows2024.jsonl" "${five[@]}"
+  expect 0 "15 rows \(RULER head, seed 42\)" -- "$vkv" ruler -m "$llama" --save-rows "$tmp/rows_head.jsonl" "${five[@]}" \
+    --ruler-version head
+  rows=("$tmp/rows2024.jsonl" "$tmp/rows_head.jsonl" "$vkv" "$llama" "$shared/data/paul_graham_essays")
+  py "${rows[@]}" <<'PY' && ok || bad "late 2024's rows against head's"
+import collections, json, os, re, subprocess, sys
+def rows(path):
+    out = collections.defaultdict(list)
+    for l in open(path):
+        r = json.loads(l)
+        assert r["length"] == 4096 and r["max_new_tokens"] in (128, 30, 120, 50), r
+        out[r["task"]].append(r)
+    return out
+late, head = rows(sys.argv[1]), rows(sys.argv[2])
+def tokens(r):
+    text = r["context"] + r["question"] + r["answer_prefix"]
+    ids = subprocess.run([sys.argv[3], "tokenize", "-m", sys.argv[4], "--file", "-"], input=text.encode(),
+                         capture_output=True, check=True).stdout.split()
+    return len(ids)
+for task in ("niah_single_2", "niah_multikey_1", "vt", "cwe", "fwe"):
+    assert len(late[task]) == 3 and len(head[task]) == 3, task
+    assert all(r["ruler_version"] == "2024" for r in late[task]) and all(r["ruler_version"] == "head" for r in head[task])
+    for r in late[task]:
+        n = tokens(r)
+        # late 2024's fwe fits its prompt alone, the others prompt and generation; head fills closer
+        assert n + (0 if task == "fwe" else r["max_new_tokens"]) <= 4096, (task, n)
+    for r in head[task]:
+        n = tokens(r)
+        assert 4096 - 150 < n + r["max_new_tokens"] <= 4096, (task, n)
+# the essay haystack: the essays' first N words, N a whole number of RULER's 500-word steps
+# (compared without spaces: RULER's sentence joins add some, as in "good. [2]")
+essays = "".join(open(os.path.join(sys.argv[5], f)).read() for f in sorted(os.listdir(sys.argv[5])) if f.endswith(".txt"))
+words = re.sub(r"\s+", " ", essays).split(" ")
+needle = re.compile(r"One of the special magic numbers for \S+ is: \d+\.")
+for r in late["niah_single_2"] + late["niah_multikey_1"]:
+    bare = needle.sub("", r["context"].split("\n")[1]).replace(" ", "")
+    n, have = 0, 0
+    while have < len(bare):
+        have += len(words[n])
+        n += 1
+    assert bare == "".join(words[:n]) and n % 500 == 0, n
+# vt: one solved example for all samples, noise lines joined by spaces, "assgined"
+examples = {r["context"][:r["context"].rindex("Memorize and track")] for r in late["vt"]}
+assert len(examples) == 1, examples
+ex = examples.pop()
+assert ex.startswith(" Memorize and track the chain(s) of variable assignment hidden in the following text. The grass")
+assert " in the text Answer: According to the chain(s) of variable assignment in the text above, 5 variables are assgined" in ex
+assert ex.endswith("\n\n\n\n")
+for r in late["vt"]:
+    assert "again.\n The grass is green." in r["context"] and "again.\nThe grass" not in r["context"], r["context"][:600]
+    assert "5 variables are assgined the value" in r["answer_prefix"]
+for r in head["vt"]:
+    assert r["context"].startswith("Memorize and track") and "again.\nThe grass" in r["context"]
+    assert "5 variables are assigned the value" in r["answer_prefix"]
+# cwe's solved example: "are:1." then; "are: 1." now
+assert all("in the list are:1. " in r["context"] for r in late["cwe"])
+assert all("in the list are: 1. " in r["context"] for r in head["cwe"])
+# fwe's vocabulary: 4096 // 50 = 81 words then, (4096 - 50) // 50 = 80 now (those drawn at least once appear)
+for r in late["fwe"] + head["fwe"]:
+    words = r["context"].split("coded words. ")[1].split("\n")[0].split(" ")
+    assert collections.Counter(words).most_common(1)[0][0] == "..." and len(set(words)) <= 81
+PY
+fi
+
+# rows of this model's tokenizer, run from --data: the very samples the generated run makes
+expect 0 "2 rows \(RULER 2024, seed 5\)" -- \
+  "$vkv" ruler -m "$model" --save-rows "$tmp/rows.jsonl" --lengths 1024 --tasks niah_single_1 --samples 2 --seed 5
+expect 0 "2 new results" -- run --out "$tmp/from_rows.jsonl" --data "$tmp/rows.jsonl" --lengths 1024
+expect 0 "2 new results" -- run --out "$tmp/gen2024.jsonl" --lengths 1024 --tasks niah_single_1 --samples 2 --seed 5
+py "$tmp/from_rows.jsonl" "$tmp/gen2024.jsonl" <<'PY' && ok || bad "rows run from --data: $(head -c 1500 "$tmp/from_rows.jsonl")"
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+assert [r["index"] for r in a] == [r["index"] for r in b] == [0, 1], (a, b)
+for x, y in zip(a, b):
+    assert x["source"] == "data" and x["ruler_version"] is None and y["ruler_version"] == "2024", (x, y)
+    assert (x["answer"], x["prompt_tokens"], x["pred"], x["length"]) == (y["answer"], y["prompt_tokens"], y["pred"], 1024)
+    assert y["prompt_tokens"] + 128 <= 1024 + 2, y  # BOS and the parts tokenized apart
+PY
+# a results file of late 2024's samples refuses head's, and one of before --ruler-version both
+expect 2 "holds a result of other settings \(.*generated data, RULER version 2024\)" -- \
+  run --out "$tmp/gen2024.jsonl" --lengths 1024 --tasks niah_single_1 --samples 2 --seed 5 --ruler-version head
+py "$tmp/gen2024.jsonl" > "$tmp/old.jsonl" <<'PY'
+import json, sys
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    del r["ruler_version"]
+    print(json.dumps(r))
+PY
+expect 2 "RULER version before --ruler-version" -- \
+  run --out "$tmp/old.jsonl" --lengths 1024 --tasks niah_single_1 --samples 2 --seed 5
 
 echo "ruler: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
