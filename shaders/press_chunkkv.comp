@@ -10,6 +10,8 @@
 // them, so the newest window chunks come first. One invocation per chunk: it
 // alone reads and writes its chunk's columns.
 
+#extension GL_GOOGLE_include_directive : require
+
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) buffer Sbuf { float scores[]; };  // [n_kv_head, n] f32: the inner scores, then the chunk scores
@@ -21,19 +23,20 @@ layout(push_constant) uniform PC {
     uint n_chunk;    // ceil(n / chunk)
 } pc;
 
+#include "common/press_forced.glsl"
+
 void main()
 {
     const uint c = gl_GlobalInvocationID.x;
     if (c >= pc.n_chunk) return;
     const uint j0 = c * pc.chunk, j1 = min(j0 + pc.chunk, pc.n);
-    const float forced_min = uintBitsToFloat(0x71800000u); // vkv_press_forced_score(0)
     float total = 0.0, forced = 0.0;
     for (uint j = j0; j < j1; j++) {
         float over_heads = 0.0;
         for (uint h = 0u; h < pc.n_kv_head; h++) {
             const float s = scores[h * pc.n + j];
             over_heads += s;
-            if (s >= forced_min) forced = max(forced, s);
+            if (press_is_forced(s)) forced = max(forced, s);
         }
         total += over_heads;
     }

@@ -21,8 +21,7 @@ layout(binding = 2) readonly buffer Rbuf { float raw[]; };     // [n_kv_head, n]
 layout(binding = 3) readonly buffer Mbuf { uint first[]; };    // [n_kv_head, n] 1 = the first stage's pick
 layout(binding = 4) writeonly buffer Sbuf { float scores[]; }; // [n_kv_head, n]
 
-// The forced band's lowest score (vkv_press_forced_score(0)).
-const uint FORCED_BITS = 0x71800000u;
+#include "common/press_forced.glsl"
 
 layout(push_constant) uniform PC {
     uint n;          // context tokens
@@ -43,7 +42,7 @@ void main()
         scores[o] = 1.0 / 0.0;
         return;
     }
-    if (raw[o] >= uintBitsToFloat(FORCED_BITS)) { // the inner scorer's forced keeps keep their order
+    if (press_is_forced(raw[o])) { // the inner scorer's forced keeps keep their order
         scores[o] = raw[o];
         return;
     }

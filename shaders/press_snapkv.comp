@@ -8,6 +8,8 @@
 // itself scores in the forced band, the newest highest, so it is always kept
 // and a budget below it keeps its newest. One invocation per (token, KV head).
 
+#extension GL_GOOGLE_include_directive : require
+
 layout(local_size_x_id = 0) in;
 
 layout(binding = 0) readonly buffer Rbuf { float raw[]; };      // [n_kv_head, n_pre] f32
@@ -19,22 +21,19 @@ layout(push_constant) uniform PC {
     float inv_div;  // 1 / (kernel * w * group)
 } pc;
 
-// The forced band (src/press/press.h, vkv_press_forced_score): the window's
-// token of order i scores 2^100 (1 + i 2^-23), above every real score, the
-// newest highest.
-const uint FORCED_BITS = 0x71800000u;
+#include "common/press_forced.glsl"
 
 void main()
 {
     const uint j = gl_GlobalInvocationID.x, h = gl_WorkGroupID.y;
     if (j >= pc.n) return;
-    float s = j < pc.n_pre ? 0.0 : uintBitsToFloat(FORCED_BITS + (j - pc.n_pre));
-    if (j < pc.n_pre) {
-        const uint half_k = pc.kernel / 2u;
-        const uint t0 = j > half_k ? j - half_k : 0u, t1 = min(j + half_k + 1u, pc.n_pre);
-        float acc = 0.0;
-        for (uint t = t0; t < t1; t++) acc += raw[h * pc.n_pre + t];
-        s = acc * pc.inv_div;
+    if (j >= pc.n_pre) { // the window
+        scores[h * pc.n + j] = press_forced_score(j - pc.n_pre);
+        return;
     }
-    scores[h * pc.n + j] = s;
+    const uint half_k = pc.kernel / 2u;
+    const uint t0 = j > half_k ? j - half_k : 0u, t1 = min(j + half_k + 1u, pc.n_pre);
+    float acc = 0.0;
+    for (uint t = t0; t < t1; t++) acc += raw[h * pc.n_pre + t];
+    scores[h * pc.n + j] = acc * pc.inv_div;
 }

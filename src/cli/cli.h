@@ -44,4 +44,12 @@ char *cli_read_file(const char *path, size_t *len);
 /* --device N / VKVECTOR_DEVICE, or -1 for automatic choice. */
 int cli_device_index_from_env(void);
 
+/* The tokenizer of a model path: a GGUF (*g stays open; close it after the
+ * tokenizer's last use, or at once: the tokenizer copies what it reads), or a
+ * folder holding a Hugging Face tokenizer.json (*g stays NULL). In
+ * cmd_tokenize.c. */
+struct vkv_gguf;
+struct vkv_tokenizer;
+vkv_status cli_load_tokenizer(const char *model, struct vkv_gguf **g, struct vkv_tokenizer **tok);
+
 #endif

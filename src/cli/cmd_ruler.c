@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -419,13 +418,9 @@ static int write_row(ruler_run *run, const vkv_ruler_task *task, size_t length, 
 static int save_rows(ruler_run *run)
 {
     const ruler_opts *l = run->l;
-    const char *model = l->common.mo.model_path;
     vkv_gguf *gg = NULL;
     vkv_tokenizer *tok = NULL;
-    struct stat sb;
-    vkv_status st = stat(model, &sb) == 0 && S_ISDIR(sb.st_mode) ? vkv_tokenizer_load_hf(model, &tok)
-                                                                  : vkv_gguf_open(model, &gg);
-    if (!st && gg) st = vkv_tokenizer_load(gg, &tok);
+    vkv_status st = cli_load_tokenizer(l->common.mo.model_path, &gg, &tok);
     vkv_gguf_close(gg);
     vkv_out out = {0};
     if (!st) st = vkv_out_open(&out, l->save_rows);

@@ -37,8 +37,7 @@ static vkv_status read_text(const char *path, char **out, size_t *len)
     return vkv_read_file(path, VKV_MAX_DOC_BYTES, out, len);
 }
 
-/* A GGUF, or a folder holding a Hugging Face tokenizer.json. */
-static vkv_status load_tokenizer(const char *model, vkv_gguf **g, vkv_tokenizer **tok)
+vkv_status cli_load_tokenizer(const char *model, vkv_gguf **g, vkv_tokenizer **tok)
 {
     struct stat sb;
     if (stat(model, &sb) == 0 && S_ISDIR(sb.st_mode)) return vkv_tokenizer_load_hf(model, tok);
@@ -267,7 +266,7 @@ int cmd_tokenize(int argc, char **argv)
     size_t n = 0;
     int rc = 0;
     vkv_status st = VKV_OK;
-    if (model && (st = load_tokenizer(model, &g, &tok))) goto done;
+    if (model && (st = cli_load_tokenizer(model, &g, &tok))) goto done;
     if (info) {
         print_info(tok);
         goto done;

@@ -120,7 +120,8 @@ static void warnf(vkv_niah_warn_fn *warn, void *ctx, const char *fmt, ...)
     warn(ctx, msg);
 }
 
-vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void *warn_ctx, char **text, size_t *len)
+vkv_status vkv_niah_read_dir(const char *dir, const char *joint, vkv_niah_warn_fn *warn, void *warn_ctx, char **text,
+                             size_t *len)
 {
     *text = NULL;
     DIR *d = opendir(dir);
@@ -164,13 +165,13 @@ vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void 
         }
         /* no context needs more haystack than one document's cap: the rest
          * of the directory would only cost host memory */
-        if (b.n + 2 + fl > VKV_MAX_DOC_BYTES) {
+        if (b.n + strlen(joint) + fl > VKV_MAX_DOC_BYTES) {
             warnf(warn, warn_ctx, "the haystack reaches %zu MiB at '%s': it and the files after it are not read",
                   VKV_MAX_DOC_BYTES >> 20, path);
             free(t);
             break;
         }
-        if (b.n) vkv_strbuf_puts(&b, "\n\n");
+        if (b.n) vkv_strbuf_puts(&b, joint);
         vkv_strbuf_put(&b, t, fl);
         free(t);
     }
@@ -183,6 +184,11 @@ vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void 
     *text = b.p;
     *len = b.n;
     return VKV_OK;
+}
+
+vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void *warn_ctx, char **text, size_t *len)
+{
+    return vkv_niah_read_dir(dir, "\n\n", warn, warn_ctx, text, len);
 }
 
 /* ---- sentences ---- */

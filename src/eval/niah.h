@@ -61,11 +61,14 @@ const char *vkv_niah_protocol_name(vkv_niah_protocol p);
  * read, the files past the size cap); the caller decides how to show it. */
 typedef void vkv_niah_warn_fn(void *ctx, const char *message);
 
-/* The text files of dir (*.txt; every regular file when there is none),
- * concatenated in name order with blank lines between, at most
- * VKV_MAX_DOC_BYTES (core/file.h): files past the cap are not read. *text
- * malloc'ed, *len its bytes. VKV_ERR_IO when dir cannot be opened or holds
- * no text. */
+/* The text files of dir (*.txt; every regular file when there is none; no
+ * hidden ones), concatenated in name order with `joint` between two files,
+ * at most VKV_MAX_DOC_BYTES (core/file.h): files past the cap are not read.
+ * *text malloc'ed, *len its bytes. VKV_ERR_IO when dir cannot be opened or
+ * holds no text. */
+vkv_status vkv_niah_read_dir(const char *dir, const char *joint, vkv_niah_warn_fn *warn, void *warn_ctx, char **text,
+                             size_t *len);
+/* The haystack: vkv_niah_read_dir with blank lines between the files. */
 vkv_status vkv_niah_read_haystack(const char *dir, vkv_niah_warn_fn *warn, void *warn_ctx, char **text, size_t *len);
 
 /* The end of the last sentence that ends at or before byte `at` of t[0, len)

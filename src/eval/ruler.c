@@ -2,18 +2,16 @@
 #include "eval/ruler.h"
 
 #include <ctype.h>
-#include <dirent.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "core/file.h"
 #include "core/rng.h"
 #include "core/strbuf.h"
 #include "eval/lb_jsonl.h"
+#include "eval/niah.h"
 #include "eval/sentences.h"
 
 const vkv_ruler_task vkv_ruler_tasks[VKV_RULER_N_TASKS] = {
@@ -449,46 +447,9 @@ vkv_status vkv_ruler_read_hotpotqa(const char *path, vkv_ruler_qa_set *out)
 
 /* ---- the essays as RULER reads them ---- */
 
-static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
 vkv_status vkv_ruler_read_essays(const char *dir, char **text, size_t *len)
 {
-    *text = NULL;
-    *len = 0;
-    DIR *d = opendir(dir);
-    if (!d) return vkv_error(VKV_ERR_IO, "cannot open the essays' directory '%s': %s", dir, strerror(errno));
-    str_list names = {0};
-    bool ok = true;
-    for (struct dirent *de; ok && (de = readdir(d));) {
-        size_t l = strlen(de->d_name);
-        if (l > 4 && !strcmp(de->d_name + l - 4, ".txt")) ok = str_list_add(&names, strdup(de->d_name));
-    }
-    closedir(d);
-    if (ok && names.n) qsort(names.v, names.n, sizeof *names.v, cmp_name);
-    vkv_strbuf b = {0};
-    vkv_status st = ok ? VKV_OK : oom();
-    for (size_t i = 0; i < names.n && !st; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, names.v[i]);
-        struct stat sb;
-        if (stat(path, &sb) || !S_ISREG(sb.st_mode)) continue;
-        char *t;
-        size_t tl;
-        if ((st = vkv_read_file(path, (size_t)64 << 20, &t, &tl))) break;
-        vkv_strbuf_put(&b, t, tl); /* as they are, one after another */
-        free(t);
-        if (b.oom) st = oom();
-    }
-    for (size_t i = 0; i < names.n; i++) free(names.v[i]);
-    free(names.v);
-    if (!st && !b.n) st = vkv_error(VKV_ERR_IO, "no text in the essays' directory '%s' (its .txt files)", dir);
-    if (st) {
-        free(b.p);
-        return st;
-    }
-    *text = b.p;
-    *len = b.n;
-    return VKV_OK;
+    return vkv_niah_read_dir(dir, "", NULL, NULL, text, len); /* as they are, one after another */
 }
 
 /* ---- versions ---- */

@@ -12,7 +12,8 @@
  * inner scorer's forced keeps (+inf; SnapKV's window in the forced band,
  * press/press.h) keep their scores through stage 2: above every reweighted
  * score, below stage 1's, the newest window token first (kvpress pads the
- * window with the maximum score, whose finite products keep it too). GPU: the inner scorer into the scratch, vkv_op_topk_select (stage 1),
+ * window with the maximum score, whose finite products keep it too).
+ * GPU: the inner scorer into the scratch, vkv_op_topk_select (stage 1),
  * then shaders/press_critical.comp (stage 2 and the merge); the CPU reference's
  * norm is vkv_ref_projected_value_norm (src/ref/ref_attn.c).
  * critical-expected and critical-adakv-expected are kvpress's evaluation
