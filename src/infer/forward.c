@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/kv_pages.h"
 #include "vk/ops_attn.h"
 
 _Static_assert(VKV_STEP_MAX <= VKV_KV_STEP_MAX, "a step's sequences must fit one paged step");
@@ -207,7 +208,13 @@ vkv_status vkv_ctx_create(vkv_gpu *gpu, const vkv_model *m, const vkv_ctx_params
         st = vkv_error(VKV_ERR_ARG, "a context borrows scratch only from one of the same device and model");
         goto error;
     }
-    st = vkv_kv_create(gpu, m, c->p.n_ctx, c->p.n_kv_slots, c->p.k_type, c->p.v_type, c->p.compress, &c->kv);
+    if (c->p.pages && (c->p.compress || c->p.n_kv_slots != c->p.n_ctx || c->p.k_type != vkv_kv_pages_k_type(c->p.pages) ||
+                       c->p.v_type != vkv_kv_pages_v_type(c->p.pages))) {
+        st = vkv_error(VKV_ERR_ARG, "a paged cache is plain, of n_ctx slots and of its pool's row types");
+        goto error;
+    }
+    st = c->p.pages ? vkv_kv_create_paged(c->p.pages, m, c->p.n_ctx, &c->kv)
+                    : vkv_kv_create(gpu, m, c->p.n_ctx, c->p.n_kv_slots, c->p.k_type, c->p.v_type, c->p.compress, &c->kv);
     if (st) goto error;
     ctx_buffer bufs[CTX_N_BUFFERS], owned[CTX_N_BUFFERS];
     ctx_buffers(c, hp, bufs);

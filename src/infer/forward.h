@@ -36,6 +36,9 @@ typedef struct vkv_ctx_params {
                          * (step_ctx; 0 = n_ctx): the paged step's tables and partials are sized for
                          * them. 0: no paged steps (each sequence's attention then runs on its own) */
     uint32_t step_ctx;
+    vkv_kv_pages *pages;        /* non-NULL: the cache is paged from this pool (kv/kv_pages.h), its rows of the
+                                 * pool's types (k_type / v_type must name them), n_kv_slots n_ctx or 0 and
+                                 * compress false; the pool outlives the context */
     bool stage_rows;    /* tests: a forward led by this context keeps rows as a device of 256-byte storage
                          * alignment must: a batched step copies rows 1.. to aligned staging slots for
                          * attention (vkv_ctx_eval_batch), a batched prefill starts its chunks at rows of

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kv/kv_pages.h"
 #include "vk/dispatch.h"
 #include "vk/ops_attn.h"
 #include "vk/ops_vector.h"
@@ -42,6 +43,11 @@ struct vkv_kv_cache {
     vkv_buffer *tiered_scratch; /* split decode partials of tier-aware attention */
     bool materialized;
     uint32_t map_shifts;      /* W blocks per KV head (kvlayout/kv_layout.h) */
+    /* Paged plain caches (vkv_kv_create_paged): per layer the page of each
+     * 2^page_shift slots (VKV_KV_NO_PAGE until written), k_cache / v_cache NULL. */
+    vkv_kv_pages *pages;
+    uint32_t **page_of;       /* [n_layer][n_pages_max] */
+    uint32_t n_pages_max;     /* pages of n_slots slots */
 };
 
 static vkv_view V(const vkv_buffer *b) { return vkv_view_of(b); }
@@ -53,6 +59,17 @@ static vkv_status make(vkv_gpu *gpu, uint64_t bytes, const char *what, vkv_buffe
 
 /* Bytes a buffer of `bytes` takes (make() and the allocator's padding). */
 static uint64_t padded(uint64_t bytes) { return bytes ? (bytes + 15) & ~15ull : 16; }
+
+/* Drops layer l's pages from page `from` on. */
+static void unmap_pages(vkv_kv_cache *kv, uint32_t l, uint32_t from)
+{
+    if (!kv->page_of || !kv->page_of[l]) return;
+    for (uint32_t i = from; i < kv->n_pages_max; i++)
+        if (kv->page_of[l][i] != VKV_KV_NO_PAGE) {
+            vkv_kv_pages_unref(kv->pages, kv->page_of[l][i]);
+            kv->page_of[l][i] = VKV_KV_NO_PAGE;
+        }
+}
 
 /* The decode partials do not depend on the cache's types. */
 static uint64_t scratch_bytes(const vkv_hparams *hp, uint32_t n_ctx)
@@ -125,6 +142,180 @@ error:
     return st;
 }
 
+vkv_status vkv_kv_create_paged(vkv_kv_pages *pages, const vkv_model *m, uint32_t n_ctx, vkv_kv_cache **out)
+{
+    *out = NULL;
+    const vkv_hparams *hp = &m->hp;
+    vkv_gpu *gpu = vkv_kv_pages_gpu(pages);
+    if (!n_ctx || n_ctx > vkv_kv_pages_staging_slots(pages))
+        return vkv_error(VKV_ERR_ARG, "a paged cache of %u slots (the pool's staging holds %u)", n_ctx,
+                         vkv_kv_pages_staging_slots(pages));
+    if (vkv_kv_pages_shift(pages) != VKV_KV_PAGE_SHIFT)
+        return vkv_error(VKV_ERR_ARG, "a paged cache's pages hold %u slots, the paged step's %u", 1u << vkv_kv_pages_shift(pages),
+                         1u << VKV_KV_PAGE_SHIFT);
+    vkv_kv_cache *kv = calloc(1, sizeof *kv);
+    if (!kv) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    const uint32_t page = 1u << vkv_kv_pages_shift(pages);
+    *kv = (vkv_kv_cache){.gpu = gpu, .m = m, .n_ctx = n_ctx, .n_slots = n_ctx, .plain_k = vkv_kv_pages_k_type(pages),
+                         .plain_v = vkv_kv_pages_v_type(pages), .tier_k = vkv_kv_pages_k_type(pages),
+                         .tier_v = vkv_kv_pages_v_type(pages), .map_shifts = 1, .pages = pages,
+                         .n_pages_max = (n_ctx + page - 1) / page};
+    vkv_status st = VKV_OK;
+    if (!(kv->k_cache = calloc(hp->n_layer, sizeof *kv->k_cache)) ||
+        !(kv->v_cache = calloc(hp->n_layer, sizeof *kv->v_cache)) || !(kv->w = calloc(hp->n_layer, sizeof *kv->w)) ||
+        !(kv->tiers = calloc(hp->n_layer, sizeof *kv->tiers)) ||
+        !(kv->page_of = calloc(hp->n_layer, sizeof *kv->page_of))) {
+        st = vkv_error(VKV_ERR_OOM, "out of host memory");
+        goto error;
+    }
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        if (!(kv->page_of[l] = malloc(sizeof **kv->page_of * kv->n_pages_max))) {
+            st = vkv_error(VKV_ERR_OOM, "out of host memory");
+            goto error;
+        }
+        for (uint32_t i = 0; i < kv->n_pages_max; i++) kv->page_of[l][i] = VKV_KV_NO_PAGE;
+    }
+    if ((st = make(gpu, scratch_bytes(hp, kv->n_slots), "attention scratch", &kv->scratch))) goto error;
+    *out = kv;
+    return VKV_OK;
+error:
+    vkv_kv_free(kv);
+    return st;
+}
+
+bool vkv_kv_paged(const vkv_kv_cache *kv) { return kv->pages != NULL; }
+
+vkv_kv_page_use vkv_kv_page_use_of(const vkv_kv_cache *kv)
+{
+    vkv_kv_page_use u = {0};
+    for (uint32_t l = 0; kv->pages && l < kv->m->hp.n_layer; l++)
+        for (uint32_t i = 0; i < kv->n_pages_max; i++) {
+            const uint32_t pg = kv->page_of[l][i];
+            if (pg == VKV_KV_NO_PAGE) continue;
+            u.mapped++;
+            u.shared += vkv_kv_pages_refs(kv->pages, pg) > 1;
+        }
+    return u;
+}
+
+uint32_t vkv_kv_page(const vkv_kv_cache *kv, uint32_t layer, uint32_t index)
+{
+    return kv->pages && layer < kv->m->hp.n_layer && index < kv->n_pages_max ? kv->page_of[layer][index]
+                                                                               : VKV_KV_NO_PAGE;
+}
+
+/* Pages of layer l for slots [from, from + n), each mapped by this cache
+ * alone: a missing page is allocated (near the layer's first), a shared one
+ * copied first (copy on write: recorded into the current recording, so the
+ * copy runs before the writes that follow it). */
+static vkv_status own_pages(vkv_kv_cache *kv, uint32_t l, uint32_t from, uint32_t n)
+{
+    if (!n) return VKV_OK;
+    const uint32_t shift = vkv_kv_pages_shift(kv->pages);
+    const uint32_t first = from >> shift, last = (from + n - 1) >> shift;
+    if (last >= kv->n_pages_max)
+        return vkv_error(VKV_ERR_ARG, "the paged cache has %u slots per head; %u + %u tokens asked", kv->n_slots, from, n);
+    uint32_t *pg = kv->page_of[l];
+    for (uint32_t i = first; i <= last; i++) {
+        if (pg[i] != VKV_KV_NO_PAGE && vkv_kv_pages_refs(kv->pages, pg[i]) == 1) continue;
+        uint32_t fresh;
+        vkv_status st = vkv_kv_pages_alloc_near(kv->pages, pg[0] != VKV_KV_NO_PAGE ? pg[0] : pg[i], &fresh);
+        if (st) return st;
+        if (pg[i] != VKV_KV_NO_PAGE) {
+            uint64_t src_off, dst_off;
+            const vkv_buffer *src = vkv_kv_pages_slab(kv->pages, pg[i], &src_off);
+            vkv_buffer *dst = vkv_kv_pages_slab(kv->pages, fresh, &dst_off);
+            if ((st = vkv_cmd_copy(kv->gpu, src, src_off, dst, dst_off, vkv_kv_pages_page_bytes(kv->pages)))) {
+                vkv_kv_pages_unref(kv->pages, fresh);
+                return st;
+            }
+            vkv_kv_pages_count_copy(kv->pages);
+            vkv_kv_pages_unref(kv->pages, pg[i]); /* still held by its other owners */
+        }
+        pg[i] = fresh;
+    }
+    return VKV_OK;
+}
+
+/* Moves rows of layer l between its pages and the pool's staging area
+ * [n_kv_head, staging_slots]: slots [from, from + n) of every head, K and V,
+ * in one copy command each. to_staging: pages -> staging. */
+static vkv_status stage_rows(vkv_kv_cache *kv, uint32_t l, uint32_t from, uint32_t n, bool to_staging)
+{
+    if (!n) return VKV_OK;
+    const vkv_hparams *hp = &kv->m->hp;
+    const uint32_t shift = vkv_kv_pages_shift(kv->pages), page = 1u << shift, H = hp->n_head_kv;
+    const uint32_t stride = vkv_kv_pages_staging_slots(kv->pages);
+    const uint32_t first = from >> shift, last = (from + n - 1) >> shift;
+    vkv_copy_region *reg = malloc(sizeof *reg * (last - first + 1) * H);
+    if (!reg) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    vkv_status st = VKV_OK;
+    for (int is_v = 0; is_v < 2 && !st; is_v++) {
+        const uint64_t row = vkv_kv_row_bytes(is_v ? kv->plain_v : kv->plain_k, hp->head_dim);
+        const uint64_t part = is_v ? vkv_kv_pages_v_part(kv->pages) : 0;
+        vkv_buffer *staging = is_v ? vkv_kv_pages_staging_v(kv->pages) : vkv_kv_pages_staging_k(kv->pages);
+        vkv_buffer *slab = NULL;
+        uint32_t n_reg = 0;
+        for (uint32_t i = first; i <= last && !st; i++) {
+            uint64_t off;
+            vkv_buffer *b = kv->page_of[l][i] == VKV_KV_NO_PAGE ? NULL : vkv_kv_pages_slab(kv->pages, kv->page_of[l][i], &off);
+            if (!b) {
+                st = vkv_error(VKV_ERR_ARG, "layer %u: slot %u has no page", l, i << shift);
+                break;
+            }
+            if (slab && b != slab) { /* one copy command per slab */
+                st = to_staging ? vkv_cmd_copy_regions(kv->gpu, slab, staging, reg, n_reg)
+                                : vkv_cmd_copy_regions(kv->gpu, staging, slab, reg, n_reg);
+                n_reg = 0;
+            }
+            slab = b;
+            const uint32_t s0 = i == first ? from : i << shift, s1 = i == last ? from + n : (i + 1) << shift;
+            for (uint32_t h = 0; h < H; h++) {
+                const uint64_t in_page = off + part + ((uint64_t)h * page + (s0 & (page - 1))) * row;
+                const uint64_t in_staging = ((uint64_t)h * stride + s0) * row;
+                reg[n_reg++] = to_staging ? (vkv_copy_region){in_page, in_staging, (uint64_t)(s1 - s0) * row}
+                                          : (vkv_copy_region){in_staging, in_page, (uint64_t)(s1 - s0) * row};
+            }
+        }
+        if (!st && n_reg)
+            st = to_staging ? vkv_cmd_copy_regions(kv->gpu, slab, staging, reg, n_reg)
+                            : vkv_cmd_copy_regions(kv->gpu, staging, slab, reg, n_reg);
+    }
+    free(reg);
+    return st;
+}
+
+vkv_status vkv_kv_share_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32_t n)
+{
+    const vkv_hparams *hp = &dst->m->hp;
+    if (!dst->pages || dst->pages != src->pages || dst->m != src->m)
+        return vkv_error(VKV_ERR_ARG, "pages are shared between paged caches of one pool and model");
+    if (n > dst->n_slots || n > src->n_slots)
+        return vkv_error(VKV_ERR_ARG, "a %u-token prefix does not fit %u and %u slots a head", n, src->n_slots,
+                         dst->n_slots);
+    const uint32_t shift = vkv_kv_pages_shift(dst->pages), np = (n + (1u << shift) - 1) >> shift;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        for (uint32_t i = 0; i < np; i++)
+            if (src->page_of[l][i] == VKV_KV_NO_PAGE)
+                return vkv_error(VKV_ERR_ARG, "layer %u of the source holds no page for slot %u", l, i << shift);
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        unmap_pages(dst, l, 0);
+        for (uint32_t i = 0; i < np; i++) {
+            dst->page_of[l][i] = src->page_of[l][i];
+            vkv_kv_pages_ref(dst->pages, dst->page_of[l][i]);
+        }
+    }
+    return VKV_OK;
+}
+
+vkv_status vkv_kv_trim_pages(vkv_kv_cache *kv, uint32_t n)
+{
+    if (!kv->pages) return vkv_error(VKV_ERR_ARG, "only a paged cache gives pages back");
+    const uint32_t shift = vkv_kv_pages_shift(kv->pages), keep = (n + (1u << shift) - 1) >> shift;
+    for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) unmap_pages(kv, l, keep);
+    return VKV_OK;
+}
+
 static void free_tiers(vkv_kv_cache *kv, tiered_layer *t)
 {
     vkv_buffer *tb[] = {t->k, t->v, t->meta, t->pos, t->vhat};
@@ -136,6 +327,11 @@ static void free_tiers(vkv_kv_cache *kv, tiered_layer *t)
 void vkv_kv_free(vkv_kv_cache *kv)
 {
     if (!kv) return;
+    for (uint32_t l = 0; l < kv->m->hp.n_layer && kv->page_of; l++) {
+        unmap_pages(kv, l, 0);
+        free(kv->page_of[l]);
+    }
+    free(kv->page_of);
     for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) {
         if (kv->k_cache) vkv_buffer_destroy(kv->gpu, kv->k_cache[l]);
         if (kv->v_cache) vkv_buffer_destroy(kv->gpu, kv->v_cache[l]);
@@ -229,6 +425,7 @@ uint32_t vkv_kv_room(const vkv_kv_cache *kv, uint32_t n_past)
 
 vkv_status vkv_kv_reset(vkv_kv_cache *kv)
 {
+    for (uint32_t l = 0; kv->pages && l < kv->m->hp.n_layer; l++) unmap_pages(kv, l, 0);
     for (uint32_t l = 0; l < kv->m->hp.n_layer; l++) {
         vkv_buffer_destroy(kv->gpu, kv->w[l]);
         kv->w[l] = NULL;
@@ -250,6 +447,7 @@ vkv_status vkv_kv_copy_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32
                          vkv_dtype_get(src->plain_k)->name, vkv_dtype_get(src->plain_v)->name,
                          vkv_dtype_get(dst->plain_k)->name, vkv_dtype_get(dst->plain_v)->name);
     if (dst->n_ctx0 || src->n_ctx0) return vkv_error(VKV_ERR_ARG, "a prefix copies between plain caches only");
+    if (dst->pages || src->pages) return vkv_kv_share_prefix(dst, src, n); /* mapped, not copied */
     if (n > dst->n_slots || n > src->n_slots)
         return vkv_error(VKV_ERR_ARG, "a %u-token prefix does not fit %u and %u slots a head", n, src->n_slots,
                          dst->n_slots);
@@ -479,6 +677,7 @@ vkv_status vkv_kv_copy_compressed(vkv_kv_cache *dst, const vkv_kv_cache *src)
     if (dst->m != src->m || dst->gpu != src->gpu)
         return vkv_error(VKV_ERR_ARG, "a compressed context copies between caches of one model");
     if (!n) return vkv_error(VKV_ERR_ARG, "the source cache holds no compressed context");
+    if (dst->pages) return vkv_error(VKV_ERR_UNSUPPORTED, "a compressed context does not go into a paged cache");
     if (dst->n_ctx0) return vkv_error(VKV_ERR_ARG, "a compressed context copies into a cache that is not compressed");
     if (dst->plain_k != src->plain_k || dst->plain_v != src->plain_v || dst->tier_k != src->tier_k ||
         dst->tier_v != src->tier_v)
@@ -548,6 +747,7 @@ vkv_status vkv_kv_compress_layer(vkv_kv_cache *kv, uint32_t layer, uint32_t n, v
     const vkv_hparams *hp = &kv->m->hp;
     if (layer >= hp->n_layer) return vkv_error(VKV_ERR_ARG, "layer %u does not exist", layer);
     if (kv->tiers[layer].on) return vkv_error(VKV_ERR_ARG, "layer %u is already compressed", layer);
+    if (kv->pages) return vkv_error(VKV_ERR_UNSUPPORTED, "a paged cache is not compressed (docs/ARCHITECTURE.md §2)");
     if (kv->n_ctx0 && kv->n_ctx0 != n)
         return vkv_error(VKV_ERR_ARG, "layers must be compressed at the same context length (%u, now %u)", kv->n_ctx0, n);
     uint32_t n_apx_total = 0;
@@ -577,6 +777,7 @@ vkv_status vkv_kv_gather(vkv_kv_cache *kv, uint32_t layer, uint32_t n_past, vkv_
     const uint32_t H = kv->m->hp.n_head_kv;
     const tiered_layer *t = &kv->tiers[layer];
     memset(out, 0, sizeof *out);
+    if (kv->pages) return vkv_error(VKV_ERR_UNSUPPORTED, "a paged cache is not compressed (docs/ARCHITECTURE.md §2)");
     uint32_t n = 0;
     if (!t->on) {
         n = n_past;
@@ -712,7 +913,23 @@ vkv_status vkv_kv_append_attend(vkv_kv_cache *kv, uint32_t layer, vkv_view q, vk
     if ((uint64_t)n_past + n > kv->n_slots)
         return vkv_error(VKV_ERR_ARG, "the plain cache has %u slots per head; %u + %u tokens need compressing first",
                          kv->n_slots, n_past, n);
-    const vkv_attn_params ap = plain_attn_params(kv, n, n_past);
+    vkv_attn_params ap = plain_attn_params(kv, n, n_past);
+    if (kv->pages) {
+        /* The layer's rows go through the pool's staging area: the pages
+         * before n_past in, this chunk's rows stored and attended there by
+         * the contiguous kernels (so every bit is theirs), then its rows out
+         * to the pages they belong to. */
+        vkv_buffer *sk = vkv_kv_pages_staging_k(kv->pages), *sv = vkv_kv_pages_staging_v(kv->pages);
+        const uint32_t stride = vkv_kv_pages_staging_slots(kv->pages);
+        ap.n_ctx_max = stride;
+        if ((st = own_pages(kv, layer, n_past, n)) || (st = stage_rows(kv, layer, 0, n_past, true)) ||
+            (st = vkv_op_kv_store(gpu, kv->plain_k, k, n, hp->n_head_kv, hp->head_dim, V(sk), stride, n_past)) ||
+            (st = vkv_op_kv_store(gpu, kv->plain_v, v, n, hp->n_head_kv, hp->head_dim, V(sv), stride, n_past)) ||
+            (st = vkv_op_attention(gpu, VKV_ATTN_AUTO, &ap, q, V(sk), V(sv), V(kv->scratch), out)) ||
+            (st = stage_rows(kv, layer, n_past, n, false)))
+            return st;
+        return VKV_OK;
+    }
     if ((st = vkv_op_kv_store(gpu, kv->plain_k, k, n, hp->n_head_kv, hp->head_dim, V(kv->k_cache[layer]), kv->n_slots, n_past)) ||
         (st = vkv_op_kv_store(gpu, kv->plain_v, v, n, hp->n_head_kv, hp->head_dim, V(kv->v_cache[layer]), kv->n_slots, n_past)) ||
         (st = vkv_op_attention(gpu, VKV_ATTN_AUTO, &ap, q, V(kv->k_cache[layer]), V(kv->v_cache[layer]), V(kv->scratch),
@@ -733,7 +950,22 @@ bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)
     const uint64_t v = vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
     /* each cache within one storage range with its alignment slack */
     const uint64_t limit = vkv_ops_max_range(kv->gpu) - vkv_ops_align(kv->gpu);
-    return !kv->tiers[layer].on && (uint64_t)n_past + 1 <= kv->n_slots && k <= limit && v <= limit;
+    if (kv->tiers[layer].on || (uint64_t)n_past + 1 > kv->n_slots) return false;
+    if (!kv->pages) return k <= limit && v <= limit;
+    /* every page in one memory block, within one storage range */
+    uint64_t lo = UINT64_MAX, hi = 0, off;
+    const vkv_buffer *base0 = NULL;
+    const uint32_t shift = vkv_kv_pages_shift(kv->pages);
+    for (uint32_t i = 0; i <= (n_past >> shift); i++) {
+        const uint32_t pg = kv->page_of[layer][i];
+        if (pg == VKV_KV_NO_PAGE) continue;
+        const vkv_buffer *base = vkv_kv_pages_base(kv->pages, pg, &off);
+        if (base0 && base != base0) return false;
+        base0 = base;
+        lo = off < lo ? off : lo;
+        hi = off + vkv_kv_pages_page_bytes(kv->pages) > hi ? off + vkv_kv_pages_page_bytes(kv->pages) : hi;
+    }
+    return !base0 || hi - lo <= limit;
 }
 
 uint64_t vkv_kv_paged_words(const vkv_kv_cache *kv, uint32_t n_past)
@@ -756,7 +988,7 @@ typedef struct paged_place {
 
 /* One paged step over sequences that share their pool buffers within one
  * storage range each: their page lists relative to the windows' starts. */
-static vkv_status paged_dispatch(vkv_kv_cache *const *kvs, const uint32_t *n_past, const uint32_t *rows,
+static vkv_status paged_dispatch(vkv_kv_cache *const *kvs, uint32_t layer, const uint32_t *n_past, const uint32_t *rows,
                                  const paged_place *pl, const uint32_t *members, uint32_t n, vkv_view q, vkv_view k,
                                  vkv_view v, vkv_view out, uint32_t n_rows, vkv_buffer *table, uint32_t *table_used,
                                  vkv_view scratch)
@@ -786,10 +1018,20 @@ static vkv_status paged_dispatch(vkv_kv_cache *const *kvs, const uint32_t *n_pas
         const vkv_kv_cache *kv = kvs[s];
         seqs[i] = (vkv_paged_seq){.n_kv = n_kv, .row = rows[s], .k_pages = at, .v_pages = at + np,
                                   .k_head_bytes = k_row * kv->n_slots, .v_head_bytes = v_row * kv->n_slots};
-        /* a contiguous cache [n_kv_head, n_slots]: its pages in order */
-        for (uint32_t j = 0; j < np; j++) {
-            at[j] = p->k_off - k_lo + j * page * k_row;
-            at[np + j] = p->v_off - v_lo + j * page * v_row;
+        if (kv->pages) { /* pages of every head's page slots: K rows, then V rows */
+            seqs[i].k_head_bytes = k_row * page;
+            seqs[i].v_head_bytes = v_row * page;
+            for (uint32_t j = 0; j < np; j++) {
+                uint64_t off;
+                vkv_kv_pages_base(kv->pages, kv->page_of[layer][j], &off);
+                at[j] = off - k_lo;
+                at[np + j] = off + vkv_kv_pages_v_part(kv->pages) - v_lo;
+            }
+        } else { /* a contiguous cache [n_kv_head, n_slots]: its pages in order */
+            for (uint32_t j = 0; j < np; j++) {
+                at[j] = p->k_off - k_lo + j * page * k_row;
+                at[np + j] = p->v_off - v_lo + j * page * v_row;
+            }
         }
         at += 2 * np;
     }
@@ -822,11 +1064,29 @@ vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *
                              "(vkv_kv_pageable, vkv_kv_same_group)", layer, i);
         const vkv_hparams *hp = &kv->m->hp;
         paged_place *p = &pl[i];
-        if ((st = vkv_buffer_base(gpu, kv->k_cache[layer], &p->k_base, &p->k_off)) ||
-            (st = vkv_buffer_base(gpu, kv->v_cache[layer], &p->v_base, &p->v_off)))
+        if (kv->pages) {
+            /* the token's page, its own; then the window its pages span */
+            if ((st = own_pages(kv, layer, n_past[i], 1))) return st;
+            if (!vkv_kv_pageable(kv, layer, n_past[i]))
+                return vkv_error(VKV_ERR_UNSUPPORTED, "layer %u: sequence %u's pages lie in two memory blocks", layer, i);
+            uint64_t lo = UINT64_MAX, hi = 0, off;
+            const uint32_t shift = vkv_kv_pages_shift(kv->pages);
+            for (uint32_t j = 0; j <= (n_past[i] >> shift); j++) {
+                p->k_base = p->v_base = vkv_kv_pages_base(kv->pages, kv->page_of[layer][j], &off);
+                lo = off < lo ? off : lo;
+                hi = off > hi ? off : hi;
+            }
+            p->k_off = lo;
+            p->v_off = lo + vkv_kv_pages_v_part(kv->pages);
+            p->k_bytes = hi - lo + vkv_kv_pages_v_part(kv->pages);
+            p->v_bytes = hi - lo + vkv_kv_pages_page_bytes(kv->pages) - vkv_kv_pages_v_part(kv->pages);
+        } else if ((st = vkv_buffer_base(gpu, kv->k_cache[layer], &p->k_base, &p->k_off)) ||
+                   (st = vkv_buffer_base(gpu, kv->v_cache[layer], &p->v_base, &p->v_off))) {
             return st;
-        p->k_bytes = vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim);
-        p->v_bytes = vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
+        } else {
+            p->k_bytes = vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim);
+            p->v_bytes = vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
+        }
         if (vkv_kv_paged_part_bytes(kv, n_past[i]) > scratch_bytes)
             return vkv_error(VKV_ERR_ARG, "layer %u: sequence %u's partials exceed the paged step's scratch", layer, i);
     }
@@ -856,7 +1116,7 @@ vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *
             members[n++] = i;
         }
         if (!n) return vkv_error(VKV_ERR_UNSUPPORTED, "layer %u: sequence %u's cache exceeds one storage range", layer, first);
-        if ((st = paged_dispatch(kvs, n_past, rows, pl, members, n, q, k, v, out, n_rows, table, table_used, scratch)))
+        if ((st = paged_dispatch(kvs, layer, n_past, rows, pl, members, n, q, k, v, out, n_rows, table, table_used, scratch)))
             return st;
     }
     return VKV_OK;
@@ -895,7 +1155,10 @@ uint64_t vkv_kv_bytes(const vkv_kv_cache *kv)
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const tiered_layer *t = &kv->tiers[l];
         if (t->on) total += vkv_buffer_size(t->k) + vkv_buffer_size(t->v);
-        else total += vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim) +
+        else if (kv->pages) {
+            for (uint32_t i = 0; i < kv->n_pages_max; i++)
+                total += kv->page_of[l][i] != VKV_KV_NO_PAGE ? vkv_kv_pages_page_bytes(kv->pages) : 0;
+        } else total += vkv_kv_cache_bytes(kv->plain_k, hp->n_head_kv, kv->n_slots, hp->head_dim) +
                       vkv_kv_cache_bytes(kv->plain_v, hp->n_head_kv, kv->n_slots, hp->head_dim);
     }
     return total;

@@ -25,6 +25,35 @@ typedef struct vkv_kv_cache vkv_kv_cache;
  * tokens has room for n_slots - n more (n_ctx - n when n_slots = n_ctx). */
 vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, uint32_t n_slots, vkv_dtype k_type,
                          vkv_dtype v_type, bool compress, vkv_kv_cache **out);
+/* A paged plain cache of n_ctx slots for every layer of m, rows of the
+ * pool's types (docs/ARCHITECTURE.md §2, "Paged caches"): each layer a table
+ * of the pool's pages, mapped as tokens are appended (a page shared with
+ * another cache is copied before its first write), returned by
+ * vkv_kv_trim_pages, vkv_kv_reset and vkv_kv_free. Every output is bitwise
+ * the contiguous cache's: appends and attention of a chunk run the
+ * contiguous kernels over the pool's staging area (the layer's earlier rows
+ * copied in, the chunk's rows copied out to their pages), and a batched
+ * step's through the page lists (vkv_kv_append_attend_paged). Such a cache
+ * is never compressed and has no contiguous views (vkv_kv_k_cache). The
+ * pool outlives it. */
+typedef struct vkv_kv_pages vkv_kv_pages;
+vkv_status vkv_kv_create_paged(vkv_kv_pages *pages, const vkv_model *m, uint32_t n_ctx, vkv_kv_cache **out);
+bool vkv_kv_paged(const vkv_kv_cache *kv);
+/* The page holding slots [index << page_shift, ...) of layer `layer` (VKV_KV_NO_PAGE: none). */
+uint32_t vkv_kv_page(const vkv_kv_cache *kv, uint32_t layer, uint32_t index);
+typedef struct vkv_kv_page_use {
+    uint64_t mapped;   /* pages this cache maps, every layer */
+    uint64_t shared;   /* of which another cache or a prefix entry maps too */
+} vkv_kv_page_use;
+vkv_kv_page_use vkv_kv_page_use_of(const vkv_kv_cache *kv);
+/* dst (paged, of src's pool and model) maps src's pages of the first n
+ * slots of every layer in place of its own: a prefix computed once, shared
+ * by reference; the last page, when partly full, is copied on dst's (or
+ * src's) next write to it. */
+vkv_status vkv_kv_share_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32_t n);
+/* Gives back a paged cache's pages past the first n slots of every layer. */
+vkv_status vkv_kv_trim_pages(vkv_kv_cache *kv, uint32_t n);
+
 /* The plain caches' row types for these arguments of vkv_kv_create. */
 void vkv_kv_plain_types(vkv_dtype k_type, vkv_dtype v_type, bool compress, vkv_dtype *plain_k, vkv_dtype *plain_v);
 void vkv_kv_free(vkv_kv_cache *kv);
@@ -93,7 +122,8 @@ vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *
  * bytes as stored, so dst then holds what src's evaluation of them wrote, bit
  * for bit (a prefix computed once: docs/SERVE.md, "The prefix cache"). Both
  * plain on every layer, of the same model and row types; n at most either's
- * slots. Records and submits on its own. */
+ * slots. Records and submits on its own. Paged caches share the pages
+ * instead (vkv_kv_share_prefix; both paged, of one pool). */
 vkv_status vkv_kv_copy_prefix(vkv_kv_cache *dst, const vkv_kv_cache *src, uint32_t n);
 
 /* Copies src's compressed context (every layer tiered at the same n tokens:

@@ -3,6 +3,7 @@
  * timestamp queries around each dispatch when profiling, and the host's time
  * recording, submitting and waiting, always (vkv_host_stats). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "vk/dispatch.h"
@@ -216,6 +217,31 @@ vkv_status vkv_cmd_copy(vkv_gpu *gpu, const vkv_buffer *src, uint64_t src_off, v
     if (gpu->n_recorded) compute_barrier(gpu);
     VkBufferCopy region = {src_off, dst_off, size};
     vkCmdCopyBuffer(gpu->cmd, src->buffer, dst->buffer, 1, &region);
+    gpu->n_recorded++;
+    gpu->host.n_copies++;
+    return VKV_OK;
+}
+
+vkv_status vkv_cmd_copy_regions(vkv_gpu *gpu, const vkv_buffer *src, vkv_buffer *dst, const vkv_copy_region *regions,
+                                uint32_t n)
+{
+    if (!gpu->recording) return vkv_error(VKV_ERR_ARG, "copy outside a recording");
+    if (!n) return VKV_OK;
+    VkBufferCopy *vr = malloc(sizeof *vr * n);
+    if (!vr) return vkv_error(VKV_ERR_OOM, "out of host memory");
+    for (uint32_t i = 0; i < n; i++) {
+        const vkv_copy_region *r = &regions[i];
+        if (r->src_off > src->size || r->size > src->size - r->src_off || r->dst_off > dst->size ||
+            r->size > dst->size - r->dst_off || !r->size) {
+            free(vr);
+            return vkv_error(VKV_ERR_ARG, "copy region %u (%llu bytes) is out of bounds or empty", i,
+                             (unsigned long long)r->size);
+        }
+        vr[i] = (VkBufferCopy){r->src_off, r->dst_off, r->size};
+    }
+    if (gpu->n_recorded) compute_barrier(gpu);
+    vkCmdCopyBuffer(gpu->cmd, src->buffer, dst->buffer, n, vr);
+    free(vr);
     gpu->n_recorded++;
     gpu->host.n_copies++;
     return VKV_OK;

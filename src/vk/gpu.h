@@ -156,6 +156,13 @@ vkv_status vkv_cmd_begin(vkv_gpu *gpu);
 /* Records a buffer copy (with barriers around it). */
 vkv_status vkv_cmd_copy(vkv_gpu *gpu, const vkv_buffer *src, uint64_t src_off, vkv_buffer *dst,
                         uint64_t dst_off, uint64_t size);
+/* One copy command of n regions from src to dst (one barrier before it, as
+ * vkv_cmd_copy): what a paged cache's page moves take (kv/kv_cache.h). */
+typedef struct vkv_copy_region {
+    uint64_t src_off, dst_off, size;
+} vkv_copy_region;
+vkv_status vkv_cmd_copy_regions(vkv_gpu *gpu, const vkv_buffer *src, vkv_buffer *dst, const vkv_copy_region *regions,
+                                uint32_t n);
 /* Submits, waits for completion and collects timestamps. */
 vkv_status vkv_cmd_submit(vkv_gpu *gpu);
 /* Ends a recording that failed with `st`: submits what was recorded so the
