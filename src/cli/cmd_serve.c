@@ -23,7 +23,7 @@ typedef struct serve_opts {
     const char *host, *api_key, *alias, *cors;
     int64_t port, max_seqs, queue, max_body, timeout_s, max_connections;
     double kv_budget_mib;
-    bool quiet, no_prefix_cache, strict_model, metrics_public, max_connections_given;
+    bool quiet, no_prefix_cache, no_paged_kv, strict_model, metrics_public, max_connections_given;
     /* the sampling requests get for the fields they leave out: OpenAI's unless flags say */
     double temp, top_p, min_p, repeat_penalty, presence_penalty, frequency_penalty;
     int64_t top_k;
@@ -95,6 +95,8 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
         {.type = CLI_FLAG, .names = "--quiet", .dest = &o->quiet, .help = "no line per request and pool change on stderr"},
         {.type = CLI_FLAG, .names = "--no-prefix-cache", .dest = &o->no_prefix_cache,
          .help = "keep no finished prompt's cache for the prompts that start with it"},
+        {.type = CLI_FLAG, .names = "--no-paged-kv", .dest = &o->no_paged_kv,
+         .help = "allocate every request's cache contiguously instead of as pages of the KV pool (shares no prefix page)"},
         {.type = CLI_SECTION,
          .names = "KV-cache compression, every request's default (a request's \"vkvector\" object overrides it):"},
         CLI_PRESS_OPTIONS(o->po),
@@ -218,7 +220,7 @@ int cmd_serve(int argc, char **argv)
     vkv_engine_params ep = {.max_seqs = (uint32_t)o.max_seqs, .queue = (uint32_t)o.queue,
                             .kv_budget = (uint64_t)(o.kv_budget_mib * 1048576.0), .n_ctx = (uint32_t)o.mo.n_ctx,
                             .prefill_chunk = (uint32_t)o.mo.n_batch, .defaults = default_press(&o), .log = !o.quiet,
-                            .no_prefix_cache = o.no_prefix_cache, .model_path = o.mo.model_path};
+                            .no_prefix_cache = o.no_prefix_cache, .no_paged_kv = o.no_paged_kv, .model_path = o.mo.model_path};
     const vkv_sampler_params sampling = default_sampling(&o);
     ep.sampling = &sampling;
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;

@@ -166,6 +166,7 @@ typedef struct vkv_engine_params {
     vkv_press_request defaults; /* the server's flags: every has_* true */
     bool log;                   /* one line per request and pool change on stderr */
     bool no_prefix_cache;       /* finished prompts' caches are not kept for reuse */
+    bool no_paged_kv;           /* every cache contiguous, none paged from the page pool (kv/kv_pages.h) */
     uint32_t prefix_page;       /* the prefix cache's unit of reuse in tokens; 0: 16 */
     const char *model_path;     /* the model file as given (GET /props); NULL: unknown. Copied */
     /* What a request gets for the sampling fields it leaves out

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kv/kv_pages.h"
 #include "kvlayout/kv_layout.h"
 #include "press/press.h"
 
@@ -99,6 +100,8 @@ struct vkv_seq {
     vkv_dtype kv_type;
     vkv_ctx_params cp;
     uint64_t peak;              /* predicted peak KV bytes */
+    bool paged;                 /* its cache is paged from the engine's pool (plain, of the pool's type) */
+    const vkv_session_seq *mapped_from; /* the prefix entry whose pages it maps (pinned while it runs) */
     uint64_t held;              /* KV bytes counted in the pool now */
     vkv_session_seq *ss;
     vkv_sampler *smp;
@@ -158,6 +161,10 @@ struct vkv_engine {
      * (vkv_ctx_params.scratch_from): one forward runs at a time, on the
      * scheduler's thread. Its own KV cache is a chunk's. */
     vkv_ctx *scratch_owner;
+    /* The KV page pool (kv/kv_pages.h): the caches of plain requests of the
+     * default cache type (f16) are pages of it, and the prefix cache keeps
+     * and shares their prompts' pages (docs/SERVE.md, "The KV pool"). */
+    vkv_kv_pages *pages;
     /* Fault injection for the tests (docs/SERVE.md, "Faults"):
      * VKVECTOR_SERVE_FAULT=decode:N[,M...] fails the Nth (Mth, ...)
      * decoding step, prefill:N[,M...] the Nth prefill forward (one prompt's
@@ -177,6 +184,7 @@ struct vkv_engine {
     unsigned long long next_id;
     uint64_t pool_used;
     vkv_mem_stats mem;          /* the device's memory as the scheduler last saw it (for /metrics) */
+    vkv_kv_pages_stats page_stats; /* and the page pool's counts */
     uint64_t outcomes[N_OUTCOMES];
     uint64_t prompt_tokens, gen_tokens, prefill_compressions, decode_compressions;
     uint64_t step_hist[N_STEP_BUCKETS + 1];
@@ -526,6 +534,15 @@ static vkv_status request_prompt(vkv_seq *q)
  * when max_tokens is 0), at least the prompt and what compression needs
  * past its compressed part; a budgeted cache's slots per head as
  * vkv_compression_kv_slots gives them. */
+static bool plain_prefill(const vkv_seq *q);
+
+/* Pages of every layer that n slots take. */
+static uint64_t page_count(const vkv_engine *e, uint32_t n)
+{
+    const uint32_t page = 1u << vkv_kv_pages_shift(e->pages);
+    return (uint64_t)e->s->model->hp.n_layer * ((n + page - 1) / page);
+}
+
 static vkv_status plan_context(vkv_seq *q)
 {
     vkv_engine *e = q->e;
@@ -543,6 +560,13 @@ static vkv_status plan_context(vkv_seq *q)
                              .v_type = q->kv_type, .compress = c->press != NULL};
     q->cp.n_kv_slots = vkv_compression_kv_slots(c, vkv_prompt_compressed_part(&q->pr, c->query_aware), room);
     q->peak = vkv_ctx_plan_memory(&e->s->model->hp, &q->cp).kv_bytes;
+    q->paged = e->pages && plain_prefill(q) && q->kv_type == vkv_kv_pages_k_type(e->pages) &&
+               q->kv_type == vkv_kv_pages_v_type(e->pages);
+    if (q->paged) { /* every page of its context, each layer */
+        q->cp.pages = e->pages;
+        q->cp.n_kv_slots = 0;
+        q->peak = page_count(e, q->cp.n_ctx) * vkv_kv_pages_page_bytes(e->pages);
+    }
     return VKV_OK;
 }
 
@@ -635,12 +659,23 @@ static void prefix_drop(vkv_engine *e, uint32_t i, bool evicted)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* The least recently used entry other than `keep` (-1: none). */
+/* Whether a running sequence maps entry p's pages (they stay while it runs). */
+static bool prefix_pinned(const vkv_engine *e, const prefix_entry *p)
+{
+    for (uint32_t i = 0; i < e->p.max_seqs && e->active[i]; i++)
+        if (e->active[i]->mapped_from == p->ss) return true;
+    return false;
+}
+
+/* The least recently used entry other than `keep` and those running
+ * sequences map (-1: none). */
 static int prefix_lru(const vkv_engine *e, int keep)
 {
     int best = -1;
     for (uint32_t i = 0; i < e->n_prefix; i++)
-        if ((int)i != keep && (best < 0 || e->prefix[i].last_used < e->prefix[best].last_used)) best = (int)i;
+        if ((int)i != keep && !prefix_pinned(e, &e->prefix[i]) &&
+            (best < 0 || e->prefix[i].last_used < e->prefix[best].last_used))
+            best = (int)i;
     return best;
 }
 
@@ -734,6 +769,7 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
     int keep = plain_prefill(q) ? prefix_match(e, q) : context_find(e, q);
     while (e->n_prefix && used + e->prefix_bytes + q->peak > e->budget) {
         int i = prefix_lru(e, keep);
+        if (i < 0 && (keep < 0 || prefix_pinned(e, &e->prefix[keep]))) break; /* what is left is in use */
         if (i < 0) i = keep;
         logf_(e, "request %llu: the prefix cache drops a %u-token %s (%.2f MiB) to make room", q->id,
               e->prefix[i].n_ids, e->prefix[i].compressed ? "compressed context" : "prompt's cache",
@@ -765,10 +801,19 @@ static void prefix_keep(vkv_seq *q)
         if (m && m == p->n_ids) prefix_drop(e, i, false); /* a part of them */
         else i++;
     }
-    if (e->n_prefix == MAX_PREFIX_ENTRIES) prefix_drop(e, (uint32_t)prefix_lru(e, -1), true);
+    if (e->n_prefix == MAX_PREFIX_ENTRIES) {
+        const int lru = prefix_lru(e, -1);
+        prefix_drop(e, lru >= 0 ? (uint32_t)lru : 0, true);
+    }
     int32_t *ids = malloc(sizeof *ids * n);
     if (!ids) return;
     memcpy(ids, q->pr.ids, sizeof *ids * n);
+    /* a paged cache keeps its prompt's whole pages only (reuse comes in whole pages) */
+    const uint32_t page = q->paged ? 1u << vkv_kv_pages_shift(e->pages) : 1;
+    if (q->paged && vkv_kv_trim_pages(vkv_ctx_kv(q->ss->ctx), n / page * page)) {
+        free(ids);
+        return;
+    }
     const uint64_t bytes = vkv_ctx_kv_bytes(q->ss->ctx);
     e->prefix[e->n_prefix] = (prefix_entry){.ss = q->ss, .ids = ids, .n_ids = n, .kv_type = q->kv_type,
                                             .bytes = bytes, .last_used = ++e->prefix_clock};
@@ -799,7 +844,10 @@ static void context_keep(vkv_seq *q)
         return;
     }
     if (n == q->pr.n && !q->context_logits) return; /* a whole prompt's context needs its logits */
-    if (e->n_prefix == MAX_PREFIX_ENTRIES) prefix_drop(e, (uint32_t)prefix_lru(e, -1), true);
+    if (e->n_prefix == MAX_PREFIX_ENTRIES) {
+        const int lru = prefix_lru(e, -1);
+        prefix_drop(e, lru >= 0 ? (uint32_t)lru : 0, true);
+    }
     vkv_ctx_params cp = {.n_ctx = (uint32_t)n, .n_batch = q->cp.n_batch, .k_type = q->kv_type, .v_type = q->kv_type,
                          .compress = true, .scratch_from = e->scratch_owner};
     vkv_session_seq *ss = NULL;
@@ -841,6 +889,7 @@ static void seq_drop_resources(vkv_seq *q)
     e->pool_used -= q->held;
     pthread_mutex_unlock(&e->mu);
     q->held = 0;
+    q->mapped_from = NULL;
     vkv_sampler_free(q->smp);
     q->smp = NULL;
     if (q->detok_on) vkv_detok_free(&q->detok);
@@ -1172,7 +1221,17 @@ static void start(vkv_seq *q)
         e->prefix[from].last_used = ++e->prefix_clock;
         q->cached_tokens = n_reuse;
     }
-    pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx) > q->peak ? vkv_ctx_kv_bytes(q->ss->ctx) : q->peak);
+    if (q->paged) {
+        /* The entry's pages it maps are the entry's (pinned while it runs):
+         * it holds the rest of its context's pages, and one more a layer
+         * when the last mapped page is partly full (copied on its first write). */
+        const uint64_t page = 1ull << vkv_kv_pages_shift(e->pages), L = e->s->model->hp.n_layer;
+        const uint64_t shared = from >= 0 ? L * ((n_reuse + page - 1) / page) : 0, slack = n_reuse % page ? L : 0;
+        if (from >= 0) q->mapped_from = e->prefix[from].ss;
+        pool_set(q, (page_count(e, q->cp.n_ctx) - shared + slack) * vkv_kv_pages_page_bytes(e->pages));
+    } else {
+        pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx) > q->peak ? vkv_ctx_kv_bytes(q->ss->ctx) : q->peak);
+    }
     for (size_t i = 0; i < q->pr.n; i++) vkv_sampler_accept(q->smp, q->pr.ids[i]);
     if (e->s->tok) {
         vkv_detok_init(&q->detok, e->s->tok, false);
@@ -1539,6 +1598,7 @@ static void *sched_main(void *arg)
     for (;;) {
         pthread_mutex_lock(&e->mu);
         e->mem = vkv_gpu_mem_stats(e->s->gpu); /* only this thread touches the device */
+        if (e->pages) e->page_stats = vkv_kv_pages_stats_of(e->pages);
         while (!e->stopping && !e->wait_head && !e->n_active) pthread_cond_wait(&e->cv, &e->mu);
         vkv_seq *refused = NULL;
         if (e->stopping) {
@@ -1664,7 +1724,10 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
      * COMPRESSION_F32S f32 a (token, layer, KV head) each (scores, masks,
      * residuals, tiers), two of them counted. */
     const uint64_t compression_bytes = 4ull * COMPRESSION_F32S * e->p.n_ctx * hp->n_head_kv * hp->n_layer;
-    const uint64_t headroom = (uint64_t)e->p.max_seqs * vkv_kv_plan_scratch_bytes(hp, e->p.n_ctx) + 2 * compression_bytes;
+    /* and the page pool's staging area: one layer of the longest sequence */
+    const uint64_t staging = 2 * vkv_kv_cache_bytes(VKV_F16, hp->n_head_kv, e->p.n_ctx + (1u << VKV_KV_PAGE_SHIFT), hp->head_dim);
+    const uint64_t headroom = (uint64_t)e->p.max_seqs * vkv_kv_plan_scratch_bytes(hp, e->p.n_ctx) + 2 * compression_bytes +
+                              staging;
     e->budget = e->p.kv_budget ? e->p.kv_budget
               : heap > others + margin + headroom ? heap - others - margin - headroom : 0;
     /* the smallest sequence: a one-token prompt and one new token */
@@ -1704,6 +1767,14 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
                                "sequences' scratch; give a smaller --kv-budget or --max-seqs): ", mib(reserve),
                                mib(e->budget), mib(headroom), e->p.max_seqs);
         vkv_memory_release_reserve(s->gpu); /* what was reserved before the failure */
+        vkv_ctx_free(e->scratch_owner);
+        free(e);
+        return st;
+    }
+    vkv_kv_pages_params pp = {.k_type = VKV_F16, .v_type = VKV_F16, .page_shift = VKV_KV_PAGE_SHIFT,
+                              .staging_slots = e->p.n_ctx};
+    if (!e->p.no_paged_kv && (st = vkv_kv_pages_create(s->gpu, hp, &pp, &e->pages))) {
+        vkv_memory_release_reserve(s->gpu);
         vkv_ctx_free(e->scratch_owner);
         free(e);
         return st;
@@ -1787,6 +1858,7 @@ void vkv_engine_free(vkv_engine *e)
     free(e->eog_ids);
     free(e->allowed);
     vkv_ctx_free(e->scratch_owner); /* after the thread: every borrower is gone */
+    vkv_kv_pages_free(e->pages);    /* after every sequence and entry */
     vkv_memory_release_reserve(e->s->gpu); /* the pool, reserved before anything could call this */
     free(e);
 }
@@ -1889,6 +1961,15 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
     metric(out, "device_memory_bytes", "gauge", "Device memory allocated: weights, scratch and the KV pool.",
            e->mem.device_bytes_allocated);
     metric(out, "device_memory_used_bytes", "gauge", "Of that, the bytes buffers hold.", e->mem.device_bytes_used);
+    metric(out, "kv_pages_in_use", "gauge", "Pages of the KV page pool that a cache or a prefix entry maps.",
+           e->page_stats.in_use);
+    metric(out, "kv_pages_shared", "gauge", "Of those, pages mapped more than once (never written while so).",
+           e->page_stats.shared);
+    metric(out, "kv_pages_slab_pages", "gauge", "Pages the pool's slabs hold, in use or free.", e->page_stats.slab_pages);
+    metric(out, "kv_pages_copied_total", "counter", "Shared pages copied before a write (copy on write).",
+           e->page_stats.copied);
+    metric(out, "kv_page_bytes", "gauge", "Bytes of one page (16 slots of every KV head of one layer, K and V).",
+           e->pages ? vkv_kv_pages_page_bytes(e->pages) : 0);
     metric(out, "prefix_cache_entries", "gauge", "Finished prompts' caches and compressed contexts kept for reuse.",
            e->n_prefix);
     metric(out, "prefix_cache_bytes", "gauge", "Device bytes of the pool the prefix cache holds.", e->prefix_bytes);

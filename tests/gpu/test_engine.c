@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "infer/forward.h"
+#include "kv/kv_pages.h"
 #include "press/press.h"
 #include "vk/ops_attn.h"
 #include "vk/tiles.h"
@@ -882,16 +883,22 @@ static void prefix_cache(vkv_session *s)
         }
         vkv_engine_free(e);
     }
-    /* a pool of one sequence: the next prompt evicts the entry, and runs */
-    vkv_ctx_params one_seq = {.n_ctx = ca.ref_prompt + ca.max_tokens + 8, .k_type = VKV_F16, .v_type = VKV_F16};
-    vkv_engine *e = cache_engine(s, false, vkv_ctx_plan_memory(&s->model->hp, &one_seq).kv_bytes);
+    /* a pool of one sequence's pages: the entry keeps its prompt's pages,
+     * and a prompt whose context needs them all evicts it, and runs */
+    const vkv_hparams *hp = &s->model->hp;
+    const uint32_t n_one = ca.ref_prompt + ca.max_tokens + 8, page = 1u << VKV_KV_PAGE_SHIFT;
+    vkv_engine *e = cache_engine(s, false, vkv_kv_pages_plan_page_bytes(hp, VKV_F16, VKV_F16, VKV_KV_PAGE_SHIFT) *
+                                               hp->n_layer * ((n_one + page - 1) / page));
     if (!e) goto out;
     outcome o;
     one(e, make_request(&ca), &o);
     check_case(&ca, &o);
     free(o.text);
     CHECK(metric(e, "vkvector_prefix_cache_entries") == 1, "pressure: %g entries", metric(e, "vkvector_prefix_cache_entries"));
-    one(e, text_request("ROMEO: What light", 4), &o);
+    const double kept = metric(e, "vkvector_kv_pages_in_use"), whole = hp->n_layer * ((n_one + page - 1) / page);
+    CHECK(kept > 0 && kept < whole && (uint64_t)kept % hp->n_layer == 0,
+          "pressure: the entry keeps %g pages, not its prompt's whole pages (of %g)", kept, whole);
+    one(e, text_request("ROMEO: What light", ca.ref_prompt + ca.max_tokens), &o);
     CHECK(o.last.kind == VKV_SEQ_DONE, "pressure: a new prompt: %d %s", o.last.kind, o.last.message);
     free(o.text);
     CHECK(metric(e, "vkvector_prefix_cache_evictions_total") == 1, "pressure: %g evictions",
