@@ -48,7 +48,11 @@
 //
 //   node tools/serve_bench.mjs [--vkvector BIN] [-m MODEL] [--kv-budget MIB] [--prompt-tokens 700]
 //        [--max-tokens 128] [--admission-seqs 32] [--gen-tokens 32,128] [--concurrency 1,4,16,64,256] [--rounds 1] [--doc-tokens 900] [--text FILE]
-//        [--llama-server BIN] [--skip-throughput] [--skip-admission] [--skip-document] [--skip-chat]
+//        [--llama-server BIN] [--skip-throughput] [--skip-admission] [--skip-compressed-admission] [--skip-document] [--skip-chat]
+//
+// Section 2 ends with one document shared by every request (the prefix
+// cache's pages mapped by each, or copied with --no-paged-kv);
+// --skip-compressed-admission leaves its compressed rows out.
 //
 // --text is the play the document and the chat's lines come from (default
 // ../shared/data/tinyshakespeare.txt beside the repository). Each section
@@ -72,7 +76,7 @@ const execFileP = promisify(execFile);
 
 function parseArgs(argv) {
   const o = { vkv: path.join(repo, 'build', 'vkvector'), model: path.join(repo, 'models', 'vkvector-shakespeare.gguf'),
-              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 128, admissionSeqs: 32, genTokens: [32, 128], rounds: 1, concurrency: [1, 4, 16, 64, 256], throughput: true, admission: true,
+              kvBudgetMiB: 0, promptTokens: 700, maxTokens: 128, admissionSeqs: 32, genTokens: [32, 128], rounds: 1, concurrency: [1, 4, 16, 64, 256], throughput: true, admission: true, compressedAdmission: true,
               docTokens: 900, text: path.resolve(repo, '..', 'shared', 'data', 'tinyshakespeare.txt'), document: true, chat: true,
               llamaServer: null };
   for (let i = 2; i < argv.length; i++) {
@@ -88,6 +92,7 @@ function parseArgs(argv) {
     else if (a === '--concurrency') o.concurrency = v().split(',').map(Number);
     else if (a === '--skip-throughput') o.throughput = false;
     else if (a === '--skip-admission') o.admission = false;
+    else if (a === '--skip-compressed-admission') o.compressedAdmission = false;
     else if (a === '--doc-tokens') o.docTokens = Number(v());
     else if (a === '--text') o.text = v();
     else if (a === '--skip-document') o.document = false;
@@ -262,13 +267,17 @@ function longPrompt(n, i) {
   return line.repeat(Math.ceil(n / 40)).slice(0, n * 2); // about 2 bytes a token for this vocabulary
 }
 
-async function admitted(o, label, args, ext) {
+// shared: every prompt is one document (longPrompt's 0) and a line of its
+// own, after one such request alone has left the document in the prefix cache.
+async function admitted(o, label, args, ext, shared = false) {
   const budgetMiB = o.kvBudgetMiB;
   const n = o.admissionSeqs;
   const s = await startServer(o, ['--max-seqs', String(n), '--queue', String(n), '--kv-budget', String(budgetMiB), ...args]);
+  const promptOf = (i) => (shared ? `${longPrompt(o.promptTokens - 8, 0)}\nQUESTION ${i}:` : longPrompt(o.promptTokens, i));
   try {
+    if (shared) await (await post(s.url, '/v1/completions', { prompt: promptOf(n), max_tokens: 1, temperature: 0 })).json();
     const reqs = Array.from({ length: n }, (_, i) => {
-      const body = { prompt: longPrompt(o.promptTokens, i), max_tokens: o.maxTokens, temperature: 0 };
+      const body = { prompt: promptOf(i), max_tokens: o.maxTokens, temperature: 0 };
       if (ext) body.vkvector = ext;
       return post(s.url, '/v1/completions', body).then(async (r) => ({ status: r.status, body: await r.json() }));
     });
@@ -277,6 +286,7 @@ async function admitted(o, label, args, ext) {
     const bad = res.filter((r) => r.status !== 200);
     const x = res.find((r) => r.status === 200)?.body;
     return { label, peak: m.peak, budget: m.budget, errors: bad.length, firstError: bad[0]?.body?.error?.message,
+             cached: x?.usage?.prompt_tokens_details?.cached_tokens,
              promptTokens: x?.usage?.prompt_tokens, after: x?.vkvector?.kv_bytes_after, before: x?.vkvector?.kv_bytes_before };
   } finally {
     await stopServer(s);
@@ -320,11 +330,20 @@ async function admission(o) {
   console.log('| compression | peak sequences at once | vs no compression | prompt\'s KV bytes after / before its compression | errors |');
   console.log('| --- | --- | --- | --- | --- |');
   const rows = [];
-  for (const [label, ext] of configs) { // each row as it lands
+  for (const [label, ext] of o.compressedAdmission ? configs : configs.slice(0, 1)) { // each row as it lands
     const r = await admitted(o, label, [], ext);
     rows.push(r);
     console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ` +
                 `${r.before ? `${r.after} / ${r.before}` : 'n/a'} | ${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
+  }
+  // One document, many questions: the prefix cache's pages shared by
+  // reference (paged caches) or copied into each sequence (--no-paged-kv).
+  console.log('\n| one shared document, no compression | peak sequences at once | vs no compression | prompt tokens from the prefix cache | errors |');
+  console.log('| --- | --- | --- | --- | --- |');
+  for (const [label, args] of [['pages shared (the default)', []], ['rows copied (--no-paged-kv)', ['--no-paged-kv']]]) {
+    const r = await admitted(o, label, args, null, true);
+    console.log(`| ${r.label} | ${r.peak} | ${(r.peak / rows[0].peak).toFixed(2)}x | ${r.cached ?? 'n/a'} of ${r.promptTokens} | ` +
+                `${r.errors}${r.firstError ? ` (${r.firstError})` : ''} |`);
   }
   console.log('\nA sequence is counted while it is prefilled or decoded: the peak reaches what the pool could hold only ' +
               'when sequences outlive the prefills of the ones admitted after them (prompts that compress are prefilled one at a time), ' +
