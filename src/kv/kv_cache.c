@@ -183,8 +183,6 @@ error:
     return st;
 }
 
-bool vkv_kv_paged(const vkv_kv_cache *kv) { return kv->pages != NULL; }
-
 vkv_kv_page_use vkv_kv_page_use_of(const vkv_kv_cache *kv)
 {
     vkv_kv_page_use u = {0};
@@ -237,6 +235,13 @@ static vkv_status own_pages(vkv_kv_cache *kv, uint32_t l, uint32_t from, uint32_
     return VKV_OK;
 }
 
+/* One copy command of n regions between a slab and the staging area. */
+static vkv_status copy_staged(vkv_gpu *gpu, vkv_buffer *slab, vkv_buffer *staging, const vkv_copy_region *reg,
+                              uint32_t n, bool to_staging)
+{
+    return to_staging ? vkv_cmd_copy_regions(gpu, slab, staging, reg, n) : vkv_cmd_copy_regions(gpu, staging, slab, reg, n);
+}
+
 /* Moves rows of layer l between its pages and the pool's staging area
  * [n_kv_head, staging_slots]: slots [from, from + n) of every head, K and V,
  * in one copy command each. to_staging: pages -> staging. */
@@ -264,8 +269,7 @@ static vkv_status stage_rows(vkv_kv_cache *kv, uint32_t l, uint32_t from, uint32
                 break;
             }
             if (slab && b != slab) { /* one copy command per slab */
-                st = to_staging ? vkv_cmd_copy_regions(kv->gpu, slab, staging, reg, n_reg)
-                                : vkv_cmd_copy_regions(kv->gpu, staging, slab, reg, n_reg);
+                st = copy_staged(kv->gpu, slab, staging, reg, n_reg, to_staging);
                 n_reg = 0;
             }
             slab = b;
@@ -277,9 +281,7 @@ static vkv_status stage_rows(vkv_kv_cache *kv, uint32_t l, uint32_t from, uint32
                                           : (vkv_copy_region){in_staging, in_page, (uint64_t)(s1 - s0) * row};
             }
         }
-        if (!st && n_reg)
-            st = to_staging ? vkv_cmd_copy_regions(kv->gpu, slab, staging, reg, n_reg)
-                            : vkv_cmd_copy_regions(kv->gpu, staging, slab, reg, n_reg);
+        if (!st && n_reg) st = copy_staged(kv->gpu, slab, staging, reg, n_reg, to_staging);
     }
     free(reg);
     return st;
@@ -943,6 +945,29 @@ bool vkv_kv_same_group(const vkv_kv_cache *a, const vkv_kv_cache *b)
     return a->gpu == b->gpu && a->m == b->m && a->plain_k == b->plain_k && a->plain_v == b->plain_v;
 }
 
+/* Where layer l's pages of slots [0, n_past] lie: the buffer over their
+ * memory block (NULL: none mapped yet) and the span [lo, hi) of their bytes
+ * there; false when they lie in two blocks. */
+static bool page_span(const vkv_kv_cache *kv, uint32_t l, uint32_t n_past, const vkv_buffer **base, uint64_t *lo,
+                      uint64_t *hi)
+{
+    const uint64_t pb = vkv_kv_pages_page_bytes(kv->pages);
+    *base = NULL;
+    *lo = UINT64_MAX;
+    *hi = 0;
+    for (uint32_t i = 0; i <= (n_past >> vkv_kv_pages_shift(kv->pages)); i++) {
+        const uint32_t pg = kv->page_of[l][i];
+        if (pg == VKV_KV_NO_PAGE) continue;
+        uint64_t off;
+        const vkv_buffer *b = vkv_kv_pages_base(kv->pages, pg, &off);
+        if (*base && b != *base) return false;
+        *base = b;
+        *lo = off < *lo ? off : *lo;
+        *hi = off + pb > *hi ? off + pb : *hi;
+    }
+    return true;
+}
+
 bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)
 {
     const vkv_hparams *hp = &kv->m->hp;
@@ -953,19 +978,9 @@ bool vkv_kv_pageable(const vkv_kv_cache *kv, uint32_t layer, uint32_t n_past)
     if (kv->tiers[layer].on || (uint64_t)n_past + 1 > kv->n_slots) return false;
     if (!kv->pages) return k <= limit && v <= limit;
     /* every page in one memory block, within one storage range */
-    uint64_t lo = UINT64_MAX, hi = 0, off;
-    const vkv_buffer *base0 = NULL;
-    const uint32_t shift = vkv_kv_pages_shift(kv->pages);
-    for (uint32_t i = 0; i <= (n_past >> shift); i++) {
-        const uint32_t pg = kv->page_of[layer][i];
-        if (pg == VKV_KV_NO_PAGE) continue;
-        const vkv_buffer *base = vkv_kv_pages_base(kv->pages, pg, &off);
-        if (base0 && base != base0) return false;
-        base0 = base;
-        lo = off < lo ? off : lo;
-        hi = off + vkv_kv_pages_page_bytes(kv->pages) > hi ? off + vkv_kv_pages_page_bytes(kv->pages) : hi;
-    }
-    return !base0 || hi - lo <= limit;
+    const vkv_buffer *base;
+    uint64_t lo, hi;
+    return page_span(kv, layer, n_past, &base, &lo, &hi) && (!base || hi - lo <= limit);
 }
 
 uint64_t vkv_kv_paged_words(const vkv_kv_cache *kv, uint32_t n_past)
@@ -1066,20 +1081,17 @@ vkv_status vkv_kv_append_attend_paged(vkv_kv_cache *const *kvs, const uint32_t *
         paged_place *p = &pl[i];
         if (kv->pages) {
             /* the token's page, its own; then the window its pages span */
+            uint64_t lo, hi;
             if ((st = own_pages(kv, layer, n_past[i], 1))) return st;
-            if (!vkv_kv_pageable(kv, layer, n_past[i]))
+            if (!page_span(kv, layer, n_past[i], &p->k_base, &lo, &hi))
                 return vkv_error(VKV_ERR_UNSUPPORTED, "layer %u: sequence %u's pages lie in two memory blocks", layer, i);
-            uint64_t lo = UINT64_MAX, hi = 0, off;
-            const uint32_t shift = vkv_kv_pages_shift(kv->pages);
-            for (uint32_t j = 0; j <= (n_past[i] >> shift); j++) {
-                p->k_base = p->v_base = vkv_kv_pages_base(kv->pages, kv->page_of[layer][j], &off);
-                lo = off < lo ? off : lo;
-                hi = off > hi ? off : hi;
-            }
+            /* K parts from the first page's start, V parts to the last page's end */
+            const uint64_t v_part = vkv_kv_pages_v_part(kv->pages), pb = vkv_kv_pages_page_bytes(kv->pages);
+            p->v_base = p->k_base;
             p->k_off = lo;
-            p->v_off = lo + vkv_kv_pages_v_part(kv->pages);
-            p->k_bytes = hi - lo + vkv_kv_pages_v_part(kv->pages);
-            p->v_bytes = hi - lo + vkv_kv_pages_page_bytes(kv->pages) - vkv_kv_pages_v_part(kv->pages);
+            p->v_off = lo + v_part;
+            p->k_bytes = hi - lo - (pb - v_part);
+            p->v_bytes = hi - lo - v_part;
         } else if ((st = vkv_buffer_base(gpu, kv->k_cache[layer], &p->k_base, &p->k_off)) ||
                    (st = vkv_buffer_base(gpu, kv->v_cache[layer], &p->v_base, &p->v_off))) {
             return st;

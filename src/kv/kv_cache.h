@@ -38,7 +38,6 @@ vkv_status vkv_kv_create(vkv_gpu *gpu, const vkv_model *m, uint32_t n_ctx, uint3
  * pool outlives it. */
 typedef struct vkv_kv_pages vkv_kv_pages;
 vkv_status vkv_kv_create_paged(vkv_kv_pages *pages, const vkv_model *m, uint32_t n_ctx, vkv_kv_cache **out);
-bool vkv_kv_paged(const vkv_kv_cache *kv);
 /* The page holding slots [index << page_shift, ...) of layer `layer` (VKV_KV_NO_PAGE: none). */
 uint32_t vkv_kv_page(const vkv_kv_cache *kv, uint32_t layer, uint32_t index);
 typedef struct vkv_kv_page_use {

@@ -23,6 +23,15 @@ static inline int gpu_test_open(const char *test, bool validate, vkv_instance **
     return 0;
 }
 
+/* The index of x's largest value (the first of equals): a greedy token. */
+static inline int32_t gpu_test_argmax(const float *x, uint32_t n)
+{
+    uint32_t b = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return (int32_t)b;
+}
+
 /* Closes both; returns the validation errors reported since the opening. */
 static inline uint32_t gpu_test_close(vkv_instance *inst, vkv_gpu *gpu)
 {

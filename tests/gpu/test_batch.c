@@ -79,14 +79,6 @@ static double now_s(void)
         }                                                                 \
     } while (0)
 
-static int32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return (int32_t)b;
-}
-
 /* Whether sequence i's prompt compresses nothing (the batched set
  * prefills it in shared forwards). */
 static bool plain_prompt(uint32_t i) { return seqs[i].t != KEYDIFF && seqs[i].t != KEYDIFF_VECTOR; }
@@ -114,7 +106,7 @@ static bool prefilled(const vkv_model *m, twin_set *s, uint32_t i, const float *
                                 .rule = VKV_DECODING_BUDGET, .every = 4, .max_tokens = 24};
         CHECK(!vkv_decode_press_create(s->ctx[i], m, &dp, &s->decode[i]), "decode press %u", i);
     }
-    s->next[i] = argmax(logits, m->hp.n_vocab);
+    s->next[i] = gpu_test_argmax(logits, m->hp.n_vocab);
     return true;
 }
 
@@ -226,8 +218,8 @@ static bool step(twin_set *a, twin_set *b, const uint32_t *idx, uint32_t n, uint
             fails++;
             return false;
         }
-        a->next[i] = argmax(la + (size_t)r * nv, nv);
-        b->next[i] = argmax(lb + (size_t)r * nv, nv);
+        a->next[i] = gpu_test_argmax(la + (size_t)r * nv, nv);
+        b->next[i] = gpu_test_argmax(lb + (size_t)r * nv, nv);
     }
     return true;
 }

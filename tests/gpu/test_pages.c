@@ -48,14 +48,6 @@ static int fails;
         }                                                                 \
     } while (0)
 
-static int32_t argmax(const float *x, uint32_t n)
-{
-    uint32_t b = 0;
-    for (uint32_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return (int32_t)b;
-}
-
 /* The bytes of every page layer 0 of kv maps for slots [0, n) (host copy). */
 static bool page_bytes(vkv_gpu *gpu, vkv_kv_pages *pool, const vkv_kv_cache *kv, uint32_t n, uint8_t **out,
                        uint64_t *size)
@@ -171,18 +163,16 @@ static bool run_type(vkv_gpu *gpu, const vkv_model *m, vkv_dtype kt, vkv_dtype v
                    (unsigned long long)(vkv_kv_pages_stats_of(pool).copied - copied0));
             fails++, ok = false;
         }
-        next[2] = argmax(la, (uint32_t)nv);
+        next[2] = gpu_test_argmax(la, (uint32_t)nv);
     }
     /* A and B one token at a time (A's pages 0-2 still shared with B, page 4 its own again) */
-    float *lt = malloc(sizeof *lt * nv * 3);
-    ok = ok && lt;
     for (uint32_t c = 0; c < 2 && ok; c++) {
         int32_t id = c == 0 ? (int32_t)(prompt[5] % nv) : (int32_t)(prompt[9] % nv);
         for (uint32_t t = 0; t < 2 && ok; t++) {
             ok = !vkv_ctx_eval(paged[c], &id, 1, false, la) && !vkv_ctx_eval(twin[c], &id, 1, false, lb);
             if (!ok) printf("FAIL: %s: single steps (%s)\n", name, vkv_last_error()), fails++;
             ok = ok && same_logits(la, lb, nv, c ? "B, single steps" : "A, single steps", N_PROMPT + t);
-            id = argmax(la, (uint32_t)nv);
+            id = gpu_test_argmax(la, (uint32_t)nv);
         }
         next[c] = id;
     }
@@ -204,7 +194,7 @@ static bool run_type(vkv_gpu *gpu, const vkv_model *m, vkv_dtype kt, vkv_dtype v
         if (!ok && !fails) printf("FAIL: %s: batched steps (%s)\n", name, vkv_last_error()), fails++;
         for (uint32_t i = 0; i < 3 && ok; i++) {
             ok = same_logits(la + i * nv, lb + i * nv, nv, "a batched step", t);
-            next[i] = argmax(la + i * nv, (uint32_t)nv);
+            next[i] = gpu_test_argmax(la + i * nv, (uint32_t)nv);
         }
     }
     /* the pages A shares with B never changed */
@@ -251,7 +241,6 @@ static bool run_type(vkv_gpu *gpu, const vkv_model *m, vkv_dtype kt, vkv_dtype v
     free(after);
     free(la);
     free(lb);
-    free(lt);
     return ok;
 }
 
