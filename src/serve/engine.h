@@ -189,8 +189,19 @@ void vkv_engine_free(vkv_engine *e);
  * can never run (a prompt longer than the context, a KV peak over the whole
  * budget: 400), *out still comes back and its first event is the error. */
 void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out);
+/* The same for n choices of one request (OpenAI's `n`, 1 <= n; docs/SERVE.md,
+ * "Several choices"): out[0, n) are their sequences, admitted together; the
+ * others fork from the first's prefill, sharing its prompt's pages, and
+ * sample with seeds of their own (the first with the request's). Each
+ * sequence has its own events; a refusal comes to all. All NULL when out of
+ * host memory. */
+void vkv_engine_submit_n(vkv_engine *e, vkv_gen_request *req, uint32_t n, vkv_seq **out);
 /* The next event, waiting up to timeout_ms (< 0: forever). false on timeout. */
 bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev);
+/* The next event of any of qs[0, n) (the sequences of one vkv_engine_submit_n,
+ * in any order and subset), the lowest index first; *which: its index in qs.
+ * Those whose last event was read are skipped. false on timeout. */
+bool vkv_seq_next_any(vkv_seq *const *qs, size_t n, int timeout_ms, size_t *which, vkv_seq_event *ev);
 /* The client went away: the sequence leaves the batch at the next step and
  * its memory returns to the pool. Events after it may still arrive. */
 void vkv_seq_cancel(vkv_seq *q);

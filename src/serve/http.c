@@ -77,8 +77,9 @@ struct vkv_http_server {
     uint64_t disconnects;        /* requests whose client left before their sequence ended */
 };
 
-/* One request. Its sequence is released once, by on_completed; a streamed
- * response holds a second reference to it (the reader's). */
+/* One request. Its sequences (one a choice) are released once, by
+ * on_completed; a streamed response holds a second reference to the
+ * request (the reader's). */
 typedef struct req {
     vkv_http_server *srv;
     struct MHD_Connection *conn;
@@ -92,14 +93,17 @@ typedef struct req {
     vkv_strbuf body;
     uint64_t body_seen;
     bool too_large;
-    vkv_seq *seq;
-    bool seq_done;               /* its last event was read */
+    vkv_seq **seqs;              /* [n_seqs] a sequence a choice (OpenAI's `n`) */
+    bool *seq_done;              /* [n_seqs] its last event was read */
+    size_t *text_offsets;        /* [n_seqs] completions' logprobs: its next token's text offset */
+    uint32_t n_seqs, n_finished; /* and how many ended with DONE */
+    bool answered;               /* the response reached its end (every DONE, or an error) */
+    vkv_seq_event total;         /* the DONE of choice 0, with every choice's completion tokens */
     int status;                  /* queued */
     atomic_int refs;
     /* a completion (a stream's, read by its reader) */
     vkv_oai_meta meta;
     bool logprobs;               /* the responses carry logprobs */
-    size_t text_offset;          /* completions' logprobs: the next token's text offset */
     char *echo_prompt;           /* echo of a text prompt: the prompt as given */
     char id[48];
     char model[256];             /* the model the responses name */
@@ -114,6 +118,9 @@ static void req_unref(req *r)
     free(r->body.p);
     free(r->out.p);
     free(r->echo_prompt);
+    free(r->seqs);
+    free(r->seq_done);
+    free(r->text_offsets);
     free(r);
 }
 
@@ -259,16 +266,26 @@ static enum MHD_Result send_metrics(req *r)
 
 /* ---- sequences ---- */
 
-/* The next event, waiting in slices; false when the client went away first
- * (looked at every WAIT_MS, events or not). */
-static bool next_event(req *r, vkv_seq_event *ev)
+/* An event of choice `which` was read: its sequence's end, and the
+ * response's (every choice DONE, or one ERROR). */
+static void event_read(req *r, size_t which, const vkv_seq_event *ev)
+{
+    if (ev->kind != VKV_SEQ_DONE && ev->kind != VKV_SEQ_ERROR) return;
+    r->seq_done[which] = true;
+    if (ev->kind == VKV_SEQ_ERROR) r->answered = true;
+    else if (++r->n_finished == r->n_seqs) r->answered = true;
+}
+
+/* The next event of any choice (*which), waiting in slices; false when the
+ * client went away first (looked at every WAIT_MS, events or not). */
+static bool next_event(req *r, size_t *which, vkv_seq_event *ev)
 {
     for (;;) {
-        bool got = vkv_seq_next(r->seq, WAIT_MS, ev);
+        bool got = vkv_seq_next_any(r->seqs, r->n_seqs, WAIT_MS, which, ev);
         if (ms_since(&r->checked) >= WAIT_MS) {
             clock_gettime(CLOCK_MONOTONIC, &r->checked);
             if (peer_gone(r)) {
-                if (got && (ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR)) r->seq_done = true;
+                if (got) event_read(r, *which, ev);
                 vkv_seq_event_clear(ev);
                 return false;
             }
@@ -276,8 +293,17 @@ static bool next_event(req *r, vkv_seq_event *ev)
         }
         if (got) break;
     }
-    if (ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR) r->seq_done = true;
+    event_read(r, *which, ev);
     return true;
+}
+
+/* A choice's DONE into the response's total: choice 0's event (its
+ * prompt, cached tokens and compression), every choice's completion tokens. */
+static void add_done(req *r, size_t which, const vkv_seq_event *ev)
+{
+    const uint32_t tokens = r->total.completion_tokens + ev->completion_tokens;
+    if (!which) r->total = *ev;
+    r->total.completion_tokens = tokens;
 }
 
 static void random_chars(char *out, size_t n)
@@ -335,19 +361,19 @@ static void echo_text(req *r, const vkv_seq_event *started, vkv_strbuf *out)
     }
 }
 
-/* The logprobs of an event's tokens, at the request's text offset, which
+/* The logprobs of an event's tokens, at its choice's text offset, which
  * moves past them; NULL when the request asked for none. */
-static const vkv_oai_logprobs *event_logprobs(req *r, const vkv_seq_event *ev, vkv_oai_logprobs *lp)
+static const vkv_oai_logprobs *event_logprobs(req *r, size_t which, const vkv_seq_event *ev, vkv_oai_logprobs *lp)
 {
     if (!r->logprobs) return NULL;
-    *lp = (vkv_oai_logprobs){.tokens = ev->tokens, .n = ev->n_tokens, .text_offset = r->text_offset};
-    r->text_offset = vkv_oai_logprobs_end(&r->meta, lp);
+    *lp = (vkv_oai_logprobs){.tokens = ev->tokens, .n = ev->n_tokens, .text_offset = r->text_offsets[which]};
+    r->text_offsets[which] = vkv_oai_logprobs_end(&r->meta, lp);
     return lp;
 }
 
-/* A text chunk: the event's text and its tokens' logprobs; with echo, the
- * STARTED event's prompt. */
-static void text_chunk(req *r, const vkv_seq_event *ev)
+/* A text chunk of choice `which`: the event's text and its tokens'
+ * logprobs; with echo, the STARTED event's prompt. */
+static void text_chunk(req *r, size_t which, const vkv_seq_event *ev)
 {
     vkv_oai_logprobs lp;
     vkv_strbuf echo = {0};
@@ -358,7 +384,8 @@ static void text_chunk(req *r, const vkv_seq_event *ev)
         text = echo.p ? echo.p : "";
         len = echo.n;
     }
-    const vkv_oai_logprobs *l = event_logprobs(r, ev, &lp);
+    const vkv_oai_logprobs *l = event_logprobs(r, which, ev, &lp);
+    r->meta.choice = (uint32_t)which;
     vkv_strbuf_puts(&r->out, "data: ");
     vkv_oai_write_text_chunk(&r->out, &r->meta, text, len, l);
     vkv_strbuf_puts(&r->out, "\n\n");
@@ -373,19 +400,23 @@ static void write_error_ev(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq
     vkv_oai_write_error(out, &err);
 }
 
-/* One event of a running stream into r->out. */
-static void stream_event(req *r, const vkv_seq_event *ev)
+/* One event of choice `which` of a running stream into r->out: after the
+ * last choice's finish chunk, the usage of them all and the end. */
+static void stream_event(req *r, size_t which, const vkv_seq_event *ev)
 {
     switch (ev->kind) {
     case VKV_SEQ_STARTED:
-        if (ev->n_tokens) text_chunk(r, ev); /* echo */
+        if (ev->n_tokens) text_chunk(r, which, ev); /* echo */
         break;
     case VKV_SEQ_TEXT:
-        if (ev->len || ev->n_tokens) text_chunk(r, ev);
+        if (ev->len || ev->n_tokens) text_chunk(r, which, ev);
         break;
     case VKV_SEQ_DONE:
+        r->meta.choice = (uint32_t)which;
         sse(&r->out, vkv_oai_write_finish_chunk, &r->meta, ev);
-        if (r->meta.include_usage) sse(&r->out, vkv_oai_write_usage_chunk, &r->meta, ev);
+        add_done(r, which, ev);
+        if (r->n_finished < r->n_seqs) break;
+        if (r->meta.include_usage) sse(&r->out, vkv_oai_write_usage_chunk, &r->meta, &r->total);
         vkv_strbuf_puts(&r->out, "data: [DONE]\n\n");
         r->out_end = true;
         break;
@@ -407,8 +438,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         r->out.n = r->out_off = 0;
         if (r->out_end) return MHD_CONTENT_READER_END_OF_STREAM;
         vkv_seq_event ev = {0};
-        if (!next_event(r, &ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
-        stream_event(r, &ev);
+        size_t which;
+        if (!next_event(r, &which, &ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        stream_event(r, which, &ev);
         vkv_seq_event_clear(&ev);
         if (r->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -590,14 +622,15 @@ static enum MHD_Result props(req *r)
 static bool prompt_text_offset(req *r, const vkv_oai_request *q)
 {
     const vkv_gen_request *g = &q->gen;
-    r->text_offset = 0;
+    size_t at = 0;
     if (g->echo) return g->kind != VKV_GEN_TEXT || (r->echo_prompt = strdup(g->prompt ? g->prompt : ""));
-    if (g->kind == VKV_GEN_TEXT) r->text_offset = g->prompt ? strlen(g->prompt) : 0;
+    if (g->kind == VKV_GEN_TEXT) at = g->prompt ? strlen(g->prompt) : 0;
     for (size_t i = 0; g->kind == VKV_GEN_IDS && i < g->n_prompt_ids; i++) {
         size_t n = 0;
         vkv_engine_token_piece(r->srv->e, g->prompt_ids[i], false, &n);
-        r->text_offset += n;
+        at += n;
     }
+    for (uint32_t i = 0; i < r->n_seqs; i++) r->text_offsets[i] = at;
     return true;
 }
 
@@ -634,35 +667,44 @@ static enum MHD_Result generate(req *r)
     r->meta = (vkv_oai_meta){.route = route, .id = r->id, .created = (int64_t)time(NULL), .model = model,
                              .include_usage = q.include_usage, .piece = engine_piece, .piece_ctx = s->e};
     r->logprobs = q.gen.logprobs;
-    if (route == VKV_OAI_COMPLETIONS && !prompt_text_offset(r, &q)) {
+    r->n_seqs = q.n ? q.n : 1;
+    if (!(r->seqs = calloc(r->n_seqs, sizeof *r->seqs)) || !(r->seq_done = calloc(r->n_seqs, sizeof *r->seq_done)) ||
+        !(r->text_offsets = calloc(r->n_seqs, sizeof *r->text_offsets)) ||
+        (route == VKV_OAI_COMPLETIONS && !prompt_text_offset(r, &q))) {
         vkv_gen_request_free(&q.gen);
+        r->n_seqs = 0;
         vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of host memory");
         return send_error(r, &err, NULL);
     }
 
-    vkv_engine_submit(s->e, &q.gen, &r->seq);
-    if (!r->seq) { /* the engine had no memory for the sequence */
+    vkv_engine_submit_n(s->e, &q.gen, r->n_seqs, r->seqs);
+    if (!r->seqs[0]) { /* the engine had no memory for the sequences */
+        r->n_seqs = 0;
         vkv_oai_error_set(&err, 500, "server_error", NULL, NULL, "out of host memory queueing the request");
         return send_error(r, &err, NULL);
     }
     vkv_seq_event ev = {0};
-    if (!next_event(r, &ev)) return MHD_NO; /* the client left: on_completed cancels */
+    size_t which;
+    if (!next_event(r, &which, &ev)) return MHD_NO; /* the client left: on_completed cancels */
     if (ev.kind == VKV_SEQ_ERROR) {
         vkv_oai_error_from_event(&err, &ev);
         return send_error(r, &err, NULL);
     }
     if (stream) {
-        /* admitted: the headers go now, the chunks as the events come */
-        vkv_oai_write_first_chunk(&r->out, &r->meta);
-        if (r->out.n) {
-            vkv_strbuf first = r->out;
-            r->out = (vkv_strbuf){0};
-            vkv_strbuf_puts(&r->out, "data: ");
-            vkv_strbuf_put(&r->out, first.p, first.n);
-            vkv_strbuf_puts(&r->out, "\n\n");
+        /* admitted: the headers go now (a chat's first chunk a choice), the chunks as the events come */
+        for (uint32_t i = 0; i < r->n_seqs; i++) {
+            r->meta.choice = i;
+            vkv_strbuf first = {0};
+            vkv_oai_write_first_chunk(&first, &r->meta);
+            if (first.n) {
+                vkv_strbuf_puts(&r->out, "data: ");
+                vkv_strbuf_put(&r->out, first.p, first.n);
+                vkv_strbuf_puts(&r->out, "\n\n");
+            }
+            if (first.oom) r->out.oom = true;
             free(first.p);
         }
-        stream_event(r, &ev);
+        stream_event(r, which, &ev);
         vkv_seq_event_clear(&ev);
         struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, r,
                                                                       stream_free);
@@ -672,35 +714,57 @@ static enum MHD_Result generate(req *r)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         return queue(r, 200, resp);
     }
-    /* the whole text and its tokens, then the response */
-    vkv_strbuf text = {0}, tokens = {0}; /* tokens: vkv_token_logprob's bytes */
-    vkv_oai_logprobs lp = {.text_offset = r->text_offset};
+    /* each choice's whole text and tokens, then the response */
+    const uint32_t n = r->n_seqs;
+    vkv_strbuf *text = calloc(n, sizeof *text), *tokens = calloc(n, sizeof *tokens); /* tokens: vkv_token_logprob's bytes */
+    vkv_seq_event *done = calloc(n, sizeof *done);
+    vkv_oai_logprobs *lp = calloc(n, sizeof *lp);
+    vkv_oai_choice *choices = calloc(n, sizeof *choices);
+    bool oom = !text || !tokens || !done || !lp || !choices, left = false;
     for (;;) {
-        if (ev.kind == VKV_SEQ_STARTED && ev.n_tokens) echo_text(r, &ev, &text);
-        if (ev.kind == VKV_SEQ_TEXT) vkv_strbuf_put(&text, ev.text, ev.len);
-        if (r->logprobs && ev.n_tokens) vkv_strbuf_put(&tokens, (const char *)ev.tokens, ev.n_tokens * sizeof *ev.tokens);
-        if (ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR) break;
+        if (!oom) {
+            if (ev.kind == VKV_SEQ_STARTED && ev.n_tokens) echo_text(r, &ev, &text[which]);
+            if (ev.kind == VKV_SEQ_TEXT) vkv_strbuf_put(&text[which], ev.text, ev.len);
+            if (r->logprobs && ev.n_tokens)
+                vkv_strbuf_put(&tokens[which], (const char *)ev.tokens, ev.n_tokens * sizeof *ev.tokens);
+            if (ev.kind == VKV_SEQ_DONE) {
+                done[which] = ev;
+                add_done(r, which, &ev);
+            }
+        }
+        if (ev.kind == VKV_SEQ_ERROR || r->answered) break;
         vkv_seq_event_clear(&ev);
-        if (!next_event(r, &ev)) {
-            free(text.p);
-            free(tokens.p);
-            return MHD_NO;
+        if (!next_event(r, &which, &ev)) {
+            left = true;
+            break;
         }
     }
     vkv_seq_event_clear(&ev);
+    vkv_strbuf b = {0};
+    if (!left && ev.kind != VKV_SEQ_ERROR) {
+        for (uint32_t i = 0; !oom && i < n; i++) {
+            oom = text[i].oom || tokens[i].oom;
+            lp[i] = (vkv_oai_logprobs){.tokens = (const vkv_token_logprob *)(const void *)tokens[i].p,
+                                       .n = tokens[i].n / sizeof *lp[i].tokens, .text_offset = r->text_offsets[i]};
+            choices[i] = (vkv_oai_choice){text[i].p ? text[i].p : "", text[i].n, r->logprobs ? &lp[i] : NULL, &done[i]};
+        }
+        if (oom) b.oom = true;
+        else vkv_oai_write_response_n(&b, &r->meta, choices, n, &r->total);
+    }
+    for (uint32_t i = 0; text && tokens && i < n; i++) {
+        free(text[i].p);
+        free(tokens[i].p);
+    }
+    free(text);
+    free(tokens);
+    free(done);
+    free(lp);
+    free(choices);
+    if (left) return MHD_NO;
     if (ev.kind == VKV_SEQ_ERROR) {
-        free(text.p);
-        free(tokens.p);
         vkv_oai_error_from_event(&err, &ev);
         return send_error(r, &err, NULL);
     }
-    vkv_strbuf b = {0};
-    lp.tokens = (const vkv_token_logprob *)(const void *)tokens.p;
-    lp.n = tokens.n / sizeof *lp.tokens;
-    if (text.oom || tokens.oom) b.oom = true;
-    else vkv_oai_write_response(&b, &r->meta, text.p, text.n, r->logprobs ? &lp : NULL, &ev);
-    free(text.p);
-    free(tokens.p);
     return send_json(r, 200, &b);
 }
 
@@ -881,15 +945,18 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     req *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
-    bool left = r->seq && !r->seq_done;
+    /* the client left before the response's end: its sequences are cancelled (and any a refusal left unread) */
+    bool left = r->n_seqs && !r->answered;
     if (left) {
         pthread_mutex_lock(&s->mu);
         s->disconnects++;
         pthread_mutex_unlock(&s->mu);
-        vkv_seq_cancel(r->seq);
     }
-    if (r->seq) vkv_seq_release(r->seq);
-    r->seq = NULL;
+    for (uint32_t i = 0; i < r->n_seqs; i++) {
+        if (!r->seq_done[i]) vkv_seq_cancel(r->seqs[i]);
+        vkv_seq_release(r->seqs[i]);
+    }
+    r->n_seqs = 0;
     if (s->log)
         fprintf(stderr, "serve: %s %s %d %lldms%s\n", r->method, r->url, r->status, (long long)ms_since(&r->t0),
                 left ? " (client left)" : toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");

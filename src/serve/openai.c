@@ -507,7 +507,7 @@ static bool parse_common(const vkv_json *root, vkv_oai_request *r, const vkv_sam
     if ((v = field(root, "model")) && !copy_string(v, "model", r->model, sizeof r->model, err)) return false;
     if ((v = field(root, "n"))) {
         if (!get_int(v, "n", 1, 128, &n, err)) return false;
-        if (n != 1) return bad(err, "n", "'n': only one choice per request is supported (got %lld)", (long long)n);
+        r->n = (uint32_t)n;
     }
     /* max_completion_tokens is the newer name; it wins when both are given */
     g->max_tokens = DEFAULT_MAX_TOKENS;
@@ -938,25 +938,16 @@ static void write_logprobs(vkv_json_writer *w, const vkv_oai_meta *m, const vkv_
     vkv_json_end_object(w);
 }
 
-/* A completion object with one choice. whole: the response (the message
- * with its role and text, the usage); else a stream chunk (the chat delta
- * with role and/or content, text NULL for none). done: the finish reason and
- * the "vkvector" object; NULL: finish_reason null. */
-static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole, bool role, const char *text,
-                             size_t len, const vkv_oai_logprobs *lp, const vkv_seq_event *done)
+/* One choice object. whole: the response's (the message with its role and
+ * text); else a stream chunk's (the chat delta with role and/or content,
+ * text NULL for none). done: its finish reason; NULL: null. */
+static void write_choice(vkv_json_writer *w, const vkv_oai_meta *m, bool whole, bool role, uint32_t index,
+                         const char *text, size_t len, const vkv_oai_logprobs *lp, const vkv_seq_event *done)
 {
-    jout j;
-    if (!jout_open(&j, out)) return;
-    vkv_json_writer *w = &j.w;
-    bool chat = m->route == VKV_OAI_CHAT;
     vkv_json_begin_object(w);
-    write_head(w, m, !chat ? "text_completion" : whole ? "chat.completion" : "chat.completion.chunk");
-    vkv_json_key(w, "choices");
-    vkv_json_begin_array(w);
-    vkv_json_begin_object(w);
-    if (chat) {
+    if (m->route == VKV_OAI_CHAT) {
         vkv_json_key(w, "index");
-        vkv_json_int(w, 0);
+        vkv_json_uint(w, index);
         vkv_json_key(w, whole ? "message" : "delta");
         vkv_json_begin_object(w);
         if (role) {
@@ -972,45 +963,75 @@ static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole,
         vkv_json_key(w, "text");
         vkv_json_strn(w, text ? text : "", text ? len : 0);
         vkv_json_key(w, "index");
-        vkv_json_int(w, 0);
+        vkv_json_uint(w, index);
     }
     write_logprobs(w, m, lp);
     vkv_json_key(w, "finish_reason");
     if (done) vkv_json_str(w, done->finish_reason ? done->finish_reason : "stop");
     else vkv_json_null(w);
     vkv_json_end_object(w);
+}
+
+/* A completion object. whole: the response with choices[0, n) and the
+ * usage of `total`; else a stream chunk of one choice (m->choice). total:
+ * the usage and the "vkvector" object (a chunk's: its finish reason too);
+ * NULL: a chunk before the end. */
+static void write_completion(vkv_strbuf *out, const vkv_oai_meta *m, bool whole, bool role,
+                             const vkv_oai_choice *choices, size_t n, const vkv_seq_event *total)
+{
+    jout j;
+    if (!jout_open(&j, out)) return;
+    vkv_json_writer *w = &j.w;
+    bool chat = m->route == VKV_OAI_CHAT;
+    vkv_json_begin_object(w);
+    write_head(w, m, !chat ? "text_completion" : whole ? "chat.completion" : "chat.completion.chunk");
+    vkv_json_key(w, "choices");
+    vkv_json_begin_array(w);
+    for (size_t i = 0; i < n; i++)
+        write_choice(w, m, whole, role, whole ? (uint32_t)i : m->choice, choices[i].text, choices[i].len,
+                     choices[i].lp, choices[i].done);
     vkv_json_end_array(w);
     if (whole) {
-        write_usage(w, done);
+        write_usage(w, total);
     } else if (m->include_usage) {
         vkv_json_key(w, "usage");
         vkv_json_null(w);
     }
-    if (done) write_compression(w, &done->compression);
+    if (total) write_compression(w, &total->compression);
     vkv_json_end_object(w);
     jout_close(&j, out);
+}
+
+void vkv_oai_write_response_n(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_oai_choice *choices, size_t n,
+                              const vkv_seq_event *total)
+{
+    write_completion(out, m, true, true, choices, n, total);
 }
 
 void vkv_oai_write_response(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
                             const vkv_oai_logprobs *lp, const vkv_seq_event *done)
 {
-    write_completion(out, m, true, true, text ? text : "", text ? len : 0, lp, done);
+    const vkv_oai_choice c = {text ? text : "", text ? len : 0, lp, done};
+    write_completion(out, m, true, true, &c, 1, done);
 }
 
 void vkv_oai_write_first_chunk(vkv_strbuf *out, const vkv_oai_meta *m)
 {
-    if (m->route == VKV_OAI_CHAT) write_completion(out, m, false, true, "", 0, NULL, NULL);
+    const vkv_oai_choice c = {"", 0, NULL, NULL};
+    if (m->route == VKV_OAI_CHAT) write_completion(out, m, false, true, &c, 1, NULL);
 }
 
 void vkv_oai_write_text_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
                               const vkv_oai_logprobs *lp)
 {
-    write_completion(out, m, false, false, text ? text : "", text ? len : 0, lp, NULL);
+    const vkv_oai_choice c = {text ? text : "", text ? len : 0, lp, NULL};
+    write_completion(out, m, false, false, &c, 1, NULL);
 }
 
 void vkv_oai_write_finish_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done)
 {
-    write_completion(out, m, false, false, NULL, 0, NULL, done);
+    const vkv_oai_choice c = {NULL, 0, NULL, done};
+    write_completion(out, m, false, false, &c, 1, done);
 }
 
 void vkv_oai_write_usage_chunk(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_seq_event *done)

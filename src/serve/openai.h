@@ -39,6 +39,7 @@ typedef struct vkv_oai_request {
     vkv_oai_route route;
     vkv_gen_request gen;
     char model[256];     /* as the client named it; "" when absent */
+    uint32_t n;          /* choices (OpenAI's `n`, 1 to 128; 0 when absent: one) */
     bool has_seed;       /* false: the caller draws one (OpenAI's sampling is random without a seed) */
     bool include_usage;  /* stream_options.include_usage */
 } vkv_oai_request;
@@ -78,6 +79,7 @@ typedef struct vkv_oai_meta {
     int64_t created;     /* Unix seconds */
     const char *model;
     bool include_usage;  /* streams: "usage": null on each chunk, then the usage chunk */
+    uint32_t choice;     /* stream chunks: the index of the choice they carry */
     /* With logprobs: the tokens' text (vkv_engine_token_piece's) */
     vkv_oai_piece_fn piece;
     const void *piece_ctx;
@@ -103,6 +105,18 @@ size_t vkv_oai_logprobs_end(const vkv_oai_meta *m, const vkv_oai_logprobs *lp);
  * the DONE event's finish reason, usage and "vkvector" compression object. */
 void vkv_oai_write_response(vkv_strbuf *out, const vkv_oai_meta *m, const char *text, size_t len,
                             const vkv_oai_logprobs *lp, const vkv_seq_event *done);
+/* One choice of a response: its text, its logprobs (NULL: null) and its DONE event (the finish reason). */
+typedef struct vkv_oai_choice {
+    const char *text;
+    size_t len;
+    const vkv_oai_logprobs *lp;
+    const vkv_seq_event *done;
+} vkv_oai_choice;
+/* The same with n choices (OpenAI's `n`), indexed 0 to n - 1; the usage and
+ * the "vkvector" object are total's (the completion tokens of them all, the
+ * prompt counted once). */
+void vkv_oai_write_response_n(vkv_strbuf *out, const vkv_oai_meta *m, const vkv_oai_choice *choices, size_t n,
+                              const vkv_seq_event *total);
 /* Stream chunks. The first chunk of a chat stream: delta {role, content ""};
  * completions have none (vkv_oai_write_first_chunk writes nothing). */
 void vkv_oai_write_first_chunk(vkv_strbuf *out, const vkv_oai_meta *m);

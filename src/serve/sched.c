@@ -59,6 +59,7 @@ static void hist_add(latency_hist *h, double s)
 typedef enum seq_state {
     SEQ_WAITING,                /* queued, not yet tokenized */
     SEQ_READY,                  /* queued, tokenized, its peak known */
+    SEQ_FORK,                   /* a follower, started: it waits for its leader's prefill (fork_follower) */
     SEQ_PREFILL,
     SEQ_DECODE,
     SEQ_FINISHED,
@@ -78,10 +79,30 @@ typedef struct pending_token {
     size_t start, end;
 } pending_token;
 
-struct vkv_seq {
-    /* Shared with the reader, under mu. */
+/* One request's sequences: its n choices (OpenAI's `n`; docs/SERVE.md,
+ * "Several choices"). member[0], the leader, waits in the queue for the
+ * group; the followers are admitted with it and fork from its prefill: they
+ * map (or copy) its prompt's cache and evaluate the last prompt token
+ * themselves, or take its compressed prompt. The members' event rings share
+ * one lock and condition, so one reader of them all waits on one
+ * (vkv_seq_next_any). Freed with its last member. */
+typedef struct seq_group {
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    atomic_uint refs;           /* members not freed */
+    vkv_gen_request request;    /* the caller's, copied at submit: its pointers are the engine's */
+    uint32_t n;
+    /* The scheduler's. */
+    vkv_seq **member;           /* [n] member[0] the leader; NULL once the scheduler let it go */
+    uint32_t holding;           /* members still holding the request (freed by the last) */
+    uint32_t mapping;           /* followers running that map pages of the leader's */
+    uint64_t leader_held;       /* the leader's pool bytes after it ended, counted until no follower maps them */
+} seq_group;
+
+struct vkv_seq {
+    /* Shared with the reader, under g->mu. */
+    seq_group *g;
+    uint32_t choice;            /* its index among the group's members */
     vkv_seq_event *ev;          /* a ring of pending events */
     size_t ev_head, ev_n, ev_cap;
     bool reader_done, engine_done; /* freed when both are */
@@ -91,8 +112,7 @@ struct vkv_seq {
     /* The scheduler's. */
     vkv_engine *e;
     unsigned long long id;
-    vkv_gen_request request;    /* the caller's, copied at submit: its pointers are the engine's */
-    vkv_gen_request *req;       /* &request; NULL once freed */
+    vkv_gen_request *req;       /* &g->request; NULL once it let it go */
     vkv_seq *next;              /* the waiting list */
     seq_state state;
     vkv_prompt pr;
@@ -102,6 +122,7 @@ struct vkv_seq {
     uint64_t peak;              /* predicted peak KV bytes */
     bool paged;                 /* its cache is paged from the engine's pool (plain, of the pool's type) */
     const vkv_session_seq *mapped_from; /* the prefix entry whose pages it maps (pinned while it runs) */
+    bool maps_leader;           /* a follower that maps pages of its leader's (counted in g->mapping) */
     uint64_t held;              /* KV bytes counted in the pool now */
     vkv_session_seq *ss;
     vkv_sampler *smp;
@@ -253,6 +274,15 @@ static void bufprintf(vkv_strbuf *b, const char *fmt, ...)
 
 /* ---- requests and events ---- */
 
+static void group_unref(seq_group *g)
+{
+    if (atomic_fetch_sub(&g->refs, 1) != 1) return;
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->member);
+    free(g);
+}
+
 static void seq_free(vkv_seq *q)
 {
     while (q->ev_n) {
@@ -261,15 +291,15 @@ static void seq_free(vkv_seq *q)
         q->ev_n--;
     }
     free(q->ev);
-    pthread_mutex_destroy(&q->mu);
-    pthread_cond_destroy(&q->cv);
+    seq_group *g = q->g;
     free(q);
+    group_unref(g);
 }
 
 /* Queues an event for the reader (taking ev's text). false when out of memory. */
 static bool push_event(vkv_seq *q, vkv_seq_event *ev)
 {
-    pthread_mutex_lock(&q->mu);
+    pthread_mutex_lock(&q->g->mu);
     bool ok = true;
     if (q->ev_n == q->ev_cap) {
         size_t cap = q->ev_cap ? 2 * q->ev_cap : 8;
@@ -285,25 +315,47 @@ static bool push_event(vkv_seq *q, vkv_seq_event *ev)
     }
     if (ok) q->ev[(q->ev_head + q->ev_n++) % q->ev_cap] = *ev;
     else vkv_seq_event_clear(ev);
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
+    pthread_cond_broadcast(&q->g->cv);
+    pthread_mutex_unlock(&q->g->mu);
     return ok;
 }
 
 /* The scheduler is done with q (its last event queued). */
 static void engine_release(vkv_seq *q)
 {
-    pthread_mutex_lock(&q->mu);
+    pthread_mutex_lock(&q->g->mu);
+    q->g->member[q->choice] = NULL;
     q->engine_done = true;
     bool gone = q->reader_done;
-    pthread_mutex_unlock(&q->mu);
+    pthread_mutex_unlock(&q->g->mu);
     if (gone) seq_free(q);
 }
 
-bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
+/* q's next event into *ev, under its group's lock; false when none is there. */
+static bool take_event(vkv_seq *q, vkv_seq_event *ev)
+{
+    if (q->ev_n) {
+        *ev = q->ev[q->ev_head];
+        q->ev_head = (q->ev_head + 1) % q->ev_cap;
+        q->ev_n--;
+        q->final_read |= ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR;
+        return true;
+    }
+    if (q->engine_done && !q->final_read) {
+        /* The engine is done but its last event was lost (out of host
+         * memory in push_event): the reader gets an error, never a wait. */
+        *ev = (vkv_seq_event){.kind = VKV_SEQ_ERROR, .http_status = 500, .type = "server_error"};
+        snprintf(ev->message, sizeof ev->message, "the request's last event was lost: out of host memory");
+        q->final_read = true;
+        return true;
+    }
+    return false;
+}
+
+bool vkv_seq_next_any(vkv_seq *const *qs, size_t n, int timeout_ms, size_t *which, vkv_seq_event *ev)
 {
     memset(ev, 0, sizeof *ev);
-    pthread_mutex_lock(&q->mu);
+    seq_group *g = qs[0]->g;
     struct timespec until;
     if (timeout_ms >= 0) {
         clock_gettime(CLOCK_REALTIME, &until);
@@ -314,25 +366,26 @@ bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
             until.tv_nsec -= 1000000000L;
         }
     }
-    while (!q->ev_n && !(q->engine_done && !q->final_read)) {
-        if (timeout_ms < 0) pthread_cond_wait(&q->cv, &q->mu);
-        else if (pthread_cond_timedwait(&q->cv, &q->mu, &until)) break;
+    pthread_mutex_lock(&g->mu);
+    bool got = false;
+    for (;;) {
+        for (size_t i = 0; i < n && !got; i++)
+            if (qs[i]->g == g && take_event(qs[i], ev)) {
+                *which = i;
+                got = true;
+            }
+        if (got) break;
+        if (timeout_ms < 0) pthread_cond_wait(&g->cv, &g->mu);
+        else if (pthread_cond_timedwait(&g->cv, &g->mu, &until)) break;
     }
-    bool got = q->ev_n > 0;
-    if (got) {
-        *ev = q->ev[q->ev_head];
-        q->ev_head = (q->ev_head + 1) % q->ev_cap;
-        q->ev_n--;
-        q->final_read |= ev->kind == VKV_SEQ_DONE || ev->kind == VKV_SEQ_ERROR;
-    } else if (q->engine_done && !q->final_read) {
-        /* The engine is done but its last event was lost (out of host
-         * memory in push_event): the reader gets an error, never a wait. */
-        *ev = (vkv_seq_event){.kind = VKV_SEQ_ERROR, .http_status = 500, .type = "server_error"};
-        snprintf(ev->message, sizeof ev->message, "the request's last event was lost: out of host memory");
-        q->final_read = got = true;
-    }
-    pthread_mutex_unlock(&q->mu);
+    pthread_mutex_unlock(&g->mu);
     return got;
+}
+
+bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
+{
+    size_t which;
+    return vkv_seq_next_any(&q, 1, timeout_ms, &which, ev);
 }
 
 void vkv_seq_cancel(vkv_seq *q)
@@ -347,15 +400,18 @@ void vkv_seq_cancel(vkv_seq *q)
 void vkv_seq_release(vkv_seq *q)
 {
     if (!q) return;
-    pthread_mutex_lock(&q->mu);
+    pthread_mutex_lock(&q->g->mu);
     q->reader_done = true;
     bool gone = q->engine_done;
-    pthread_mutex_unlock(&q->mu);
+    pthread_mutex_unlock(&q->g->mu);
     if (gone) seq_free(q);
 }
 
-static void count_outcome(vkv_engine *e, outcome o)
+/* A request's outcome (its leader's: a request of n choices counts once). */
+static void count_outcome(const vkv_seq *q, outcome o)
 {
+    vkv_engine *e = q->e;
+    if (q->choice) return;
     pthread_mutex_lock(&e->mu);
     e->outcomes[o]++;
     pthread_mutex_unlock(&e->mu);
@@ -398,59 +454,108 @@ static void refuse(vkv_seq *q, int status, const char *type, const char *code, c
 
 /* ---- submission ---- */
 
-static vkv_seq *seq_new(vkv_engine *e, vkv_gen_request *req)
+/* q lets its group's request go (the last member frees it). */
+static void seq_release_request(vkv_seq *q)
 {
-    vkv_seq *q = calloc(1, sizeof *q);
-    if (!q) return NULL;
-    pthread_mutex_init(&q->mu, NULL);
-    pthread_cond_init(&q->cv, NULL);
-    atomic_init(&q->cancelled, false);
-    q->e = e;
-    q->request = *req;
-    q->req = &q->request;
-    return q;
+    if (!q->req) return;
+    q->req = NULL;
+    if (!--q->g->holding) vkv_gen_request_free(&q->g->request);
+}
+
+/* A group of n sequences for req (taken: freed here on failure); NULL when out of host memory. */
+static seq_group *group_new(vkv_engine *e, vkv_gen_request *req, uint32_t n)
+{
+    seq_group *g = calloc(1, sizeof *g);
+    if (g && !(g->member = calloc(n, sizeof *g->member))) {
+        free(g);
+        g = NULL;
+    }
+    for (uint32_t i = 0; g && i < n; i++) {
+        vkv_seq *q = calloc(1, sizeof *q);
+        if (!q) {
+            for (uint32_t k = 0; k < i; k++) free(g->member[k]);
+            free(g->member);
+            free(g);
+            g = NULL;
+            break;
+        }
+        atomic_init(&q->cancelled, false);
+        q->e = e;
+        q->g = g;
+        q->choice = i;
+        q->req = &g->request;
+        g->member[i] = q;
+    }
+    if (!g) {
+        vkv_gen_request_free(req);
+        return NULL;
+    }
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    atomic_init(&g->refs, n);
+    g->request = *req;
+    g->n = g->holding = n;
+    return g;
 }
 
 static vkv_status request_prompt(vkv_seq *q);
 
-void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
+void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out) { vkv_engine_submit_n(e, req, 1, out); }
+
+void vkv_engine_submit_n(vkv_engine *e, vkv_gen_request *req, uint32_t n, vkv_seq **out)
 {
-    vkv_seq *q = seq_new(e, req);
-    *out = q;
-    if (!q) {
-        /* no sequence to say it on: the front sees NULL */
-        vkv_gen_request_free(req);
-        return;
-    }
+    if (!n) n = 1;
+    seq_group *g = group_new(e, req, n);
+    for (uint32_t i = 0; i < n; i++) out[i] = g ? g->member[i] : NULL; /* NULL: no sequence to say it on */
+    if (!g) return;
+    vkv_seq *q = g->member[0];
     /* The chat template and the tokenizer run here, on the caller's thread
      * (both read only what loading made): a long prompt does not hold up
-     * the scheduler's steps. A failure is said when the request is prepared. */
+     * the scheduler's steps. A failure is said when the request is prepared.
+     * The followers take the leader's tokens. */
     if ((q->prompt_st = request_prompt(q))) {
         snprintf(q->prompt_err, sizeof q->prompt_err, "%s", vkv_last_error());
         vkv_clear_error();
     }
+    for (uint32_t i = 1; i < n && !q->prompt_st; i++) {
+        vkv_seq *f = g->member[i];
+        f->pr = q->pr;
+        if (!(f->pr.ids = malloc((q->pr.n ? q->pr.n : 1) * sizeof *f->pr.ids))) {
+            q->prompt_st = VKV_ERR_OOM;
+            snprintf(q->prompt_err, sizeof q->prompt_err, "out of host memory");
+            f->pr = (vkv_prompt){0};
+            break;
+        }
+        memcpy(f->pr.ids, q->pr.ids, q->pr.n * sizeof *f->pr.ids);
+    }
     pthread_mutex_lock(&e->mu);
-    q->id = ++e->next_id;
-    q->t_submit = now_s();
+    const double t = now_s();
+    for (uint32_t i = 0; i < n; i++) {
+        g->member[i]->id = ++e->next_id;
+        g->member[i]->t_submit = t;
+    }
     const bool stopping = e->stopping;
-    const bool full = e->n_waiting + e->n_active >= e->p.max_seqs + e->p.queue;
+    const bool full = e->n_waiting + e->n_active + n > e->p.max_seqs + e->p.queue;
     if (!stopping && !full) {
         if (e->wait_tail) e->wait_tail->next = q;
         else e->wait_head = q;
         e->wait_tail = q;
-        e->n_waiting++;
+        e->n_waiting += n;
         pthread_cond_broadcast(&e->cv);
     } else e->outcomes[stopping ? OUT_UNAVAILABLE : OUT_QUEUE_FULL]++;
     pthread_mutex_unlock(&e->mu);
     if (!stopping && !full) return;
-    if (stopping) push_error(q, 503, "server_error", NULL, NULL, "the server is shutting down");
-    else
-        push_error(q, 429, "rate_limit_error", "queue_full", NULL,
-                   "the server is busy: %u sequences run and %u wait; try again later", e->p.max_seqs, e->p.queue);
-    vkv_gen_request_free(q->req);
-    q->req = NULL;
-    vkv_prompt_free(&q->pr);
-    engine_release(q);
+    for (uint32_t i = 0; i < n; i++) {
+        vkv_seq *m = out[i];
+        if (stopping) push_error(m, 503, "server_error", NULL, NULL, "the server is shutting down");
+        else
+            push_error(m, 429, "rate_limit_error", "queue_full", NULL,
+                       "the server is busy: %u sequences run and %u wait; try again later", e->p.max_seqs,
+                       e->p.queue);
+        seq_release_request(m);
+        vkv_prompt_free(&m->pr);
+        engine_release(m);
+    }
 }
 
 /* ---- a sequence's preparation (scheduler thread) ---- */
@@ -535,6 +640,7 @@ static vkv_status request_prompt(vkv_seq *q)
  * past its compressed part; a budgeted cache's slots per head as
  * vkv_compression_kv_slots gives them. */
 static bool plain_prefill(const vkv_seq *q);
+static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed);
 
 /* Pages of every layer that n slots take. */
 static uint64_t page_count(const vkv_engine *e, uint32_t n)
@@ -569,6 +675,10 @@ static vkv_status plan_context(vkv_seq *q)
     }
     return VKV_OK;
 }
+
+/* What admitting q's group counts in the pool: each member's whole peak
+ * (a follower's count drops to its own pages when it forks, fork_follower). */
+static uint64_t group_peak(const vkv_seq *q) { return q->peak * q->g->n; }
 
 /* Tokenizes a waiting request and predicts its peak; false (its 400 sent)
  * when it can never run. */
@@ -618,6 +728,29 @@ static bool prepare(vkv_seq *q)
                    "server's KV pool holds %.2f MiB: shorten the prompt or max_tokens, or compress during generation",
                    mib(q->peak), q->cp.n_ctx, q->cp.n_kv_slots ? q->cp.n_kv_slots : q->cp.n_ctx, mib(e->budget));
         return false;
+    }
+    seq_group *g = q->g;
+    if (g->n > e->p.max_seqs) {
+        refuse(q, 400, "invalid_request_error", NULL, "n",
+               "'n': %u choices run as %u sequences at once; the server runs at most %u (--max-seqs)", g->n, g->n,
+               e->p.max_seqs);
+        return false;
+    }
+    if (group_peak(q) > e->budget) {
+        refuse(q, 400, "invalid_request_error", NULL, "n",
+               "'n': %u choices are admitted at %.2f MiB of KV cache each (%.2f MiB); the server's KV pool holds "
+               "%.2f MiB: ask for fewer choices, or shorten the prompt or max_tokens", g->n, mib(q->peak),
+               mib(group_peak(q)), mib(e->budget));
+        return false;
+    }
+    for (uint32_t i = 1; i < g->n; i++) { /* the followers run as the leader does */
+        vkv_seq *f = g->member[i];
+        f->c = q->c;
+        f->kv_type = q->kv_type;
+        f->cp = q->cp;
+        f->peak = q->peak;
+        f->paged = q->paged;
+        f->state = SEQ_READY;
     }
     q->state = SEQ_READY;
     return true;
@@ -765,9 +898,9 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
     pthread_mutex_lock(&e->mu);
     const uint64_t used = e->pool_used;
     pthread_mutex_unlock(&e->mu);
-    if (used + q->peak > e->budget) return;
+    if (used + group_peak(q) > e->budget) return;
     int keep = plain_prefill(q) ? prefix_match(e, q) : context_find(e, q);
-    while (e->n_prefix && used + e->prefix_bytes + q->peak > e->budget) {
+    while (e->n_prefix && used + e->prefix_bytes + group_peak(q) > e->budget) {
         int i = prefix_lru(e, keep);
         if (i < 0 && (keep < 0 || prefix_pinned(e, &e->prefix[keep]))) break; /* what is left is in use */
         if (i < 0) i = keep;
@@ -778,6 +911,31 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
         if (i == keep) break;
         if (keep == (int)e->n_prefix) keep = i; /* the last entry took the dropped one's place */
     }
+}
+
+/* q's bytes leave the pool's count, once its cache is gone or kept: a
+ * leader's stay counted (g->leader_held) while followers map its pages, and
+ * leave with the last of them. */
+static void pool_release(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    seq_group *g = q->g;
+    uint64_t release = q->held;
+    if (!q->choice && g->mapping) {
+        g->leader_held += q->held;
+        release = 0;
+    }
+    if (q->maps_leader) {
+        q->maps_leader = false;
+        if (!--g->mapping) {
+            release += g->leader_held;
+            g->leader_held = 0;
+        }
+    }
+    pthread_mutex_lock(&e->mu);
+    e->pool_used -= release;
+    pthread_mutex_unlock(&e->mu);
+    q->held = 0;
 }
 
 /* Keeps a finished q's cache for the prompts that start with its prompt:
@@ -820,10 +978,9 @@ static void prefix_keep(vkv_seq *q)
     q->ss = NULL;
     pthread_mutex_lock(&e->mu);
     e->n_prefix++;
-    e->pool_used -= q->held;
     e->prefix_bytes += bytes;
     pthread_mutex_unlock(&e->mu);
-    q->held = 0;
+    pool_release(q);
     logf_(e, "request %llu: its %u prompt tokens' cache is kept for reuse (%.2f MiB; %u kept, %.2f MiB)", q->id, n,
           mib(bytes), e->n_prefix, mib(e->prefix_bytes));
 }
@@ -880,15 +1037,11 @@ static void context_keep(vkv_seq *q)
  * bytes to the pool. */
 static void seq_drop_resources(vkv_seq *q)
 {
-    vkv_engine *e = q->e;
     if (q->ss) {
         vkv_session_seq_free(q->ss);
         q->ss = NULL;
     }
-    pthread_mutex_lock(&e->mu);
-    e->pool_used -= q->held;
-    pthread_mutex_unlock(&e->mu);
-    q->held = 0;
+    pool_release(q);
     q->mapped_from = NULL;
     vkv_sampler_free(q->smp);
     q->smp = NULL;
@@ -908,8 +1061,7 @@ static void seq_drop_resources(vkv_seq *q)
     free(q->text.p);
     memset(&q->text, 0, sizeof q->text);
     vkv_prompt_free(&q->pr);
-    vkv_gen_request_free(q->req);
-    q->req = NULL;
+    seq_release_request(q);
 }
 
 /* Removes q from the active list (if there), before its last event is
@@ -942,11 +1094,13 @@ static void seq_retire(vkv_seq *q)
 /* Ends q with an error event (its resources freed first). */
 static void seq_fail(vkv_seq *q, outcome o, int status, const char *type, const char *code, const char *msg)
 {
-    vkv_engine *e = q->e;
     seq_drop_resources(q);
-    count_outcome(e, o);
+    count_outcome(q, o);
     seq_leave_active(q);
     push_error(q, status, type, code, NULL, "%s", msg);
+    /* a leader that fails before its prefill ends leaves its followers to prefill alone */
+    for (uint32_t i = 1; !q->choice && i < q->g->n; i++)
+        if (q->g->member[i] && q->g->member[i]->state == SEQ_FORK) fork_follower(q->g->member[i], NULL, false);
     seq_retire(q);
 }
 
@@ -1021,7 +1175,7 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
     prefix_keep(q);
     context_keep(q);
     seq_drop_resources(q);
-    count_outcome(e, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
+    count_outcome(q, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
     seq_leave_active(q);
     push_event(q, &ev);
     seq_retire(q);
@@ -1163,7 +1317,20 @@ static void pool_set(vkv_seq *q, uint64_t bytes)
 }
 
 /* Starts a ready sequence: its context, sampler and prefill. */
-static void start(vkv_seq *q)
+/* A choice's seed: the request's for the first (so n = 1 and choice 0 of n
+ * agree), distinct ones for the others (splitmix64 of seed and index). */
+static uint64_t choice_seed(uint64_t seed, uint32_t choice)
+{
+    if (!choice) return seed;
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * choice;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Opens a started sequence: its peak counted, its buffers, context, sampler
+ * and output constraint. false when it failed (its error sent). */
+static bool seq_open(vkv_seq *q)
 {
     vkv_engine *e = q->e;
     const uint32_t nv = e->s->model->hp.n_vocab;
@@ -1174,18 +1341,74 @@ static void start(vkv_seq *q)
     if (!(q->logits = malloc(sizeof *q->logits * nv * logit_rows)) ||
         (q->req->echo && !(q->prompt_tokens = calloc(q->pr.n, sizeof *q->prompt_tokens)))) {
         seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
-        return;
+        return false;
     }
     q->cp.scratch_from = e->scratch_owner;
-    if ((st = vkv_session_seq_create(e->s, &q->cp, &q->ss)) ||
-        (st = vkv_sampler_create(&q->req->sampling, (int32_t)nv, &q->smp))) {
+    vkv_sampler_params sp = q->req->sampling;
+    sp.seed = choice_seed(sp.seed, q->choice);
+    if ((st = vkv_session_seq_create(e->s, &q->cp, &q->ss)) || (st = vkv_sampler_create(&sp, (int32_t)nv, &q->smp))) {
         seq_fail_status(q, st);
-        return;
+        return false;
     }
     if (q->req->constraint && !(q->matcher = vkv_json_matcher_new(q->req->constraint))) {
         seq_fail(q, OUT_FAILED, 500, "server_error", NULL, "out of host memory");
-        return;
+        return false;
     }
+    return true;
+}
+
+/* The response's context_cache status before any reuse: q's compressed
+ * context is looked up (a miss until found), not reusable, or the cache is off. */
+static void context_cache_status(vkv_seq *q)
+{
+    q->comp.context_cache_reason = context_not_cached(q);
+    q->comp.context_cache = !q->c.press ? NULL : q->e->p.no_prefix_cache ? "off"
+                            : q->comp.context_cache_reason ? "not_reusable" : "miss";
+    if (!q->c.press) q->comp.context_cache_reason = NULL;
+}
+
+/* After q's prefill began: its sampler has seen the prompt, its text
+ * decoder is ready, and it prefills. */
+static void seq_begun(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    for (size_t i = 0; i < q->pr.n; i++) vkv_sampler_accept(q->smp, q->pr.ids[i]);
+    if (e->s->tok) {
+        vkv_detok_init(&q->detok, e->s->tok, false);
+        q->detok_on = true;
+    }
+    q->comp.press = q->c.press ? q->c.press->name : "none";
+    q->comp.compression = q->c.compression_ratio;
+    q->comp.vector = q->c.vector;
+    q->state = SEQ_PREFILL;
+}
+
+/* The echoed prompt's tokens, without logprobs until the prefill gives them. */
+static void prompt_tokens_init(vkv_seq *q)
+{
+    for (size_t i = 0; q->prompt_tokens && i < q->pr.n; i++)
+        q->prompt_tokens[i] = (vkv_token_logprob){.id = q->pr.ids[i], .logprob = NAN};
+}
+
+/* What a paged q holds when it maps its first n_mapped tokens' pages from
+ * another cache: the rest of its context's pages, and one more a layer
+ * when the last mapped page is partly full (copied on its first write). */
+static uint64_t paged_held(const vkv_seq *q, uint32_t n_mapped)
+{
+    const vkv_engine *e = q->e;
+    const uint64_t page = 1ull << vkv_kv_pages_shift(e->pages), L = e->s->model->hp.n_layer;
+    const uint64_t shared = L * ((n_mapped + page - 1) / page), slack = n_mapped % page ? L : 0;
+    return (page_count(e, q->cp.n_ctx) - shared + slack) * vkv_kv_pages_page_bytes(e->pages);
+}
+
+/* Starts a ready sequence (a request's only one, or its leader): its
+ * context, sampler and prefill, which may take a cached prefix or
+ * compressed context. */
+static void start(vkv_seq *q)
+{
+    vkv_engine *e = q->e;
+    vkv_status st;
+    if (!seq_open(q)) return;
     uint32_t n_reuse = 0;
     const int from = prefix_find(e, q, &n_reuse), context = context_find(e, q);
     if (context >= 0) {
@@ -1197,16 +1420,12 @@ static void start(vkv_seq *q)
                                                 n_reuse);
     else st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr,
                                             prompt_logprobs(q) ? VKV_LOGITS_CHUNK : VKV_LOGITS_LAST, q->logits);
-    for (size_t i = 0; q->prompt_tokens && i < q->pr.n; i++)
-        q->prompt_tokens[i] = (vkv_token_logprob){.id = q->pr.ids[i], .logprob = NAN};
+    prompt_tokens_init(q);
     if (st) {
         seq_fail_status(q, st);
         return;
     }
-    q->comp.context_cache_reason = context_not_cached(q);
-    q->comp.context_cache = !q->c.press ? NULL : e->p.no_prefix_cache ? "off"
-                            : q->comp.context_cache_reason ? "not_reusable" : "miss";
-    if (!q->c.press) q->comp.context_cache_reason = NULL;
+    context_cache_status(q);
     if (context >= 0) {
         prefix_entry *p = &e->prefix[context];
         p->last_used = ++e->prefix_clock;
@@ -1222,25 +1441,13 @@ static void start(vkv_seq *q)
         q->cached_tokens = n_reuse;
     }
     if (q->paged) {
-        /* The entry's pages it maps are the entry's (pinned while it runs):
-         * it holds the rest of its context's pages, and one more a layer
-         * when the last mapped page is partly full (copied on its first write). */
-        const uint64_t page = 1ull << vkv_kv_pages_shift(e->pages), L = e->s->model->hp.n_layer;
-        const uint64_t shared = from >= 0 ? L * ((n_reuse + page - 1) / page) : 0, slack = n_reuse % page ? L : 0;
+        /* The entry's pages it maps are the entry's (pinned while it runs) */
         if (from >= 0) q->mapped_from = e->prefix[from].ss;
-        pool_set(q, (page_count(e, q->cp.n_ctx) - shared + slack) * vkv_kv_pages_page_bytes(e->pages));
+        pool_set(q, paged_held(q, from >= 0 ? n_reuse : 0));
     } else {
         pool_set(q, vkv_ctx_kv_bytes(q->ss->ctx) > q->peak ? vkv_ctx_kv_bytes(q->ss->ctx) : q->peak);
     }
-    for (size_t i = 0; i < q->pr.n; i++) vkv_sampler_accept(q->smp, q->pr.ids[i]);
-    if (e->s->tok) {
-        vkv_detok_init(&q->detok, e->s->tok, false);
-        q->detok_on = true;
-    }
-    q->comp.press = q->c.press ? q->c.press->name : "none";
-    q->comp.compression = q->c.compression_ratio;
-    q->comp.vector = q->c.vector;
-    q->state = SEQ_PREFILL;
+    seq_begun(q);
     pthread_mutex_lock(&e->mu);
     e->prompt_tokens += q->pr.n;
     if (!e->p.no_prefix_cache && plain_prefill(q)) {
@@ -1259,6 +1466,91 @@ static void start(vkv_seq *q)
           mib(q->peak), mib(used), mib(e->budget));
 }
 
+/* Starts a follower: opened, it waits for its leader's prefill
+ * (fork_follower), or prefills alone when the leader failed first. */
+static void start_follower(vkv_seq *f)
+{
+    if (!seq_open(f)) return;
+    f->state = SEQ_FORK;
+    const vkv_seq *leader = f->g->member[0];
+    if (!leader || leader->state != SEQ_PREFILL) fork_follower(f, NULL, false);
+}
+
+/* Begins a follower's prefill at its leader's prefill end, before the
+ * leader samples (its logits are the prompt's last token's): the prompt's
+ * rows are the leader's, mapped (paged) or copied, with the last token
+ * evaluated again (vkv_session_seq_prefill_begin_from: the same bits), or
+ * the leader's compressed prompt taken whole when its prefill compressed
+ * (vkv_session_seq_prefill_begin_sibling). leader NULL (it failed first),
+ * echo with logprobs (every prompt token's logits) and compression during
+ * generation (its watcher sees the prompt) prefill alone. */
+static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed)
+{
+    vkv_engine *e = f->e;
+    uint32_t n_reuse = 0;
+    vkv_status st;
+    const bool alone = !leader || !leader->ss || prompt_logprobs(f) || f->c.compress_every;
+    if (!alone && compressed)
+        st = vkv_session_seq_prefill_begin_sibling(f->ss, &f->c, &f->pr, VKV_LOGITS_LAST, f->logits, leader->ss,
+                                                   leader->logits);
+    else if (!alone && plain_prefill(f) &&
+             (n_reuse = vkv_session_seq_reusable(f->ss, leader->ss, &f->pr, (uint32_t)f->pr.n, 1)))
+        st = vkv_session_seq_prefill_begin_from(f->ss, &f->c, &f->pr, VKV_LOGITS_LAST, f->logits, leader->ss,
+                                                n_reuse);
+    else st = vkv_session_seq_prefill_begin(f->ss, &f->c, &f->pr,
+                                            prompt_logprobs(f) ? VKV_LOGITS_CHUNK : VKV_LOGITS_LAST, f->logits);
+    prompt_tokens_init(f);
+    if (st) {
+        seq_fail_status(f, st);
+        return;
+    }
+    if (!alone) { /* the leader's prompt: its compression, cache status and cached tokens */
+        f->comp = leader->comp;
+        f->cached_tokens = leader->cached_tokens;
+        f->context_reused = leader->context_reused;
+    } else context_cache_status(f);
+    if (f->paged && n_reuse) {
+        /* the pages it maps stay counted in the leader's (leader_held after it ends) */
+        f->maps_leader = true;
+        f->g->mapping++;
+        f->mapped_from = leader->mapped_from; /* the entry the leader maps, if any: pinned by both */
+        pool_set(f, paged_held(f, n_reuse));
+    }
+    seq_begun(f);
+    if (alone) logf_(e, "request %llu: choice %u prefills its prompt alone", f->id, f->choice);
+    else if (compressed)
+        logf_(e, "request %llu: choice %u takes request %llu's compressed prompt", f->id, f->choice, leader->id);
+    else
+        logf_(e, "request %llu: choice %u takes request %llu's first %u prompt tokens (%s) and evaluates the other %zu",
+              f->id, f->choice, leader->id, n_reuse, f->paged ? "pages mapped" : "rows copied", f->pr.n - n_reuse);
+}
+
+/* Ends a group none of whose members started (refused, cancelled or
+ * drained while waiting): each gets ev, an error event. */
+static void group_end(vkv_seq *q, const vkv_seq_event *ev)
+{
+    seq_group *g = q->g;
+    atomic_fetch_add(&g->refs, 1); /* g outlives its members here */
+    for (uint32_t i = 0; i < g->n; i++) {
+        vkv_seq *m = g->member[i];
+        if (!m) continue;
+        vkv_seq_event copy = *ev;
+        seq_drop_resources(m);
+        push_event(m, &copy);
+        m->state = SEQ_FINISHED;
+        engine_release(m);
+    }
+    group_unref(g);
+}
+
+/* Whether a member of q's group was cancelled. */
+static bool group_cancelled(const vkv_seq *q)
+{
+    for (uint32_t i = 0; i < q->g->n; i++)
+        if (q->g->member[i] && atomic_load(&q->g->member[i]->cancelled)) return true;
+    return false;
+}
+
 /* Takes cancelled requests off the waiting list. */
 static void reap_waiting(vkv_engine *e)
 {
@@ -1267,11 +1559,11 @@ static void reap_waiting(vkv_engine *e)
     e->wait_tail = NULL;
     while (*link) {
         vkv_seq *q = *link;
-        if (atomic_load(&q->cancelled)) {
+        if (group_cancelled(q)) {
             *link = q->next;
             q->next = gone;
             gone = q;
-            e->n_waiting--;
+            e->n_waiting -= q->g->n;
         } else {
             e->wait_tail = q;
             link = &q->next;
@@ -1281,7 +1573,11 @@ static void reap_waiting(vkv_engine *e)
     while (gone) {
         vkv_seq *q = gone;
         gone = q->next;
-        seq_fail(q, OUT_CANCELLED, 400, "invalid_request_error", "cancelled", "the request was cancelled");
+        count_outcome(q, OUT_CANCELLED);
+        vkv_seq_event ev = {.kind = VKV_SEQ_ERROR, .http_status = 400, .type = "invalid_request_error",
+                            .code = "cancelled"};
+        snprintf(ev.message, sizeof ev.message, "the request was cancelled");
+        group_end(q, &ev);
     }
 }
 
@@ -1318,31 +1614,34 @@ static void admit(vkv_engine *e)
         pthread_mutex_unlock(&e->mu);
         if (!q || !room) return;
         bool ok = q->state == SEQ_READY || prepare(q);
+        seq_group *g = q->g;
+        const uint32_t n = g->n;
         if (ok && (plain_prefill(q) ? any_compressing_prefill(e) : any_prefilling(e))) return;
         if (ok) prefix_make_room(e, q);
         pthread_mutex_lock(&e->mu);
-        const bool fits = ok && e->pool_used + e->prefix_bytes + q->peak <= e->budget;
+        const bool fits = ok && e->n_active + n <= e->p.max_seqs &&
+                          e->pool_used + e->prefix_bytes + group_peak(q) <= e->budget;
         if (!ok || fits) {
             e->wait_head = q->next;
             if (!e->wait_head) e->wait_tail = NULL;
-            e->n_waiting--;
+            e->n_waiting -= n;
             q->next = NULL;
             if (!fits) e->outcomes[q->refusal.http_status == 500 ? OUT_FAILED : OUT_INVALID]++;
-            else if (++e->n_active > e->n_active_peak) e->n_active_peak = e->n_active;
+            else if ((e->n_active += n) > e->n_active_peak) e->n_active_peak = e->n_active;
         }
         pthread_mutex_unlock(&e->mu);
         if (!ok) {
-            seq_drop_resources(q);
-            push_event(q, &q->refusal);
-            q->state = SEQ_FINISHED;
-            engine_release(q);
+            group_end(q, &q->refusal);
             continue;
         }
         if (!fits) return;
-        uint32_t k = 0;
-        while (e->active[k]) k++;
-        e->active[k] = q;
+        /* the group's places, the leader first (admission order) */
+        for (uint32_t i = 0, k = 0; i < n; i++) {
+            while (e->active[k]) k++;
+            e->active[k] = g->member[i];
+        }
         start(q);
+        for (uint32_t i = 1; i < n; i++) start_follower(g->member[i]);
     }
 }
 
@@ -1384,7 +1683,7 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
     }
     const uint32_t n_tok = vkv_ctx_n_past(q->ss->ctx) - past;
     uint64_t before = q->held, now = vkv_ctx_kv_bytes(q->ss->ctx);
-    if (now < before) {
+    if (now < before && !q->paged) { /* a paged one holds its whole context's pages from the start */
         pool_set(q, now);
         pthread_mutex_lock(&e->mu);
         uint64_t used = e->pool_used;
@@ -1414,7 +1713,11 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
     if (pf.compressed && !pf.reused && pf.n_first == q->pr.n && !context_not_cached(q) &&
         (q->context_logits = malloc(sizeof *q->context_logits * e->s->model->hp.n_vocab)))
         memcpy(q->context_logits, q->logits, sizeof *q->context_logits * e->s->model->hp.n_vocab);
+    const bool compressed = pf.compressed;
     vkv_prefill_free(&pf);
+    /* its followers fork now, while its cache and logits are the prompt's */
+    for (uint32_t i = 1; !q->choice && i < q->g->n; i++)
+        if (q->g->member[i] && q->g->member[i]->state == SEQ_FORK) fork_follower(q->g->member[i], q, compressed);
     vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n, .tokens = q->prompt_tokens,
                         .n_tokens = q->prompt_tokens ? q->pr.n : 0};
     q->prompt_tokens = NULL; /* the event's now */
@@ -1604,7 +1907,7 @@ static void *sched_main(void *arg)
         if (e->stopping) {
             /* drain: what has not started is refused */
             refused = e->wait_head;
-            e->outcomes[OUT_UNAVAILABLE] += e->n_waiting;
+            for (const vkv_seq *w = e->wait_head; w; w = w->next) e->outcomes[OUT_UNAVAILABLE]++; /* requests */
             e->wait_head = e->wait_tail = NULL;
             e->n_waiting = 0;
         }
@@ -1613,10 +1916,9 @@ static void *sched_main(void *arg)
         while (refused) {
             vkv_seq *q = refused;
             refused = q->next;
-            seq_drop_resources(q);
-            push_error(q, 503, "server_error", NULL, NULL, "the server is shutting down");
-            q->state = SEQ_FINISHED;
-            engine_release(q);
+            vkv_seq_event ev = {.kind = VKV_SEQ_ERROR, .http_status = 503, .type = "server_error"};
+            snprintf(ev.message, sizeof ev.message, "the server is shutting down");
+            group_end(q, &ev);
         }
         if (exit_now) break;
         reap_waiting(e);

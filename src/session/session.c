@@ -793,13 +793,12 @@ vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_comp
     return VKV_OK;
 }
 
-vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vkv_compression *c,
-                                                    const vkv_prompt *pr, vkv_logits_want want, float *logits,
-                                                    const vkv_session_seq *from, const float *context_logits)
+/* begin with prompt ids [0, n_first) taken from `from`'s compressed cache
+ * (begin_compressed's and begin_sibling's common part). */
+static vkv_status begin_from_compressed(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *pr,
+                                        vkv_logits_want want, float *logits, const vkv_session_seq *from,
+                                        const float *context_logits, size_t n_first)
 {
-    if (!c || !c->press || c->query_aware || c->compress_every)
-        return vkv_error(VKV_ERR_ARG, "only a query-agnostic compression after the prefill reuses a compressed context");
-    const size_t n_first = vkv_prompt_compressed_part(pr, false);
     if (!from->ctx || vkv_ctx_n_compressed(from->ctx) != n_first)
         return vkv_error(VKV_ERR_ARG, "the source sequence did not compress a %zu-token context", n_first);
     /* the context's chunks (a context no longer than n_batch is one chunk; a copy's n_batch is at most its context) */
@@ -824,11 +823,33 @@ vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vk
     vkv_seq_prefill_run *r = q->run;
     if (want == VKV_LOGITS_LAST && n_first == pr->n)
         memcpy(logits, context_logits, sizeof *logits * q->s->model->hp.n_vocab);
+    r->n_first = n_first; /* a query-aware sibling's part runs past the plain begin's */
+    r->out.n_first = (uint32_t)n_first;
     r->pos = n_first;
     r->first_done = true;
     r->out.compressed = r->out.reused = true;
     r->out.memory = vkv_ctx_kv_memory(q->ctx);
     return VKV_OK;
+}
+
+vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vkv_compression *c,
+                                                    const vkv_prompt *pr, vkv_logits_want want, float *logits,
+                                                    const vkv_session_seq *from, const float *context_logits)
+{
+    if (!c || !c->press || c->query_aware || c->compress_every)
+        return vkv_error(VKV_ERR_ARG, "only a query-agnostic compression after the prefill reuses a compressed context");
+    return begin_from_compressed(q, c, pr, want, logits, from, context_logits, vkv_prompt_compressed_part(pr, false));
+}
+
+vkv_status vkv_session_seq_prefill_begin_sibling(vkv_session_seq *q, const vkv_compression *c, const vkv_prompt *pr,
+                                                 vkv_logits_want want, float *logits, const vkv_session_seq *from,
+                                                 const float *from_logits)
+{
+    if (!c || !c->press || c->compress_every)
+        return vkv_error(VKV_ERR_ARG, "a sibling takes a compression after the prefill (a press, nothing during "
+                         "generation)");
+    return begin_from_compressed(q, c, pr, want, logits, from, from_logits,
+                                 vkv_prompt_compressed_part(pr, c->query_aware));
 }
 
 uint32_t vkv_session_seq_prefill_chunk(const vkv_session_seq *q)

@@ -270,6 +270,15 @@ vkv_status vkv_session_seq_prefill_begin_from(vkv_session_seq *q, const vkv_comp
 vkv_status vkv_session_seq_prefill_begin_compressed(vkv_session_seq *q, const vkv_compression *c,
                                                     const vkv_prompt *prompt, vkv_logits_want want, float *logits,
                                                     const vkv_session_seq *from, const float *context_logits);
+/* begin_compressed for a sibling: one request's choices (docs/SERVE.md,
+ * "Several choices") share its prompt, so a query-aware compression's part
+ * (prompt ids [0, n_query_end), the question included) is taken too. The
+ * caller vouches that `from` prefilled this very prompt with c; from_logits
+ * [n_vocab]: its last token's logits, needed when the compressed part is the
+ * whole prompt. */
+vkv_status vkv_session_seq_prefill_begin_sibling(vkv_session_seq *q, const vkv_compression *c,
+                                                 const vkv_prompt *prompt, vkv_logits_want want, float *logits,
+                                                 const vkv_session_seq *from, const float *from_logits);
 /* The most of prompt's first tokens a plain prefill on q (its n_batch) may
  * take from `from`'s cache and still give begin's bits: a multiple of page,
  * at most n_match (the tokens of prompt whose ids equal those from's prefill

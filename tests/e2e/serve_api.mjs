@@ -115,6 +115,28 @@ async function main() {
   eq(tchunks.map((x) => [x.object, x.choices[0].text, x.choices[0].finish_reason]),
     [['text_completion', 'x', null], ['text_completion', ' y', null], ['text_completion', '', 'stop']], 'completion stream');
 
+  // ---- n choices: indexed, each with its finish reason; usage counts the prompt once ----
+  c = await client.chat.completions.create({ model: 'fake-model', messages: user('red green blue'), n: 3 });
+  eq(c.choices.map((x) => [x.index, x.message.content, x.finish_reason]),
+    [[0, 'red green blue', 'stop'], [1, 'red green blue', 'stop'], [2, 'red green blue', 'stop']], 'n = 3 choices');
+  eq(c.usage, { prompt_tokens: 3, completion_tokens: 9, total_tokens: 12, prompt_tokens_details: { cached_tokens: 0 } },
+    'n = 3 usage');
+  stream = await client.completions.create({ model: 'fake-model', prompt: 'p q', n: 2, stream: true,
+    stream_options: { include_usage: true } });
+  const byIndex = [[], []];
+  let finishes = 0, usage = null;
+  for await (const ch of stream) {
+    if (!ch.choices.length) { usage = ch.usage; continue; }
+    const x = ch.choices[0];
+    byIndex[x.index].push(x.text);
+    if (x.finish_reason) finishes++;
+  }
+  eq([byIndex.map((a) => a.join('')), finishes, usage?.completion_tokens], [['p q', 'p q'], 2, 4], 'n = 2 streamed');
+  stream = await client.chat.completions.create({ model: 'fake-model', messages: user('x'), n: 2, stream: true });
+  const roles = [];
+  for await (const ch of stream) if (ch.choices[0]?.delta?.role) roles.push(ch.choices[0].index);
+  eq(roles, [0, 1], 'n = 2 chat stream: a role delta a choice');
+
   // ---- the extension object, both ways ----
   const ext = { press: 'snapkv', compression: 0.5, vector: true, pa: 0.2, kv_type: 'q4_0', compress_every: 16,
     max_kv_tokens: 128, query_aware: true };
@@ -146,8 +168,8 @@ async function main() {
   check(/temperature/.test(e?.message), `400 message names the field: ${e?.message}`);
   e = await caught(client.chat.completions.create({ model: 'fake-model', messages: [{ role: 'user', content: 7 }] }));
   eq([e?.status, e?.param], [400, 'messages.[0].content'], '400 nested param');
-  e = await caught(client.chat.completions.create({ model: 'fake-model', messages: user('x'), n: 2 }));
-  eq([e?.status, e?.param], [400, 'n'], 'n > 1');
+  e = await caught(client.chat.completions.create({ model: 'fake-model', messages: user('x'), n: 129 }));
+  eq([e?.status, e?.param], [400, 'n'], 'n > 128');
 
   e = await caught(client.chat.completions.create({ model: 'gpt-4o', messages: user('x') }));
   check(e instanceof OpenAI.NotFoundError, `404 is NotFoundError (${e})`);

@@ -242,7 +242,24 @@ async function main() {
     };
     await expectError('temperature out of range', 400,
                       () => client.completions.create({ model: id, prompt: 'a', temperature: 7 }), (e) => e.param === 'temperature');
-    await expectError('n = 2', 400, () => client.completions.create({ model: id, prompt: 'a', n: 2 }), (e) => e.param === 'n');
+    await expectError('n over --max-seqs', 400, () => client.completions.create({ model: id, prompt: 'a', n: 17 }),
+                      (e) => e.param === 'n');
+    // n choices share the prompt: at temperature 0 each is run's text (the plain prompt and the compressed one);
+    // sampled, choice 0 is the n = 1 request's with the same seed and the others draw seeds of their own
+    for (const k of [0, 1]) {
+      const ext = pressOf(k).ext, body = { model: id, prompt: PROMPTS[k], max_tokens: N_NEW, temperature: 0, n: 3 };
+      const nr = await client.completions.create(ext ? { ...body, vkvector: ext } : body);
+      check(nr.choices.length === 3 && nr.choices.every((x, i) => x.index === i && x.text === cli[k].text) &&
+            nr.usage.prompt_tokens === cli[k].promptTokens && nr.usage.completion_tokens === 3 * N_NEW,
+            `n = 3 at temperature 0 (${ext ? 'keydiff' : 'plain'}): every choice is run's text`,
+            JSON.stringify([nr.choices.map((x) => x.text), nr.usage]));
+    }
+    const sampled = { model: id, prompt: PROMPTS[2], max_tokens: N_NEW, temperature: 1, seed: 11 };
+    const one = await client.completions.create(sampled);
+    const four = await client.completions.create({ ...sampled, n: 4 });
+    const texts = four.choices.map((x) => x.text);
+    check(texts[0] === one.choices[0].text && new Set(texts).size > 1,
+          'n = 4 sampled: choice 0 is the n = 1 text, the others differ', JSON.stringify([one.choices[0].text, texts]));
     // one model served: any name is taken, as llama-server takes it, and the answer carries that name
     const other = await client.completions.create({ model: 'gpt-4o', prompt: PROMPTS[0], max_tokens: N_NEW, temperature: 0 });
     check(other.model === 'gpt-4o' && other.choices[0].text === cli[0].text,

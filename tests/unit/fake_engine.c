@@ -282,7 +282,18 @@ static void seq_error(vkv_seq *q, int status, const char *type, const char *para
     snprintf(q->err_msg, sizeof q->err_msg, "%s", msg);
 }
 
-void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
+static void submit_one(vkv_engine *e, const vkv_gen_request *req, vkv_seq **out);
+
+void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out) { vkv_engine_submit_n(e, req, 1, out); }
+
+/* n sequences of one request: each echoes as one request would */
+void vkv_engine_submit_n(vkv_engine *e, vkv_gen_request *req, uint32_t n, vkv_seq **out)
+{
+    for (uint32_t i = 0; i < (n ? n : 1); i++) submit_one(e, req, &out[i]);
+    vkv_gen_request_free(req);
+}
+
+static void submit_one(vkv_engine *e, const vkv_gen_request *req, vkv_seq **out)
 {
     vkv_seq *q = calloc(1, sizeof *q);
     if (!q) abort(); /* a test helper: no recovery */
@@ -340,7 +351,6 @@ void vkv_engine_submit(vkv_engine *e, vkv_gen_request *req, vkv_seq **out)
         if (!echo(q, src, req->max_tokens)) abort();
         apply_stop(q, req->stop, req->n_stop);
     }
-    vkv_gen_request_free(req);
     *out = q;
 }
 
@@ -440,6 +450,24 @@ bool vkv_seq_next(vkv_seq *q, int timeout_ms, vkv_seq_event *ev)
     }
     pthread_mutex_unlock(&e->mu);
     return got;
+}
+
+/* Polls each in turn: the fake's events are due at fixed times anyway. */
+bool vkv_seq_next_any(vkv_seq *const *qs, size_t n, int timeout_ms, size_t *which, vkv_seq_event *ev)
+{
+    struct timespec deadline, now;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    add_ms(&deadline, timeout_ms < 0 ? 0 : timeout_ms);
+    for (;;) {
+        for (size_t i = 0; i < n; i++)
+            if (vkv_seq_next(qs[i], 0, ev)) {
+                *which = i;
+                return true;
+            }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (timeout_ms >= 0 && !before(&now, &deadline)) return false;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
 }
 
 void vkv_seq_cancel(vkv_seq *q)

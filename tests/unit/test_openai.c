@@ -36,6 +36,7 @@ static void chat_request_parses(void **state)
     assert_true(parse(VKV_OAI_CHAT, body, &q, &err));
     const vkv_gen_request *g = &q.gen;
     assert_int_equal(g->kind, VKV_GEN_CHAT);
+    assert_int_equal(q.n, 1);
     assert_string_equal(q.model, "m");
     assert_int_equal(g->n_messages, 3);
     assert_string_equal(g->messages[0].role, "system");
@@ -193,7 +194,8 @@ static const struct bad_case {
     {VKV_OAI_COMPLETIONS, "{\"prompt\": [1, \"x\"]}", "prompt", "token id"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": true}", "prompt", "string"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"model\": 3}", "model", "string"},
-    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"n\": 2}", "n", "one choice"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"n\": 129}", "n", "[1, 128]"},
+    {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"n\": 0}", "n", "[1, 128]"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"n\": \"1\"}", "n", "integer"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_tokens\": 0}", "max_tokens", "[1,"},
     {VKV_OAI_COMPLETIONS, "{\"prompt\": \"x\", \"max_tokens\": 1.5}", "max_tokens", "integer"},
@@ -315,6 +317,25 @@ static void responses_are_openai_s(void **state)
     assert_true(at(r, "choices.0.index")->number == 0);
     assert_string_equal(at(r, "choices.0.finish_reason")->string, "length");
     vkv_json_free(d);
+
+    /* n choices: indexed in order, each its finish reason, the usage total's */
+    vkv_seq_event stop = ev, total = ev;
+    stop.finish_reason = "stop";
+    total.completion_tokens = 7;
+    const vkv_oai_choice two[2] = {{"ab", 2, NULL, &ev}, {"c", 1, NULL, &stop}};
+    for (int route = 0; route < 2; route++) {
+        m = (vkv_oai_meta){.route = route ? VKV_OAI_COMPLETIONS : VKV_OAI_CHAT, .id = "x", .created = 1, .model = "l"};
+        vkv_oai_write_response_n(&b, &m, two, 2, &total);
+        d = parsed(&b);
+        r = vkv_json_root(d);
+        assert_int_equal(at(r, "choices")->n_items, 2);
+        assert_true(at(r, "choices.0.index")->number == 0 && at(r, "choices.1.index")->number == 1);
+        assert_string_equal(at(r, route ? "choices.1.text" : "choices.1.message.content")->string, "c");
+        assert_string_equal(at(r, "choices.0.finish_reason")->string, "length");
+        assert_string_equal(at(r, "choices.1.finish_reason")->string, "stop");
+        assert_true(at(r, "usage.completion_tokens")->number == 7 && at(r, "usage.total_tokens")->number == 12);
+        vkv_json_free(d);
+    }
 }
 
 static void chunks_are_openai_s(void **state)
