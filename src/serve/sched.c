@@ -65,6 +65,10 @@ typedef enum seq_state {
     SEQ_FINISHED,
 } seq_state;
 
+/* How a request's follower began its prefill (vkvector_choice_forks_total). */
+typedef enum fork_how { FORK_PAGES, FORK_ROWS, FORK_COMPRESSED, FORK_ALONE, N_FORKS } fork_how;
+static const char *const FORK_NAMES[N_FORKS] = {"pages", "rows", "compressed_prompt", "alone"};
+
 /* Outcomes counted by vkvector_requests_total. */
 typedef enum outcome {
     OUT_STOP, OUT_LENGTH, OUT_CANCELLED, OUT_INVALID, OUT_QUEUE_FULL, OUT_UNAVAILABLE, OUT_FAILED, N_OUTCOMES
@@ -228,6 +232,7 @@ struct vkv_engine {
     uint64_t prefix_clock;
     uint64_t prefix_queries, prefix_hits, prefix_evictions; /* prompt tokens looked up, reused; entries dropped */
     uint64_t context_queries, context_hits; /* requests that may reuse a compressed context, and did */
+    uint64_t forks[N_FORKS];    /* followers begun, by how (fork_how) */
 
     /* The scheduler thread's. */
     vkv_seq **active;           /* [max_seqs], in admission order */
@@ -1504,7 +1509,9 @@ static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed)
         seq_fail_status(f, st);
         return;
     }
-    if (!alone) { /* the leader's prompt: its compression, cache status and cached tokens */
+    const fork_how how = alone ? FORK_ALONE : compressed ? FORK_COMPRESSED : !n_reuse ? FORK_ALONE
+                         : f->paged ? FORK_PAGES : FORK_ROWS;
+    if (how != FORK_ALONE) { /* the leader's prompt: its compression, cache status and cached tokens */
         f->comp = leader->comp;
         f->cached_tokens = leader->cached_tokens;
         f->context_reused = leader->context_reused;
@@ -1517,8 +1524,11 @@ static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed)
         pool_set(f, paged_held(f, n_reuse));
     }
     seq_begun(f);
-    if (alone) logf_(e, "request %llu: choice %u prefills its prompt alone", f->id, f->choice);
-    else if (compressed)
+    pthread_mutex_lock(&e->mu);
+    e->forks[how]++;
+    pthread_mutex_unlock(&e->mu);
+    if (how == FORK_ALONE) logf_(e, "request %llu: choice %u prefills its prompt alone", f->id, f->choice);
+    else if (how == FORK_COMPRESSED)
         logf_(e, "request %llu: choice %u takes request %llu's compressed prompt", f->id, f->choice, leader->id);
     else
         logf_(e, "request %llu: choice %u takes request %llu's first %u prompt tokens (%s) and evaluates the other %zu",
@@ -2283,6 +2293,11 @@ void vkv_engine_metrics(vkv_engine *e, vkv_strbuf *out)
            "Requests whose query-agnostic compression may take a cached compressed context.", e->context_queries);
     metric(out, "context_cache_hits_total", "counter", "Requests that took a cached compressed context.",
            e->context_hits);
+    bufprintf(out, "# HELP vkvector_choice_forks_total Choices after a request's first (OpenAI's n) begun, by what they "
+                   "took of the first one's prefill: its prompt's pages mapped, its rows copied, its compressed prompt, "
+                   "or nothing (prefilled alone).\n# TYPE vkvector_choice_forks_total counter\n");
+    for (int i = 0; i < N_FORKS; i++)
+        bufprintf(out, "vkvector_choice_forks_total{from=\"%s\"} %llu\n", FORK_NAMES[i], (unsigned long long)e->forks[i]);
     bufprintf(out, "# HELP vkvector_compressions_total KV-cache compressions, after a prefill or during generation.\n"
                    "# TYPE vkvector_compressions_total counter\n"
                    "vkvector_compressions_total{when=\"prefill\"} %llu\nvkvector_compressions_total{when=\"decode\"} %llu\n",

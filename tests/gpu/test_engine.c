@@ -102,6 +102,11 @@ static tcase cases[] = {
     {.name = "keydiff-short", .kind = VKV_GEN_TEXT, .text = "GLOUCESTER: Now is the winter of our discontent",
      .max_tokens = 12, .press = "keydiff", .compression = 0.75},
     {.name = "plain-2", .kind = VKV_GEN_TEXT, .text = "HAMLET: To be, or not to be", .max_tokens = 20},
+    /* query-aware: SnapKV compresses the question with the context (past its 64-token window) */
+    {.name = "chat-snapkv", .kind = VKV_GEN_CHAT,
+     .text = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak. First Citizen: You are "
+             "all resolved rather to die than to famish? Who is Caius Marcius?",
+     .max_tokens = 12, .press = "snapkv", .compression = 0.5},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -1071,6 +1076,166 @@ out:
     free(q);
 }
 
+/* The events of one vkv_engine_submit_n's sequences, read through
+ * vkv_seq_next_any in whatever order they come, into o[0, n). */
+static void read_group(vkv_seq **q, size_t n, outcome *o)
+{
+    vkv_strbuf *b = calloc(n, sizeof *b);
+    memset(o, 0, n * sizeof *o);
+    for (size_t open = n; open && b;) {
+        vkv_seq_event ev;
+        size_t w;
+        if (!vkv_seq_next_any(q, n, 120000, &w, &ev)) {
+            fail("a group: no event in 120 s");
+            break;
+        }
+        if (!o[w].n_events++) o[w].started_first = ev.kind == VKV_SEQ_STARTED;
+        if (ev.kind == VKV_SEQ_TEXT) vkv_strbuf_put(&b[w], ev.text, ev.len);
+        if (ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR) {
+            o[w].last = ev;
+            open--;
+            continue;
+        }
+        vkv_seq_event_clear(&ev);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (b) {
+            vkv_strbuf_put(&b[i], "", 0);
+            o[i].text = b[i].p;
+            o[i].len = b[i].n;
+        }
+        vkv_seq_release(q[i]);
+    }
+    free(b);
+}
+
+static double fork_count(vkv_engine *e, const char *from)
+{
+    char name[96];
+    snprintf(name, sizeof name, "vkvector_choice_forks_total{from=\"%s\"}", from);
+    return metric(e, name);
+}
+
+#define CHOICES 3
+/* OpenAI's n (vkv_engine_submit_n, docs/SERVE.md "Several choices"): every
+ * choice at temperature 0 is the case's reference, whatever its follower
+ * took of the first one's prefill (its prompt's pages for a plain prompt,
+ * its compressed prompt for a query-agnostic or query-aware press, nothing
+ * with compression during generation); sampled, choice 0 is the reference
+ * with the request's seed and the others draw their own. A request counts
+ * once, the pool is empty after, a group of more choices than places is
+ * refused, a cancel ends them all, and when the first choice's prefill
+ * fails the others prefill alone. */
+static void several_choices(vkv_session *s)
+{
+    static const char *const names[] = {"plain", "keydiff", "budget", "chat-vector", "chat-snapkv", "q8_0", "sampled"};
+    vkv_engine_params p = {.max_seqs = 2 * CHOICES, .n_ctx = N_CTX, .prefill_chunk = CHUNK, .log = true};
+    vkv_engine *e;
+    if (vkv_engine_create(s, &p, &e)) {
+        fail("several choices: vkv_engine_create: %s", vkv_last_error());
+        return;
+    }
+    outcome o[2 * CHOICES + 1];
+    vkv_seq *q[2 * CHOICES + 1];
+    const double stops_before = metric(e, "vkvector_requests_total{outcome=\"stop\"}") +
+                                metric(e, "vkvector_requests_total{outcome=\"length\"}");
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++) {
+        const tcase *c = NULL;
+        for (size_t i = 0; i < N_CASES; i++)
+            if (!strcmp(cases[i].name, names[k])) c = &cases[i];
+        if (!c) {
+            fail("several choices: no case %s", names[k]);
+            continue;
+        }
+        const double pages = fork_count(e, "pages"), rows = fork_count(e, "rows"),
+                     compressed = fork_count(e, "compressed_prompt"), alone = fork_count(e, "alone");
+        vkv_gen_request r = make_request(c);
+        vkv_engine_submit_n(e, &r, CHOICES, q);
+        read_group(q, CHOICES, o);
+        const bool sampled = c->temperature > 0;
+        check_case(c, &o[0]);
+        for (int i = 1; i < CHOICES; i++) {
+            if (!sampled) check_case(c, &o[i]);
+            else CHECK(o[i].last.kind == VKV_SEQ_DONE, "%s: choice %d ended with %d", c->name, i, o[i].last.kind);
+        }
+        if (sampled)
+            CHECK((o[1].len != o[0].len || memcmp(o[1].text, o[0].text, o[0].len)) ||
+                      (o[2].len != o[0].len || memcmp(o[2].text, o[0].text, o[0].len)),
+                  "%s: every choice sampled '%s': their seeds are the request's", c->name, o[0].text);
+        /* how the followers began */
+        const char *want = c->compress_every ? "alone" : c->press ? "compressed_prompt" : c->kv_type ? "rows" : "pages";
+        const double got = !strcmp(want, "alone") ? fork_count(e, "alone") - alone
+                           : !strcmp(want, "rows") ? fork_count(e, "rows") - rows
+                           : !strcmp(want, "pages") ? fork_count(e, "pages") - pages
+                                                    : fork_count(e, "compressed_prompt") - compressed;
+        CHECK(got == CHOICES - 1, "%s: %g of %d followers began from %s", c->name, got, CHOICES - 1, want);
+        for (int i = 0; i < CHOICES; i++) free(o[i].text);
+    }
+    CHECK(metric(e, "vkvector_requests_total{outcome=\"stop\"}") + metric(e, "vkvector_requests_total{outcome=\"length\"}") -
+              stops_before == sizeof names / sizeof *names,
+          "a request of %d choices counts once: %g requests ended", CHOICES,
+          metric(e, "vkvector_requests_total{outcome=\"stop\"}") +
+              metric(e, "vkvector_requests_total{outcome=\"length\"}") - stops_before);
+    CHECK(metric(e, "vkvector_kv_pool_bytes_in_use") == 0, "several choices: pool bytes in use after: %g",
+          metric(e, "vkvector_kv_pool_bytes_in_use"));
+
+    /* more choices than places: every one is refused, naming n */
+    vkv_gen_request r = make_request(&cases[0]);
+    vkv_engine_submit_n(e, &r, 2 * CHOICES + 1, q);
+    read_group(q, 2 * CHOICES + 1, o);
+    for (int i = 0; i < 2 * CHOICES + 1; i++) {
+        CHECK(o[i].last.kind == VKV_SEQ_ERROR && o[i].last.http_status == 400 && o[i].last.param &&
+                  !strcmp(o[i].last.param, "n") && o[i].n_events == 1,
+              "choice %d of too many: %d %d %s", i, o[i].last.kind, o[i].last.http_status, o[i].last.message);
+        free(o[i].text);
+    }
+
+    /* a cancel mid-generation ends every choice, and the pool is empty after */
+    r = text_request("ROMEO: What light", 0);
+    vkv_engine_submit_n(e, &r, CHOICES, q);
+    vkv_seq_event ev;
+    size_t w;
+    bool texted = false;
+    while (!texted && vkv_seq_next_any(q, CHOICES, 120000, &w, &ev)) {
+        texted = ev.kind == VKV_SEQ_TEXT;
+        const bool ended = ev.kind == VKV_SEQ_DONE || ev.kind == VKV_SEQ_ERROR;
+        vkv_seq_event_clear(&ev);
+        if (ended) break;
+    }
+    CHECK(texted, "the cancelled group sent no text");
+    for (int i = 0; i < CHOICES; i++) vkv_seq_cancel(q[i]);
+    read_group(q, CHOICES, o);
+    for (int i = 0; i < CHOICES; i++) {
+        CHECK(o[i].last.kind == VKV_SEQ_ERROR && o[i].last.code && !strcmp(o[i].last.code, "cancelled"),
+              "cancelled choice %d: %d %s", i, o[i].last.kind, o[i].last.message);
+        free(o[i].text);
+    }
+    CHECK(metric(e, "vkvector_kv_pool_bytes_in_use") == 0, "pool bytes after the cancelled group: %g",
+          metric(e, "vkvector_kv_pool_bytes_in_use"));
+    vkv_engine_free(e);
+
+    /* the first choice's prefill fails (a lost device, injected): the others prefill alone and give the reference */
+    setenv("VKVECTOR_SERVE_FAULT", "prefill:1", 1);
+    const vkv_status st = vkv_engine_create(s, &p, &e);
+    unsetenv("VKVECTOR_SERVE_FAULT");
+    if (st) {
+        fail("several choices: vkv_engine_create with a fault: %s", vkv_last_error());
+        return;
+    }
+    r = make_request(&cases[0]);
+    vkv_engine_submit_n(e, &r, CHOICES, q);
+    read_group(q, CHOICES, o);
+    CHECK(o[0].last.kind == VKV_SEQ_ERROR && o[0].last.http_status == 500, "the failed first choice: %d %d %s",
+          o[0].last.kind, o[0].last.http_status, o[0].last.message);
+    for (int i = 1; i < CHOICES; i++) check_case(&cases[0], &o[i]);
+    CHECK(fork_count(e, "alone") == CHOICES - 1, "%g followers prefilled alone after their first failed",
+          fork_count(e, "alone"));
+    for (int i = 0; i < CHOICES; i++) free(o[i].text);
+    CHECK(metric(e, "vkvector_kv_pool_bytes_in_use") == 0, "pool bytes after the failed group: %g",
+          metric(e, "vkvector_kv_pool_bytes_in_use"));
+    vkv_engine_free(e);
+}
+
 /* A model without a chat template vkvector knows: chat messages go as
  * ChatML, the text the chat case gives on the ChatML session. */
 static void chat_falls_back_to_chatml(void)
@@ -1148,6 +1313,7 @@ int main(void)
         reused_compressed_context_matches_the_compression(s);
         prefix_cache(s);
         context_cache(s);
+        several_choices(s);
         sixty_four_sequences(s);
         chat_falls_back_to_chatml();
     }
