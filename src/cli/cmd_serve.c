@@ -34,7 +34,7 @@ typedef struct serve_opts {
 static int parse_serve_options(int argc, char **argv, serve_opts *o)
 {
     const vkv_sampler_params openai = vkv_gen_sampling_defaults();
-    *o = (serve_opts){.host = "127.0.0.1", .port = 8080, .max_seqs = 16, .queue = 64, .max_body = 4 << 20,
+    *o = (serve_opts){.host = "127.0.0.1", .port = 8080, .max_seqs = 0, .queue = 64, .max_body = 4 << 20,
                       .timeout_s = 60, .temp = openai.temperature, .top_p = openai.top_p, .min_p = openai.min_p,
                       .repeat_penalty = openai.repeat_penalty, .presence_penalty = openai.presence_penalty,
                       .frequency_penalty = openai.frequency_penalty, .top_k = openai.top_k};
@@ -52,7 +52,8 @@ static int parse_serve_options(int argc, char **argv, serve_opts *o)
          .help = "the KV pool every sequence's cache lives in, MiB (default: what the device\n"
                  "heap has left after the weights and scratch, less a margin)"},
         {.type = CLI_I64, .names = "--max-seqs", .metavar = "N", .dest = &o->max_seqs, .min = 1, .max = VKV_STEP_MAX,
-         .help = "sequences decoded together, one token each per step (default 16, at most 256)"},
+         .help = "sequences decoded together, one token each per step (at most 256; default: as many\n"
+                 "as --batch and the device allow, up to 256)"},
         {.type = CLI_I64, .names = "--queue", .metavar = "N", .dest = &o->queue, .min = 1, .max = 1 << 20,
          .help = "requests waiting for a place beyond those; more get 429 (default 64)"},
         {.type = CLI_STR, .names = "--api-key", .metavar = "KEY", .dest = &o->api_key,
@@ -123,11 +124,6 @@ static int check_serve_options(serve_opts *o)
     if (o->po.n_pas > 1) return cli_usage_error("serve", "--pa takes one value here");
     if (o->cors && !vkv_http_origin_ok(o->cors))
         return cli_usage_error("serve", "--cors wants %s, got '%s'", VKV_HTTP_ORIGIN_FORM, o->cors);
-    /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
-    if (!o->max_connections_given) {
-        o->max_connections = o->max_seqs + o->queue + 32;
-        if (o->max_connections > VKV_HTTP_MAX_CONNECTIONS) o->max_connections = VKV_HTTP_MAX_CONNECTIONS;
-    }
     if (!o->api_key || !*o->api_key) o->api_key = getenv("VKVECTOR_API_KEY");
     return -1;
 }
@@ -224,6 +220,14 @@ int cmd_serve(int argc, char **argv)
     const vkv_sampler_params sampling = default_sampling(&o);
     ep.sampling = &sampling;
     if ((st = vkv_engine_create(s, &ep, &e))) goto out;
+    vkv_engine_props props;
+    vkv_engine_get_props(e, &props); /* the --max-seqs the engine chose when none was given */
+    o.max_seqs = props.max_seqs;
+    /* a connection for every running and waiting request, and some for /health, /metrics and refusals (429) */
+    if (!o.max_connections_given) {
+        o.max_connections = o.max_seqs + o.queue + 32;
+        if (o.max_connections > VKV_HTTP_MAX_CONNECTIONS) o.max_connections = VKV_HTTP_MAX_CONNECTIONS;
+    }
     vkv_http_params hp = {.host = o.host, .port = (uint16_t)o.port, .api_key = o.api_key, .max_body = (size_t)o.max_body,
                           .log = !o.quiet, .alias = o.alias, .strict_model = o.strict_model,
                           .idle_timeout_s = (unsigned)o.timeout_s, .max_connections = (unsigned)o.max_connections,

@@ -157,7 +157,9 @@ typedef struct vkv_seq vkv_seq;
 
 typedef struct vkv_engine_params {
     uint32_t max_seqs;          /* sequences decoded together in one step (at most VKV_STEP_MAX and
-                                 * prefill_chunk); 0: 16 */
+                                 * prefill_chunk); 0: as many as those and the device allow (up to 256,
+                                 * halved while the sequences' scratch would take over a quarter of the
+                                 * heap beside the weights) */
     uint32_t queue;             /* requests waiting for a place beyond those (then 429); 0: 64 */
     uint64_t kv_budget;         /* bytes of the KV pool every sequence's cache lives in; 0: what the
                                  * device heap has left after the weights and scratch, less a margin */

@@ -19,7 +19,6 @@
 #include "kvlayout/kv_layout.h"
 #include "press/press.h"
 
-#define DEFAULT_MAX_SEQS 16
 #define DEFAULT_QUEUE 64
 #define DEFAULT_PREFILL_CHUNK 512
 /* The default pool leaves this share of the device heap free (driver
@@ -101,6 +100,9 @@ typedef struct seq_group {
     uint32_t holding;           /* members still holding the request (freed by the last) */
     uint32_t mapping;           /* followers running that map pages of the leader's */
     uint64_t leader_held;       /* the leader's pool bytes after it ended, counted until no follower maps them */
+    uint32_t ended;             /* members that finished or failed after they started */
+    bool leader_ran;            /* the leader finished (DONE): the request ran */
+    double t_first_token;       /* now_s() at the request's first generated token; 0: none yet */
 } seq_group;
 
 struct vkv_seq {
@@ -1096,9 +1098,24 @@ static void seq_retire(vkv_seq *q)
     engine_release(q);
 }
 
+/* A started q ended (ran: with DONE): once its group's last member ends,
+ * the request's end-to-end latency, when its first choice ran to its end
+ * (vkvector:e2e_request_latency_seconds counts requests, as
+ * vkvector:request_success_total does). */
+static void group_ended(vkv_seq *q, bool ran)
+{
+    seq_group *g = q->g;
+    if (!q->choice) g->leader_ran = ran;
+    if (++g->ended < g->n || !g->leader_ran) return;
+    pthread_mutex_lock(&q->e->mu);
+    hist_add(&q->e->e2e, now_s() - q->t_submit);
+    pthread_mutex_unlock(&q->e->mu);
+}
+
 /* Ends q with an error event (its resources freed first). */
 static void seq_fail(vkv_seq *q, outcome o, int status, const char *type, const char *code, const char *msg)
 {
+    group_ended(q, false); /* only admitted sequences fail here (a waiting group ends in group_end) */
     seq_drop_resources(q);
     count_outcome(q, o);
     seq_leave_active(q);
@@ -1175,8 +1192,8 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
           reason, ev.prompt_tokens, q->n_gen, q->comp.decode_compressions);
     pthread_mutex_lock(&e->mu);
     e->decode_compressions += q->comp.decode_compressions;
-    hist_add(&e->e2e, now_s() - q->t_submit);
     pthread_mutex_unlock(&e->mu);
+    group_ended(q, true);
     prefix_keep(q);
     context_keep(q);
     seq_drop_resources(q);
@@ -1249,7 +1266,11 @@ static void take_token(vkv_seq *q, const float *logits)
     const double t = now_s();
     pthread_mutex_lock(&e->mu);
     e->gen_tokens++;
-    hist_add(q->n_gen == 1 ? &e->ttft : &e->itl, t - (q->n_gen == 1 ? q->t_submit : q->t_last_token));
+    /* the request's first token is its time to first token; a later choice's first is a gap after it */
+    const bool first = q->n_gen == 1 && !q->g->t_first_token;
+    if (first) q->g->t_first_token = t;
+    hist_add(first ? &e->ttft : &e->itl,
+             t - (first ? q->t_submit : q->n_gen == 1 ? q->g->t_first_token : q->t_last_token));
     pthread_mutex_unlock(&e->mu);
     q->t_last_token = t;
     if (tok && vkv_tokenizer_is_eog(tok, id)) {
@@ -2000,6 +2021,50 @@ static bool json_vocab_make(vkv_engine *e)
     return e->json_vocab != NULL;
 }
 
+/* The scratch owner's context: the activation buffers every sequence
+ * borrows, once, for a prefill chunk or a step of max_seqs rows, beside a
+ * chunk-sized KV cache of its own. */
+static vkv_ctx_params owner_params(const vkv_engine_params *p)
+{
+    return (vkv_ctx_params){.n_ctx = p->prefill_chunk, .n_batch = p->prefill_chunk, .k_type = VKV_F16,
+                            .v_type = VKV_F16, .step_seqs = p->max_seqs, .step_ctx = p->n_ctx};
+}
+
+/* What the pool holds beyond the KV bytes the admission counts: every
+ * sequence's attention partials, the buffers of the compressions that may
+ * run at once (one after a prefill, others during generation: up to
+ * COMPRESSION_F32S f32 a (token, layer, KV head) each for scores, masks,
+ * residuals and tiers, two of them counted), and the page pool's staging
+ * area (one layer of the longest sequence). */
+static uint64_t pool_headroom(const vkv_hparams *hp, const vkv_engine_params *p)
+{
+    const uint64_t compression_bytes = 4ull * COMPRESSION_F32S * p->n_ctx * hp->n_head_kv * hp->n_layer;
+    const uint64_t staging = 2 * vkv_kv_cache_bytes(VKV_F16, hp->n_head_kv, p->n_ctx + (1u << VKV_KV_PAGE_SHIFT),
+                                                    hp->head_dim);
+    return (uint64_t)p->max_seqs * vkv_kv_plan_scratch_bytes(hp, p->n_ctx) + 2 * compression_bytes + staging;
+}
+
+/* --max-seqs when none is given: as many as one step takes (VKV_STEP_MAX,
+ * and no more than the prefill chunk, whose buffers hold a step's rows),
+ * halved while the sequences' scratch (the owner's step buffers and every
+ * sequence's attention partials) would take more than a quarter of what
+ * the device heap has beside the weights: on a small device the KV pool
+ * keeps most of the memory. */
+static uint32_t auto_max_seqs(const vkv_session *s, const vkv_engine_params *p)
+{
+    const vkv_hparams *hp = &s->model->hp;
+    const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes, weights = s->model->weight_bytes;
+    const uint64_t free_bytes = heap > weights + heap / POOL_MARGIN_DIV ? heap - weights - heap / POOL_MARGIN_DIV : 0;
+    vkv_engine_params q = *p;
+    q.max_seqs = p->prefill_chunk < VKV_STEP_MAX ? p->prefill_chunk : VKV_STEP_MAX;
+    for (; q.max_seqs > 1; q.max_seqs /= 2) {
+        const vkv_ctx_params owner = owner_params(&q);
+        const vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &owner);
+        if (plan.scratch_bytes + plan.kv_bytes + pool_headroom(hp, &q) <= free_bytes / 4) break;
+    }
+    return q.max_seqs;
+}
+
 vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_engine **out)
 {
     *out = NULL;
@@ -2009,10 +2074,10 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
     e->s = s;
     e->p = *p;
     const vkv_hparams *hp = &s->model->hp;
-    if (!e->p.max_seqs) e->p.max_seqs = DEFAULT_MAX_SEQS;
     if (!e->p.queue) e->p.queue = DEFAULT_QUEUE;
     if (!e->p.n_ctx) e->p.n_ctx = hp->n_ctx_train;
     if (!e->p.prefill_chunk) e->p.prefill_chunk = DEFAULT_PREFILL_CHUNK;
+    if (!e->p.max_seqs) e->p.max_seqs = auto_max_seqs(s, &e->p);
     if (!e->p.prefix_page) e->p.prefix_page = DEFAULT_PREFIX_PAGE;
     e->p.defaults = server_defaults(&p->defaults);
     if (e->p.max_seqs > VKV_STEP_MAX || e->p.max_seqs > e->p.prefill_chunk) {
@@ -2022,24 +2087,12 @@ vkv_status vkv_engine_create(vkv_session *s, const vkv_engine_params *p, vkv_eng
         free(e);
         return st;
     }
-    /* The activation buffers every sequence borrows, once, beside a
-     * chunk-sized KV cache of their owner's own. */
-    vkv_ctx_params owner = {.n_ctx = e->p.prefill_chunk, .n_batch = e->p.prefill_chunk, .k_type = VKV_F16,
-                            .v_type = VKV_F16, .step_seqs = e->p.max_seqs, .step_ctx = e->p.n_ctx};
+    vkv_ctx_params owner = owner_params(&e->p);
     vkv_ctx_memory plan = vkv_ctx_plan_memory(hp, &owner);
     const uint64_t heap = vkv_gpu_mem_stats(s->gpu).device_heap_bytes;
     const uint64_t scratch = plan.scratch_bytes + plan.kv_bytes, others = s->model->weight_bytes + scratch;
     const uint64_t margin = heap / POOL_MARGIN_DIV;
-    /* Beyond the KV bytes the admission counts, the pool holds every
-     * sequence's attention partials and the buffers of the compressions that
-     * may run at once (one after a prefill, others during generation): up to
-     * COMPRESSION_F32S f32 a (token, layer, KV head) each (scores, masks,
-     * residuals, tiers), two of them counted. */
-    const uint64_t compression_bytes = 4ull * COMPRESSION_F32S * e->p.n_ctx * hp->n_head_kv * hp->n_layer;
-    /* and the page pool's staging area: one layer of the longest sequence */
-    const uint64_t staging = 2 * vkv_kv_cache_bytes(VKV_F16, hp->n_head_kv, e->p.n_ctx + (1u << VKV_KV_PAGE_SHIFT), hp->head_dim);
-    const uint64_t headroom = (uint64_t)e->p.max_seqs * vkv_kv_plan_scratch_bytes(hp, e->p.n_ctx) + 2 * compression_bytes +
-                              staging;
+    const uint64_t headroom = pool_headroom(hp, &e->p);
     e->budget = e->p.kv_budget ? e->p.kv_budget
               : heap > others + margin + headroom ? heap - others - margin - headroom : 0;
     /* the smallest sequence: a one-token prompt and one new token */

@@ -10,7 +10,7 @@
 //     is repeated less with them;
 //   - logit_bias: -100 bans the greedy token, +100 forces a token;
 //   - seed: the same seed gives the same tokens alone and beside other
-//     requests;
+//     requests, and as choice 0 of n = 2 (each choice with its logprobs);
 //   - response_format: json_object and json_schema (a zod schema through the
 //     client's parse helper: enums, integers, booleans, nullable, arrays,
 //     nested objects), at temperature 0 and 1, with and without compression:
@@ -67,9 +67,9 @@ const REFUSED_CHAT = {
   service_tier: 'flex',
   store: true,
   metadata: { k: 'v' },
-  n: 2,
+  n: 129,
 };
-const REFUSED_COMPLETIONS = { suffix: ' and so on', best_of: 3, n: 2 };
+const REFUSED_COMPLETIONS = { suffix: ' and so on', best_of: 3, n: 0 };
 
 async function refusedWith(fn, param) {
   try {
@@ -196,6 +196,14 @@ async function main() {
       client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 99 }),
       client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 7 })]);
     check(again2.choices[0].message.content === again, 'chat: seed 99 gives the same tokens beside another request');
+    // n: each choice its own logprobs, choice 0 the n = 1 answer with the same seed (the metrics below count the
+    // request once: one time to first token, the other choice's first token an inter-token gap)
+    const two = await client.chat.completions.create({ model: 'm', messages, max_tokens: 16, temperature: 1, seed: 99,
+                                                      n: 2, logprobs: true, top_logprobs: 2 });
+    check(two.choices.length === 2 && two.choices[0].message.content === again &&
+          two.choices.every((c, i) => c.index === i && c.logprobs?.content?.length > 0 &&
+                            c.logprobs.content.map((t) => t.token).join('') === c.message.content),
+          'n = 2 with logprobs: each choice its tokens, choice 0 the n = 1 answer', JSON.stringify(two.choices));
 
     // ---- structured outputs ----
     const Color = z.enum(['red', 'green', 'blue']);

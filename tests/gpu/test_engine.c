@@ -1236,6 +1236,28 @@ static void several_choices(vkv_session *s)
     vkv_engine_free(e);
 }
 
+/* --max-seqs left out: as many as a step takes (256) and the prefill chunk
+ * holds, halved only when memory is short (the default model's scratch is
+ * small beside lavapipe's heap). */
+static void default_max_seqs(vkv_session *s)
+{
+    const uint32_t chunks[] = {CHUNK, 0};
+    for (size_t i = 0; i < 2; i++) {
+        vkv_engine_params p = {.n_ctx = N_CTX, .prefill_chunk = chunks[i]};
+        vkv_engine *e;
+        if (vkv_engine_create(s, &p, &e)) {
+            fail("default --max-seqs: vkv_engine_create: %s", vkv_last_error());
+            return;
+        }
+        vkv_engine_props props;
+        vkv_engine_get_props(e, &props);
+        const uint32_t most = chunks[i] ? chunks[i] : VKV_STEP_MAX;
+        CHECK(props.max_seqs == most, "default --max-seqs with %u-token chunks: %u, want %u", chunks[i], props.max_seqs,
+              most);
+        vkv_engine_free(e);
+    }
+}
+
 /* A model without a chat template vkvector knows: chat messages go as
  * ChatML, the text the chat case gives on the ChatML session. */
 static void chat_falls_back_to_chatml(void)
@@ -1314,6 +1336,7 @@ int main(void)
         prefix_cache(s);
         context_cache(s);
         several_choices(s);
+        default_max_seqs(s);
         sixty_four_sequences(s);
         chat_falls_back_to_chatml();
     }
