@@ -1152,11 +1152,11 @@ static void emit_text(vkv_seq *q, size_t upto, bool last)
         vkv_seq_event_clear(&ev);
         return;
     }
-    memcpy(ev.text, q->text.p + q->emitted, n);
+    if (n) memcpy(ev.text, q->text.p + q->emitted, n);
     ev.text[n] = 0;
     for (size_t i = 0; i < n_tok; i++) ev.tokens[i] = q->pending[i].lp;
     ev.n_tokens = n_tok;
-    memmove(q->pending, q->pending + n_tok, sizeof *q->pending * (q->n_pending - n_tok));
+    if (n_tok) memmove(q->pending, q->pending + n_tok, sizeof *q->pending * (q->n_pending - n_tok));
     q->n_pending -= n_tok;
     if (upto > q->emitted) q->emitted = upto;
     push_event(q, &ev);
@@ -1561,11 +1561,12 @@ static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed)
 static void group_end(vkv_seq *q, const vkv_seq_event *ev)
 {
     seq_group *g = q->g;
-    atomic_fetch_add(&g->refs, 1); /* g outlives its members here */
+    const vkv_seq_event end = *ev; /* ev may be q's own (its refusal), and q may be freed in the loop */
+    atomic_fetch_add(&g->refs, 1);  /* g outlives its members here */
     for (uint32_t i = 0; i < g->n; i++) {
         vkv_seq *m = g->member[i];
         if (!m) continue;
-        vkv_seq_event copy = *ev;
+        vkv_seq_event copy = end;
         seq_drop_resources(m);
         push_event(m, &copy);
         m->state = SEQ_FINISHED;

@@ -313,8 +313,9 @@ async function main() {
           'no device allocation after start, through every request above (the pool is allocated once)',
           `${allocationsAtStart} at start, ${allocations} now`);
   } finally {
-    const { code } = await stopServer(s);
-    check(code === 0, 'SIGTERM with nothing running: exit 0', String(code));
+    const { code, signal } = await stopServer(s);
+    // a server that died on its own says how, with the end of its log
+    check(code === 0, 'SIGTERM with nothing running: exit 0', `${code} ${signal}\n${s.log().slice(-4000)}`);
   }
 
   // An API key, one sequence, a queue of one: 401 and 429.

@@ -1190,10 +1190,21 @@ static void several_choices(vkv_session *s)
         free(o[i].text);
     }
 
+    /* the front's way: the first refusal read, then every sequence released at once, the others' events unread
+     * (the scheduler must not read the first one's refusal after its release freed it) */
+    vkv_seq_event ev;
+    for (int round = 0; round < 8; round++) {
+        r = make_request(&cases[0]);
+        vkv_engine_submit_n(e, &r, 2 * CHOICES + 1, q);
+        CHECK(vkv_seq_next(q[0], 120000, &ev) && ev.kind == VKV_SEQ_ERROR && ev.param && !strcmp(ev.param, "n"),
+              "a refusal read first: %d %s", ev.kind, ev.message);
+        vkv_seq_event_clear(&ev);
+        for (int i = 0; i < 2 * CHOICES + 1; i++) vkv_seq_release(q[i]);
+    }
+
     /* a cancel mid-generation ends every choice, and the pool is empty after */
     r = text_request("ROMEO: What light", 0);
     vkv_engine_submit_n(e, &r, CHOICES, q);
-    vkv_seq_event ev;
     size_t w;
     bool texted = false;
     while (!texted && vkv_seq_next_any(q, CHOICES, 120000, &w, &ev)) {
