@@ -839,7 +839,8 @@ static int prefix_match(const vkv_engine *e, const vkv_seq *q)
  * none taken from a cache. */
 static bool prompt_logprobs(const vkv_seq *q) { return q->req->echo && q->req->logprobs; }
 
-/* The entry a started q reuses most rows of (-1: none), and their count. */
+/* The entry q reuses most rows of (-1: none), and their count: the same
+ * before q starts (its admission) as after. */
 static int prefix_find(vkv_engine *e, const vkv_seq *q, uint32_t *n_reuse)
 {
     int best = -1;
@@ -848,13 +849,28 @@ static int prefix_find(vkv_engine *e, const vkv_seq *q, uint32_t *n_reuse)
     for (uint32_t i = 0; i < e->n_prefix; i++) {
         const prefix_entry *p = &e->prefix[i];
         const uint32_t m = prefix_shared(p, q, q->pr.n);
-        uint32_t r = m >= e->p.prefix_page ? vkv_session_seq_reusable(q->ss, p->ss, &q->pr, m, e->p.prefix_page) : 0;
+        /* the context q's sequence gets (or got): its n_batch is the chunk, at most its context */
+        const uint32_t n_batch = e->p.prefill_chunk < q->cp.n_ctx ? e->p.prefill_chunk : q->cp.n_ctx;
+        uint32_t r = m >= e->p.prefix_page
+                         ? vkv_session_reusable(n_batch, q->cp.n_ctx, p->ss, &q->pr, m, e->p.prefix_page) : 0;
         if (r > *n_reuse) {
             *n_reuse = r;
             best = (int)i;
         }
     }
     return best;
+}
+
+static uint64_t paged_held(const vkv_seq *q, uint32_t n_mapped);
+
+/* What admitting q's group adds to the pool's count: group_peak, less the
+ * cached prefix pages a paged request will map (counted in their entry,
+ * which its run pins), as start then counts it. */
+static uint64_t admit_peak(vkv_engine *e, const vkv_seq *q)
+{
+    uint32_t n_reuse = 0;
+    const uint64_t first = q->paged && prefix_find(e, q, &n_reuse) >= 0 ? paged_held(q, n_reuse) : q->peak;
+    return first + (uint64_t)(q->g->n - 1) * q->peak;
 }
 
 /* Why q's compressed context may not come from the cache or go into it
@@ -907,7 +923,7 @@ static void prefix_make_room(vkv_engine *e, const vkv_seq *q)
     pthread_mutex_unlock(&e->mu);
     if (used + group_peak(q) > e->budget) return;
     int keep = plain_prefill(q) ? prefix_match(e, q) : context_find(e, q);
-    while (e->n_prefix && used + e->prefix_bytes + group_peak(q) > e->budget) {
+    while (e->n_prefix && used + e->prefix_bytes + admit_peak(e, q) > e->budget) {
         int i = prefix_lru(e, keep);
         if (i < 0 && (keep < 0 || prefix_pinned(e, &e->prefix[keep]))) break; /* what is left is in use */
         if (i < 0) i = keep;
@@ -1652,7 +1668,7 @@ static void admit(vkv_engine *e)
         if (ok) prefix_make_room(e, q);
         pthread_mutex_lock(&e->mu);
         const bool fits = ok && e->n_active + n <= e->p.max_seqs &&
-                          e->pool_used + e->prefix_bytes + group_peak(q) <= e->budget;
+                          e->pool_used + e->prefix_bytes + admit_peak(e, q) <= e->budget;
         if (!ok || fits) {
             e->wait_head = q->next;
             if (!e->wait_head) e->wait_tail = NULL;

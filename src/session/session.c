@@ -740,12 +740,17 @@ void vkv_session_seq_prefill_last_chunk(const vkv_session_seq *q, size_t *from, 
 uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_seq *from, const vkv_prompt *pr,
                                   uint32_t n_match, uint32_t page)
 {
+    return vkv_session_reusable(vkv_ctx_n_batch(q->ctx), vkv_ctx_n_ctx(q->ctx), from, pr, n_match, page);
+}
+
+uint32_t vkv_session_reusable(uint32_t n_batch, uint32_t n_ctx, const vkv_session_seq *from, const vkv_prompt *pr,
+                              uint32_t n_match, uint32_t page)
+{
     if (!from->row_chunk || !page || !pr->n) return 0;
     const size_t n = pr->n, n_first = vkv_prompt_compressed_part(pr, false);
-    const uint32_t n_batch = vkv_ctx_n_batch(q->ctx);
     size_t most = n_match < n - 1 ? n_match : n - 1;
     if (most > vkv_ctx_n_past(from->ctx)) most = vkv_ctx_n_past(from->ctx);
-    if (most > vkv_ctx_n_ctx(q->ctx)) most = vkv_ctx_n_ctx(q->ctx);
+    if (most > n_ctx) most = n_ctx;
     /* the rows from 0 on whose chunk took the kernels a prefill from 0 of pr gives them */
     size_t same = 0, from_g, to_g;
     while (same < most && from->row_chunk[same]) {

@@ -288,6 +288,10 @@ vkv_status vkv_session_seq_prefill_begin_sibling(vkv_session_seq *q, const vkv_c
  * them of that product too (docs/SERVE.md, "The prefix cache"). 0: none. */
 uint32_t vkv_session_seq_reusable(const vkv_session_seq *q, const vkv_session_seq *from, const vkv_prompt *prompt,
                                   uint32_t n_match, uint32_t page);
+/* The same for a sequence not created yet: its context's n_batch and n_ctx
+ * (what its admission predicts with). */
+uint32_t vkv_session_reusable(uint32_t n_batch, uint32_t n_ctx, const vkv_session_seq *from, const vkv_prompt *prompt,
+                              uint32_t n_match, uint32_t page);
 void vkv_session_seq_prefill_end(vkv_session_seq *q, vkv_prefill *out);
 /* The prompt positions [*from, *to) the last _next evaluated (empty when it
  * compressed instead): with VKV_LOGITS_CHUNK, rows [0, *to - *from) of the

@@ -844,6 +844,8 @@ static vkv_engine *cache_engine(vkv_session *s, bool off, uint64_t budget)
 static void prefix_cache(vkv_session *s)
 {
     char a_text[1024], b_text[1024];
+    uint32_t reuse_a = 0;
+    double entry_pages_a = 0;
     snprintf(a_text, sizeof a_text, "%s ROMEO: What light", PREFIX_DOC);
     snprintf(b_text, sizeof b_text, "%s JULIET: O Romeo, Romeo!", PREFIX_DOC);
     tcase ca = {.name = "prefix-a", .kind = VKV_GEN_TEXT, .text = a_text, .max_tokens = 12, .chunk = PREFIX_CHUNK};
@@ -857,12 +859,15 @@ static void prefix_cache(vkv_session *s)
         if (!e) goto out;
         const tcase *order[] = {&ca, &cb, &ca};
         uint32_t cached_sum = 0;
+        if (!off) reuse_a = 0;
         for (int i = 0; i < 3; i++) {
             outcome o;
             one(e, make_request(order[i]), &o);
             check_case(order[i], &o);
             const uint32_t c = o.last.cached_tokens;
             cached_sum += c;
+            if (!off && i == 2) reuse_a = c; /* what a's own entry gives it */
+            if (!off && !i) entry_pages_a = metric(e, "vkvector_kv_pages_in_use") / s->model->hp.n_layer; /* its entry's */
             if (off || !i) CHECK(c == 0, "prefix %s request %d: %u cached tokens", off ? "off" : "on", i, c);
             else
                 CHECK(c % 16 == 0 && c >= ca.ref_prompt / 2 && c < o.last.prompt_tokens,
@@ -888,12 +893,16 @@ static void prefix_cache(vkv_session *s)
         }
         vkv_engine_free(e);
     }
-    /* a pool of one sequence's pages: the entry keeps its prompt's pages,
-     * and a prompt whose context needs them all evicts it, and runs */
+    /* a pool of one sequence's pages and the entry's pages it does not map:
+     * the entry keeps its prompt's whole pages; its own prompt again is
+     * admitted beside it, mapping them (its admission counts only its own
+     * pages); a prompt whose context needs them all evicts it, and runs */
     const vkv_hparams *hp = &s->model->hp;
     const uint32_t n_one = ca.ref_prompt + ca.max_tokens + 8, page = 1u << VKV_KV_PAGE_SHIFT;
+    const uint32_t entry_pages = (uint32_t)entry_pages_a, mapped_pages = reuse_a / page;
+    CHECK(reuse_a % page == 0 && mapped_pages && mapped_pages <= entry_pages, "pressure: a reused %u tokens", reuse_a);
     vkv_engine *e = cache_engine(s, false, vkv_kv_pages_plan_page_bytes(hp, VKV_F16, VKV_F16, VKV_KV_PAGE_SHIFT) *
-                                               hp->n_layer * ((n_one + page - 1) / page));
+                                               hp->n_layer * ((n_one + page - 1) / page + entry_pages - mapped_pages));
     if (!e) goto out;
     outcome o;
     one(e, make_request(&ca), &o);
@@ -901,8 +910,15 @@ static void prefix_cache(vkv_session *s)
     free(o.text);
     CHECK(metric(e, "vkvector_prefix_cache_entries") == 1, "pressure: %g entries", metric(e, "vkvector_prefix_cache_entries"));
     const double kept = metric(e, "vkvector_kv_pages_in_use"), whole = hp->n_layer * ((n_one + page - 1) / page);
-    CHECK(kept > 0 && kept < whole && (uint64_t)kept % hp->n_layer == 0,
-          "pressure: the entry keeps %g pages, not its prompt's whole pages (of %g)", kept, whole);
+    CHECK(kept == (double)entry_pages * hp->n_layer && kept < whole,
+          "pressure: the entry keeps %g pages, not its prompt's whole pages (%u a layer) (of %g)", kept, entry_pages,
+          whole);
+    one(e, make_request(&ca), &o);
+    check_case(&ca, &o);
+    CHECK(o.last.cached_tokens == reuse_a && metric(e, "vkvector_prefix_cache_evictions_total") == 0,
+          "pressure: the entry's own prompt took %u cached tokens (want %u) with %g evictions: its admission counted "
+          "the pages it maps", o.last.cached_tokens, reuse_a, metric(e, "vkvector_prefix_cache_evictions_total"));
+    free(o.text);
     one(e, text_request("ROMEO: What light", ca.ref_prompt + ca.max_tokens), &o);
     CHECK(o.last.kind == VKV_SEQ_DONE, "pressure: a new prompt: %d %s", o.last.kind, o.last.message);
     free(o.text);
