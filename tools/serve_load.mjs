@@ -83,6 +83,7 @@ async function oneRequest(o, index) {
     while ((cut = buf.indexOf('\n\n')) >= 0) {
       const event = buf.slice(0, cut);
       buf = buf.slice(cut + 2);
+      if (event.startsWith(':')) continue; // an SSE comment (llama-server's keep-alive while a slot waits): ignored, as the spec says
       if (!event.startsWith('data: ')) return { error: `not an SSE data line: ${JSON.stringify(event.slice(0, 80))}` };
       const data = event.slice(6);
       if (data === '[DONE]') { done = true; continue; }
