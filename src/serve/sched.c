@@ -1666,9 +1666,9 @@ static void admit(vkv_engine *e)
         const uint32_t n = g->n;
         if (ok && (plain_prefill(q) ? any_compressing_prefill(e) : any_prefilling(e))) return;
         if (ok) prefix_make_room(e, q);
+        const uint64_t need = ok ? admit_peak(e, q) : 0; /* outside the lock: it walks the prefix entries */
         pthread_mutex_lock(&e->mu);
-        const bool fits = ok && e->n_active + n <= e->p.max_seqs &&
-                          e->pool_used + e->prefix_bytes + admit_peak(e, q) <= e->budget;
+        const bool fits = ok && e->n_active + n <= e->p.max_seqs && e->pool_used + e->prefix_bytes + need <= e->budget;
         if (!ok || fits) {
             e->wait_head = q->next;
             if (!e->wait_head) e->wait_tail = NULL;
