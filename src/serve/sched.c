@@ -649,6 +649,14 @@ static vkv_status request_prompt(vkv_seq *q)
 static bool plain_prefill(const vkv_seq *q);
 static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed);
 
+/* When q is a leader: each of its followers still waiting for its prefill
+ * forks from `leader` (NULL: prefills alone). */
+static void fork_waiting(const vkv_seq *q, const vkv_seq *leader, bool compressed)
+{
+    for (uint32_t i = 1; !q->choice && i < q->g->n; i++)
+        if (q->g->member[i] && q->g->member[i]->state == SEQ_FORK) fork_follower(q->g->member[i], leader, compressed);
+}
+
 /* Pages of every layer that n slots take. */
 static uint64_t page_count(const vkv_engine *e, uint32_t n)
 {
@@ -1136,9 +1144,7 @@ static void seq_fail(vkv_seq *q, outcome o, int status, const char *type, const 
     count_outcome(q, o);
     seq_leave_active(q);
     push_error(q, status, type, code, NULL, "%s", msg);
-    /* a leader that fails before its prefill ends leaves its followers to prefill alone */
-    for (uint32_t i = 1; !q->choice && i < q->g->n; i++)
-        if (q->g->member[i] && q->g->member[i]->state == SEQ_FORK) fork_follower(q->g->member[i], NULL, false);
+    fork_waiting(q, NULL, false); /* a leader that fails before its prefill ends: its followers prefill alone */
     seq_retire(q);
 }
 
@@ -1358,7 +1364,6 @@ static void pool_set(vkv_seq *q, uint64_t bytes)
     q->held = bytes;
 }
 
-/* Starts a ready sequence: its context, sampler and prefill. */
 /* A choice's seed: the request's for the first (so n = 1 and choice 0 of n
  * agree), distinct ones for the others (splitmix64 of seed and index). */
 static uint64_t choice_seed(uint64_t seed, uint32_t choice)
@@ -1443,6 +1448,14 @@ static uint64_t paged_held(const vkv_seq *q, uint32_t n_mapped)
     return (page_count(e, q->cp.n_ctx) - shared + slack) * vkv_kv_pages_page_bytes(e->pages);
 }
 
+/* Begins q's prefill of its whole prompt, nothing taken from elsewhere
+ * (with echo and logprobs, every chunk's logits). */
+static vkv_status begin_alone(vkv_seq *q)
+{
+    return vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr, prompt_logprobs(q) ? VKV_LOGITS_CHUNK : VKV_LOGITS_LAST,
+                                         q->logits);
+}
+
 /* Starts a ready sequence (a request's only one, or its leader): its
  * context, sampler and prefill, which may take a cached prefix or
  * compressed context. */
@@ -1460,8 +1473,7 @@ static void start(vkv_seq *q)
     } else if (from >= 0)
         st = vkv_session_seq_prefill_begin_from(q->ss, &q->c, &q->pr, VKV_LOGITS_LAST, q->logits, e->prefix[from].ss,
                                                 n_reuse);
-    else st = vkv_session_seq_prefill_begin(q->ss, &q->c, &q->pr,
-                                            prompt_logprobs(q) ? VKV_LOGITS_CHUNK : VKV_LOGITS_LAST, q->logits);
+    else st = begin_alone(q);
     prompt_tokens_init(q);
     if (st) {
         seq_fail_status(q, st);
@@ -1539,8 +1551,7 @@ static void fork_follower(vkv_seq *f, const vkv_seq *leader, bool compressed)
              (n_reuse = vkv_session_seq_reusable(f->ss, leader->ss, &f->pr, (uint32_t)f->pr.n, 1)))
         st = vkv_session_seq_prefill_begin_from(f->ss, &f->c, &f->pr, VKV_LOGITS_LAST, f->logits, leader->ss,
                                                 n_reuse);
-    else st = vkv_session_seq_prefill_begin(f->ss, &f->c, &f->pr,
-                                            prompt_logprobs(f) ? VKV_LOGITS_CHUNK : VKV_LOGITS_LAST, f->logits);
+    else st = begin_alone(f);
     prompt_tokens_init(f);
     if (st) {
         seq_fail_status(f, st);
@@ -1763,9 +1774,7 @@ static uint32_t prefill_stepped(vkv_engine *e, vkv_seq *q, vkv_status st, bool s
         memcpy(q->context_logits, q->logits, sizeof *q->context_logits * e->s->model->hp.n_vocab);
     const bool compressed = pf.compressed;
     vkv_prefill_free(&pf);
-    /* its followers fork now, while its cache and logits are the prompt's */
-    for (uint32_t i = 1; !q->choice && i < q->g->n; i++)
-        if (q->g->member[i] && q->g->member[i]->state == SEQ_FORK) fork_follower(q->g->member[i], q, compressed);
+    fork_waiting(q, q, compressed); /* its followers fork now, while its cache and logits are the prompt's */
     vkv_seq_event ev = {.kind = VKV_SEQ_STARTED, .prompt_tokens = (uint32_t)q->pr.n, .tokens = q->prompt_tokens,
                         .n_tokens = q->prompt_tokens ? q->pr.n : 0};
     q->prompt_tokens = NULL; /* the event's now */
