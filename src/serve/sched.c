@@ -1221,6 +1221,11 @@ static void seq_finish(vkv_seq *q, const char *reason, bool stopped_at_match)
     seq_drop_resources(q);
     count_outcome(q, !strcmp(reason, "length") ? OUT_LENGTH : OUT_STOP);
     seq_leave_active(q);
+    if (e->pages) { /* /metrics shows the pages as this end left them to a reader of its last event */
+        pthread_mutex_lock(&e->mu);
+        e->page_stats = vkv_kv_pages_stats_of(e->pages);
+        pthread_mutex_unlock(&e->mu);
+    }
     push_event(q, &ev);
     seq_retire(q);
 }
